@@ -1,1 +1,361 @@
-//! api
+//! The endpoint calls, async, on top of `auth` and `transport`.
+use crate::auth::authorize::{self, random_token, AuthorizationRequest};
+use crate::auth::grants::{request_token, Grant};
+use crate::auth::user_session::OnToken;
+use crate::auth::{TokenCache, TokenStore, UserSession};
+use crate::config::{is_loopback_host, ClientConfig};
+use crate::error::{Error, Result};
+use crate::models::account::accounts_from_body;
+use crate::models::{
+    Beneficiary, Deal, DealRequest, Quote, QuoteRequest, SpotDeal, Token, VirtualAccount,
+};
+use crate::transport::{api_error, Observer, Request, Response, Transport};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A parsed answer with the JSON it came from.
+pub type WithRaw<T> = (T, Value);
+
+/// The service client: one connection pool and one payments token cache.
+#[derive(Clone)]
+pub struct Client {
+    transport: Arc<Transport>,
+    tokens: Arc<TokenCache>,
+}
+
+impl Client {
+    pub fn new(config: ClientConfig, store: Option<Arc<dyn TokenStore>>) -> Result<Self> {
+        let key = format!("fxpay:{}:{}:payments", config.base_url, config.client_id);
+        Ok(Client {
+            transport: Arc::new(Transport::new(config)?),
+            tokens: Arc::new(TokenCache::new(key, store)),
+        })
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        self.transport.config()
+    }
+
+    /// The payments token, fetched on first use and renewed before it expires.
+    pub async fn payments_token(&self, obs: Option<&dyn Observer>) -> Result<Arc<Token>> {
+        let t = &self.transport;
+        self.tokens
+            .get(|| request_token(t, Grant::ClientCredentials, obs))
+            .await
+    }
+
+    /// Sends a payments request with the bearer token; a 401 renews the token and replays once.
+    async fn payments_call(
+        &self,
+        req: Request<'_>,
+        obs: Option<&dyn Observer>,
+    ) -> Result<Response> {
+        let token = self.payments_token(obs).await?;
+        let resp = self
+            .transport
+            .send(&req, Some(&token.access_token), obs)
+            .await?;
+        let resp = if resp.status == 401 {
+            let t = &self.transport;
+            let renewed = self
+                .tokens
+                .renew_after_reject(&token.access_token, || {
+                    request_token(t, Grant::ClientCredentials, obs)
+                })
+                .await?;
+            self.transport
+                .send(&req, Some(&renewed.access_token), obs)
+                .await?
+        } else {
+            resp
+        };
+        success(resp)
+    }
+
+    pub async fn create_quote(
+        &self,
+        req: &QuoteRequest,
+        obs: Option<&dyn Observer>,
+    ) -> Result<WithRaw<String>> {
+        let body = to_json(req)?;
+        let resp = self
+            .payments_call(Request::post_json("/payments/quotes", body), obs)
+            .await?;
+        let raw = parse_body(&resp)?;
+        Ok((id_field(&raw, "id", &resp)?, raw))
+    }
+
+    pub async fn get_quote(
+        &self,
+        quote_id: &str,
+        obs: Option<&dyn Observer>,
+    ) -> Result<WithRaw<Quote>> {
+        check_id("quote_id", quote_id)?;
+        let path = format!("/payments/quotes/{quote_id}");
+        let resp = self.payments_call(Request::get(&path), obs).await?;
+        let raw = parse_body(&resp)?;
+        let mut quote: Quote = typed(&raw, &resp, "quote")?;
+        if quote.id.is_empty() {
+            quote.id = quote_id.to_string();
+        }
+        Ok((quote, raw))
+    }
+
+    pub async fn create_beneficiary(
+        &self,
+        b: &Beneficiary,
+        obs: Option<&dyn Observer>,
+    ) -> Result<WithRaw<String>> {
+        b.check()?;
+        let body = to_json(b)?;
+        let resp = self
+            .payments_call(Request::post_json("/payments/beneficiaries", body), obs)
+            .await?;
+        let raw = parse_body(&resp)?;
+        Ok((id_field(&raw, "beneficiaryId", &resp)?, raw))
+    }
+
+    pub async fn create_deal(
+        &self,
+        req: DealRequest,
+        obs: Option<&dyn Observer>,
+    ) -> Result<WithRaw<Deal>> {
+        check_id("quote_id", &req.quote_id)?;
+        req.check()?;
+        let body = to_json(&req)?;
+        let resp = self
+            .payments_call(Request::post_json("/payments/deals", body), obs)
+            .await?;
+        let raw = parse_body(&resp)?;
+        let deal_id = id_field(&raw, "dealId", &resp)?;
+        Ok((
+            Deal {
+                deal_id,
+                request: req,
+            },
+            raw,
+        ))
+    }
+
+    pub async fn create_spot_deal(
+        &self,
+        req: DealRequest,
+        callback_url: Option<String>,
+        callback_nonce: Option<String>,
+        obs: Option<&dyn Observer>,
+    ) -> Result<WithRaw<SpotDeal>> {
+        check_id("quote_id", &req.quote_id)?;
+        req.check()?;
+        let nonce = match (&callback_url, callback_nonce) {
+            (None, Some(_)) => return Err(Error::invalid("callback_nonce needs a callback_url")),
+            (None, None) => None,
+            (Some(url), nonce) => {
+                check_callback_url(url)?;
+                match nonce {
+                    Some(n) => {
+                        check_nonce(&n)?;
+                        Some(n)
+                    }
+                    None => Some(random_token(32)?),
+                }
+            }
+        };
+        let mut headers = Vec::new();
+        if let Some(url) = &callback_url {
+            headers.push(("callback-location", url.clone()));
+        }
+        if let Some(n) = &nonce {
+            headers.push(("callback-nonce", n.clone()));
+        }
+        let body = to_json(&req)?;
+        let mut req_http = Request::post_json("/payments/deals/spot", body);
+        req_http.headers = headers;
+        let resp = self.payments_call(req_http, obs).await?;
+        let raw = parse_body(&resp)?;
+        let process_id = id_field(&raw, "processId", &resp)?;
+        Ok((
+            SpotDeal {
+                process_id,
+                callback_url,
+                callback_nonce: nonce,
+            },
+            raw,
+        ))
+    }
+
+    pub fn authorization_url(
+        &self,
+        redirect_uri: &str,
+        state: Option<&str>,
+    ) -> Result<AuthorizationRequest> {
+        let cfg = self.config();
+        authorize::authorization_url(&cfg.base_url, &cfg.client_id, redirect_uri, state)
+    }
+
+    pub async fn exchange_code(
+        &self,
+        auth: &AuthorizationRequest,
+        callback: &str,
+        obs: Option<&dyn Observer>,
+    ) -> Result<Token> {
+        let code = authorize::code_from_callback(auth, callback)?;
+        let grant = Grant::AuthorizationCode {
+            code: &code,
+            redirect_uri: &auth.redirect_uri,
+        };
+        request_token(&self.transport, grant, obs).await
+    }
+
+    pub async fn refresh_token(
+        &self,
+        refresh_token: &str,
+        obs: Option<&dyn Observer>,
+    ) -> Result<Token> {
+        if refresh_token.is_empty() {
+            return Err(Error::invalid("refresh_token must not be empty"));
+        }
+        request_token(&self.transport, Grant::RefreshToken { refresh_token }, obs).await
+    }
+
+    /// A session over a user's token. With `shared`, refreshes take the store's lock so
+    /// processes sharing the token never use a rotated refresh token twice.
+    pub fn user_session(
+        &self,
+        token: Token,
+        on_token: Option<OnToken>,
+        shared: Option<(Arc<dyn TokenStore>, String)>,
+    ) -> UserSession {
+        UserSession::new(self.transport.clone(), token, on_token, shared)
+    }
+}
+
+/// `GET /v1/gca/virtual-accounts` with the session's token; a 401 refreshes and replays once.
+pub async fn list_virtual_accounts(
+    session: &UserSession,
+    obs: Option<&dyn Observer>,
+) -> Result<WithRaw<Vec<VirtualAccount>>> {
+    const PATH: &str = "/gca/virtual-accounts";
+    let token = session.token(obs).await?;
+    let resp = session
+        .transport()
+        .send(&Request::get(PATH), Some(&token.access_token), obs)
+        .await?;
+    let resp = if resp.status == 401 {
+        let renewed = session.renew_after_reject(&token.access_token, obs).await?;
+        session
+            .transport()
+            .send(&Request::get(PATH), Some(&renewed.access_token), obs)
+            .await?
+    } else {
+        resp
+    };
+    let resp = success(resp)?;
+    let raw = parse_body(&resp)?;
+    let accounts =
+        accounts_from_body(&raw).ok_or_else(|| unexpected(&resp, "a list of virtual accounts"))?;
+    Ok((accounts, raw))
+}
+
+fn success(resp: Response) -> Result<Response> {
+    if (200..300).contains(&resp.status) {
+        Ok(resp)
+    } else {
+        Err(api_error(&resp))
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(v).map_err(|e| Error::Internal(format!("cannot encode the request: {e}")))
+}
+
+fn unexpected(resp: &Response, what: &str) -> Error {
+    Error::Api {
+        status: resp.status,
+        message: format!(
+            "HTTP {}: the service answered something other than {what}",
+            resp.status
+        ),
+        errors: Vec::new(),
+        body: String::from_utf8_lossy(&resp.body).into_owned(),
+        retry_after: None,
+    }
+}
+
+fn parse_body(resp: &Response) -> Result<Value> {
+    serde_json::from_slice(&resp.body).map_err(|_| unexpected(resp, "JSON"))
+}
+
+fn typed<T: serde::de::DeserializeOwned>(raw: &Value, resp: &Response, what: &str) -> Result<T> {
+    T::deserialize(raw).map_err(|e| {
+        let mut err = unexpected(resp, what);
+        if let Error::Api { message, .. } = &mut err {
+            message.push_str(&format!(" ({e})"));
+        }
+        err
+    })
+}
+
+fn id_field(raw: &Value, name: &str, resp: &Response) -> Result<String> {
+    match raw.get(name) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        _ => Err(unexpected(resp, &format!("an object with {name}"))),
+    }
+}
+
+/// Ids go into URL paths: only the characters of UUIDs and similar tokens are allowed.
+fn check_id(field: &str, id: &str) -> Result<()> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{field} must be an id such as a UUID, got {id:?}"
+        )))
+    }
+}
+
+fn check_callback_url(url: &str) -> Result<()> {
+    let parsed = url::Url::parse(url)
+        .map_err(|e| Error::invalid(format!("callback_url {url:?} is not an absolute URL: {e}")))?;
+    let host = parsed
+        .host()
+        .ok_or_else(|| Error::invalid(format!("callback_url {url:?} has no host")))?;
+    match parsed.scheme() {
+        "https" => Ok(()),
+        "http" if is_loopback_host(&host) => Ok(()),
+        _ => Err(Error::invalid(format!(
+            "callback_url must be https:// (or http:// on a loopback host), got {url:?}"
+        ))),
+    }
+}
+
+fn check_nonce(nonce: &str) -> Result<()> {
+    if nonce.is_empty() || nonce.len() > 512 || !nonce.bytes().all(|b| (0x21..0x7f).contains(&b)) {
+        return Err(Error::invalid(
+            "callback_nonce must be 1 to 512 visible ASCII characters",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_urls() {
+        assert!(check_id("q", "3f2b6a1e-9c1d-4d7a-8b0e-2f6f1c2d3e4f").is_ok());
+        for bad in ["", "../x", "a/b", "a?b", "a b"] {
+            assert!(check_id("q", bad).is_err(), "{bad}");
+        }
+        assert!(check_callback_url("https://hooks.example/fx").is_ok());
+        assert!(check_callback_url("http://127.0.0.1:9/fx").is_ok());
+        assert!(check_callback_url("http://hooks.example/fx").is_err());
+        assert!(check_nonce("abc").is_ok());
+        assert!(check_nonce("a b").is_err());
+    }
+}

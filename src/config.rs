@@ -1,1 +1,222 @@
-//! config
+//! Client configuration: base URL rules, timeouts and the retry policy.
+use crate::error::{Error, Result};
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// How failed attempts are retried (see `crate::transport` for which ones may be).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// First backoff; doubled on each retry, with full jitter.
+    pub backoff_base: Duration,
+    /// Longest backoff between two attempts.
+    pub backoff_max: Duration,
+    /// Longest `Retry-After` honoured; a longer one is not waited for.
+    pub retry_after_cap: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 2,
+            backoff_base: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(5),
+            retry_after_cap: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Everything a `crate::api::Client` needs.
+#[derive(Clone)]
+pub struct ClientConfig {
+    /// `scheme://host[:port][/prefix]` with no trailing slash and no `/v1`.
+    pub base_url: String,
+    pub client_id: String,
+    pub client_secret: String,
+    /// Total time for one attempt, from connect to the last byte of the answer.
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    pub retry: RetryPolicy,
+    /// Appended to `fxpay/<version>` in `User-Agent`.
+    pub user_agent_suffix: Option<String>,
+    /// PEM file of extra trusted CA certificates.
+    pub ca_bundle: Option<String>,
+}
+
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("base_url", &self.base_url)
+            .field("client_id", &self.client_id)
+            .field("timeout", &self.timeout)
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientConfig {
+    pub fn new(client_id: &str, client_secret: &str, base_url: &str) -> Result<Self> {
+        if client_id.is_empty() {
+            return Err(Error::config("client_id must not be empty"));
+        }
+        if client_secret.is_empty() {
+            return Err(Error::config("client_secret must not be empty"));
+        }
+        Ok(ClientConfig {
+            base_url: normalize_base_url(base_url)?,
+            client_id: client_id.to_string(),
+            client_secret: client_secret.to_string(),
+            timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            retry: RetryPolicy::default(),
+            user_agent_suffix: None,
+            ca_bundle: None,
+        })
+    }
+
+    /// Sets the per-attempt timeout in seconds; the connect timeout is the smaller of it and 10 s.
+    pub fn with_timeout(mut self, seconds: f64) -> Result<Self> {
+        if !(seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0) {
+            return Err(Error::config(format!(
+                "timeout must be a number of seconds greater than 0, got {seconds}"
+            )));
+        }
+        self.timeout = Duration::from_secs_f64(seconds);
+        self.connect_timeout = self.timeout.min(Duration::from_secs(10));
+        Ok(self)
+    }
+
+    pub fn with_max_retries(mut self, n: i64) -> Result<Self> {
+        self.retry.max_retries = u32::try_from(n).ok().filter(|n| *n <= 10).ok_or_else(|| {
+            Error::config(format!("max_retries must be between 0 and 10, got {n}"))
+        })?;
+        Ok(self)
+    }
+
+    pub fn user_agent(&self) -> String {
+        let base = concat!("fxpay/", env!("CARGO_PKG_VERSION"));
+        match &self.user_agent_suffix {
+            Some(s) if !s.is_empty() => format!("{base} {s}"),
+            _ => base.to_string(),
+        }
+    }
+
+    /// `<base_url>/v1<path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}/v1{}", self.base_url, path)
+    }
+}
+
+/// True for 127.0.0.0/8, `localhost` and `[::1]`.
+pub fn is_loopback_host(host: &url::Host<&str>) -> bool {
+    match host {
+        url::Host::Domain(d) => d.eq_ignore_ascii_case("localhost"),
+        url::Host::Ipv4(ip) => IpAddr::V4(*ip).is_loopback(),
+        url::Host::Ipv6(ip) => IpAddr::V6(*ip).is_loopback(),
+    }
+}
+
+/// Checks the base URL: `https://`, or `http://` on a loopback host; no query, fragment,
+/// credentials or `/v1` suffix.
+pub fn normalize_base_url(raw: &str) -> Result<String> {
+    let url = url::Url::parse(raw.trim())
+        .map_err(|e| Error::config(format!("base_url {raw:?} is not a URL: {e}")))?;
+    let host = url
+        .host()
+        .ok_or_else(|| Error::config(format!("base_url {raw:?} has no host")))?;
+    match url.scheme() {
+        "https" => {}
+        "http" if is_loopback_host(&host) => {}
+        "http" => {
+            return Err(Error::config(format!(
+                "base_url must use https:// (plain http is allowed only for loopback hosts), got {raw:?}"
+            )))
+        }
+        other => {
+            return Err(Error::config(format!(
+                "base_url must use https://, got scheme {other:?}"
+            )))
+        }
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(Error::config("base_url must not carry credentials"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(Error::config("base_url must not have a query or fragment"));
+    }
+    let path = url.path().trim_end_matches('/');
+    if path.ends_with("/v1") {
+        return Err(Error::config(format!(
+            "base_url is the service address without /v1, got {raw:?}"
+        )));
+    }
+    let mut out = format!("{}://{}", url.scheme(), host);
+    if let Some(port) = url.port() {
+        out.push_str(&format!(":{port}"));
+    }
+    out.push_str(path);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_https_and_loopback_http() {
+        assert_eq!(
+            normalize_base_url("https://api.example.com/")
+                .ok()
+                .as_deref(),
+            Some("https://api.example.com")
+        );
+        assert_eq!(
+            normalize_base_url("http://127.0.0.1:8080").ok().as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
+        assert_eq!(
+            normalize_base_url("http://127.5.0.1:1").ok().as_deref(),
+            Some("http://127.5.0.1:1")
+        );
+        assert_eq!(
+            normalize_base_url("http://localhost:9").ok().as_deref(),
+            Some("http://localhost:9")
+        );
+        assert_eq!(
+            normalize_base_url("http://[::1]:9").ok().as_deref(),
+            Some("http://[::1]:9")
+        );
+        assert_eq!(
+            normalize_base_url("https://gw.example.com/fx/")
+                .ok()
+                .as_deref(),
+            Some("https://gw.example.com/fx")
+        );
+    }
+
+    #[test]
+    fn refuses_the_rest() {
+        for bad in [
+            "http://api.example.com",
+            "http://10.0.0.1",
+            "ftp://x.example",
+            "api.example.com",
+            "https://api.example.com/v1",
+            "https://u:p@api.example.com",
+            "https://api.example.com?x=1",
+            "",
+        ] {
+            assert!(
+                matches!(normalize_base_url(bad), Err(Error::Configuration(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn debug_hides_the_secret() {
+        let c = ClientConfig::new("id", "TOPSECRET", "https://a.example").expect("config");
+        assert!(!format!("{c:?}").contains("TOPSECRET"));
+    }
+}

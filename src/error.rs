@@ -1,1 +1,80 @@
-//! error
+//! One error enum for the whole core. The Python layer maps each variant onto the
+//! exception tree defined in `python/fxpay/errors.py`.
+use crate::models::FieldError;
+
+/// Every failure the core can report.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The client was set up wrongly (base URL, redirect URI, proxy, CA bundle...).
+    #[error("{0}")]
+    Configuration(String),
+    /// Refused before any request was sent.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The connection failed, or no complete answer arrived.
+    #[error("{message}")]
+    Transport { message: String, timeout: bool },
+    /// RFC 6749 section 5.2 errors and `error=` authorization callbacks.
+    #[error("{}", oauth_message(.error, .description.as_deref()))]
+    OAuth {
+        error: String,
+        description: Option<String>,
+        status: Option<u16>,
+    },
+    /// The `state` of an authorization callback does not match the one sent.
+    #[error("the state returned by the authorization server does not match the one sent")]
+    StateMismatch,
+    /// The service answered with a non-2xx status.
+    #[error("{message}")]
+    Api {
+        status: u16,
+        message: String,
+        errors: Vec<FieldError>,
+        body: String,
+        retry_after: Option<u64>,
+    },
+    /// A webhook failed verification (nonce missing or different).
+    #[error("{0}")]
+    WebhookVerification(String),
+    /// A webhook body is not a valid `DealCreated` event.
+    #[error("{0}")]
+    WebhookPayload(String),
+    /// A bug or an unexpected state inside fxpay (including a caught panic).
+    #[error("{0}")]
+    Internal(String),
+}
+
+fn oauth_message(error: &str, description: Option<&str>) -> String {
+    match description {
+        Some(d) if !d.is_empty() => format!("{error}: {d}"),
+        _ => error.to_string(),
+    }
+}
+
+impl Error {
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidRequest(msg.into())
+    }
+
+    pub fn config(msg: impl Into<String>) -> Self {
+        Error::Configuration(msg.into())
+    }
+
+    pub fn transport(msg: impl Into<String>) -> Self {
+        Error::Transport {
+            message: msg.into(),
+            timeout: false,
+        }
+    }
+
+    /// The HTTP status this error carries, if any.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::Api { status, .. } => Some(*status),
+            Error::OAuth { status, .. } => *status,
+            _ => None,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

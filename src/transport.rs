@@ -1,1 +1,398 @@
-//! transport
+//! The HTTP layer: one reqwest client per `Client`, the retry rules, and the mapping of
+//! error answers onto `Error`.
+//!
+//! Retry rules (the policy a payments client needs):
+//! - `Retry::Safe` requests (GETs and token requests) are retried on connection errors,
+//!   timeouts, 429 (honouring `Retry-After` up to a cap) and 502/503/504.
+//! - `Retry::CreateOnce` requests (POSTs that create something) are retried only when the
+//!   connection could not be opened, so no byte of them was sent. Anything later is final.
+//! - A 401 is handled one level up (`crate::api`): renew the token and replay once.
+use crate::config::ClientConfig;
+use crate::error::{Error, Result};
+use crate::models::FieldError;
+use bytes::Bytes;
+use reqwest::header::{
+    HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT,
+};
+use std::time::{Duration, Instant};
+
+/// Whether a request may be sent again after a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Reading, or asking for a token: safe to repeat.
+    Safe,
+    /// Creating something: repeat only if nothing was sent.
+    CreateOnce,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    None,
+    Json,
+    Form,
+}
+
+/// One logical request, sent once or more.
+pub struct Request<'a> {
+    pub method: reqwest::Method,
+    pub path: &'a str,
+    pub body_kind: Body,
+    pub body: Bytes,
+    pub headers: Vec<(&'static str, String)>,
+    pub retry: Retry,
+}
+
+impl<'a> Request<'a> {
+    pub fn get(path: &'a str) -> Self {
+        Request {
+            method: reqwest::Method::GET,
+            path,
+            body_kind: Body::None,
+            body: Bytes::new(),
+            headers: Vec::new(),
+            retry: Retry::Safe,
+        }
+    }
+
+    pub fn post_json(path: &'a str, body: Vec<u8>) -> Self {
+        Request {
+            method: reqwest::Method::POST,
+            path,
+            body_kind: Body::Json,
+            body: Bytes::from(body),
+            headers: Vec::new(),
+            retry: Retry::CreateOnce,
+        }
+    }
+
+    pub fn post_form(path: &'a str, body: String) -> Self {
+        Request {
+            method: reqwest::Method::POST,
+            path,
+            body_kind: Body::Form,
+            body: Bytes::from(body),
+            headers: Vec::new(),
+            retry: Retry::Safe,
+        }
+    }
+}
+
+/// A complete answer.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// What happened on one attempt, for DEBUG logging. Carries no secret.
+#[derive(Debug, Clone)]
+pub struct AttemptLog<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub attempt: u32,
+    pub status: Option<u16>,
+    pub duration: Duration,
+    pub error: Option<String>,
+    pub retry_in: Option<Duration>,
+}
+
+/// Receives one `AttemptLog` per attempt.
+pub trait Observer: Send + Sync {
+    fn attempt(&self, log: &AttemptLog<'_>);
+}
+
+pub struct Transport {
+    http: reqwest::Client,
+    config: ClientConfig,
+}
+
+impl Transport {
+    pub fn new(config: ClientConfig) -> Result<Self> {
+        let mut headers = HeaderMap::new();
+        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        let ua = HeaderValue::from_str(&config.user_agent())
+            .map_err(|_| Error::config("user_agent must be printable ASCII"))?;
+        headers.insert(USER_AGENT, ua);
+        let mut builder = reqwest::Client::builder()
+            .default_headers(headers)
+            .connect_timeout(config.connect_timeout)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(256)
+            .tcp_nodelay(true)
+            .redirect(reqwest::redirect::Policy::none());
+        if let Some(path) = &config.ca_bundle {
+            let pem = std::fs::read(path)
+                .map_err(|e| Error::config(format!("cannot read ca_bundle {path:?}: {e}")))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                Error::config(format!("ca_bundle {path:?} is not a PEM bundle: {e}"))
+            })?;
+            if certs.is_empty() {
+                return Err(Error::config(format!(
+                    "ca_bundle {path:?} holds no certificate"
+                )));
+            }
+            for c in certs {
+                builder = builder.add_root_certificate(c);
+            }
+        }
+        let http = builder
+            .build()
+            .map_err(|e| Error::config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Transport { http, config })
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// Sends `req`, retrying as the rules above allow, and returns the last answer whatever
+    /// its status. Connection failures that may not be retried become `Error::Transport`.
+    pub async fn send(
+        &self,
+        req: &Request<'_>,
+        bearer: Option<&str>,
+        observer: Option<&dyn Observer>,
+    ) -> Result<Response> {
+        let url = self.config.url(req.path);
+        let policy = &self.config.retry;
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let started = Instant::now();
+            let outcome = self.attempt(&url, req, bearer).await;
+            let may_retry = attempt <= policy.max_retries;
+            let (retry_in, result) = match outcome {
+                Ok(resp) => {
+                    let wait = if may_retry && req.retry == Retry::Safe {
+                        retry_wait(resp.status, &resp.headers, attempt, policy)
+                    } else {
+                        None
+                    };
+                    (wait, Ok(resp))
+                }
+                Err(e) => {
+                    let nothing_sent = e.is_connect();
+                    let timeout = e.is_timeout();
+                    let wait = (may_retry && (nothing_sent || req.retry == Retry::Safe))
+                        .then(|| backoff(attempt, policy));
+                    (wait, Err(transport_error(&e, timeout, nothing_sent)))
+                }
+            };
+            if let Some(obs) = observer {
+                obs.attempt(&AttemptLog {
+                    method: req.method.as_str(),
+                    path: req.path,
+                    attempt,
+                    status: result.as_ref().ok().map(|r| r.status),
+                    duration: started.elapsed(),
+                    error: result.as_ref().err().map(|e| e.to_string()),
+                    retry_in,
+                });
+            }
+            match retry_in {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => return result,
+            }
+        }
+    }
+
+    async fn attempt(
+        &self,
+        url: &str,
+        req: &Request<'_>,
+        bearer: Option<&str>,
+    ) -> std::result::Result<Response, reqwest::Error> {
+        let mut rb = self
+            .http
+            .request(req.method.clone(), url)
+            .timeout(self.config.timeout);
+        if let Some(token) = bearer {
+            rb = rb.header(AUTHORIZATION, format!("Bearer {token}"));
+        }
+        match req.body_kind {
+            Body::None => {}
+            Body::Json => {
+                rb = rb
+                    .header(CONTENT_TYPE, "application/json")
+                    .body(req.body.clone())
+            }
+            Body::Form => {
+                rb = rb
+                    .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+                    .body(req.body.clone())
+            }
+        }
+        for (name, value) in &req.headers {
+            rb = rb.header(*name, value.as_str());
+        }
+        let resp = rb.send().await?;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp.bytes().await?;
+        Ok(Response {
+            status,
+            headers,
+            body,
+        })
+    }
+}
+
+fn transport_error(e: &reqwest::Error, timeout: bool, nothing_sent: bool) -> Error {
+    // reqwest's Display names the URL, never headers or bodies: no secret can leak here.
+    let mut message = if timeout {
+        "the request timed out".to_string()
+    } else if nothing_sent {
+        "could not connect to the service".to_string()
+    } else {
+        "the connection failed before a complete answer arrived".to_string()
+    };
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    let mut detail = Vec::new();
+    while let Some(s) = source {
+        detail.push(s.to_string());
+        source = s.source();
+    }
+    if !detail.is_empty() {
+        message.push_str(": ");
+        message.push_str(&detail.join(": "));
+    }
+    Error::Transport { message, timeout }
+}
+
+/// The wait before retrying a Safe request that got `status`, or None if it is final.
+fn retry_wait(
+    status: u16,
+    headers: &HeaderMap,
+    attempt: u32,
+    policy: &crate::config::RetryPolicy,
+) -> Option<Duration> {
+    match status {
+        429 => Some(match retry_after(headers) {
+            Some(secs) => Duration::from_secs(secs).min(policy.retry_after_cap),
+            None => backoff(attempt, policy),
+        }),
+        502..=504 => Some(backoff(attempt, policy)),
+        _ => None,
+    }
+}
+
+/// `Retry-After` in whole seconds (the delta-seconds form).
+pub fn retry_after(headers: &HeaderMap) -> Option<u64> {
+    headers.get(RETRY_AFTER)?.to_str().ok()?.trim().parse().ok()
+}
+
+/// Exponential backoff with equal jitter: half the step plus a random part of the other half.
+pub fn backoff(attempt: u32, policy: &crate::config::RetryPolicy) -> Duration {
+    let step = policy
+        .backoff_base
+        .saturating_mul(1u32 << (attempt.saturating_sub(1)).min(16))
+        .min(policy.backoff_max);
+    let mut buf = [0u8; 8];
+    let r = match getrandom::fill(&mut buf) {
+        Ok(()) => u64::from_le_bytes(buf) as f64 / u64::MAX as f64,
+        Err(_) => 0.5,
+    };
+    step / 2 + step.mul_f64(r / 2.0)
+}
+
+/// Turns a non-2xx answer into the matching `Error::Api`.
+pub fn api_error(resp: &Response) -> Error {
+    let body = String::from_utf8_lossy(&resp.body).into_owned();
+    let errors: Vec<FieldError> = serde_json::from_slice::<serde_json::Value>(&resp.body)
+        .ok()
+        .and_then(|v| v.get("errors").cloned())
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default();
+    let first = errors
+        .first()
+        .map(|e| match &e.field_name {
+            Some(f) if !f.is_empty() => format!(": {} ({}: {})", e.message, f, e.error_code),
+            _ => format!(": {} ({})", e.message, e.error_code),
+        })
+        .unwrap_or_default();
+    let more = if errors.len() > 1 {
+        format!(" and {} more", errors.len() - 1)
+    } else {
+        String::new()
+    };
+    Error::Api {
+        status: resp.status,
+        message: format!("HTTP {}{first}{more}", resp.status),
+        errors,
+        body,
+        retry_after: retry_after(&resp.headers),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RetryPolicy;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let p = RetryPolicy::default();
+        for attempt in 1..20 {
+            let b = backoff(attempt, &p);
+            let step = p
+                .backoff_base
+                .saturating_mul(1 << (attempt - 1).min(16))
+                .min(p.backoff_max);
+            assert!(b >= step / 2 && b <= step, "{attempt}: {b:?}");
+        }
+    }
+
+    #[test]
+    fn which_statuses_are_retried() {
+        let p = RetryPolicy::default();
+        let mut h = HeaderMap::new();
+        assert!(retry_wait(503, &h, 1, &p).is_some());
+        assert!(retry_wait(502, &h, 1, &p).is_some());
+        assert!(retry_wait(500, &h, 1, &p).is_none());
+        assert!(retry_wait(400, &h, 1, &p).is_none());
+        h.insert(RETRY_AFTER, HeaderValue::from_static("2"));
+        assert_eq!(retry_wait(429, &h, 1, &p), Some(Duration::from_secs(2)));
+        h.insert(RETRY_AFTER, HeaderValue::from_static("3600"));
+        assert_eq!(retry_wait(429, &h, 1, &p), Some(p.retry_after_cap));
+    }
+
+    #[test]
+    fn error_bodies_become_field_errors() {
+        let resp = Response {
+            status: 400,
+            headers: HeaderMap::new(),
+            body: Bytes::from_static(br#"{"errors":[{"errorCode":"validation:beneficiary:1004","fieldName":"PaymentReason","message":"must not be empty"}]}"#),
+        };
+        match api_error(&resp) {
+            Error::Api {
+                status,
+                errors,
+                message,
+                ..
+            } => {
+                assert_eq!(status, 400);
+                assert_eq!(errors.len(), 1);
+                assert_eq!(errors[0].field_name.as_deref(), Some("PaymentReason"));
+                assert!(message.contains("PaymentReason"), "{message}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn other_bodies_are_kept() {
+        let resp = Response {
+            status: 502,
+            headers: HeaderMap::new(),
+            body: Bytes::from_static(b"<html>bad gateway</html>"),
+        };
+        match api_error(&resp) {
+            Error::Api { errors, body, .. } => {
+                assert!(errors.is_empty());
+                assert_eq!(body, "<html>bad gateway</html>");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

@@ -1,1 +1,1 @@
-//! sandbox
+//! sandbox (built on branch sandbox)

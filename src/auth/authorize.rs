@@ -1,0 +1,178 @@
+//! The authorization-code flow's first half: the URL to send the browser to, with a random
+//! state, and the check of the callback the browser comes back with.
+use super::grants::AISP_SCOPE;
+use crate::error::{Error, Result};
+use base64::Engine;
+use subtle::ConstantTimeEq;
+
+/// An authorization URL with the state and redirect URI it was made with.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuthorizationRequest {
+    pub url: String,
+    pub state: String,
+    pub redirect_uri: String,
+}
+
+impl std::fmt::Debug for AuthorizationRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthorizationRequest")
+            .field("redirect_uri", &self.redirect_uri)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `n` random bytes from the OS CSPRNG, base64url without padding.
+pub fn random_token(n: usize) -> Result<String> {
+    let mut buf = vec![0u8; n];
+    getrandom::fill(&mut buf)
+        .map_err(|e| Error::Internal(format!("the OS random source failed: {e}")))?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(buf))
+}
+
+/// A redirect URI must be `https://` or a custom scheme (native apps); plain http is refused.
+pub fn check_redirect_uri(uri: &str) -> Result<()> {
+    let parsed = url::Url::parse(uri)
+        .map_err(|e| Error::config(format!("redirect_uri {uri:?} is not an absolute URI: {e}")))?;
+    match parsed.scheme() {
+        "https" if parsed.host().is_some() => Ok(()),
+        "https" => Err(Error::config(format!("redirect_uri {uri:?} has no host"))),
+        "http" | "ws" | "wss" | "ftp" | "file" | "data" | "javascript" => Err(Error::config(
+            format!("redirect_uri must be https:// or a custom scheme, got {uri:?}"),
+        )),
+        _ if parsed.fragment().is_some() => {
+            Err(Error::config("redirect_uri must not have a fragment"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Builds the URL of spec 5.4 step 1. A state is generated (256 random bits) when none is given.
+pub fn authorization_url(
+    base_url: &str,
+    client_id: &str,
+    redirect_uri: &str,
+    state: Option<&str>,
+) -> Result<AuthorizationRequest> {
+    check_redirect_uri(redirect_uri)?;
+    let state = match state {
+        Some("") => return Err(Error::invalid("state must not be empty")),
+        Some(s) => s.to_string(),
+        None => random_token(32)?,
+    };
+    let query = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("response_type", "code")
+        .append_pair("client_id", client_id)
+        .append_pair("redirect_uri", redirect_uri)
+        .append_pair("scope", AISP_SCOPE)
+        .append_pair("state", &state)
+        .finish();
+    Ok(AuthorizationRequest {
+        url: format!("{base_url}/v1/oauth/authorize?{query}"),
+        state,
+        redirect_uri: redirect_uri.to_string(),
+    })
+}
+
+/// Reads the callback (a full URL, or its query string) and returns the code, after checking
+/// the state in constant time and turning `error=` into `Error::OAuth`.
+pub fn code_from_callback(auth: &AuthorizationRequest, callback: &str) -> Result<String> {
+    let query = match callback.find('?') {
+        Some(i) => &callback[i + 1..],
+        None => callback,
+    };
+    let query = query.split('#').next().unwrap_or_default();
+    let mut code = None;
+    let mut state = None;
+    let mut error = None;
+    let mut description = None;
+    for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
+        match k.as_ref() {
+            "code" => code = Some(v.into_owned()),
+            "state" => state = Some(v.into_owned()),
+            "error" => error = Some(v.into_owned()),
+            "error_description" => description = Some(v.into_owned()),
+            _ => {}
+        }
+    }
+    let state_ok = state
+        .as_deref()
+        .map(|s| bool::from(s.as_bytes().ct_eq(auth.state.as_bytes())))
+        .unwrap_or(false);
+    if let Some(error) = error {
+        // An error callback with a foreign state is not ours to trust.
+        if state.is_some() && !state_ok {
+            return Err(Error::StateMismatch);
+        }
+        return Err(Error::OAuth {
+            error,
+            description,
+            status: None,
+        });
+    }
+    if !state_ok {
+        return Err(Error::StateMismatch);
+    }
+    match code {
+        Some(c) if !c.is_empty() => Ok(c),
+        _ => Err(Error::OAuth {
+            error: "invalid_request".into(),
+            description: Some("the callback carries no code".into()),
+            status: None,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth() -> AuthorizationRequest {
+        authorization_url("https://svc.example", "cid", "https://app.example/cb", None)
+            .expect("url")
+    }
+
+    #[test]
+    fn url_has_every_parameter_and_a_long_state() {
+        let a = auth();
+        assert!(a.state.len() >= 22, "{}", a.state);
+        let parsed = url::Url::parse(&a.url).expect("url");
+        let q: std::collections::HashMap<_, _> = parsed.query_pairs().into_owned().collect();
+        assert_eq!(q.get("response_type").map(String::as_str), Some("code"));
+        assert_eq!(q.get("scope").map(String::as_str), Some("gca-aisp"));
+        assert_eq!(
+            q.get("redirect_uri").map(String::as_str),
+            Some("https://app.example/cb")
+        );
+        assert_eq!(q.get("state"), Some(&a.state));
+        assert_ne!(auth().state, a.state);
+    }
+
+    #[test]
+    fn redirect_uri_rules() {
+        assert!(check_redirect_uri("https://app.example/cb").is_ok());
+        assert!(check_redirect_uri("com.example.app:/oauth").is_ok());
+        assert!(check_redirect_uri("http://app.example/cb").is_err());
+        assert!(check_redirect_uri("/relative").is_err());
+    }
+
+    #[test]
+    fn callback_checks() {
+        let a = auth();
+        let ok = format!("https://app.example/cb?code=C1&state={}", a.state);
+        assert_eq!(code_from_callback(&a, &ok).ok().as_deref(), Some("C1"));
+        let qs = format!("code=C2&state={}", a.state);
+        assert_eq!(code_from_callback(&a, &qs).ok().as_deref(), Some("C2"));
+        assert!(matches!(
+            code_from_callback(&a, "code=C&state=forged"),
+            Err(Error::StateMismatch)
+        ));
+        assert!(matches!(
+            code_from_callback(&a, "code=C"),
+            Err(Error::StateMismatch)
+        ));
+        let denied = format!("?error=access_denied&state={}", a.state);
+        assert!(
+            matches!(code_from_callback(&a, &denied), Err(Error::OAuth { error, .. }) if error == "access_denied")
+        );
+    }
+}

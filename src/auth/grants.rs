@@ -1,0 +1,100 @@
+//! The token endpoint: client credentials, authorization code and refresh grants.
+use crate::error::{Error, Result};
+use crate::models::token::{unix_now, TokenResponse};
+use crate::models::Token;
+use crate::transport::{api_error, Observer, Request, Transport};
+
+pub const TOKEN_PATH: &str = "/oauth/token";
+pub const PAYMENTS_SCOPE: &str = "payments";
+pub const AISP_SCOPE: &str = "gca-aisp";
+
+/// The fields of one token request (spec 5.3, 5.4 step 2, 5.5).
+pub enum Grant<'a> {
+    ClientCredentials,
+    AuthorizationCode {
+        code: &'a str,
+        redirect_uri: &'a str,
+    },
+    RefreshToken {
+        refresh_token: &'a str,
+    },
+}
+
+impl Grant<'_> {
+    fn form(&self, client_id: &str, client_secret: &str) -> String {
+        let mut f = url::form_urlencoded::Serializer::new(String::new());
+        match self {
+            Grant::ClientCredentials => {
+                f.append_pair("grant_type", "client_credentials");
+            }
+            Grant::AuthorizationCode { code, redirect_uri } => {
+                f.append_pair("grant_type", "authorization_code");
+                f.append_pair("code", code);
+                f.append_pair("redirect_uri", redirect_uri);
+            }
+            Grant::RefreshToken { refresh_token } => {
+                f.append_pair("grant_type", "refresh_token");
+                f.append_pair("refresh_token", refresh_token);
+            }
+        }
+        f.append_pair("client_id", client_id);
+        f.append_pair("client_secret", client_secret);
+        f.append_pair("scope", self.scope());
+        f.finish()
+    }
+
+    pub fn scope(&self) -> &'static str {
+        match self {
+            Grant::ClientCredentials => PAYMENTS_SCOPE,
+            _ => AISP_SCOPE,
+        }
+    }
+}
+
+/// Sends one token request and parses the answer; RFC 6749 5.2 errors become `Error::OAuth`.
+pub async fn request_token(
+    transport: &Transport,
+    grant: Grant<'_>,
+    observer: Option<&dyn Observer>,
+) -> Result<Token> {
+    let cfg = transport.config();
+    let req = Request::post_form(TOKEN_PATH, grant.form(&cfg.client_id, &cfg.client_secret));
+    let resp = transport.send(&req, None, observer).await?;
+    if (200..300).contains(&resp.status) {
+        let parsed: TokenResponse = serde_json::from_slice(&resp.body).map_err(|e| Error::Api {
+            status: resp.status,
+            message: format!(
+                "the token endpoint answered a body that is not a token response: {e}"
+            ),
+            errors: Vec::new(),
+            body: String::new(),
+            retry_after: None,
+        })?;
+        if parsed.access_token.is_empty() {
+            return Err(Error::OAuth {
+                error: "invalid_response".into(),
+                description: Some("the token endpoint answered an empty access_token".into()),
+                status: Some(resp.status),
+            });
+        }
+        let mut token = Token::from_response(parsed, unix_now());
+        if token.scope.is_none() {
+            token.scope = Some(grant.scope().to_string());
+        }
+        return Ok(token);
+    }
+    #[derive(serde::Deserialize)]
+    struct OAuthBody {
+        error: String,
+        #[serde(default)]
+        error_description: Option<String>,
+    }
+    match serde_json::from_slice::<OAuthBody>(&resp.body) {
+        Ok(b) => Err(Error::OAuth {
+            error: b.error,
+            description: b.error_description,
+            status: Some(resp.status),
+        }),
+        Err(_) => Err(api_error(&resp)),
+    }
+}

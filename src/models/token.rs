@@ -1,0 +1,108 @@
+//! OAuth access tokens (spec 2.1), with the instant they expire.
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The token endpoint's answer as sent (RFC 6749 section 5.1).
+#[derive(Clone, Deserialize)]
+pub struct TokenResponse {
+    pub access_token: String,
+    #[serde(default = "bearer")]
+    pub token_type: String,
+    pub expires_in: Option<u64>,
+    #[serde(default)]
+    pub refresh_token: Option<String>,
+    #[serde(default)]
+    pub scope: Option<String>,
+}
+
+fn bearer() -> String {
+    "Bearer".to_string()
+}
+
+/// A token with the instant it expires, as unix seconds.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct Token {
+    pub access_token: String,
+    pub token_type: String,
+    pub expires_in: u64,
+    pub expires_at: f64,
+    pub refresh_token: Option<String>,
+    pub scope: Option<String>,
+}
+
+/// Seconds since the unix epoch on this machine's clock.
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+impl Token {
+    /// A token that lives `expires_in` seconds from `received_at` (3599 s when unsaid).
+    pub fn from_response(r: TokenResponse, received_at: f64) -> Token {
+        let expires_in = r.expires_in.unwrap_or(3599);
+        Token {
+            access_token: r.access_token,
+            token_type: r.token_type,
+            expires_in,
+            expires_at: received_at + expires_in as f64,
+            refresh_token: r.refresh_token,
+            scope: r.scope,
+        }
+    }
+
+    /// True while the token has more than `margin` seconds left at `now`.
+    pub fn fresh_at(&self, now: f64, margin: f64) -> bool {
+        self.expires_at - margin > now
+    }
+
+    /// The margin before expiry at which a token is renewed: a tenth of its life, between
+    /// 5 and 60 seconds.
+    pub fn renew_margin(&self) -> f64 {
+        (self.expires_in as f64 / 10.0).clamp(5.0, 60.0)
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Token")
+            .field("token_type", &self.token_type)
+            .field("expires_at", &self.expires_at)
+            .field("scope", &self.scope)
+            .field("refresh_token", &self.refresh_token.as_ref().map(|_| "…"))
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_secrets() {
+        let t = Token {
+            access_token: "SECRET-ACCESS".into(),
+            token_type: "Bearer".into(),
+            expires_in: 3599,
+            expires_at: 10.0,
+            refresh_token: Some("SECRET-REFRESH".into()),
+            scope: Some("gca-aisp".into()),
+        };
+        let s = format!("{t:?}");
+        assert!(!s.contains("SECRET"), "{s}");
+        assert!(s.contains("gca-aisp"));
+    }
+
+    #[test]
+    fn freshness_uses_margin() {
+        let r: TokenResponse =
+            serde_json::from_str(r#"{"access_token":"a","expires_in":3599,"token_type":"Bearer"}"#)
+                .expect("parse");
+        let t = Token::from_response(r, 1000.0);
+        assert_eq!(t.expires_at, 4599.0);
+        assert!(t.fresh_at(4000.0, t.renew_margin()));
+        assert!(!t.fresh_at(4560.0, t.renew_margin()));
+    }
+}
