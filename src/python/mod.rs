@@ -1,1 +1,24 @@
-//! python
+//! The pyo3 layer: the only place that knows about Python.
+mod bridge;
+mod client;
+mod convert;
+mod errors;
+mod logging;
+mod models;
+mod session;
+mod store;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+#[pyo3(name = "_fxpay")]
+fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Blocking and awaitable calls share the one runtime.
+    let _ = pyo3_async_runtimes::tokio::init_with_runtime(crate::runtime::runtime());
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<client::CoreClient>()?;
+    m.add_class::<session::CoreUserSession>()?;
+    m.add_function(wrap_pyfunction!(convert::parse_amount, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::_raise_panic_for_test, m)?)?;
+    Ok(())
+}

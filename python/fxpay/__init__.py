@@ -1,0 +1,86 @@
+"""fxpay: a fast, exact client for a foreign-exchange payments and account-information service.
+
+Money is ``decimal.Decimal``, never float. Every network call has an ``*_async`` twin.
+``fxpay.testing.Sandbox`` runs a stateful emulator of the whole service on loopback.
+"""
+
+from __future__ import annotations
+
+from . import _fxpay
+from ._client import Client, UserSession
+from .errors import (
+    ApiError,
+    AuthenticationError,
+    BadRequestError,
+    ConfigurationError,
+    FxPayError,
+    InvalidRequestError,
+    NotFoundError,
+    OAuthError,
+    PermissionDeniedError,
+    RateLimitError,
+    ServerError,
+    StateMismatchError,
+    TimeoutError,
+    TransportError,
+    WebhookError,
+    WebhookPayloadError,
+    WebhookVerificationError,
+)
+from .models import (
+    Address,
+    AuthorizationRequest,
+    BankDetails,
+    Beneficiary,
+    Deal,
+    DealBeneficiary,
+    DealCreated,
+    FieldError,
+    Freebies,
+    Quote,
+    SpotDeal,
+    Token,
+    VirtualAccount,
+    to_records,
+)
+from .stores import MemoryTokenStore, TokenStore
+
+__version__: str = _fxpay.__version__
+
+__all__ = [
+    "Address",
+    "ApiError",
+    "AuthenticationError",
+    "AuthorizationRequest",
+    "BadRequestError",
+    "BankDetails",
+    "Beneficiary",
+    "Client",
+    "ConfigurationError",
+    "Deal",
+    "DealBeneficiary",
+    "DealCreated",
+    "FieldError",
+    "Freebies",
+    "FxPayError",
+    "InvalidRequestError",
+    "MemoryTokenStore",
+    "NotFoundError",
+    "OAuthError",
+    "PermissionDeniedError",
+    "Quote",
+    "RateLimitError",
+    "ServerError",
+    "SpotDeal",
+    "StateMismatchError",
+    "TimeoutError",
+    "Token",
+    "TokenStore",
+    "TransportError",
+    "UserSession",
+    "VirtualAccount",
+    "WebhookError",
+    "WebhookPayloadError",
+    "WebhookVerificationError",
+    "to_records",
+]

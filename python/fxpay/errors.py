@@ -1,0 +1,143 @@
+"""The exceptions fxpay raises. Every one of them is an :class:`FxPayError`.
+
+The Rust core raises these classes directly; they are defined here so that they are plain
+Python exceptions that pickle, subclass and document like any other.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .models import FieldError
+
+__all__ = [
+    "FxPayError",
+    "ConfigurationError",
+    "InvalidRequestError",
+    "TransportError",
+    "TimeoutError",
+    "OAuthError",
+    "StateMismatchError",
+    "ApiError",
+    "BadRequestError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "RateLimitError",
+    "ServerError",
+    "WebhookError",
+    "WebhookVerificationError",
+    "WebhookPayloadError",
+]
+
+
+class FxPayError(Exception):
+    """Base class of every error fxpay raises."""
+
+    def __init__(self, message: str = "", *args: Any) -> None:
+        super().__init__(message, *args)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigurationError(FxPayError):
+    """The client, a redirect URI or another setting is unusable."""
+
+
+class InvalidRequestError(FxPayError, ValueError):
+    """An argument was refused before any request was sent."""
+
+
+class TransportError(FxPayError):
+    """The connection failed, or no complete answer arrived."""
+
+
+class TimeoutError(TransportError):  # noqa: A001 - the name is part of the public API
+    """An attempt took longer than the client's timeout."""
+
+
+class OAuthError(FxPayError):
+    """An OAuth error: an RFC 6749 section 5.2 token error, or an ``error=`` callback."""
+
+    def __init__(
+        self,
+        message: str = "",
+        error: str = "",
+        error_description: str | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.error = error
+        self.error_description = error_description
+        self.status = status
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.message, self.error, self.error_description, self.status))
+
+
+class StateMismatchError(FxPayError):
+    """The ``state`` of an authorization callback is not the one that was sent."""
+
+
+class ApiError(FxPayError):
+    """The service answered with an error status.
+
+    ``status`` is the HTTP status, ``errors`` the :class:`~fxpay.FieldError` entries of an
+    ``{"errors": [...]}`` body, and ``body`` the body as received, whatever its shape.
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        status: int = 0,
+        errors: list[FieldError] | None = None,
+        body: str | None = None,
+        retry_after: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.errors: list[FieldError] = list(errors or [])
+        self.body = body
+        self.retry_after = retry_after
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.message, self.status, self.errors, self.body, self.retry_after))
+
+
+class BadRequestError(ApiError):
+    """400 or 422: the service refused the request's content."""
+
+
+class AuthenticationError(ApiError):
+    """401: the token was missing, wrong or expired (after one renewal and replay)."""
+
+
+class PermissionDeniedError(ApiError):
+    """403: the token does not carry the scope the call needs."""
+
+
+class NotFoundError(ApiError):
+    """404: no such resource, or it belongs to another client."""
+
+
+class RateLimitError(ApiError):
+    """429: too many requests. ``retry_after`` is the wait the service asked for, in seconds."""
+
+
+class ServerError(ApiError):
+    """5xx: the service failed."""
+
+
+class WebhookError(FxPayError):
+    """A webhook notification was refused."""
+
+
+class WebhookVerificationError(WebhookError):
+    """The notification's ``callback-nonce`` is missing or wrong."""
+
+
+class WebhookPayloadError(WebhookError):
+    """The notification's body is not a valid ``DealCreated`` event."""

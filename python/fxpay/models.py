@@ -1,0 +1,397 @@
+"""Typed, immutable models. Money and rates are exact :class:`decimal.Decimal`.
+
+Every model compares by value, pickles, has a readable ``repr`` without secrets and a
+``to_dict()`` that gives the wire form (camelCase, amounts as ``Decimal``). Models read from
+the service keep the whole JSON they came from in ``raw``, unknown fields included.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from decimal import Decimal
+from typing import Any, Literal
+
+from . import _fxpay
+
+__all__ = [
+    "Address",
+    "AuthorizationRequest",
+    "BankDetails",
+    "Beneficiary",
+    "Deal",
+    "DealBeneficiary",
+    "DealCreated",
+    "FieldError",
+    "Freebies",
+    "Quote",
+    "SpotDeal",
+    "Token",
+    "VirtualAccount",
+]
+
+
+class _Model:
+    """Shared behaviour: ``_repr_html_`` for notebooks."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:  # pragma: no cover - every model overrides it
+        raise NotImplementedError
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(f.name)}</th>"
+            f"<td>{html.escape(str(getattr(self, f.name)))}</td></tr>"
+            for f in fields(self)  # type: ignore[arg-type]
+            if f.repr
+        )
+        return f"<table><caption>{type(self).__name__}</caption>{rows}</table>"
+
+
+def _amount(field_name: str, value: object) -> Decimal:
+    """An amount as an exact Decimal, refused unless positive and finite."""
+    return _fxpay.parse_amount(field_name, value)
+
+
+@dataclass(frozen=True)
+class Freebies(_Model):
+    """Fee-free deals of a client: ``total``, ``claimed`` and ``remaining``."""
+
+    total: Decimal | int
+    claimed: Decimal | int
+    remaining: Decimal | int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"total": self.total, "claimed": self.claimed, "remaining": self.remaining}
+
+
+@dataclass(frozen=True)
+class Quote(_Model):
+    """A currency quote: ``sell_amount`` is ``buy_amount`` at ``customer_rate``."""
+
+    id: str
+    buy_currency: str
+    buy_amount: Decimal
+    sell_currency: str
+    sell_amount: Decimal
+    customer_rate: Decimal
+    inverse_customer_rate: Decimal
+    fee: Decimal
+    fee_currency: str
+    freebies: Freebies
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "buyCurrency": self.buy_currency,
+            "buyAmount": self.buy_amount,
+            "sellCurrency": self.sell_currency,
+            "sellAmount": self.sell_amount,
+            "customerRate": self.customer_rate,
+            "inverseCustomerRate": self.inverse_customer_rate,
+            "fee": self.fee,
+            "feeCurrency": self.fee_currency,
+            "freebies": self.freebies.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class Address(_Model):
+    """A postal address; ``country`` is an ISO 3166-1 alpha-2 code."""
+
+    address_line: str
+    city_suburb: str
+    state_province: str
+    post_code: str
+    country: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "addressLine": self.address_line,
+            "citySuburb": self.city_suburb,
+            "stateProvince": self.state_province,
+            "postCode": self.post_code,
+            "country": self.country,
+        }
+
+
+@dataclass(frozen=True)
+class BankDetails(_Model):
+    """The beneficiary's bank account."""
+
+    bank_name: str
+    bank_branch_name: str
+    branch_code: str
+    account: str
+    bank_address: Address
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bankName": self.bank_name,
+            "bankBranchName": self.bank_branch_name,
+            "branchCode": self.branch_code,
+            "account": self.account,
+            "bankAddress": self.bank_address.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class Beneficiary(_Model):
+    """A payment recipient, as sent to ``Client.create_beneficiary``."""
+
+    currency: str
+    name: str
+    classification: str
+    payment_reason: str
+    bank_details: BankDetails
+    address: Address
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "currency": self.currency,
+            "name": self.name,
+            "classification": self.classification,
+            "paymentReason": self.payment_reason,
+            "beneficiaryBankDetails": self.bank_details.to_dict(),
+            "beneficiaryAddress": self.address.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class DealBeneficiary(_Model):
+    """One recipient of a deal and the amount paid to it.
+
+    ``amount`` accepts ``Decimal``, ``int``, ``str`` or a ``float`` (through its shortest
+    repr) and is kept as an exact ``Decimal``; zero, negative and non-finite amounts raise
+    :class:`fxpay.InvalidRequestError`.
+    """
+
+    beneficiary_id: str
+    amount: Decimal
+    pay_reason: str
+    pay_reference: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "amount", _amount("amount", self.amount))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "beneficiaryId": self.beneficiary_id,
+            "amount": self.amount,
+            "payReason": self.pay_reason,
+            "payReference": self.pay_reference,
+        }
+
+
+@dataclass(frozen=True)
+class Deal(_Model):
+    """A booked deal."""
+
+    deal_id: str
+    quote_id: str
+    funding_source: str
+    channel: str | None
+    beneficiaries: tuple[DealBeneficiary, ...]
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "dealId": self.deal_id,
+            "quoteId": self.quote_id,
+            "fundingSource": self.funding_source,
+            "beneficiaries": [b.to_dict() for b in self.beneficiaries],
+        }
+        if self.channel is not None:
+            d["channel"] = self.channel
+        return d
+
+
+@dataclass(frozen=True)
+class SpotDeal(_Model):
+    """An accepted spot deal; its outcome arrives in a ``DealCreated`` notification.
+
+    Store ``callback_nonce`` next to ``process_id`` to verify that notification.
+    """
+
+    process_id: str
+    callback_url: str | None
+    callback_nonce: str | None = field(repr=False)
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"processId": self.process_id}
+
+
+@dataclass(frozen=True)
+class AuthorizationRequest(_Model):
+    """Where to send the user's browser, with the state to check when it comes back."""
+
+    url: str = field(repr=False)
+    state: str = field(repr=False)
+    redirect_uri: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"url": self.url, "state": self.state, "redirect_uri": self.redirect_uri}
+
+
+@dataclass(frozen=True)
+class Token(_Model):
+    """An OAuth access token with its expiry. The token values never show in ``repr``."""
+
+    access_token: str = field(repr=False)
+    token_type: str
+    expires_in: int
+    expires_at: _dt.datetime
+    refresh_token: str | None = field(default=None, repr=False)
+    scope: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "access_token": self.access_token,
+            "token_type": self.token_type,
+            "expires_in": self.expires_in,
+            "expires_at": self.expires_at.timestamp(),
+            "refresh_token": self.refresh_token,
+            "scope": self.scope,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Token:
+        """Rebuilds a token saved with :meth:`to_dict` (``expires_at`` as unix seconds or ISO text)."""
+        expires_at = d.get("expires_at")
+        if isinstance(expires_at, (int, float)):
+            when = _dt.datetime.fromtimestamp(float(expires_at), tz=_dt.timezone.utc)
+        elif isinstance(expires_at, str):
+            when = _dt.datetime.fromisoformat(expires_at)
+        elif isinstance(expires_at, _dt.datetime):
+            when = expires_at
+        else:
+            when = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=int(d.get("expires_in", 0)))
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=_dt.timezone.utc)
+        return cls(
+            access_token=str(d["access_token"]),
+            token_type=str(d.get("token_type", "Bearer")),
+            expires_in=int(d.get("expires_in", 0)),
+            expires_at=when,
+            refresh_token=d.get("refresh_token"),
+            scope=d.get("scope"),
+        )
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at <= _dt.datetime.now(_dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class FieldError(_Model):
+    """One error entry: ``error_code`` is ``<layer>:<component>:<number>`` when well formed."""
+
+    error_code: str
+    field_name: str | None
+    message: str
+    layer: str | None = None
+    component: str | None = None
+    number: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"errorCode": self.error_code, "fieldName": self.field_name, "message": self.message}
+
+
+@dataclass(frozen=True)
+class DealCreated(_Model):
+    """A verified ``DealCreated`` notification."""
+
+    status: Literal["success", "fail"]
+    process_id: str
+    deal_id: str | None
+    errors: tuple[FieldError, ...] = ()
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "success"
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"processId": self.process_id}
+        if self.ok:
+            body["dealId"] = self.deal_id
+        else:
+            body["errors"] = [e.to_dict() for e in self.errors]
+        return {"eventType": "DealCreated", "status": self.status, "eventBody": body}
+
+
+class VirtualAccount(Mapping[str, Any]):
+    """A virtual account: a read-only mapping over the JSON object the service sent."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "_data", dict(data))
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("VirtualAccount is read-only")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, VirtualAccount):
+            return self._data == other._data
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted((k, repr(v)) for k, v in self._data.items())))
+
+    def __repr__(self) -> str:
+        keys = ("id", "currency", "accountName", "status")
+        shown = ", ".join(f"{k}={self._data[k]!r}" for k in keys if k in self._data)
+        return f"VirtualAccount({shown})"
+
+    def __reduce__(self) -> Any:
+        return (VirtualAccount, (self._data,))
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        return dict(self._data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._data)
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
+            for k, v in self._data.items()
+        )
+        return f"<table><caption>VirtualAccount</caption>{rows}</table>"
+
+
+def to_records(models: Sequence[Any]) -> list[dict[str, Any]]:
+    """Rows for ``pandas.DataFrame``: one flat dict of snake_case fields per model, amounts kept as ``Decimal``."""
+    out: list[dict[str, Any]] = []
+    for m in models:
+        if isinstance(m, VirtualAccount):
+            out.append(m.to_dict())
+            continue
+        row: dict[str, Any] = {}
+        for f in fields(m):
+            if f.name == "raw":
+                continue
+            v = getattr(m, f.name)
+            if isinstance(v, _Model) and not isinstance(v, VirtualAccount):
+                for sub in fields(v):  # type: ignore[arg-type]
+                    row[f"{f.name}_{sub.name}"] = getattr(v, sub.name)
+            else:
+                row[f.name] = v
+        out.append(row)
+    return out

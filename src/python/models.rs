@@ -1,0 +1,176 @@
+//! Core results -> instances of the Python models in `fxpay.models`.
+use super::convert::{decimal_to_py, object_to_py, value_to_py};
+use crate::models::{Deal, FieldError, Quote, SpotDeal, Token, VirtualAccount};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple};
+use rust_decimal::Decimal;
+use serde_json::Value;
+
+static MODELS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    let m = MODELS.get_or_try_init(py, || Ok::<_, PyErr>(py.import("fxpay.models")?.unbind()))?;
+    m.bind(py).getattr(name)
+}
+
+/// What a core call hands back to Python.
+pub enum Out {
+    None,
+    Str(String),
+    Quote(Box<(Quote, Value)>),
+    Deal(Box<(Deal, Value)>),
+    Spot(Box<(SpotDeal, Value)>),
+    Token(Box<Token>),
+    Accounts(Vec<VirtualAccount>),
+}
+
+impl<'py> IntoPyObject<'py> for Out {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
+        match self {
+            Out::None => Ok(py.None().into_bound(py)),
+            Out::Str(s) => Ok(s.into_pyobject(py)?.into_any()),
+            Out::Quote(b) => quote(py, &b.0, &b.1),
+            Out::Deal(b) => deal(py, &b.0, &b.1),
+            Out::Spot(b) => spot(py, &b.0, &b.1),
+            Out::Token(t) => token(py, &t),
+            Out::Accounts(list) => {
+                let cls = class(py, "VirtualAccount")?;
+                let items = list
+                    .iter()
+                    .map(|a| cls.call1((object_to_py(py, a)?,)))
+                    .collect::<PyResult<Vec<_>>>()?;
+                Ok(items.into_pyobject(py)?.into_any())
+            }
+        }
+    }
+}
+
+/// A count that is whole stays an `int`; anything else is a `Decimal`.
+fn count<'py>(py: Python<'py>, d: &Decimal) -> PyResult<Bound<'py, PyAny>> {
+    if d.fract().is_zero() {
+        if let Ok(i) = i64::try_from(d.trunc()) {
+            return Ok(i.into_pyobject(py)?.into_any());
+        }
+    }
+    decimal_to_py(py, d)
+}
+
+fn quote<'py>(py: Python<'py>, q: &Quote, raw: &Value) -> PyResult<Bound<'py, PyAny>> {
+    let freebies = class(py, "Freebies")?.call1((
+        count(py, &q.freebies.total)?,
+        count(py, &q.freebies.claimed)?,
+        count(py, &q.freebies.remaining)?,
+    ))?;
+    let args = PyTuple::new(
+        py,
+        [
+            q.id.as_str().into_pyobject(py)?.into_any(),
+            q.buy_currency.as_str().into_pyobject(py)?.into_any(),
+            decimal_to_py(py, &q.buy_amount)?,
+            q.sell_currency.as_str().into_pyobject(py)?.into_any(),
+            decimal_to_py(py, &q.sell_amount)?,
+            decimal_to_py(py, &q.customer_rate)?,
+            decimal_to_py(py, &q.inverse_customer_rate)?,
+            decimal_to_py(py, &q.fee)?,
+            q.fee_currency.as_str().into_pyobject(py)?.into_any(),
+            freebies,
+            value_to_py(py, raw)?,
+        ],
+    )?;
+    class(py, "Quote")?.call1(args)
+}
+
+fn deal<'py>(py: Python<'py>, d: &Deal, raw: &Value) -> PyResult<Bound<'py, PyAny>> {
+    let cls = class(py, "DealBeneficiary")?;
+    let beneficiaries = d
+        .request
+        .beneficiaries
+        .iter()
+        .map(|b| {
+            cls.call1((
+                b.beneficiary_id.as_str(),
+                decimal_to_py(py, &b.amount)?,
+                b.pay_reason.as_str(),
+                b.pay_reference.as_str(),
+            ))
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    class(py, "Deal")?.call1((
+        d.deal_id.as_str(),
+        d.request.quote_id.as_str(),
+        d.request.funding_source.as_str(),
+        d.request.channel.as_deref(),
+        PyTuple::new(py, beneficiaries)?,
+        value_to_py(py, raw)?,
+    ))
+}
+
+fn spot<'py>(py: Python<'py>, s: &SpotDeal, raw: &Value) -> PyResult<Bound<'py, PyAny>> {
+    class(py, "SpotDeal")?.call1((
+        s.process_id.as_str(),
+        s.callback_url.as_deref(),
+        s.callback_nonce.as_deref(),
+        value_to_py(py, raw)?,
+    ))
+}
+
+static UTC_FROMTIMESTAMP: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
+
+pub fn token<'py>(py: Python<'py>, t: &Token) -> PyResult<Bound<'py, PyAny>> {
+    let (fromts, utc) = UTC_FROMTIMESTAMP.get_or_try_init(py, || {
+        let dt = py.import("datetime")?;
+        Ok::<_, PyErr>((
+            dt.getattr("datetime")?.getattr("fromtimestamp")?.unbind(),
+            dt.getattr("timezone")?.getattr("utc")?.unbind(),
+        ))
+    })?;
+    let expires_at = fromts.bind(py).call1((t.expires_at, utc.bind(py)))?;
+    class(py, "Token")?.call1((
+        t.access_token.as_str(),
+        t.token_type.as_str(),
+        t.expires_in,
+        expires_at,
+        t.refresh_token.as_deref(),
+        t.scope.as_deref(),
+    ))
+}
+
+/// A Python `fxpay.Token` (or anything with the same attributes) -> core token.
+pub fn token_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Token> {
+    let expires_at = obj.getattr("expires_at")?;
+    let expires_at: f64 = if expires_at.is_none() {
+        0.0
+    } else {
+        expires_at.call_method0("timestamp")?.extract()?
+    };
+    Ok(Token {
+        access_token: obj.getattr("access_token")?.extract()?,
+        token_type: obj.getattr("token_type")?.extract()?,
+        expires_in: obj.getattr("expires_in")?.extract()?,
+        expires_at,
+        refresh_token: obj.getattr("refresh_token")?.extract()?,
+        scope: obj.getattr("scope")?.extract()?,
+    })
+}
+
+pub fn field_error<'py>(py: Python<'py>, e: &FieldError) -> PyResult<Bound<'py, PyAny>> {
+    let kwargs = PyDict::new(py);
+    if let Some((layer, component, number)) = e.parts() {
+        kwargs.set_item("layer", layer)?;
+        kwargs.set_item("component", component)?;
+        kwargs.set_item("number", number)?;
+    }
+    class(py, "FieldError")?.call(
+        (
+            e.error_code.as_str(),
+            e.field_name.as_deref(),
+            e.message.as_str(),
+        ),
+        Some(&kwargs),
+    )
+}
