@@ -1,0 +1,37 @@
+"""``python -m fxpay.sandbox``: serve the local sandbox until interrupted."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from .testing import Sandbox
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m fxpay.sandbox", description="Serve fxpay's local sandbox.")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    args = p.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with Sandbox(host=args.host, port=args.port) as sb:
+        print(f"FXPAY_BASE_URL={sb.base_url}")
+        print(f"FXPAY_CLIENT_ID={sb.client_id}")
+        print(f"FXPAY_CLIENT_SECRET={sb.client_secret}")
+        print(f"FXPAY_REDIRECT_URI={sb.redirect_uri}")
+        print(f"FXPAY_USERNAME={sb.username}")
+        print(f"FXPAY_PASSWORD={sb.password}")
+        sys.stdout.flush()
+        try:
+            while not stop.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,126 @@
+"""Bad inputs raise InvalidRequestError / ConfigurationError and send nothing."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+import fxpay
+import pytest
+from conftest import make_beneficiary
+
+
+def requests_made(sb: fxpay.testing.Sandbox) -> int:  # type: ignore[name-defined]
+    return int(sb.stats()["requests"])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(buy_currency="usd", buy_amount=1, sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=1, sell_currency="XXY"),
+        dict(buy_currency="US", buy_amount=1, sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=0, sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=-5, sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=Decimal("NaN"), sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=Decimal("Infinity"), sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=math.inf, sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=math.nan, sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount="ten", sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=True, sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=[1], sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=1, sell_currency="AUD", beneficiaries=0),
+    ],
+)
+def test_bad_quote_inputs_send_nothing(fxpay_sandbox, kwargs) -> None:  # type: ignore[no-untyped-def]
+    c = fxpay_sandbox.client()
+    before = requests_made(fxpay_sandbox)
+    with pytest.raises(fxpay.InvalidRequestError) as ei:
+        c.create_quote(**kwargs)
+    assert isinstance(ei.value, ValueError)
+    assert str(ei.value)
+    assert requests_made(fxpay_sandbox) == before
+    assert fxpay_sandbox.stats()["token_requests"] == 0
+
+
+async def test_bad_inputs_async_send_nothing(fxpay_sandbox) -> None:  # type: ignore[no-untyped-def]
+    c = fxpay_sandbox.client()
+    with pytest.raises(fxpay.InvalidRequestError):
+        await c.create_quote_async(buy_currency="USD", buy_amount=-1, sell_currency="AUD")
+    with pytest.raises(fxpay.InvalidRequestError):
+        await c.get_quote_async("../etc/passwd")
+    assert requests_made(fxpay_sandbox) == 0
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(currency="AUDX"),
+        dict(payment_reason=""),
+        dict(payment_reason="   "),
+        dict(name=""),
+        dict(
+            address=fxpay.Address(
+                address_line="x", city_suburb="y", state_province="z", post_code="1", country="XX"
+            )
+        ),
+    ],
+)
+def test_bad_beneficiaries_send_nothing(fxpay_sandbox, overrides) -> None:  # type: ignore[no-untyped-def]
+    c = fxpay_sandbox.client()
+    with pytest.raises(fxpay.InvalidRequestError):
+        c.create_beneficiary(make_beneficiary(**overrides))
+    assert requests_made(fxpay_sandbox) == 0
+
+
+@pytest.mark.parametrize("amount", [0, -1, "0.00", Decimal("-0.01"), math.nan, "abc", None])
+def test_deal_beneficiary_amounts(amount: object) -> None:
+    with pytest.raises(fxpay.InvalidRequestError):
+        fxpay.DealBeneficiary("b", amount, "r", "x")  # type: ignore[arg-type]
+
+
+def test_deal_inputs_send_nothing(fxpay_sandbox) -> None:  # type: ignore[no-untyped-def]
+    c = fxpay_sandbox.client()
+    ok = fxpay.DealBeneficiary("b1", "10", "r", "x")
+    with pytest.raises(fxpay.InvalidRequestError):
+        c.create_deal(quote_id="", funding_source="Own account", beneficiaries=[ok])
+    with pytest.raises(fxpay.InvalidRequestError):
+        c.create_deal(quote_id="q1", funding_source="Own account", beneficiaries=[])
+    with pytest.raises(fxpay.InvalidRequestError):
+        c.create_deal(quote_id="q1", funding_source="Own account", beneficiaries=[{"amount": 1}])  # type: ignore[list-item]
+    with pytest.raises(fxpay.InvalidRequestError):
+        c.create_spot_deal(quote_id="q1", funding_source="Own account", beneficiaries=[ok], callback_url="ftp://x/y")
+    with pytest.raises(fxpay.InvalidRequestError):
+        c.create_spot_deal(quote_id="q1", funding_source="Own account", beneficiaries=[ok], callback_nonce="n")
+    assert requests_made(fxpay_sandbox) == 0
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    ["http://example.com", "ftp://example.com", "example.com", "https://example.com/v1", "http://10.1.2.3:80", ""],
+)
+def test_base_url_rules(base_url: str) -> None:
+    with pytest.raises(fxpay.ConfigurationError):
+        fxpay.Client("id", "secret", base_url=base_url)
+
+
+@pytest.mark.parametrize("base_url", ["https://api.example.com", "http://127.0.0.1:1", "http://localhost:1", "http://[::1]:1"])
+def test_base_url_accepted(base_url: str) -> None:
+    assert fxpay.Client("id", "secret", base_url=base_url).base_url == base_url
+
+
+def test_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FXPAY_CLIENT_ID", raising=False)
+    with pytest.raises(fxpay.ConfigurationError, match="FXPAY_CLIENT_ID"):
+        fxpay.Client.from_env()
+    monkeypatch.setenv("FXPAY_CLIENT_ID", "cid")
+    monkeypatch.setenv("FXPAY_CLIENT_SECRET", "sec")
+    monkeypatch.setenv("FXPAY_BASE_URL", "https://api.example.com")
+    assert fxpay.Client.from_env().client_id == "cid"
+
+
+def test_redirect_uri_rules(fxpay_client: fxpay.Client) -> None:
+    with pytest.raises(fxpay.ConfigurationError):
+        fxpay_client.authorization_url("http://app.example/cb")
+    auth = fxpay_client.authorization_url("com.example.app:/cb")
+    assert auth.redirect_uri == "com.example.app:/cb"
