@@ -43,6 +43,7 @@ from .models import (
     VirtualAccount,
     to_records,
 )
+from .redis_store import RedisTokenStore
 from .stores import MemoryTokenStore, TokenStore
 
 __version__: str = _fxpay.__version__
@@ -70,6 +71,7 @@ __all__ = [
     "PermissionDeniedError",
     "Quote",
     "RateLimitError",
+    "RedisTokenStore",
     "ServerError",
     "SpotDeal",
     "StateMismatchError",

@@ -1,0 +1,92 @@
+"""``fxpay.RedisTokenStore``: one token shared by every process that uses the same Redis.
+
+Install with ``pip install fxpay[redis]``. Renewals take a Redis lock, so that with many
+worker processes the token endpoint is asked once per token lifetime, and a user's rotated
+refresh token is never used twice nor lost.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigurationError, FxPayError
+from .models import Token
+
+if TYPE_CHECKING:
+    import redis
+
+__all__ = ["RedisTokenStore"]
+
+
+class _RedisLock:
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: Any) -> None:
+        self._lock = lock
+
+    def release(self) -> None:
+        try:
+            self._lock.release()
+        except Exception:  # noqa: BLE001 - an expired lock was released by Redis already
+            pass
+
+
+class RedisTokenStore:
+    """A :class:`fxpay.TokenStore` in Redis.
+
+    ``client`` is a ``redis.Redis``; or give ``url`` (``redis://127.0.0.1:6379/0``).
+    Keys are ``prefix + key``; entries expire with their token (refresh tokens keep theirs).
+    ``lock_timeout`` bounds how long a crashed holder can block others.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis | None = None,
+        *,
+        url: str | None = None,
+        prefix: str = "",
+        lock_timeout: float = 30.0,
+        lock_wait: float = 60.0,
+    ) -> None:
+        if client is None:
+            if url is None:
+                raise ConfigurationError("RedisTokenStore needs a redis client or a url")
+            try:
+                import redis as redis_mod
+            except ImportError as e:  # pragma: no cover - depends on the extra
+                raise ConfigurationError("RedisTokenStore needs redis-py: pip install 'fxpay[redis]'") from e
+            client = redis_mod.Redis.from_url(url)
+        self._r = client
+        self._prefix = prefix
+        self._lock_timeout = lock_timeout
+        self._lock_wait = lock_wait
+
+    def load(self, key: str) -> Token | None:
+        raw = self._r.get(self._prefix + key)
+        if raw is None:
+            return None
+        return Token.from_dict(json.loads(raw))
+
+    def save(self, key: str, token: Token) -> None:
+        body = json.dumps(token.to_dict())
+        if token.refresh_token:
+            # The refresh token outlives the access token: keep the entry.
+            self._r.set(self._prefix + key, body)
+        else:
+            ttl_ms = max(1, int((token.expires_at.timestamp() - time.time()) * 1000))
+            self._r.set(self._prefix + key, body, px=ttl_ms)
+
+    def lock(self, key: str) -> _RedisLock:
+        lock = self._r.lock(
+            self._prefix + key + ":lock",
+            timeout=self._lock_timeout,
+            blocking_timeout=self._lock_wait,
+        )
+        if not lock.acquire():
+            raise FxPayError(f"timed out after {self._lock_wait} s waiting for the token lock")
+        return _RedisLock(lock)
+
+    def __repr__(self) -> str:
+        return f"RedisTokenStore(prefix={self._prefix!r})"
