@@ -1,0 +1,85 @@
+//! The sandbox clock: real time plus an offset that tests move forward with `advance`.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+/// Unix seconds, as `f64`, on the sandbox clock.
+#[derive(Debug, Default)]
+pub struct Clock {
+    /// Bits of an `f64`: the seconds added by `advance`.
+    offset: AtomicU64,
+}
+
+impl Clock {
+    pub fn new() -> Self {
+        Self {
+            offset: AtomicU64::new(0f64.to_bits()),
+        }
+    }
+
+    /// Current sandbox time in unix seconds.
+    pub fn now(&self) -> f64 {
+        let real = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        real + f64::from_bits(self.offset.load(Ordering::Relaxed))
+    }
+
+    /// Moves the clock forward. Negative, zero and non-finite values are ignored:
+    /// the sandbox clock never goes backwards.
+    pub fn advance(&self, seconds: f64) {
+        if !seconds.is_finite() || seconds <= 0.0 {
+            return;
+        }
+        let _ = self
+            .offset
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                Some((f64::from_bits(bits) + seconds).to_bits())
+            });
+    }
+
+    /// The current time as an RFC 3339 timestamp (UTC, millisecond precision).
+    pub fn now_rfc3339(&self) -> String {
+        rfc3339(self.now())
+    }
+}
+
+/// Formats unix seconds as RFC 3339 in UTC with millisecond precision.
+pub fn rfc3339(unix: f64) -> String {
+    let millis = (unix * 1000.0).floor();
+    let nanos = if millis.is_finite() {
+        (millis as i128) * 1_000_000
+    } else {
+        0
+    };
+    OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advance_moves_forward_only() {
+        let c = Clock::new();
+        let a = c.now();
+        c.advance(86400.0);
+        let b = c.now();
+        assert!(b - a >= 86400.0 && b - a < 86410.0);
+        c.advance(-100.0);
+        c.advance(f64::NAN);
+        assert!(c.now() >= b);
+    }
+
+    #[test]
+    fn formats_rfc3339() {
+        assert_eq!(rfc3339(0.0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_700_000_000.25), "2023-11-14T22:13:20.25Z");
+    }
+}

@@ -1,0 +1,50 @@
+//! Random identifiers, secrets and tokens.
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+
+/// `n` random bytes from the operating system.
+fn random_bytes(n: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; n];
+    if getrandom::fill(&mut buf).is_err() {
+        // The OS generator never fails on supported platforms; fall back to v4 UUID bytes,
+        // which come from the same source through another path.
+        for chunk in buf.chunks_mut(16) {
+            let u = uuid::Uuid::new_v4();
+            let bytes = u.as_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+    }
+    buf
+}
+
+/// A URL-safe random token with 256 bits of entropy.
+pub fn token() -> String {
+    URL_SAFE_NO_PAD.encode(random_bytes(32))
+}
+
+/// A short lower-case hex tag (for readable client ids).
+pub fn hex_tag(bytes: usize) -> String {
+    random_bytes(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A new v4 UUID, hyphenated lower case.
+pub fn uuid() -> String {
+    uuid::Uuid::new_v4().hyphenated().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_long_and_distinct() {
+        let a = token();
+        assert_eq!(a.len(), 43);
+        assert_ne!(a, token());
+        assert_eq!(hex_tag(4).len(), 8);
+        assert_eq!(uuid().len(), 36);
+    }
+}

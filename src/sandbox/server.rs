@@ -1,0 +1,167 @@
+//! The HTTP server: routes, the accept loop, per-connection kill switches, faults and stats.
+//!
+//! Connections are served by hyper (HTTP/1.1, keep-alive) around the axum router, each inside
+//! a `select!` with its own kill signal (fired by a drop fault) and the shutdown signal;
+//! dropping the connection future closes the socket with no response.
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, Request, Response, StatusCode};
+use axum::routing::{get, post};
+use axum::Router;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify};
+use tower::ServiceExt;
+
+use super::errors::{self, code, ApiError};
+use super::faults::Action;
+use super::state::State;
+use super::{accounts, beneficiaries, deals, oauth, openapi, pages, quotes};
+
+/// Every route of the sandbox.
+pub fn router(state: Arc<State>) -> Router {
+    Router::new()
+        .route("/openapi.json", get(openapi::serve))
+        .route("/v1/oauth/token", post(oauth::token))
+        .route("/v1/oauth/authorize", get(pages::authorize))
+        .route("/v1/oauth/login", post(pages::login))
+        .route("/v1/oauth/consent", post(pages::consent))
+        .route("/v1/payments/quotes", post(quotes::create))
+        .route("/v1/payments/quotes/{id}", get(quotes::get))
+        .route("/v1/payments/beneficiaries", post(beneficiaries::create))
+        .route("/v1/payments/deals", post(deals::create))
+        .route("/v1/payments/deals/spot", post(deals::create_spot))
+        .route("/v1/gca/virtual-accounts", get(accounts::list))
+        .fallback(errors::not_found)
+        .method_not_allowed_fallback(errors::method_not_allowed)
+        .with_state(state)
+}
+
+/// The answer of a `fail_next` fault.
+fn injected(status: u16, retry_after: Option<u64>, token_path: bool) -> Response<Body> {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let message = format!("injected failure ({})", status.as_u16());
+    let mut err = ApiError::one(status, code::INJECTED, "", message.clone());
+    if let Some(secs) = retry_after {
+        err = err.with_header(header::RETRY_AFTER, &secs.to_string());
+    }
+    let mut resp = axum::response::IntoResponse::into_response(err);
+    if token_path {
+        // The token endpoint's clients read RFC 6749 errors: give both shapes.
+        let error = match status.as_u16() {
+            400 => "invalid_request",
+            401 => "invalid_client",
+            503 | 429 => "temporarily_unavailable",
+            _ => "server_error",
+        };
+        let body = json!({
+            "error": error,
+            "error_description": message,
+            "errors": [{"errorCode": code::INJECTED, "fieldName": "", "message": message}],
+        });
+        *resp.body_mut() = Body::from(body.to_string());
+    }
+    resp
+}
+
+/// One request: stats, faults, then the router.
+async fn handle(
+    state: Arc<State>,
+    router: Router,
+    kill: Arc<Notify>,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    let req = req.map(Body::new);
+    state.stats.request(req.method(), req.uri().path());
+    match state.faults.take(req.method(), req.uri().path()) {
+        Some(Action::Fail {
+            status,
+            retry_after,
+        }) => {
+            return injected(status, retry_after, req.uri().path() == "/v1/oauth/token");
+        }
+        Some(Action::Drop { after_processing }) => {
+            if after_processing {
+                let _ = router.oneshot(req).await;
+            }
+            kill.notify_one();
+            return std::future::pending().await;
+        }
+        Some(Action::Delay { seconds }) => {
+            let secs = if seconds.is_finite() {
+                seconds.clamp(0.0, 3600.0)
+            } else {
+                0.0
+            };
+            tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+        }
+        None => {}
+    }
+    match router.oneshot(req).await {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    }
+}
+
+async fn shut_down(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+/// Serves one connection until it ends, is killed, or the sandbox shuts down.
+async fn connection(
+    stream: TcpStream,
+    state: Arc<State>,
+    router: Router,
+    shutdown: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    state.stats.connection_opened();
+    let kill = Arc::new(Notify::new());
+    let svc = {
+        let (state, kill) = (state.clone(), kill.clone());
+        service_fn(move |req| {
+            let (state, router, kill) = (state.clone(), router.clone(), kill.clone());
+            async move { Ok::<_, Infallible>(handle(state, router, kill, req).await) }
+        })
+    };
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .keep_alive(true)
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30));
+    let conn = builder.serve_connection(TokioIo::new(stream), svc);
+    tokio::select! {
+        _ = conn => {}
+        _ = kill.notified() => {}
+        _ = shut_down(shutdown) => {}
+    }
+    state.stats.connection_closed();
+}
+
+/// The accept loop; ends (dropping the listener) when the sandbox shuts down.
+pub async fn serve(listener: TcpListener, state: Arc<State>, shutdown: watch::Receiver<bool>) {
+    let router = router(state.clone());
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = shut_down(shutdown.clone()) => return,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                tokio::spawn(connection(
+                    stream,
+                    state.clone(),
+                    router.clone(),
+                    shutdown.clone(),
+                ));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
