@@ -89,6 +89,10 @@ pub async fn request_token(
         #[serde(default)]
         error_description: Option<String>,
     }
+    // Server failures and rate limits keep their HTTP meaning whatever the body says.
+    if resp.status >= 500 || resp.status == 429 {
+        return Err(api_error(&resp));
+    }
     match serde_json::from_slice::<OAuthBody>(&resp.body) {
         Ok(b) => Err(Error::OAuth {
             error: b.error,

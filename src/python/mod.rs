@@ -5,6 +5,7 @@ mod convert;
 mod errors;
 mod logging;
 mod models;
+mod sandbox;
 mod session;
 mod store;
 
@@ -18,6 +19,7 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<client::CoreClient>()?;
     m.add_class::<session::CoreUserSession>()?;
+    m.add_class::<sandbox::CoreSandbox>()?;
     m.add_function(wrap_pyfunction!(convert::parse_amount, m)?)?;
     m.add_function(wrap_pyfunction!(errors::_raise_panic_for_test, m)?)?;
     Ok(())

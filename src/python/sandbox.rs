@@ -12,7 +12,10 @@ pub struct CoreSandbox {
     inner: Sandbox,
 }
 
-fn block_on<T: Send>(py: Python<'_>, fut: impl std::future::Future<Output = Result<T, Error>> + Send) -> PyResult<T> {
+fn block_on<T: Send>(
+    py: Python<'_>,
+    fut: impl std::future::Future<Output = Result<T, Error>> + Send,
+) -> PyResult<T> {
     crate::runtime::check_not_forked().map_err(to_pyerr)?;
     let rt = crate::runtime::runtime();
     py.detach(|| guard(|| rt.block_on(fut)))
@@ -23,14 +26,18 @@ impl CoreSandbox {
     #[new]
     #[pyo3(signature = (host = "127.0.0.1", port = 0))]
     fn new(py: Python<'_>, host: &str, port: u16) -> PyResult<Self> {
-        let host: IpAddr = host
-            .parse()
-            .map_err(|_| to_pyerr(Error::config(format!("host must be an IP address, got {host:?}"))))?;
+        let host: IpAddr = host.parse().map_err(|_| {
+            to_pyerr(Error::config(format!(
+                "host must be an IP address, got {host:?}"
+            )))
+        })?;
         let config = SandboxConfig { host, port };
         let inner = block_on(py, async move {
-            Sandbox::start(config)
-                .await
-                .map_err(|e| Error::config(format!("the sandbox could not listen on {host}:{port}: {e}")))
+            Sandbox::start(config).await.map_err(|e| {
+                Error::config(format!(
+                    "the sandbox could not listen on {host}:{port}: {e}"
+                ))
+            })
         })?;
         Ok(CoreSandbox { inner })
     }
@@ -77,7 +84,9 @@ impl CoreSandbox {
 
     fn advance(&self, seconds: f64) -> PyResult<()> {
         if !(seconds.is_finite() && seconds >= 0.0) {
-            return Err(to_pyerr(Error::invalid("seconds must be a finite number >= 0")));
+            return Err(to_pyerr(Error::invalid(
+                "seconds must be a finite number >= 0",
+            )));
         }
         self.inner.advance(seconds);
         Ok(())
@@ -88,9 +97,11 @@ impl CoreSandbox {
     }
 
     fn deal_status(&self, deal_id: &str) -> PyResult<String> {
-        self.inner
-            .deal_status(deal_id)
-            .ok_or_else(|| to_pyerr(Error::invalid(format!("no deal {deal_id:?} in this sandbox"))))
+        self.inner.deal_status(deal_id).ok_or_else(|| {
+            to_pyerr(Error::invalid(format!(
+                "no deal {deal_id:?} in this sandbox"
+            )))
+        })
     }
 
     fn deals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -106,9 +117,17 @@ impl CoreSandbox {
     }
 
     #[pyo3(signature = (path, status, times = 1, retry_after = None))]
-    fn fail_next(&self, path: &str, status: u16, times: u32, retry_after: Option<u64>) -> PyResult<()> {
+    fn fail_next(
+        &self,
+        path: &str,
+        status: u16,
+        times: u32,
+        retry_after: Option<u64>,
+    ) -> PyResult<()> {
         if !(100..=599).contains(&status) {
-            return Err(to_pyerr(Error::invalid(format!("status must be an HTTP status, got {status}"))));
+            return Err(to_pyerr(Error::invalid(format!(
+                "status must be an HTTP status, got {status}"
+            ))));
         }
         self.inner.fail_next(path, status, times, retry_after);
         Ok(())
@@ -120,7 +139,9 @@ impl CoreSandbox {
 
     fn delay_next(&self, path: &str, seconds: f64) -> PyResult<()> {
         if !(seconds.is_finite() && seconds >= 0.0) {
-            return Err(to_pyerr(Error::invalid("seconds must be a finite number >= 0")));
+            return Err(to_pyerr(Error::invalid(
+                "seconds must be a finite number >= 0",
+            )));
         }
         self.inner.delay_next(path, seconds);
         Ok(())
