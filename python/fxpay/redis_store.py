@@ -27,9 +27,12 @@ class _RedisLock:
         self._lock = lock
 
     def release(self) -> None:
+        from redis.exceptions import LockNotOwnedError
+
         try:
             self._lock.release()
-        except Exception:  # noqa: BLE001 - an expired lock was released by Redis already
+        except LockNotOwnedError:
+            # It expired (lock_timeout) and Redis let it go; someone else may hold it now.
             pass
 
 
@@ -83,6 +86,8 @@ class RedisTokenStore:
             self._prefix + key + ":lock",
             timeout=self._lock_timeout,
             blocking_timeout=self._lock_wait,
+            # fxpay acquires and releases on different threads of its blocking pool.
+            thread_local=False,
         )
         if not lock.acquire():
             raise FxPayError(f"timed out after {self._lock_wait} s waiting for the token lock")
