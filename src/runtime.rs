@@ -14,6 +14,8 @@ pub fn runtime() -> &'static Runtime {
         match tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
             .thread_name("fxpay-rt")
+            // Blocking-pool threads (DNS lookups, token-store calls) go away soon after a burst.
+            .thread_keep_alive(std::time::Duration::from_secs(2))
             .enable_all()
             .build()
         {
