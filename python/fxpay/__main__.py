@@ -1,0 +1,80 @@
+"""``python -m fxpay``: a small command line.
+
+    python -m fxpay quote USD AUD 1000          # against FXPAY_BASE_URL with FXPAY_CLIENT_ID/SECRET
+    python -m fxpay quote USD AUD 1000 --sandbox   # against a throw-away embedded sandbox
+    python -m fxpay sandbox [--host H] [--port P]  # serve the emulator
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from decimal import Decimal
+
+from . import Client, FxPayError, Quote
+
+
+def _quote_table(q: Quote) -> str:
+    rows = [
+        ("quote id", q.id),
+        ("buy", f"{q.buy_amount} {q.buy_currency}"),
+        ("sell", f"{q.sell_amount} {q.sell_currency}"),
+        ("customer rate", str(q.customer_rate)),
+        ("inverse rate", str(q.inverse_customer_rate)),
+        ("fee", f"{q.fee} {q.fee_currency}"),
+        ("freebies", f"{q.freebies.remaining} of {q.freebies.total} left"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def _quote(args: argparse.Namespace) -> int:
+    amount = Decimal(args.amount) if _is_number(args.amount) else args.amount
+    if args.sandbox:
+        from .testing import Sandbox
+
+        with Sandbox() as sb, sb.client() as c:
+            q = c.get_quote(c.create_quote(buy_currency=args.buy, buy_amount=amount, sell_currency=args.sell))
+            print(_quote_table(q) + "\n(embedded sandbox)")
+        return 0
+    with Client.from_env() as c:
+        q = c.get_quote(c.create_quote(buy_currency=args.buy, buy_amount=amount, sell_currency=args.sell))
+        print(_quote_table(q))
+    return 0
+
+
+def _is_number(text: str) -> bool:
+    try:
+        Decimal(text)
+    except ArithmeticError:
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m fxpay", description="fxpay command line")
+    sub = p.add_subparsers(dest="command", required=True)
+    q = sub.add_parser("quote", help="create a quote and print it")
+    q.add_argument("buy", help="currency the service buys from you (ISO 4217, e.g. USD)")
+    q.add_argument("sell", help="currency the service sells to you (e.g. AUD)")
+    q.add_argument("amount", help="amount in the buy currency (exact decimal)")
+    q.add_argument("--sandbox", action="store_true", help="use a throw-away embedded sandbox")
+    s = sub.add_parser("sandbox", help="serve the local sandbox")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8080)
+    args = p.parse_args(argv)
+    try:
+        if args.command == "quote":
+            return _quote(args)
+        from .sandbox import main as sandbox_main
+
+        return sandbox_main(["--host", args.host, "--port", str(args.port)])
+    except FxPayError as e:
+        print(f"fxpay: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
