@@ -1,12 +1,13 @@
 """The compiled core of fxpay. Use the typed facade in ``fxpay`` instead of these classes."""
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any, final
 
 from .models import DealBeneficiary, Token
 
 __version__: str
+__all__ = ["__version__", "CoreClient", "CoreUserSession", "CoreSandbox", "parse_amount", "_raise_panic_for_test"]
 
 def parse_amount(field: str, value: object) -> Decimal: ...
 def _raise_panic_for_test(aio: bool = False) -> Any: ...
@@ -98,4 +99,3 @@ class CoreSandbox:
     def delay_next(self, path: str, seconds: float) -> None: ...
     def shutdown(self) -> None: ...
 
-_Headers = Mapping[str, str]

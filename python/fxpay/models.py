@@ -329,6 +329,7 @@ class VirtualAccount(Mapping[str, Any]):
     """A virtual account: a read-only mapping over the JSON object the service sent."""
 
     __slots__ = ("_data",)
+    _data: dict[str, Any]
 
     def __init__(self, data: Mapping[str, Any]) -> None:
         object.__setattr__(self, "_data", dict(data))
@@ -347,7 +348,7 @@ class VirtualAccount(Mapping[str, Any]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, VirtualAccount):
-            return self._data == other._data
+            return bool(self._data == other._data)
         return NotImplemented
 
     def __hash__(self) -> int:

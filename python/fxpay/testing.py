@@ -86,15 +86,15 @@ class Sandbox:
 
     def deals(self) -> list[dict[str, Any]]:
         """Every deal booked, oldest first."""
-        return self._core.deals()  # type: ignore[no-any-return]
+        return self._core.deals()
 
     def deliveries(self) -> list[dict[str, Any]]:
         """Every ``DealCreated`` delivery attempt, oldest first."""
-        return self._core.deliveries()  # type: ignore[no-any-return]
+        return self._core.deliveries()
 
     def stats(self) -> dict[str, Any]:
         """Request counters: at least ``requests`` and ``token_requests``."""
-        return self._core.stats()  # type: ignore[no-any-return]
+        return self._core.stats()
 
     # -- faults ----------------------------------------------------------------------------
 
