@@ -1,0 +1,89 @@
+"""A real headless Chromium drives the sandbox's login and consent pages through to the
+code exchange."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import fxpay
+import pytest
+
+playwright_sync = pytest.importorskip("playwright.sync_api")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser() -> Any:
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed (scripts/setup installs it)")
+        pytest.skip("chromium is not installed")
+    with playwright_sync.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def drive(browser: Any, sb: Any, auth_url: str, *, decision: str, tmp_path: Path, password: str | None = None) -> str:
+    """Logs in and decides on the consent page; returns the URL the browser was redirected to."""
+    landed: list[str] = []
+    context = browser.new_context()
+    page = context.new_page()
+
+    def catch(route: Any) -> None:
+        landed.append(route.request.url)
+        route.fulfill(status=200, content_type="text/html", body="<p>back at the app</p>")
+
+    page.route("https://app.example.test/**", catch)
+    page.goto(auth_url)
+    assert page.title().startswith("Sign in")
+    page.fill("#username", sb.username)
+    page.fill("#password", password or sb.password)
+    page.click("#login")
+    if password is not None:
+        page.wait_for_selector("#login-form")
+        html = str(page.content())
+        context.close()
+        return html
+    page.wait_for_selector(f"button[value={decision}], #{decision}")
+    page.screenshot(path=str(tmp_path / "consent.png"))
+    page.click(f"#{decision}")
+    page.wait_for_url("https://app.example.test/**")
+    context.close()
+    assert len(landed) == 1
+    return landed[0]
+
+
+def test_allow_in_a_real_browser(browser: Any, fxpay_sandbox: Any, tmp_path: Path) -> None:
+    c = fxpay_sandbox.client()
+    auth = c.authorization_url(fxpay_sandbox.redirect_uri)
+    callback = drive(browser, fxpay_sandbox, auth.url, decision="allow", tmp_path=tmp_path)
+    assert callback.startswith(fxpay_sandbox.redirect_uri + "?")
+    assert (tmp_path / "consent.png").stat().st_size > 1000
+    token = c.exchange_code(auth, callback)
+    assert token.scope == "gca-aisp" and token.refresh_token
+    accounts = c.user_session(token).list_virtual_accounts()
+    assert {a["currency"] for a in accounts} >= {"USD"}
+
+
+def test_deny_in_a_real_browser(browser: Any, fxpay_sandbox: Any, tmp_path: Path) -> None:
+    c = fxpay_sandbox.client()
+    auth = c.authorization_url(fxpay_sandbox.redirect_uri)
+    callback = drive(browser, fxpay_sandbox, auth.url, decision="deny", tmp_path=tmp_path)
+    assert "error=access_denied" in callback
+    with pytest.raises(fxpay.OAuthError) as ei:
+        c.exchange_code(auth, callback)
+    assert ei.value.error == "access_denied"
+
+
+def test_wrong_password_stays_on_the_login_page(browser: Any, fxpay_sandbox: Any, tmp_path: Path) -> None:
+    c = fxpay_sandbox.client()
+    auth = c.authorization_url(fxpay_sandbox.redirect_uri)
+    html = drive(browser, fxpay_sandbox, auth.url, decision="allow", tmp_path=tmp_path, password="wrong")
+    assert 'id="login-form"' in html
+    assert fxpay_sandbox.stats()["tokens_issued"]["authorization_code"] == 0
