@@ -27,6 +27,12 @@ pub fn decimal_of(n: &Number) -> Option<Decimal> {
     }
 }
 
+/// True when `s` has nothing but spaces, tabs and line breaks (the OpenAPI document's
+/// `[^ \t\n\r]` pattern, identical in every regex dialect).
+pub fn is_blank(s: &str) -> bool {
+    s.chars().all(|c| matches!(c, ' ' | '\t' | '\n' | '\r'))
+}
+
 /// The JSON type name used in messages.
 fn type_name(v: &Value) -> &'static str {
     match v {
@@ -118,7 +124,7 @@ impl Checker {
             self.wrong_type(field, key, "string", v);
             return None;
         };
-        if s.trim().is_empty() {
+        if is_blank(s) {
             self.push(Field::Empty, field, format!("{key} must not be empty"));
             return None;
         }
@@ -272,14 +278,16 @@ impl Checker {
             self.wrong_type(field, key, "integer", v);
             return None;
         };
-        let Some(i) = n.as_i64() else {
-            let integral = decimal_of(n).is_some_and(|d| d.fract().is_zero());
-            if integral {
-                self.push(
-                    Field::OutOfRange,
-                    field,
-                    format!("{key} must be between {min} and {max}"),
-                );
+        // JSON Schema counts 2.0 as an integer; so does the sandbox.
+        let exact = decimal_of(n);
+        let integral = n.as_i64().or_else(|| {
+            exact
+                .filter(|d| d.fract().is_zero())
+                .and_then(|d| i64::try_from(d).ok())
+        });
+        let Some(i) = integral else {
+            if exact.is_some_and(|d| d.fract().is_zero()) {
+                self.push(Field::OutOfRange, field, format!("{key} must be between {min} and {max}"));
             } else {
                 self.push(Field::WrongType, field, format!("{key} must be an integer"));
             }
@@ -303,9 +311,9 @@ impl Checker {
             self.wrong_type(field, key, "string", v);
             return None;
         };
-        match uuid::Uuid::parse_str(s) {
-            Ok(u) => Some(u.hyphenated().to_string()),
-            Err(_) => {
+        match uuid::Uuid::try_parse(s) {
+            Ok(u) if s.len() == 36 => Some(u.hyphenated().to_string()),
+            _ => {
                 self.push(Field::BadUuid, field, format!("{key} must be a UUID"));
                 None
             }

@@ -152,7 +152,7 @@ pub async fn get(AxState(state): AxState<Arc<State>>, req: Request) -> Response 
         Err(e) => return e.into_response(),
     };
     let raw = req.uri().path().strip_prefix(PREFIX).unwrap_or("");
-    let body = uuid::Uuid::try_parse(raw).ok().and_then(|u| {
+    let body = uuid::Uuid::try_parse(raw).ok().filter(|_| raw.len() == 36).and_then(|u| {
         let mut buf = uuid::Uuid::encode_buffer();
         let key = u.hyphenated().encode_lower(&mut buf);
         read(&state.quotes)
