@@ -17,23 +17,41 @@ async fn fail_next_answers_without_processing() {
     let tok = t.cc_token().await;
     t.sb.fail_next("/v1/payments/quotes", 503, 2, Some(7));
     for _ in 0..2 {
-        let r = t.post_json("/v1/payments/quotes", &tok, &quote_body()).await;
+        let r = t
+            .post_json("/v1/payments/quotes", &tok, &quote_body())
+            .await;
         assert_eq!(r.status, 503);
         assert_eq!(r.header("retry-after").as_deref(), Some("7"));
         assert_eq!(r.codes(), ["sandbox:fault:5001"]);
     }
-    assert_eq!(t.sb.stats()["quotes"], 0, "failed requests were not processed");
-    let r = t.post_json("/v1/payments/quotes", &tok, &quote_body()).await;
+    assert_eq!(
+        t.sb.stats()["quotes"],
+        0,
+        "failed requests were not processed"
+    );
+    let r = t
+        .post_json("/v1/payments/quotes", &tok, &quote_body())
+        .await;
     assert_eq!(r.status, 201);
     let id = r.json()["id"].as_str().expect("id").to_owned();
 
     // Method-qualified prefix rules.
     t.sb.fail_next("GET /v1/payments/quotes/*", 429, 1, None);
-    assert_eq!(t.post_json("/v1/payments/quotes", &tok, &quote_body()).await.status, 201);
+    assert_eq!(
+        t.post_json("/v1/payments/quotes", &tok, &quote_body())
+            .await
+            .status,
+        201
+    );
     let r = t.get(&format!("/v1/payments/quotes/{id}"), &tok).await;
     assert_eq!(r.status, 429);
     assert!(r.header("retry-after").is_none());
-    assert_eq!(t.get(&format!("/v1/payments/quotes/{id}"), &tok).await.status, 200);
+    assert_eq!(
+        t.get(&format!("/v1/payments/quotes/{id}"), &tok)
+            .await
+            .status,
+        200
+    );
 
     // On the token endpoint the body also has the RFC 6749 shape.
     t.sb.fail_next("POST /v1/oauth/token", 503, 1, Some(1));
@@ -72,7 +90,10 @@ async fn drop_before_and_after_processing() {
         .send()
         .await;
     assert!(err.is_err(), "no HTTP response: {err:?}");
-    assert!(t.sb.deals().is_empty(), "dropped before processing: nothing booked");
+    assert!(
+        t.sb.deals().is_empty(),
+        "dropped before processing: nothing booked"
+    );
 
     t.sb.drop_next("/v1/payments/deals", true);
     let err = t
@@ -85,11 +106,18 @@ async fn drop_before_and_after_processing() {
         .await;
     assert!(err.is_err(), "no HTTP response: {err:?}");
     let deals = t.sb.deals();
-    assert_eq!(deals.len(), 1, "dropped after processing: the deal is booked");
+    assert_eq!(
+        deals.len(),
+        1,
+        "dropped after processing: the deal is booked"
+    );
     assert_eq!(deals[0]["quoteId"], q.as_str());
     // A replay now hits the quote-reuse rule: the response was lost, not the deal.
     let r = t.post_json("/v1/payments/deals", &tok, &body).await;
-    assert_eq!((r.status, r.codes()), (409, vec!["business:deal:2002".to_owned()]));
+    assert_eq!(
+        (r.status, r.codes()),
+        (409, vec!["business:deal:2002".to_owned()])
+    );
     let s = t.sb.stats();
     assert_eq!(s["paths"]["POST /v1/payments/deals"], 3);
     assert_eq!(s["faults_fired"], 2);
@@ -101,12 +129,22 @@ async fn delay_next_waits_then_processes() {
     let tok = t.cc_token().await;
     t.sb.delay_next("/v1/payments/quotes", 0.6);
     let started = Instant::now();
-    let r = t.post_json("/v1/payments/quotes", &tok, &quote_body()).await;
+    let r = t
+        .post_json("/v1/payments/quotes", &tok, &quote_body())
+        .await;
     assert_eq!(r.status, 201);
     assert!(started.elapsed() >= Duration::from_millis(600));
     let started = Instant::now();
-    assert_eq!(t.post_json("/v1/payments/quotes", &tok, &quote_body()).await.status, 201);
-    assert!(started.elapsed() < Duration::from_millis(500), "used up after one request");
+    assert_eq!(
+        t.post_json("/v1/payments/quotes", &tok, &quote_body())
+            .await
+            .status,
+        201
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "used up after one request"
+    );
 }
 
 #[tokio::test]
@@ -125,7 +163,10 @@ async fn stats_count_requests() {
     assert_eq!(s["paths"]["POST /v1/payments/quotes"], 1);
     assert_eq!(s["paths"]["GET /v1/payments/quotes/{id}"], 3);
     assert_eq!(s["paths"]["other"], 1);
-    assert_eq!(s["tokens_issued"], json!({"client_credentials": 1, "authorization_code": 0, "refresh_token": 0}));
+    assert_eq!(
+        s["tokens_issued"],
+        json!({"client_credentials": 1, "authorization_code": 0, "refresh_token": 0})
+    );
     assert_eq!(s["deliveries"], 0);
     assert!(s["connections"].as_u64().is_some_and(|c| c >= 1));
 }
@@ -145,25 +186,56 @@ async fn bad_inputs_never_break_it() {
     let p = "/v1/payments/quotes";
     let json_ct = Some("application/json");
     let cases: Vec<(Option<&str>, Vec<u8>, u16, &str)> = vec![
-        (json_ct, b"{\"buyCurrency\":".to_vec(), 400, "validation:request:1001"),
+        (
+            json_ct,
+            b"{\"buyCurrency\":".to_vec(),
+            400,
+            "validation:request:1001",
+        ),
         (json_ct, b"[1,2]".to_vec(), 400, "validation:request:1002"),
         (json_ct, b"null".to_vec(), 400, "validation:request:1002"),
         (json_ct, b"".to_vec(), 400, "validation:request:1001"),
-        (json_ct, vec![0xff, 0xfe, b'{'], 400, "validation:request:1001"),
-        (json_ct, "[".repeat(100_000).into_bytes(), 400, "validation:request:1001"),
-        (Some("text/plain"), b"{}".to_vec(), 415, "validation:request:1003"),
+        (
+            json_ct,
+            vec![0xff, 0xfe, b'{'],
+            400,
+            "validation:request:1001",
+        ),
+        (
+            json_ct,
+            "[".repeat(100_000).into_bytes(),
+            400,
+            "validation:request:1001",
+        ),
+        (
+            Some("text/plain"),
+            b"{}".to_vec(),
+            415,
+            "validation:request:1003",
+        ),
         (None, b"{}".to_vec(), 415, "validation:request:1003"),
-        (Some("application/x-www-form-urlencoded"), b"a=b".to_vec(), 415, "validation:request:1003"),
+        (
+            Some("application/x-www-form-urlencoded"),
+            b"a=b".to_vec(),
+            415,
+            "validation:request:1003",
+        ),
     ];
     for (ct, body, status, code) in cases {
         let r = raw_post(&t, p, &tok, ct, body).await;
         assert_eq!(r.status, status, "{ct:?}: {}", r.text);
         assert_eq!(r.codes(), [code]);
-        assert_eq!(r.header("content-type").as_deref(), Some("application/json"));
+        assert_eq!(
+            r.header("content-type").as_deref(),
+            Some("application/json")
+        );
     }
     let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(1_100_000)).into_bytes();
     let r = raw_post(&t, p, &tok, json_ct, big).await;
-    assert_eq!((r.status, r.codes()), (413, vec!["validation:request:1004".to_owned()]));
+    assert_eq!(
+        (r.status, r.codes()),
+        (413, vec!["validation:request:1004".to_owned()])
+    );
     // Unknown fields are ignored; a body just under the limit is read.
     let mut ok = quote_body();
     ok["pad"] = json!("y".repeat(1_000_000));
@@ -171,13 +243,33 @@ async fn bad_inputs_never_break_it() {
 
     // Routing: JSON 404 and 405 with Allow.
     let r = t.get("/v1/unknown", &tok).await;
-    assert_eq!((r.status, r.codes()), (404, vec!["resource:route:3002".to_owned()]));
+    assert_eq!(
+        (r.status, r.codes()),
+        (404, vec!["resource:route:3002".to_owned()])
+    );
     let r = t.get("/v1/payments/deals", &tok).await;
-    assert_eq!((r.status, r.codes()), (405, vec!["resource:route:3003".to_owned()]));
+    assert_eq!(
+        (r.status, r.codes()),
+        (405, vec!["resource:route:3003".to_owned()])
+    );
     assert_eq!(r.header("allow").as_deref(), Some("POST"));
-    let r = finish(t.http.put(t.url("/v1/oauth/token")).send().await.expect("send")).await;
+    let r = finish(
+        t.http
+            .put(t.url("/v1/oauth/token"))
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
     assert_eq!(r.status, 405);
-    let r = finish(t.http.delete(t.url("/v1/payments/quotes/x")).send().await.expect("send")).await;
+    let r = finish(
+        t.http
+            .delete(t.url("/v1/payments/quotes/x"))
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
     assert_eq!(r.status, 405);
     assert!(r.header("allow").is_some_and(|a| a.contains("GET")));
     let r = t.get("/v1/payments/quotes/", &tok).await;
@@ -188,7 +280,11 @@ async fn bad_inputs_never_break_it() {
         "/v1/oauth/token",
         "x",
         Some("application/x-www-form-urlencoded"),
-        format!("grant_type=client_credentials&pad={}", "z".repeat(1_100_000)).into_bytes(),
+        format!(
+            "grant_type=client_credentials&pad={}",
+            "z".repeat(1_100_000)
+        )
+        .into_bytes(),
     )
     .await;
     assert_eq!(r.status, 413);
@@ -196,13 +292,23 @@ async fn bad_inputs_never_break_it() {
 
     // Still healthy.
     let id = t.quote(&tok, "EUR", "1523.45", "GBP", 1).await;
-    assert_eq!(t.get_quote(&tok, &id).await["sellAmount"].to_string(), "1295.02");
+    assert_eq!(
+        t.get_quote(&tok, &id).await["sellAmount"].to_string(),
+        "1295.02"
+    );
 }
 
 #[tokio::test]
 async fn openapi_document_parses_and_covers_every_endpoint() {
     let t = start().await;
-    let r = finish(t.http.get(t.url("/openapi.json")).send().await.expect("send")).await;
+    let r = finish(
+        t.http
+            .get(t.url("/openapi.json"))
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
     assert_eq!(r.status, 200);
     let doc = r.json();
     assert_eq!(doc["openapi"], "3.1.0");
@@ -221,9 +327,14 @@ async fn openapi_document_parses_and_covers_every_endpoint() {
     ] {
         let op = &doc["paths"][path][method];
         assert!(op.is_object(), "{method} {path}");
-        assert!(op["responses"].as_object().is_some_and(|r| !r.is_empty()), "{path}");
+        assert!(
+            op["responses"].as_object().is_some_and(|r| !r.is_empty()),
+            "{path}"
+        );
     }
-    let supported = doc["components"]["schemas"]["SupportedCurrency"]["enum"].as_array().map(Vec::len);
+    let supported = doc["components"]["schemas"]["SupportedCurrency"]["enum"]
+        .as_array()
+        .map(Vec::len);
     assert_eq!(supported, Some(fxpay::sandbox::rates::supported().len()));
     assert!(doc["components"]["securitySchemes"].is_object());
 }
@@ -232,7 +343,12 @@ async fn openapi_document_parses_and_covers_every_endpoint() {
 async fn shutdown_ends_connections_and_is_idempotent() {
     let t = start().await;
     let tok = t.cc_token().await;
-    assert_eq!(t.post_json("/v1/payments/quotes", &tok, &quote_body()).await.status, 201);
+    assert_eq!(
+        t.post_json("/v1/payments/quotes", &tok, &quote_body())
+            .await
+            .status,
+        201
+    );
     t.sb.shutdown();
     t.sb.shutdown();
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -577,7 +577,7 @@ async fn login_and_consent_pages() {
         None,
     )
     .await;
-    assert_eq!(r.status, 400);
+    assert_eq!(r.status, 403);
     let r = form(
         "/v1/oauth/consent",
         vec![
@@ -598,7 +598,7 @@ async fn login_and_consent_pages() {
         Some(cookie),
     )
     .await;
-    assert_eq!(r.status, 400);
+    assert_eq!(r.status, 404);
     assert!(r.header("location").is_none());
     // Wrong content type on the login form → HTML error page.
     let r = finish(

@@ -88,11 +88,11 @@ async fn quote_validation_collects_every_error() {
         r.fields(),
         [
             ("validation:quote:1001".to_owned(), "BuyCurrency".to_owned()),
-            ("validation:quote:1001".to_owned(), "BuyAmount".to_owned()),
             (
                 "validation:quote:1001".to_owned(),
                 "SellCurrency".to_owned()
             ),
+            ("validation:quote:1001".to_owned(), "BuyAmount".to_owned()),
         ]
     );
     let r = post(
@@ -103,8 +103,8 @@ async fn quote_validation_collects_every_error() {
         r.codes(),
         [
             "validation:quote:1005",
-            "validation:quote:1002",
             "validation:quote:1005",
+            "validation:quote:1002",
             "validation:quote:1012"
         ]
     );
@@ -150,8 +150,8 @@ async fn quote_validation_collects_every_error() {
             "Beneficiaries",
         ),
         (
-            json!({"buyCurrency": "INR", "buyAmount": num("0.10"), "sellCurrency": "KWD"}),
-            "validation:quote:1015",
+            json!({"buyCurrency": "INR", "buyAmount": num("0.99"), "sellCurrency": "KWD"}),
+            "validation:quote:1009",
             "BuyAmount",
         ),
         (
@@ -214,7 +214,7 @@ async fn quotes_belong_to_their_client() {
             &Ctx::deal_body(&id, &ben, "126.37"),
         )
         .await;
-    assert_eq!(r.status, 400);
+    assert_eq!(r.status, 404);
     assert_eq!(
         r.fields(),
         [("business:deal:2001".to_owned(), "QuoteId".to_owned())]
@@ -317,9 +317,27 @@ async fn beneficiary_validation() {
     for e in r.json()["errors"].as_array().expect("errors") {
         assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()));
     }
-    // Any ISO currency is a valid beneficiary currency; classification is case-insensitive.
+    // Any ISO currency is a valid beneficiary currency; classification is exact.
     let mut b = beneficiary_body("BRL");
     b["classification"] = json!("business");
+    let r = post(b.clone()).await;
+    assert_eq!(
+        r.fields(),
+        [(
+            "validation:beneficiary:1008".to_owned(),
+            "Classification".to_owned()
+        )]
+    );
+    b["classification"] = json!("Business");
+    assert_eq!(post(b).await.status, 201);
+    // Blank means spaces, tabs and line breaks only.
+    let mut b = beneficiary_body("GBP");
+    b["name"] = json!(" \t\r\n");
+    assert_eq!(
+        post(b.clone()).await.codes(),
+        ["validation:beneficiary:1004"]
+    );
+    b["name"] = json!("\u{a0}");
     assert_eq!(post(b).await.status, 201);
 }
 
@@ -354,7 +372,7 @@ async fn deal_rules_each_fail_alone() {
     .await;
     assert_eq!(
         (r.status, r.fields()),
-        (400, vec![pair("business:deal:2001", "QuoteId")])
+        (404, vec![pair("business:deal:2001", "QuoteId")])
     );
     let r = deal(Ctx::deal_body(
         &q1,
@@ -362,16 +380,22 @@ async fn deal_rules_each_fail_alone() {
         "1263.65",
     ))
     .await;
+    assert_eq!(r.status, 404);
     assert_eq!(
         r.fields(),
         [pair("business:deal:2003", "Beneficiaries[0].BeneficiaryId")]
     );
     let r = deal(Ctx::deal_body(&q1, &foreign, "1263.65")).await;
+    assert_eq!(r.status, 404);
     assert_eq!(
         r.fields(),
         [pair("business:deal:2003", "Beneficiaries[0].BeneficiaryId")]
     );
     let r = deal(Ctx::deal_body(&q2, &usd, "1263.65")).await;
+    assert_eq!(
+        r.status, 409,
+        "business rules other than unknown ids answer 409"
+    );
     assert_eq!(r.fields(), [pair("business:deal:2004", "Beneficiaries")]);
     let r = deal(Ctx::deal_body(&q1, &eur, "1263.65")).await;
     assert_eq!(
@@ -379,6 +403,7 @@ async fn deal_rules_each_fail_alone() {
         [pair("business:deal:2005", "Beneficiaries[0].BeneficiaryId")]
     );
     let r = deal(Ctx::deal_body(&q1, &usd, "1263.64")).await;
+    assert_eq!(r.status, 409);
     assert_eq!(r.fields(), [pair("business:deal:2006", "Beneficiaries")]);
     assert!(r.json()["errors"][0]["message"]
         .as_str()
@@ -389,6 +414,7 @@ async fn deal_rules_each_fail_alone() {
         [pair("business:deal:2007", "Beneficiaries[1].BeneficiaryId")]
     );
     let r = deal(two(&q2, (&usd, "1000.005"), (&usd2, "263.645"))).await;
+    assert_eq!(r.status, 409);
     assert_eq!(
         r.fields(),
         [

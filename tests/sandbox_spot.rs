@@ -48,11 +48,17 @@ async fn success_event_with_nonce() {
         &t,
         &tok,
         &Ctx::deal_body(&q, &ben, "1263.65"),
-        &[("callback-location", &rx.url), ("callback-nonce", "n0nce-123")],
+        &[
+            ("callback-location", &rx.url),
+            ("callback-nonce", "n0nce-123"),
+        ],
     )
     .await;
     assert_eq!(r.status, 202, "{}", r.text);
-    let pid = r.json()["processId"].as_str().expect("processId").to_owned();
+    let pid = r.json()["processId"]
+        .as_str()
+        .expect("processId")
+        .to_owned();
     assert!(uuid::Uuid::parse_str(&pid).is_ok());
     let got = rx.wait_for(1).await;
     assert_eq!(got[0].nonce.as_deref(), Some("n0nce-123"));
@@ -111,14 +117,32 @@ async fn fail_event_lists_errors_and_books_nothing() {
     assert!(t.sb.deals().is_empty());
 
     // An unknown quote fails too; the quote of a booked deal cannot be reused.
-    let r = spot(&t, &tok, &Ctx::deal_body(&q, &ben, "1263.65"), &[("callback-url", &rx.url)]).await;
+    let r = spot(
+        &t,
+        &tok,
+        &Ctx::deal_body(&q, &ben, "1263.65"),
+        &[("callback-url", &rx.url)],
+    )
+    .await;
     assert_eq!(r.status, 202);
-    let r = spot(&t, &tok, &Ctx::deal_body(&q, &ben, "1263.65"), &[("callback-url", &rx.url)]).await;
+    let r = spot(
+        &t,
+        &tok,
+        &Ctx::deal_body(&q, &ben, "1263.65"),
+        &[("callback-url", &rx.url)],
+    )
+    .await;
     assert_eq!(r.status, 202);
     let got = rx.wait_for(3).await;
-    let statuses: Vec<&str> = got.iter().filter_map(|g| g.body["status"].as_str()).collect();
+    let statuses: Vec<&str> = got
+        .iter()
+        .filter_map(|g| g.body["status"].as_str())
+        .collect();
     assert_eq!(statuses, ["fail", "success", "fail"]);
-    assert_eq!(got[2].body["eventBody"]["errors"][0]["errorCode"], "business:deal:2002");
+    assert_eq!(
+        got[2].body["eventBody"]["errors"][0]["errorCode"],
+        "business:deal:2002"
+    );
     assert_eq!(got[1].nonce, None, "no nonce sent, none echoed");
     assert_eq!(t.sb.deals().len(), 1);
 }
@@ -137,7 +161,9 @@ async fn retries_after_server_errors() {
     .await;
     assert_eq!(r.status, 202);
     let got = rx.wait_for(3).await;
-    assert!(got.iter().all(|g| g.nonce.as_deref() == Some("k") && g.body == got[0].body));
+    assert!(got
+        .iter()
+        .all(|g| g.nonce.as_deref() == Some("k") && g.body == got[0].body));
     let d = wait_deliveries(&t, 3).await;
     let statuses: Vec<Value> = d.iter().map(|x| x["status"].clone()).collect();
     assert_eq!(statuses, [json!(500), json!(503), json!(200)]);
@@ -155,7 +181,13 @@ async fn gives_up_after_four_attempts() {
     let t = start().await;
     let (tok, ben, q) = setup(&t).await;
     let rx = receiver(vec![500; 10]).await;
-    let r = spot(&t, &tok, &Ctx::deal_body(&q, &ben, "1263.65"), &[("callback-location", &rx.url)]).await;
+    let r = spot(
+        &t,
+        &tok,
+        &Ctx::deal_body(&q, &ben, "1263.65"),
+        &[("callback-location", &rx.url)],
+    )
+    .await;
     assert_eq!(r.status, 202);
     rx.wait_for(4).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -171,13 +203,25 @@ async fn gives_up_after_four_attempts() {
     };
     let q2 = t.quote(&tok, "GBP", "1000.00", "USD", 1).await;
     let url = format!("http://127.0.0.1:{closed}/hook");
-    let r = spot(&t, &tok, &Ctx::deal_body(&q2, &ben, "1263.65"), &[("callback-location", &url)]).await;
+    let r = spot(
+        &t,
+        &tok,
+        &Ctx::deal_body(&q2, &ben, "1263.65"),
+        &[("callback-location", &url)],
+    )
+    .await;
     assert_eq!(r.status, 202);
     let d = wait_deliveries(&t, 8).await;
     let tail = &d[4..];
-    assert!(tail.iter().all(|x| x["status"].is_null() && x["error"].as_str().is_some_and(|e| !e.is_empty())));
+    assert!(tail
+        .iter()
+        .all(|x| x["status"].is_null() && x["error"].as_str().is_some_and(|e| !e.is_empty())));
     assert_eq!(tail[3]["attempt"], 4);
-    assert_eq!(t.sb.deals().len(), 2, "the deal is booked even when nobody listens");
+    assert_eq!(
+        t.sb.deals().len(),
+        2,
+        "the deal is booked even when nobody listens"
+    );
 }
 
 #[tokio::test]
@@ -187,11 +231,23 @@ async fn synchronous_errors() {
     let body = Ctx::deal_body(&q, &ben, "1263.65");
     let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
     for (headers, want) in [
-        (vec![("callback-location", "ftp://example.com/hook")], pair("validation:callback:1016", "callback-location")),
-        (vec![("callback-location", "http://example.com/hook")], pair("validation:callback:1016", "callback-location")),
-        (vec![("callback-url", "not a url")], pair("validation:callback:1016", "callback-url")),
         (
-            vec![("callback-location", "https://a.example/x"), ("callback-url", "https://b.example/y")],
+            vec![("callback-location", "ftp://example.com/hook")],
+            pair("validation:callback:1016", "callback-location"),
+        ),
+        (
+            vec![("callback-location", "http://example.com/hook")],
+            pair("validation:callback:1016", "callback-location"),
+        ),
+        (
+            vec![("callback-url", "not a url")],
+            pair("validation:callback:1016", "callback-url"),
+        ),
+        (
+            vec![
+                ("callback-location", "https://a.example/x"),
+                ("callback-url", "https://b.example/y"),
+            ],
             pair("validation:callback:1017", "callback-location"),
         ),
     ] {
@@ -210,11 +266,23 @@ async fn synchronous_errors() {
             .expect("send"),
     )
     .await;
-    assert_eq!((r.status, r.codes()), (400, vec!["validation:request:1001".to_owned()]));
-    let r = spot(&t, &tok, &json!({"quoteId": 5, "fundingSource": "Own account", "beneficiaries": {}}), &[]).await;
+    assert_eq!(
+        (r.status, r.codes()),
+        (400, vec!["validation:request:1001".to_owned()])
+    );
+    let r = spot(
+        &t,
+        &tok,
+        &json!({"quoteId": 5, "fundingSource": "Own account", "beneficiaries": {}}),
+        &[],
+    )
+    .await;
     assert_eq!(
         r.fields(),
-        [pair("validation:deal:1002", "QuoteId"), pair("validation:deal:1002", "Beneficiaries")]
+        [
+            pair("validation:deal:1002", "QuoteId"),
+            pair("validation:deal:1002", "Beneficiaries")
+        ]
     );
     // Unauthenticated.
     let r = spot(&t, "bad-token", &body, &[]).await;

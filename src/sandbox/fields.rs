@@ -230,8 +230,16 @@ impl Checker {
         Some(s.clone())
     }
 
-    /// A number greater than zero and at most [`MAX_AMOUNT`], parsed exactly.
-    pub fn amount(&mut self, obj: &Map<String, Value>, key: &str, field: &str) -> Option<Decimal> {
+    /// A number of at most `places` decimals, at least `min` and at most [`MAX_AMOUNT`],
+    /// parsed exactly.
+    pub fn amount(
+        &mut self,
+        obj: &Map<String, Value>,
+        key: &str,
+        field: &str,
+        min: Decimal,
+        places: u32,
+    ) -> Option<Decimal> {
         let v = self.present(obj, key, field)?;
         let Value::Number(n) = v else {
             self.wrong_type(field, key, "number", v);
@@ -245,12 +253,21 @@ impl Checker {
             );
             return None;
         };
-        if d <= Decimal::ZERO {
+        if d.normalize().scale() > places {
             self.push(
-                Field::NotPositive,
+                Field::TooManyDecimals,
                 field,
-                format!("{key} must be greater than zero"),
+                format!("{key} may have at most {places} decimal places"),
             );
+            return None;
+        }
+        if d < min || d <= Decimal::ZERO {
+            let message = if min <= Decimal::ZERO || min.normalize().scale() >= places {
+                format!("{key} must be greater than zero")
+            } else {
+                format!("{key} must be at least {min}")
+            };
+            self.push(Field::NotPositive, field, message);
             return None;
         }
         if d > Decimal::from(MAX_AMOUNT) {
@@ -287,7 +304,11 @@ impl Checker {
         });
         let Some(i) = integral else {
             if exact.is_some_and(|d| d.fract().is_zero()) {
-                self.push(Field::OutOfRange, field, format!("{key} must be between {min} and {max}"));
+                self.push(
+                    Field::OutOfRange,
+                    field,
+                    format!("{key} must be between {min} and {max}"),
+                );
             } else {
                 self.push(Field::WrongType, field, format!("{key} must be an integer"));
             }
@@ -320,7 +341,7 @@ impl Checker {
         }
     }
 
-    /// One of `allowed` (compared case-insensitively); returns the canonical spelling.
+    /// Exactly one of `allowed` (case-sensitive, as the OpenAPI enum says).
     pub fn one_of(
         &mut self,
         obj: &Map<String, Value>,
@@ -329,10 +350,7 @@ impl Checker {
         allowed: &[&'static str],
     ) -> Option<&'static str> {
         let s = self.string(obj, key, field, 64)?;
-        let found = allowed
-            .iter()
-            .find(|a| a.eq_ignore_ascii_case(s.trim()))
-            .copied();
+        let found = allowed.iter().find(|a| **a == s).copied();
         if found.is_none() {
             self.push(
                 Field::NotAllowed,
@@ -361,11 +379,16 @@ mod tests {
         let m =
             obj(serde_json::from_str(r#"{"a": 1523.45, "b": 1e3, "c": 0.1}"#).unwrap_or(json!({})));
         let mut c = Checker::new("quote");
-        assert_eq!(
-            c.amount(&m, "a", "A").map(|d| d.to_string()).as_deref(),
-            Some("1523.45")
-        );
-        assert_eq!(c.amount(&m, "b", "B"), Some(Decimal::from(1000)));
+        let one = Decimal::ONE;
+        let got = c.amount(&m, "a", "A", one, 2).map(|d| d.to_string());
+        assert_eq!(got.as_deref(), Some("1523.45"));
+        assert_eq!(c.amount(&m, "b", "B", one, 0), Some(Decimal::from(1000)));
+        assert!(c.is_ok());
+        assert_eq!(c.amount(&m, "c", "C", one, 2), None);
+        assert_eq!(c.amount(&m, "a", "A", one, 1), None);
+        let codes: Vec<_> = c.errors.iter().map(|e| e.code.as_str()).collect();
+        assert_eq!(codes, ["validation:quote:1009", "validation:quote:1010"]);
+        c.errors.clear();
         assert_eq!(number(&Decimal::new(1, 1)).to_string(), "0.1");
         assert!(c.is_ok());
     }
@@ -375,7 +398,7 @@ mod tests {
         let m = obj(json!({"s": "", "n": "x", "i": 1.5, "cur": "usd", "cc": "XX", "u": "nope"}));
         let mut c = Checker::new("beneficiary");
         assert!(c.string(&m, "s", "S", 10).is_none());
-        assert!(c.amount(&m, "n", "N").is_none());
+        assert!(c.amount(&m, "n", "N", Decimal::ONE, 2).is_none());
         assert!(c.integer(&m, "i", "I", 1, 10).is_none());
         assert!(c.currency(&m, "cur", "Cur", false).is_none());
         assert!(c.country(&m, "cc", "Cc").is_none());
