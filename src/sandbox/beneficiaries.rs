@@ -2,7 +2,7 @@
 //!
 //! Every field is required and validated, and every error is reported:
 //! `currency` (ISO 4217), `name` (≤ 140), `classification` (`Own Account`, `Individual`,
-//! `Business`, case-insensitive), `paymentReason` (≤ 140; empty → `validation:beneficiary:1004`
+//! `Business`, exactly), `paymentReason` (≤ 140; empty → `validation:beneficiary:1004`
 //! on `PaymentReason`), `beneficiaryBankDetails` {`bankName` ≤ 140, `bankBranchName` ≤ 140,
 //! `branchCode` ≤ 35, `account` ≤ 34, `bankAddress`}, `beneficiaryAddress`; addresses have
 //! `addressLine` ≤ 140, `citySuburb` ≤ 100, `stateProvince` ≤ 100, `postCode` ≤ 20 and

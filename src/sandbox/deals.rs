@@ -1,14 +1,15 @@
 //! `POST /v1/payments/deals` (synchronous) and `POST /v1/payments/deals/spot` (asynchronous).
 //!
-//! Body: `quoteId` (UUID), `fundingSource` (`Own account` | `Direct Debit`, case-insensitive),
+//! Body: `quoteId` (UUID), `fundingSource` (exactly `Own account` or `Direct Debit`),
 //! `channel` (optional, ≤ 64), `beneficiaries` (1..=100 entries of `beneficiaryId` (UUID),
-//! `amount` (> 0), `payReason` (≤ 140), `payReference` (≤ 140)). Field errors are always
+//! `amount` (> 0, at most 3 decimals), `payReason` (≤ 140), `payReference` (≤ 140)). Field errors are always
 //! synchronous 400s. Business checks (see `errors.rs`, `business:deal:*`): the quote exists
 //! and belongs to the client and has not been used (a quote books one deal: reuse → 409);
 //! each beneficiary exists, belongs to the client, appears once and receives the quote's sell
 //! currency; the count equals the quote's `beneficiaries`; the amounts sum exactly to the
-//! quote's `sellAmount`. The deal endpoint answers them synchronously; the spot endpoint
-//! answers 202 `{processId}` at once and reports them in the `DealCreated` event.
+//! quote's `sellAmount`. The deal endpoint answers them synchronously (404 when the quote or a
+//! beneficiary is unknown, else 409, with every error listed); the spot endpoint answers 202
+//! `{processId}` at once and reports them in the `DealCreated` event.
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -77,7 +78,7 @@ fn parse(c: &mut Checker, obj: &Map<String, Value>) -> Option<DealRequest> {
                 continue;
             };
             let id = c.uuid(o, "beneficiaryId", &format!("{field}.BeneficiaryId"));
-            let amount = c.amount(o, "amount", &format!("{field}.Amount"));
+            let amount = c.amount(o, "amount", &format!("{field}.Amount"), Decimal::ZERO, 3);
             let reason = c.string(o, "payReason", &format!("{field}.PayReason"), 140);
             let reference = c.string(o, "payReference", &format!("{field}.PayReference"), 140);
             if let (Some(beneficiary_id), Some(amount), Some(pay_reason), Some(pay_reference)) =
@@ -210,7 +211,17 @@ pub fn book(
     }
     let quote = match quote {
         Some(q) if errors.is_empty() => q,
-        _ => return Err(ApiError::validation(errors)),
+        _ => {
+            let missing = errors
+                .iter()
+                .any(|e| e.code == code::QUOTE_NOT_FOUND || e.code == code::BENEFICIARY_NOT_FOUND);
+            let status = if missing {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::CONFLICT
+            };
+            return Err(ApiError::new(status, errors));
+        }
     };
     let deal = Deal {
         id: super::ids::uuid(),
@@ -275,14 +286,70 @@ pub async fn create(AxState(state): AxState<Arc<State>>, req: Request) -> Respon
     }
 }
 
-/// True for a loopback host (127.0.0.0/8, ::1, `localhost`).
-fn loopback(url: &url::Url) -> bool {
-    match url.host() {
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        None => false,
+/// A decimal octet without leading zeros (`0`..=`255`).
+fn octet(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 3
+        && s.bytes().all(|b| b.is_ascii_digit())
+        && (s == "0" || !s.starts_with('0'))
+        && s.parse::<u16>().is_ok_and(|n| n <= 255)
+}
+
+/// The loopback hosts an http callback may use: `localhost`, `127.x.y.z`, `[::1]`.
+fn loopback_authority(rest: &str) -> bool {
+    let end = |tail: &str| tail.is_empty() || tail.starts_with([':', '/', '?', '#']);
+    if let Some(tail) = rest.strip_prefix("[::1]") {
+        return end(tail);
     }
+    let host_len = rest.find([':', '/', '?', '#']).unwrap_or(rest.len());
+    let host = &rest[..host_len];
+    if host == "localhost" {
+        return true;
+    }
+    let parts: Vec<&str> = host.split('.').collect();
+    parts.len() == 4 && parts[0] == "127" && parts[1..].iter().all(|p| octet(p))
+}
+
+/// Checks a callback URL exactly as the OpenAPI document describes it: RFC 3986 characters
+/// with valid percent escapes, and `https://` with a host, or `http://` to a loopback host.
+pub fn callback_url(s: &str) -> Option<url::Url> {
+    const ALLOWED: &str = "-._~:/?#[]@!$&'()*+,;=%";
+    if !s
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || ALLOWED.contains(c))
+    {
+        return None;
+    }
+    let bytes = s.as_bytes();
+    let escapes_ok = bytes.iter().enumerate().all(|(i, b)| {
+        *b != b'%'
+            || (bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+    });
+    if !escapes_ok {
+        return None;
+    }
+    let prefix_ok = if let Some(rest) = s.strip_prefix("https://") {
+        rest.chars()
+            .next()
+            .is_some_and(|c| !matches!(c, '/' | '?' | '#'))
+    } else if let Some(rest) = s.strip_prefix("http://") {
+        loopback_authority(rest)
+    } else {
+        false
+    };
+    if !prefix_ok {
+        return None;
+    }
+    let url = url::Url::parse(s).ok()?;
+    let host_ok = match (url.scheme(), url.host()) {
+        ("https", Some(_)) => true,
+        ("http", Some(url::Host::Ipv4(ip))) => ip.is_loopback(),
+        ("http", Some(url::Host::Ipv6(ip))) => ip.is_loopback(),
+        ("http", Some(url::Host::Domain(d))) => d == "localhost",
+        _ => false,
+    };
+    host_ok.then_some(url)
 }
 
 /// Reads and checks the callback headers; errors go into `c`.
@@ -302,12 +369,7 @@ fn callback_headers(c: &mut Checker, headers: &HeaderMap) -> Option<Option<Callb
         (None, Some(b)) => ("callback-url", b),
         (None, None) => return Some(None),
     };
-    let parsed = raw.ok().and_then(|s| url::Url::parse(s).ok());
-    let ok = parsed.as_ref().is_some_and(|u| match u.scheme() {
-        "https" => u.host().is_some(),
-        "http" => loopback(u),
-        _ => false,
-    });
+    let parsed = raw.ok().and_then(callback_url);
     let nonce = headers.get("callback-nonce").cloned();
     if nonce.as_ref().is_some_and(|n| n.len() > 1024) {
         c.push(
@@ -317,7 +379,7 @@ fn callback_headers(c: &mut Checker, headers: &HeaderMap) -> Option<Option<Callb
         );
     }
     match parsed {
-        Some(url) if ok => c.is_ok().then_some(Some(Callback { url, nonce })),
+        Some(url) => c.is_ok().then_some(Some(Callback { url, nonce })),
         _ => {
             c.push(
                 Field::BadCallbackUrl,
@@ -366,4 +428,37 @@ pub async fn create_spot(AxState(state): AxState<Arc<State>>, req: Request) -> R
 /// A header value as text, for records.
 pub fn header_text(v: &HeaderValue) -> String {
     String::from_utf8_lossy(v.as_bytes()).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callback_urls() {
+        for ok in [
+            "https://app.example.test/hook",
+            "https://0.com",
+            "http://127.0.0.1:8080/hook",
+            "http://localhost/x?y=1",
+            "http://[::1]:9/h",
+            "http://127.255.0.9",
+        ] {
+            assert!(callback_url(ok).is_some(), "{ok}");
+        }
+        for bad in [
+            "http://example.com/hook",
+            "ftp://x/y",
+            "http://127.0.0.1.evil.test/",
+            "http://127.0.0.01/",
+            "http://LOCALHOST/",
+            "https:///path",
+            "https://a b/",
+            "https://a/%zz",
+            "not a url",
+            "",
+        ] {
+            assert!(callback_url(bad).is_none(), "{bad}");
+        }
+    }
 }

@@ -27,6 +27,12 @@ pub fn decimal_of(n: &Number) -> Option<Decimal> {
     }
 }
 
+/// True when `s` has nothing but spaces, tabs and line breaks (the OpenAPI document's
+/// `[^ \t\n\r]` pattern, identical in every regex dialect).
+pub fn is_blank(s: &str) -> bool {
+    s.chars().all(|c| matches!(c, ' ' | '\t' | '\n' | '\r'))
+}
+
 /// The JSON type name used in messages.
 fn type_name(v: &Value) -> &'static str {
     match v {
@@ -118,7 +124,7 @@ impl Checker {
             self.wrong_type(field, key, "string", v);
             return None;
         };
-        if s.trim().is_empty() {
+        if is_blank(s) {
             self.push(Field::Empty, field, format!("{key} must not be empty"));
             return None;
         }
@@ -224,8 +230,16 @@ impl Checker {
         Some(s.clone())
     }
 
-    /// A number greater than zero and at most [`MAX_AMOUNT`], parsed exactly.
-    pub fn amount(&mut self, obj: &Map<String, Value>, key: &str, field: &str) -> Option<Decimal> {
+    /// A number of at most `places` decimals, at least `min` and at most [`MAX_AMOUNT`],
+    /// parsed exactly.
+    pub fn amount(
+        &mut self,
+        obj: &Map<String, Value>,
+        key: &str,
+        field: &str,
+        min: Decimal,
+        places: u32,
+    ) -> Option<Decimal> {
         let v = self.present(obj, key, field)?;
         let Value::Number(n) = v else {
             self.wrong_type(field, key, "number", v);
@@ -239,12 +253,21 @@ impl Checker {
             );
             return None;
         };
-        if d <= Decimal::ZERO {
+        if d.normalize().scale() > places {
             self.push(
-                Field::NotPositive,
+                Field::TooManyDecimals,
                 field,
-                format!("{key} must be greater than zero"),
+                format!("{key} may have at most {places} decimal places"),
             );
+            return None;
+        }
+        if d < min || d <= Decimal::ZERO {
+            let message = if min <= Decimal::ZERO || min.normalize().scale() >= places {
+                format!("{key} must be greater than zero")
+            } else {
+                format!("{key} must be at least {min}")
+            };
+            self.push(Field::NotPositive, field, message);
             return None;
         }
         if d > Decimal::from(MAX_AMOUNT) {
@@ -272,9 +295,15 @@ impl Checker {
             self.wrong_type(field, key, "integer", v);
             return None;
         };
-        let Some(i) = n.as_i64() else {
-            let integral = decimal_of(n).is_some_and(|d| d.fract().is_zero());
-            if integral {
+        // JSON Schema counts 2.0 as an integer; so does the sandbox.
+        let exact = decimal_of(n);
+        let integral = n.as_i64().or_else(|| {
+            exact
+                .filter(|d| d.fract().is_zero())
+                .and_then(|d| i64::try_from(d).ok())
+        });
+        let Some(i) = integral else {
+            if exact.is_some_and(|d| d.fract().is_zero()) {
                 self.push(
                     Field::OutOfRange,
                     field,
@@ -303,16 +332,16 @@ impl Checker {
             self.wrong_type(field, key, "string", v);
             return None;
         };
-        match uuid::Uuid::parse_str(s) {
-            Ok(u) => Some(u.hyphenated().to_string()),
-            Err(_) => {
+        match uuid::Uuid::try_parse(s) {
+            Ok(u) if s.len() == 36 => Some(u.hyphenated().to_string()),
+            _ => {
                 self.push(Field::BadUuid, field, format!("{key} must be a UUID"));
                 None
             }
         }
     }
 
-    /// One of `allowed` (compared case-insensitively); returns the canonical spelling.
+    /// Exactly one of `allowed` (case-sensitive, as the OpenAPI enum says).
     pub fn one_of(
         &mut self,
         obj: &Map<String, Value>,
@@ -321,10 +350,7 @@ impl Checker {
         allowed: &[&'static str],
     ) -> Option<&'static str> {
         let s = self.string(obj, key, field, 64)?;
-        let found = allowed
-            .iter()
-            .find(|a| a.eq_ignore_ascii_case(s.trim()))
-            .copied();
+        let found = allowed.iter().find(|a| **a == s).copied();
         if found.is_none() {
             self.push(
                 Field::NotAllowed,
@@ -353,11 +379,16 @@ mod tests {
         let m =
             obj(serde_json::from_str(r#"{"a": 1523.45, "b": 1e3, "c": 0.1}"#).unwrap_or(json!({})));
         let mut c = Checker::new("quote");
-        assert_eq!(
-            c.amount(&m, "a", "A").map(|d| d.to_string()).as_deref(),
-            Some("1523.45")
-        );
-        assert_eq!(c.amount(&m, "b", "B"), Some(Decimal::from(1000)));
+        let one = Decimal::ONE;
+        let got = c.amount(&m, "a", "A", one, 2).map(|d| d.to_string());
+        assert_eq!(got.as_deref(), Some("1523.45"));
+        assert_eq!(c.amount(&m, "b", "B", one, 0), Some(Decimal::from(1000)));
+        assert!(c.is_ok());
+        assert_eq!(c.amount(&m, "c", "C", one, 2), None);
+        assert_eq!(c.amount(&m, "a", "A", one, 1), None);
+        let codes: Vec<_> = c.errors.iter().map(|e| e.code.as_str()).collect();
+        assert_eq!(codes, ["validation:quote:1009", "validation:quote:1010"]);
+        c.errors.clear();
         assert_eq!(number(&Decimal::new(1, 1)).to_string(), "0.1");
         assert!(c.is_ok());
     }
@@ -367,7 +398,7 @@ mod tests {
         let m = obj(json!({"s": "", "n": "x", "i": 1.5, "cur": "usd", "cc": "XX", "u": "nope"}));
         let mut c = Checker::new("beneficiary");
         assert!(c.string(&m, "s", "S", 10).is_none());
-        assert!(c.amount(&m, "n", "N").is_none());
+        assert!(c.amount(&m, "n", "N", Decimal::ONE, 2).is_none());
         assert!(c.integer(&m, "i", "I", 1, 10).is_none());
         assert!(c.currency(&m, "cur", "Cur", false).is_none());
         assert!(c.country(&m, "cc", "Cc").is_none());

@@ -143,7 +143,11 @@ impl Sandbox {
             .build()
             .map_err(std::io::Error::other)?;
         let (tx, rx) = watch::channel(false);
-        let mut st = State::new(http, rx.clone(), openapi::bytes(&base_url));
+        let client_id = format!("sandbox-client-{}", ids::hex_tag(4));
+        let client_secret = ids::token();
+        let redirect_uris = [DEFAULT_REDIRECT_URI, DEFAULT_NATIVE_REDIRECT_URI];
+        let doc = openapi::bytes(&base_url, &client_id, &redirect_uris);
+        let mut st = State::new(http, rx.clone(), doc);
         let username = DEFAULT_USERNAME.to_owned();
         let password = format!("pw-{}", ids::hex_tag(8));
         st.users.insert(
@@ -154,13 +158,7 @@ impl Sandbox {
             },
         );
         let state = Arc::new(st);
-        let client_id = format!("sandbox-client-{}", ids::hex_tag(4));
-        let client_secret = ids::token();
-        state.register_client(
-            &client_id,
-            &client_secret,
-            &[DEFAULT_REDIRECT_URI, DEFAULT_NATIVE_REDIRECT_URI],
-        );
+        state.register_client(&client_id, &client_secret, &redirect_uris);
         tokio::spawn(server::serve(listener, state.clone(), rx));
         Ok(Sandbox {
             inner: Arc::new(Inner {

@@ -6,6 +6,7 @@ use axum::extract::State as AxState;
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
+use rust_decimal::Decimal;
 use serde_json::{json, Value};
 
 use super::errors::json_response;
@@ -40,10 +41,41 @@ pub fn iso_countries() -> Vec<String> {
     out
 }
 
-/// The document with enumerations and the server URL filled in.
-pub fn document(base_url: &str) -> Value {
+/// The smallest step of an amount in `code` (1, 0.01, 0.001) as a JSON number.
+fn step(code: &str) -> Value {
+    super::fields::number(&Decimal::new(1, rates::minor_units(code)))
+}
+
+/// One `QuoteRequest` branch per buy currency: other sell currencies, minor-unit steps.
+fn quote_branches() -> Value {
+    let all = rates::supported();
+    let branches: Vec<Value> = all
+        .iter()
+        .map(|buy| {
+            let others: Vec<&str> = all.iter().copied().filter(|c| c != buy).collect();
+            json!({"properties": {
+                "buyCurrency": {"const": buy},
+                "sellCurrency": {"enum": others},
+                "buyAmount": {"multipleOf": step(buy)},
+            }})
+        })
+        .collect();
+    Value::Array(branches)
+}
+
+/// The document with enumerations, the default client and the server URL filled in.
+pub fn document(base_url: &str, client_id: &str, redirect_uris: &[&str]) -> Value {
     let mut doc: Value = serde_json::from_str(DOCUMENT).unwrap_or_else(|_| json!({}));
     if let Some(schemas) = doc.pointer_mut("/components/schemas") {
+        if let Some(s) = schemas.get_mut("QuoteRequest") {
+            s["anyOf"] = quote_branches();
+        }
+        if let Some(s) = schemas.get_mut("ClientId") {
+            s["enum"] = json!([client_id]);
+        }
+        if let Some(s) = schemas.get_mut("RedirectUri") {
+            s["enum"] = json!(redirect_uris);
+        }
         if let Some(s) = schemas.get_mut("SupportedCurrency") {
             s["enum"] = json!(rates::supported());
         }
@@ -59,8 +91,8 @@ pub fn document(base_url: &str) -> Value {
 }
 
 /// The serialized document.
-pub fn bytes(base_url: &str) -> Bytes {
-    Bytes::from(document(base_url).to_string())
+pub fn bytes(base_url: &str, client_id: &str, redirect_uris: &[&str]) -> Bytes {
+    Bytes::from(document(base_url, client_id, redirect_uris).to_string())
 }
 
 /// The handler.
@@ -74,7 +106,21 @@ mod tests {
 
     #[test]
     fn document_parses_and_has_enums() {
-        let doc = document("http://127.0.0.1:1");
+        let doc = document("http://127.0.0.1:1", "c1", &["https://a.test/cb"]);
+        let branches = doc["components"]["schemas"]["QuoteRequest"]["anyOf"]
+            .as_array()
+            .map(Vec::len);
+        assert_eq!(branches, Some(rates::supported().len()));
+        assert_eq!(
+            doc["components"]["schemas"]["ClientId"]["enum"],
+            json!(["c1"])
+        );
+        let jpy = &doc["components"]["schemas"]["QuoteRequest"]["anyOf"][5];
+        assert_eq!(jpy["properties"]["buyCurrency"]["const"], "JPY");
+        assert_eq!(
+            jpy["properties"]["buyAmount"]["multipleOf"].to_string(),
+            "1"
+        );
         assert_eq!(doc["openapi"], "3.1.0");
         let currencies = doc["components"]["schemas"]["CurrencyCode"]["enum"]
             .as_array()

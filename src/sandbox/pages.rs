@@ -7,7 +7,8 @@
 //! the login page; `POST /v1/oauth/login` checks the password (401 + login page again when
 //! wrong) and shows the consent page, bound to a server-side consent id and a session cookie;
 //! `POST /v1/oauth/consent` redirects with `code`+`state` (allow) or
-//! `error=access_denied`+`state` (deny).
+//! `error=access_denied`+`state` (deny); an unknown, expired or answered consent id gets a 404
+//! page and a missing or wrong session cookie a 403 page.
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -337,24 +338,24 @@ pub async fn consent(AxState(state): AxState<Arc<State>>, req: Request) -> Respo
         let mut oauth = lock(&state.oauth);
         let Some(c) = oauth.consents.get(consent_id) else {
             return html::error_page(
-                StatusCode::BAD_REQUEST,
+                StatusCode::NOT_FOUND,
                 "this consent request is unknown, expired or already answered",
             );
         };
         if c.expires_at <= now {
             oauth.consents.remove(consent_id);
-            return html::error_page(StatusCode::BAD_REQUEST, "this consent request has expired");
+            return html::error_page(StatusCode::NOT_FOUND, "this consent request has expired");
         }
         let session_ok = cookie(&headers, SESSION_COOKIE)
             .is_some_and(|s| bool::from(s.as_bytes().ct_eq(c.session.as_bytes())));
         if !session_ok {
             return html::error_page(
-                StatusCode::BAD_REQUEST,
+                StatusCode::FORBIDDEN,
                 "the login session cookie is missing or does not match; sign in again",
             );
         }
         let Some(c) = oauth.consents.remove(consent_id) else {
-            return html::error_page(StatusCode::BAD_REQUEST, "this consent request is unknown");
+            return html::error_page(StatusCode::NOT_FOUND, "this consent request is unknown");
         };
         if allow {
             let code = ids::token();

@@ -1,8 +1,8 @@
 //! `POST /v1/payments/quotes` and `GET /v1/payments/quotes/{id}`.
 //!
 //! Request: `buyCurrency`, `sellCurrency` (ISO 4217 codes the rate table knows, different),
-//! `buyAmount` (number > 0, at most 1e9, no more decimals than the buy currency's minor unit),
-//! `beneficiaries` (integer 1..=100, default 1). Pricing: see `rates.rs`. The quote's
+//! `buyAmount` (number, at least 1 and at most 1e9, no more decimals than the buy currency's
+//! minor unit), `beneficiaries` (integer 1..=100, default 1 when absent; `null` is refused). Pricing: see `rates.rs`. The quote's
 //! `freebies` are the client's allowance when the quote was made; while one remains the fee
 //! is 0 and a deal on the quote claims it. Quotes do not expire; one deal may use a quote.
 use std::sync::Arc;
@@ -34,10 +34,11 @@ struct QuoteRequest {
 fn validate(obj: &Map<String, Value>) -> Result<QuoteRequest, ApiError> {
     let mut c = Checker::new("quote");
     let buy = c.currency(obj, "buyCurrency", "BuyCurrency", true);
-    let amount = c.amount(obj, "buyAmount", "BuyAmount");
     let sell = c.currency(obj, "sellCurrency", "SellCurrency", true);
+    let places = buy.as_deref().map(rates::minor_units).unwrap_or(3);
+    let amount = c.amount(obj, "buyAmount", "BuyAmount", Decimal::ONE, places);
     let beneficiaries = match obj.get("beneficiaries") {
-        None | Some(Value::Null) => Some(1),
+        None => Some(1),
         Some(_) => c.integer(obj, "beneficiaries", "Beneficiaries", 1, 100),
     };
     if let (Some(b), Some(s)) = (&buy, &sell) {
@@ -46,16 +47,6 @@ fn validate(obj: &Map<String, Value>) -> Result<QuoteRequest, ApiError> {
                 Field::SameCurrency,
                 "SellCurrency",
                 "sellCurrency must differ from buyCurrency",
-            );
-        }
-    }
-    if let (Some(b), Some(a)) = (&buy, &amount) {
-        let places = rates::minor_units(b);
-        if a.normalize().scale() > places {
-            c.push(
-                Field::TooManyDecimals,
-                "BuyAmount",
-                format!("{b} amounts have at most {places} decimal places"),
             );
         }
     }
@@ -152,14 +143,17 @@ pub async fn get(AxState(state): AxState<Arc<State>>, req: Request) -> Response 
         Err(e) => return e.into_response(),
     };
     let raw = req.uri().path().strip_prefix(PREFIX).unwrap_or("");
-    let body = uuid::Uuid::try_parse(raw).ok().and_then(|u| {
-        let mut buf = uuid::Uuid::encode_buffer();
-        let key = u.hyphenated().encode_lower(&mut buf);
-        read(&state.quotes)
-            .get(&*key)
-            .filter(|q| q.client_id == principal.client_id)
-            .map(|q| q.body.clone())
-    });
+    let body = uuid::Uuid::try_parse(raw)
+        .ok()
+        .filter(|_| raw.len() == 36)
+        .and_then(|u| {
+            let mut buf = uuid::Uuid::encode_buffer();
+            let key = u.hyphenated().encode_lower(&mut buf);
+            read(&state.quotes)
+                .get(&*key)
+                .filter(|q| q.client_id == principal.client_id)
+                .map(|q| q.body.clone())
+        });
     match body {
         Some(b) => json_response(StatusCode::OK, b),
         None => ApiError::one(
@@ -197,7 +191,7 @@ mod tests {
         let codes: Vec<String> = e
             .map(|e| e.errors.into_iter().map(|x| x.code).collect())
             .unwrap_or_default();
-        assert_eq!(codes, ["validation:quote:1014", "validation:quote:1010"]);
+        assert_eq!(codes, ["validation:quote:1010", "validation:quote:1014"]);
         let ok = validate(&obj(
             json!({"buyCurrency":"USD","buyAmount":10.10,"sellCurrency":"EUR"}),
         ));
