@@ -89,3 +89,46 @@ def test_oauth_errors_from_the_token_endpoint(fxpay_sandbox) -> None:  # type: i
         assert "wrong-secret" not in str(e) and "wrong-secret" not in repr(e)
     else:
         raise AssertionError("expected OAuthError")
+
+
+async def test_200_tasks_cause_one_token_request(fxpay_sandbox) -> None:  # type: ignore[no-untyped-def]
+    qid = fxpay_sandbox.client().create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+    c = fxpay_sandbox.client()
+    quotes = await asyncio.gather(*(c.get_quote_async(qid) for _ in range(200)))
+    assert {q.id for q in quotes} == {qid}
+    assert fxpay_sandbox.stats()["tokens_issued"]["client_credentials"] == 2  # the set-up client's and this one's
+
+
+def test_renewal_before_expiry_is_single_flight(fxpay_sandbox) -> None:  # type: ignore[no-untyped-def]
+    # A token whose expiry is near is renewed before use, once for all threads.
+    store = fxpay.MemoryTokenStore()
+    c = fxpay_sandbox.client(token_store=store)
+    qid = c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+    (key,) = list(store._tokens)
+    old = store.load(key)
+    assert old is not None
+    import dataclasses
+    import datetime as dt
+
+    nearly = dataclasses.replace(old, expires_at=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=3))
+    c2 = fxpay_sandbox.client(token_store=store)
+    store.save(key, nearly)
+    barrier = threading.Barrier(16)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            barrier.wait()
+            c2.get_quote(qid)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert fxpay_sandbox.stats()["tokens_issued"]["client_credentials"] == 2
+    renewed = store.load(key)
+    assert renewed is not None and renewed.access_token != old.access_token
