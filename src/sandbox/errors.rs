@@ -28,7 +28,6 @@
 //! | 1014 | buyCurrency equals sellCurrency |
 //! | 1015 | amount too small: the sell amount rounds to zero |
 //! | 1016 | callback URL refused (must be https, or http to a loopback host) |
-//! | 1017 | `callback-location` and `callback-url` disagree |
 //!
 //! ## Request (`validation:request:<number>`)
 //!
@@ -102,7 +101,6 @@ pub enum Field {
     SameCurrency = 1014,
     TooSmall = 1015,
     BadCallbackUrl = 1016,
-    CallbackConflict = 1017,
 }
 
 /// Codes that are not per-field validation codes.
