@@ -600,6 +600,12 @@ async fn login_and_consent_pages() {
     .await;
     assert_eq!(r.status, 404);
     assert!(r.header("location").is_none());
+    // A login form without a password is refused before anything else.
+    let mut no_pw = base(t.sb.username(), "");
+    no_pw.retain(|(k, _)| *k != "password");
+    let r = form("/v1/oauth/login", no_pw, None).await;
+    assert_eq!(r.status, 400);
+    assert!(r.header("location").is_none());
     // Wrong content type on the login form → HTML error page.
     let r = finish(
         t.http

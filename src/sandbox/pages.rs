@@ -263,12 +263,18 @@ pub async fn login(AxState(state): AxState<Arc<State>>, req: Request) -> Respons
         Ok((_, p)) => p,
         Err(resp) => return resp,
     };
+    let (Ok(Some(username)), Ok(Some(password))) =
+        (single(&pairs, "username"), single(&pairs, "password"))
+    else {
+        return html::error_page(
+            StatusCode::BAD_REQUEST,
+            "the form needs one username and one password",
+        );
+    };
     let ar = match validate(&state, &pairs) {
         Ok(ar) => ar,
         Err(r) => return refuse(r),
     };
-    let username = single(&pairs, "username").ok().flatten().unwrap_or("");
-    let password = single(&pairs, "password").ok().flatten().unwrap_or("");
     let ok = state
         .users
         .get(username)
