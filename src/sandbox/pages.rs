@@ -49,7 +49,8 @@ impl AuthRequest {
 /// How a bad authorization request is refused.
 enum Refusal {
     Page(String),
-    Redirect(Response<Body>),
+    /// Redirect to this location (the redirect URI with the error).
+    Redirect(String),
 }
 
 /// Schemes never accepted as custom redirect schemes.
@@ -125,7 +126,7 @@ fn error_redirect(
     if let Some(s) = state {
         params.push(("state", s));
     }
-    Refusal::Redirect(redirect(&with_query(redirect_uri, &params)))
+    Refusal::Redirect(with_query(redirect_uri, &params))
 }
 
 fn validate(state: &State, pairs: &[(String, String)]) -> Result<AuthRequest, Refusal> {
@@ -221,7 +222,7 @@ fn validate(state: &State, pairs: &[(String, String)]) -> Result<AuthRequest, Re
 fn refuse(r: Refusal) -> Response<Body> {
     match r {
         Refusal::Page(m) => html::error_page(StatusCode::BAD_REQUEST, &m),
-        Refusal::Redirect(resp) => resp,
+        Refusal::Redirect(location) => redirect(&location),
     }
 }
 
