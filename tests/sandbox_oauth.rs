@@ -50,6 +50,9 @@ async fn client_credentials_by_form_and_basic() {
     assert_eq!(stats["tokens_issued"]["client_credentials"], 2);
 }
 
+/// Form fields of one token request.
+type Form<'a> = Vec<(&'a str, &'a str)>;
+
 #[tokio::test]
 async fn token_endpoint_errors() {
     let t = start().await;
@@ -71,7 +74,7 @@ async fn token_endpoint_errors() {
     );
     assert!(r.json()["error_description"].as_str().is_some());
 
-    let cases: Vec<(Vec<(&str, &str)>, u16, &str)> = vec![
+    let cases: Vec<(Form, u16, &str)> = vec![
         (
             vec![("client_id", &id), ("client_secret", &secret)],
             400,
@@ -599,6 +602,12 @@ async fn login_and_consent_pages() {
     )
     .await;
     assert_eq!(r.status, 404);
+    assert!(r.header("location").is_none());
+    // A login form without a password is refused before anything else.
+    let mut no_pw = base(t.sb.username(), "");
+    no_pw.retain(|(k, _)| *k != "password");
+    let r = form("/v1/oauth/login", no_pw, None).await;
+    assert_eq!(r.status, 400);
     assert!(r.header("location").is_none());
     // Wrong content type on the login form → HTML error page.
     let r = finish(

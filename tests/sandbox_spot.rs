@@ -116,7 +116,8 @@ async fn fail_event_lists_errors_and_books_nothing() {
     );
     assert!(t.sb.deals().is_empty());
 
-    // An unknown quote fails too; the quote of a booked deal cannot be reused.
+    // The quote of a booked deal cannot be reused. When both callback headers are sent,
+    // callback-location is the one used.
     let r = spot(
         &t,
         &tok,
@@ -129,7 +130,10 @@ async fn fail_event_lists_errors_and_books_nothing() {
         &t,
         &tok,
         &Ctx::deal_body(&q, &ben, "1263.65"),
-        &[("callback-url", &rx.url)],
+        &[
+            ("callback-url", "https://unused.example.test/hook"),
+            ("callback-location", &rx.url),
+        ],
     )
     .await;
     assert_eq!(r.status, 202);
@@ -246,9 +250,13 @@ async fn synchronous_errors() {
         (
             vec![
                 ("callback-location", "https://a.example/x"),
-                ("callback-url", "https://b.example/y"),
+                ("callback-url", "http://example.com/y"),
             ],
-            pair("validation:callback:1017", "callback-location"),
+            pair("validation:callback:1016", "callback-url"),
+        ),
+        (
+            vec![("callback-nonce", &*"n".repeat(1025))],
+            pair("validation:callback:1003", "callback-nonce"),
         ),
     ] {
         let r = spot(&t, &tok, &body, &headers).await;

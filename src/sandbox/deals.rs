@@ -354,22 +354,6 @@ pub fn callback_url(s: &str) -> Option<url::Url> {
 
 /// Reads and checks the callback headers; errors go into `c`.
 fn callback_headers(c: &mut Checker, headers: &HeaderMap) -> Option<Option<Callback>> {
-    let text = |name: &str| headers.get(name).map(|v| v.to_str().map(str::trim));
-    let (location, url_hdr) = (text("callback-location"), text("callback-url"));
-    let (name, raw) = match (location, url_hdr) {
-        (Some(Ok(a)), Some(Ok(b))) if a != b => {
-            c.push(
-                Field::CallbackConflict,
-                "callback-location",
-                "callback-location and callback-url name different URLs",
-            );
-            return None;
-        }
-        (Some(a), _) => ("callback-location", a),
-        (None, Some(b)) => ("callback-url", b),
-        (None, None) => return Some(None),
-    };
-    let parsed = raw.ok().and_then(callback_url);
     let nonce = headers.get("callback-nonce").cloned();
     if nonce.as_ref().is_some_and(|n| n.len() > 1024) {
         c.push(
@@ -378,17 +362,23 @@ fn callback_headers(c: &mut Checker, headers: &HeaderMap) -> Option<Option<Callb
             "callback-nonce must be at most 1024 bytes",
         );
     }
-    match parsed {
-        Some(url) => c.is_ok().then_some(Some(Callback { url, nonce })),
-        _ => {
-            c.push(
+    // Both names are checked; when both are sent, callback-location is the one used.
+    let mut chosen = None;
+    for name in ["callback-url", "callback-location"] {
+        let Some(value) = headers.get(name) else {
+            continue;
+        };
+        match value.to_str().ok().map(str::trim).and_then(callback_url) {
+            Some(url) => chosen = Some(url),
+            None => c.push(
                 Field::BadCallbackUrl,
                 name,
                 format!("{name} must be an https URL, or an http URL on a loopback host"),
-            );
-            None
+            ),
         }
     }
+    c.is_ok()
+        .then_some(chosen.map(|url| Callback { url, nonce }))
 }
 
 /// `POST /v1/payments/deals/spot`.

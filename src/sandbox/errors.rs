@@ -19,16 +19,15 @@
 //! | 1005 | not an ISO 4217 currency code |
 //! | 1006 | ISO currency the sandbox has no rate for |
 //! | 1007 | not an ISO 3166-1 alpha-2 country code |
-//! | 1008 | value not in the allowed list (classification, fundingSource) |
-//! | 1009 | amount must be greater than zero |
-//! | 1010 | more decimal places than the currency's minor unit |
+//! | 1008 | value not in the allowed list (classification, fundingSource; exact spelling) |
+//! | 1009 | amount too small: a quote's `buyAmount` is at least 1, a deal amount above 0 |
+//! | 1010 | too many decimal places (quote: the buy currency's minor unit; deal amounts: 3) |
 //! | 1011 | amount above the limit (1,000,000,000) or not representable |
 //! | 1012 | integer out of range (beneficiaries 1..=100) |
 //! | 1013 | not a UUID |
 //! | 1014 | buyCurrency equals sellCurrency |
-//! | 1015 | amount too small: the sell amount rounds to zero |
-//! | 1016 | callback URL refused (must be https, or http to a loopback host) |
-//! | 1017 | `callback-location` and `callback-url` disagree |
+//! | 1015 | the sell amount rounds to zero (cannot happen with the built-in table and minimum) |
+//! | 1016 | callback URL refused (must be https, or http to localhost / 127.x.y.z / [::1]) |
 //!
 //! ## Request (`validation:request:<number>`)
 //!
@@ -41,16 +40,19 @@
 //!
 //! ## Business rules of deals (`business:deal:<number>`)
 //!
+//! Every failing rule is listed. The status is 404 when the quote or a beneficiary is unknown
+//! (to this client), else 409: the request is well-formed but conflicts with the quote.
+//!
 //! | code | status | meaning |
 //! |---|---|---|
-//! | business:deal:2001 | 400 | quote not found (or belongs to another client) |
-//! | business:deal:2002 | 409 | quote already used by another deal (a quote books one deal only) |
-//! | business:deal:2003 | 400 | beneficiary not found (or belongs to another client) |
-//! | business:deal:2004 | 400 | number of beneficiaries differs from the quote's `beneficiaries` |
-//! | business:deal:2005 | 400 | beneficiary currency differs from the quote's sell currency |
-//! | business:deal:2006 | 400 | amounts do not sum exactly to the quote's sell amount |
-//! | business:deal:2007 | 400 | the same beneficiary listed twice |
-//! | business:deal:2008 | 400 | amount has more decimals than the sell currency allows |
+//! | business:deal:2001 | 404 | quote not found (or belongs to another client) |
+//! | business:deal:2002 | 409 | quote already used by another deal (a quote books one deal only; reported alone) |
+//! | business:deal:2003 | 404 | beneficiary not found (or belongs to another client) |
+//! | business:deal:2004 | 409 | number of beneficiaries differs from the quote's `beneficiaries` |
+//! | business:deal:2005 | 409 | beneficiary currency differs from the quote's sell currency |
+//! | business:deal:2006 | 409 | amounts do not sum exactly to the quote's sell amount |
+//! | business:deal:2007 | 409 | the same beneficiary listed twice |
+//! | business:deal:2008 | 409 | amount has more decimals than the sell currency allows |
 //!
 //! A spot deal reports the business errors in its `DealCreated` event instead.
 //!
@@ -102,7 +104,6 @@ pub enum Field {
     SameCurrency = 1014,
     TooSmall = 1015,
     BadCallbackUrl = 1016,
-    CallbackConflict = 1017,
 }
 
 /// Codes that are not per-field validation codes.

@@ -289,3 +289,26 @@ impl Sandbox {
         self.inner.shutdown.send_replace(true);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_sync_clone<T: Send + Sync + Clone + 'static>() {}
+
+    #[test]
+    fn sandbox_is_shareable() {
+        send_sync_clone::<Sandbox>();
+        send_sync_clone::<SandboxError>();
+    }
+
+    #[test]
+    fn defaults_and_base_urls() {
+        let c = SandboxConfig::default();
+        assert_eq!((c.host, c.port), (IpAddr::V4(Ipv4Addr::LOCALHOST), 0));
+        let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080);
+        assert_eq!(base_url_of(any), "http://127.0.0.1:8080");
+        let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 9);
+        assert_eq!(base_url_of(v6), "http://[::1]:9");
+    }
+}

@@ -49,7 +49,8 @@ impl AuthRequest {
 /// How a bad authorization request is refused.
 enum Refusal {
     Page(String),
-    Redirect(Response<Body>),
+    /// Redirect to this location (the redirect URI with the error).
+    Redirect(String),
 }
 
 /// Schemes never accepted as custom redirect schemes.
@@ -125,7 +126,7 @@ fn error_redirect(
     if let Some(s) = state {
         params.push(("state", s));
     }
-    Refusal::Redirect(redirect(&with_query(redirect_uri, &params)))
+    Refusal::Redirect(with_query(redirect_uri, &params))
 }
 
 fn validate(state: &State, pairs: &[(String, String)]) -> Result<AuthRequest, Refusal> {
@@ -221,7 +222,7 @@ fn validate(state: &State, pairs: &[(String, String)]) -> Result<AuthRequest, Re
 fn refuse(r: Refusal) -> Response<Body> {
     match r {
         Refusal::Page(m) => html::error_page(StatusCode::BAD_REQUEST, &m),
-        Refusal::Redirect(resp) => resp,
+        Refusal::Redirect(location) => redirect(&location),
     }
 }
 
@@ -263,12 +264,18 @@ pub async fn login(AxState(state): AxState<Arc<State>>, req: Request) -> Respons
         Ok((_, p)) => p,
         Err(resp) => return resp,
     };
+    let (Ok(Some(username)), Ok(Some(password))) =
+        (single(&pairs, "username"), single(&pairs, "password"))
+    else {
+        return html::error_page(
+            StatusCode::BAD_REQUEST,
+            "the form needs one username and one password",
+        );
+    };
     let ar = match validate(&state, &pairs) {
         Ok(ar) => ar,
         Err(r) => return refuse(r),
     };
-    let username = single(&pairs, "username").ok().flatten().unwrap_or("");
-    let password = single(&pairs, "password").ok().flatten().unwrap_or("");
     let ok = state
         .users
         .get(username)
