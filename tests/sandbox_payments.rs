@@ -393,8 +393,8 @@ async fn deal_rules_each_fail_alone() {
     );
     let r = deal(Ctx::deal_body(&q2, &usd, "1263.65")).await;
     assert_eq!(
-        r.status, 409,
-        "business rules other than unknown ids answer 409"
+        r.status, 422,
+        "business rules other than unknown ids and reuse answer 422"
     );
     assert_eq!(r.fields(), [pair("business:deal:2004", "Beneficiaries")]);
     let r = deal(Ctx::deal_body(&q1, &eur, "1263.65")).await;
@@ -403,7 +403,7 @@ async fn deal_rules_each_fail_alone() {
         [pair("business:deal:2005", "Beneficiaries[0].BeneficiaryId")]
     );
     let r = deal(Ctx::deal_body(&q1, &usd, "1263.64")).await;
-    assert_eq!(r.status, 409);
+    assert_eq!(r.status, 422);
     assert_eq!(r.fields(), [pair("business:deal:2006", "Beneficiaries")]);
     assert!(r.json()["errors"][0]["message"]
         .as_str()
@@ -414,7 +414,7 @@ async fn deal_rules_each_fail_alone() {
         [pair("business:deal:2007", "Beneficiaries[1].BeneficiaryId")]
     );
     let r = deal(two(&q2, (&usd, "1000.005"), (&usd2, "263.645"))).await;
-    assert_eq!(r.status, 409);
+    assert_eq!(r.status, 422);
     assert_eq!(
         r.fields(),
         [

@@ -8,7 +8,7 @@
 //! each beneficiary exists, belongs to the client, appears once and receives the quote's sell
 //! currency; the count equals the quote's `beneficiaries`; the amounts sum exactly to the
 //! quote's `sellAmount`. The deal endpoint answers them synchronously (404 when the quote or a
-//! beneficiary is unknown, else 409, with every error listed); the spot endpoint answers 202
+//! beneficiary is unknown, else 422, with every error listed); the spot endpoint answers 202
 //! `{processId}` at once and reports them in the `DealCreated` event.
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -218,7 +218,7 @@ pub fn book(
             let status = if missing {
                 StatusCode::NOT_FOUND
             } else {
-                StatusCode::CONFLICT
+                StatusCode::UNPROCESSABLE_ENTITY
             };
             return Err(ApiError::new(status, errors));
         }

@@ -41,18 +41,19 @@
 //! ## Business rules of deals (`business:deal:<number>`)
 //!
 //! Every failing rule is listed. The status is 404 when the quote or a beneficiary is unknown
-//! (to this client), else 409: the request is well-formed but conflicts with the quote.
+//! (to this client), 409 when the quote was already used, else 422: the request is
+//! well-formed but breaks a rule of the quote.
 //!
 //! | code | status | meaning |
 //! |---|---|---|
 //! | business:deal:2001 | 404 | quote not found (or belongs to another client) |
 //! | business:deal:2002 | 409 | quote already used by another deal (a quote books one deal only; reported alone) |
 //! | business:deal:2003 | 404 | beneficiary not found (or belongs to another client) |
-//! | business:deal:2004 | 409 | number of beneficiaries differs from the quote's `beneficiaries` |
-//! | business:deal:2005 | 409 | beneficiary currency differs from the quote's sell currency |
-//! | business:deal:2006 | 409 | amounts do not sum exactly to the quote's sell amount |
-//! | business:deal:2007 | 409 | the same beneficiary listed twice |
-//! | business:deal:2008 | 409 | amount has more decimals than the sell currency allows |
+//! | business:deal:2004 | 422 | number of beneficiaries differs from the quote's `beneficiaries` |
+//! | business:deal:2005 | 422 | beneficiary currency differs from the quote's sell currency |
+//! | business:deal:2006 | 422 | amounts do not sum exactly to the quote's sell amount |
+//! | business:deal:2007 | 422 | the same beneficiary listed twice |
+//! | business:deal:2008 | 422 | amount has more decimals than the sell currency allows |
 //!
 //! A spot deal reports the business errors in its `DealCreated` event instead.
 //!

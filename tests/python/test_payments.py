@@ -45,8 +45,8 @@ async def test_quote_round_trip_async(fxpay_client: fxpay.Client) -> None:
 
 
 def test_float_amount_goes_through_its_shortest_repr(fxpay_client: fxpay.Client) -> None:
-    qid = fxpay_client.create_quote(buy_currency="USD", buy_amount=0.1, sell_currency="EUR")
-    assert str(fxpay_client.get_quote(qid).buy_amount) == "0.1"
+    qid = fxpay_client.create_quote(buy_currency="USD", buy_amount=1000.1, sell_currency="EUR")
+    assert str(fxpay_client.get_quote(qid).buy_amount) == "1000.1"  # not 1000.1000000000000227...
 
 
 def test_deal_is_booked_then_paid(fxpay_sandbox, fxpay_client, beneficiary) -> None:  # type: ignore[no-untyped-def]
