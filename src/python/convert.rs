@@ -53,7 +53,7 @@ fn number_to_py<'py>(py: Python<'py>, n: &serde_json::Number) -> PyResult<Bound<
     let text = n.to_string();
     if text.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
         // A whole number too large for i64: Python's int takes any size.
-        return Ok(py.get_type::<PyInt>().call1((text,))?);
+        return py.get_type::<PyInt>().call1((text,));
     }
     decimal_class(py)?.call1((text,))
 }

@@ -7,6 +7,7 @@ mod logging;
 mod models;
 mod session;
 mod store;
+mod webhook;
 
 use pyo3::prelude::*;
 
@@ -20,5 +21,6 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::CoreUserSession>()?;
     m.add_function(wrap_pyfunction!(convert::parse_amount, m)?)?;
     m.add_function(wrap_pyfunction!(errors::_raise_panic_for_test, m)?)?;
+    m.add_function(wrap_pyfunction!(webhook::parse_deal_created, m)?)?;
     Ok(())
 }
