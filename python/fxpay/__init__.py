@@ -44,6 +44,7 @@ from .models import (
     to_records,
 )
 from .stores import MemoryTokenStore, TokenStore
+from .webhooks import parse_deal_created
 
 __version__: str = _fxpay.__version__
 
@@ -82,5 +83,6 @@ __all__ = [
     "WebhookError",
     "WebhookPayloadError",
     "WebhookVerificationError",
+    "parse_deal_created",
     "to_records",
 ]
