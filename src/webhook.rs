@@ -283,7 +283,7 @@ impl<'de> Visitor<'de> for Object<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
-        let mut seen: HashSet<Cow<'de, str>> = HashSet::new();
+        let mut seen = Seen::default();
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
             if seen.contains(&key) {
                 let key = shown(&key);
@@ -309,6 +309,44 @@ impl<'de> Visitor<'de> for Object<'_> {
             seen.insert(key);
         }
         Ok(())
+    }
+}
+
+/// The keys of one object so far: a short list scanned in order (the usual case, a handful
+/// of keys), turned into a hash set once it grows, so a body with many keys stays linear.
+enum Seen<'de> {
+    Few(Vec<Cow<'de, str>>),
+    Many(HashSet<Cow<'de, str>>),
+}
+
+impl Default for Seen<'_> {
+    fn default() -> Self {
+        Seen::Few(Vec::new())
+    }
+}
+
+impl<'de> Seen<'de> {
+    const FEW: usize = 16;
+
+    fn contains(&self, key: &str) -> bool {
+        match self {
+            Seen::Few(v) => v.iter().any(|k| k == key),
+            Seen::Many(h) => h.contains(key),
+        }
+    }
+
+    fn insert(&mut self, key: Cow<'de, str>) {
+        match self {
+            Seen::Few(v) if v.len() < Self::FEW => v.push(key),
+            Seen::Few(v) => {
+                let mut h: HashSet<Cow<'de, str>> = v.drain(..).collect();
+                h.insert(key);
+                *self = Seen::Many(h);
+            }
+            Seen::Many(h) => {
+                h.insert(key);
+            }
+        }
     }
 }
 
@@ -813,6 +851,17 @@ mod tests {
         for (body, want) in cases {
             assert_eq!(payload_msg(&body), want, "{body}");
         }
+    }
+
+    #[test]
+    fn finds_duplicates_among_many_keys() {
+        let keys: String = (0..40).map(|i| format!(r#""k{i}":{i},"#)).collect();
+        let body = success_with(r#""status""#, &format!(r#"{keys}"status""#));
+        assert!(parse(&body).is_ok());
+        let body = success_with(r#""status""#, &format!(r#"{keys}"k7":0,"status""#));
+        assert_eq!(payload_msg(&body), "the key k7 appears more than once");
+        let body = success_with(r#""status""#, &format!(r#"{keys}"k39":0,"status""#));
+        assert_eq!(payload_msg(&body), "the key k39 appears more than once");
     }
 
     #[test]

@@ -1,26 +1,40 @@
 //! `fxpay.parse_deal_created`: the webhook checks of `crate::webhook` on Python values.
 use super::bridge::guard;
 use super::convert::value_to_py;
-use super::models::field_error;
 use crate::error::Error;
-use crate::models::DealCreated;
+use crate::models::{DealCreated, FieldError};
 use crate::webhook::{self, NONCE_HEADER};
 use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 
 /// Bodies at least this large are parsed with the GIL released.
 const DETACH_AT: usize = 64 * 1024;
 
-static DEAL_CREATED: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+/// `fxpay.models.DealCreated` and `fxpay.models.FieldError`, looked up once.
+struct Classes {
+    deal_created: Py<PyType>,
+    field_error: Py<PyType>,
+}
 
-fn deal_created_class(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    DEAL_CREATED
-        .get_or_try_init(py, || {
-            Ok::<_, PyErr>(py.import("fxpay.models")?.getattr("DealCreated")?.unbind())
+static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
+
+fn classes(py: Python<'_>) -> PyResult<&Classes> {
+    CLASSES.get_or_try_init(py, || {
+        let models = py.import("fxpay.models")?;
+        Ok::<_, PyErr>(Classes {
+            deal_created: models
+                .getattr("DealCreated")?
+                .cast_into::<PyType>()?
+                .unbind(),
+            field_error: models
+                .getattr("FieldError")?
+                .cast_into::<PyType>()?
+                .unbind(),
         })
-        .map(|c| c.bind(py))
+    })
 }
 
 /// Verifies (when `nonce` is given) and parses a `DealCreated` notification.
@@ -37,7 +51,10 @@ pub fn parse_deal_created<'py>(
     if let Some(expected) = nonce {
         let received = nonce_headers(headers)?;
         guard(|| {
-            webhook::verify_nonce(expected, received.iter().map(|v| (NONCE_HEADER, v.as_str())))
+            webhook::verify_nonce(
+                expected,
+                received.iter().map(|v| (NONCE_HEADER, v.as_str())),
+            )
         })?;
     }
     let event = if bytes.len() >= DETACH_AT {
@@ -103,17 +120,89 @@ fn nonce_headers(headers: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
     Ok(found)
 }
 
+/// An instance of one of the two frozen dataclasses, built the way `pickle` rebuilds one:
+/// `cls.__new__(cls)`, then its `__dict__` filled with every field. Neither class has an
+/// `__init__` check or a `__post_init__` to skip, and the Python tests compare the result
+/// with an instance built by the constructor.
+fn instance<'py>(
+    cls: &Bound<'py, PyType>,
+    fields: &[(&Bound<'py, PyString>, Bound<'py, PyAny>)],
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = cls.py();
+    let obj = cls.call_method1(intern!(py, "__new__"), (cls,))?;
+    let dict = obj
+        .getattr(intern!(py, "__dict__"))?
+        .cast_into::<PyDict>()?;
+    for (name, value) in fields {
+        dict.set_item(name, value)?;
+    }
+    Ok(obj)
+}
+
+fn field_error<'py>(
+    py: Python<'py>,
+    cls: &Bound<'py, PyType>,
+    e: &FieldError,
+) -> PyResult<Bound<'py, PyAny>> {
+    let none = || py.None().into_bound(py);
+    let (layer, component, number) = match e.parts() {
+        Some((l, c, n)) => (
+            PyString::new(py, l).into_any(),
+            PyString::new(py, c).into_any(),
+            n.into_pyobject(py)?.into_any(),
+        ),
+        None => (none(), none(), none()),
+    };
+    let field_name = match &e.field_name {
+        Some(f) => PyString::new(py, f).into_any(),
+        None => none(),
+    };
+    instance(
+        cls,
+        &[
+            (
+                intern!(py, "error_code"),
+                PyString::new(py, &e.error_code).into_any(),
+            ),
+            (intern!(py, "field_name"), field_name),
+            (
+                intern!(py, "message"),
+                PyString::new(py, &e.message).into_any(),
+            ),
+            (intern!(py, "layer"), layer),
+            (intern!(py, "component"), component),
+            (intern!(py, "number"), number),
+        ],
+    )
+}
+
 fn to_py<'py>(py: Python<'py>, ev: &DealCreated) -> PyResult<Bound<'py, PyAny>> {
+    let classes = classes(py)?;
+    let fe_class = classes.field_error.bind(py);
     let errors = ev
         .errors
         .iter()
-        .map(|e| field_error(py, e))
+        .map(|e| field_error(py, fe_class, e))
         .collect::<PyResult<Vec<_>>>()?;
-    deal_created_class(py)?.call1((
-        ev.status.as_str(),
-        ev.process_id.as_str(),
-        ev.deal_id.as_deref(),
-        PyTuple::new(py, errors)?,
-        value_to_py(py, &ev.raw)?,
-    ))
+    let deal_id = match &ev.deal_id {
+        Some(d) => PyString::new(py, d).into_any(),
+        None => py.None().into_bound(py),
+    };
+    let status = match ev.status {
+        crate::models::EventStatus::Success => intern!(py, "success"),
+        crate::models::EventStatus::Fail => intern!(py, "fail"),
+    };
+    instance(
+        classes.deal_created.bind(py),
+        &[
+            (intern!(py, "status"), status.clone().into_any()),
+            (
+                intern!(py, "process_id"),
+                PyString::new(py, &ev.process_id).into_any(),
+            ),
+            (intern!(py, "deal_id"), deal_id),
+            (intern!(py, "errors"), PyTuple::new(py, errors)?.into_any()),
+            (intern!(py, "raw"), value_to_py(py, &ev.raw)?),
+        ],
+    )
 }
