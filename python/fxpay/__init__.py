@@ -45,6 +45,7 @@ from .models import (
 )
 from .redis_store import RedisTokenStore
 from .stores import MemoryTokenStore, TokenStore
+from .webhooks import parse_deal_created
 
 __version__: str = _fxpay.__version__
 
@@ -84,5 +85,6 @@ __all__ = [
     "WebhookError",
     "WebhookPayloadError",
     "WebhookVerificationError",
+    "parse_deal_created",
     "to_records",
 ]

@@ -8,6 +8,7 @@ mod models;
 mod sandbox;
 mod session;
 mod store;
+mod webhook;
 
 use pyo3::prelude::*;
 
@@ -22,5 +23,6 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sandbox::CoreSandbox>()?;
     m.add_function(wrap_pyfunction!(convert::parse_amount, m)?)?;
     m.add_function(wrap_pyfunction!(errors::_raise_panic_for_test, m)?)?;
+    m.add_function(wrap_pyfunction!(webhook::parse_deal_created, m)?)?;
     Ok(())
 }

@@ -1,0 +1,208 @@
+//! `fxpay.parse_deal_created`: the webhook checks of `crate::webhook` on Python values.
+use super::bridge::guard;
+use super::convert::value_to_py;
+use crate::error::Error;
+use crate::models::{DealCreated, FieldError};
+use crate::webhook::{self, NONCE_HEADER};
+use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
+
+/// Bodies at least this large are parsed with the GIL released.
+const DETACH_AT: usize = 64 * 1024;
+
+/// `fxpay.models.DealCreated` and `fxpay.models.FieldError`, looked up once.
+struct Classes {
+    deal_created: Py<PyType>,
+    field_error: Py<PyType>,
+}
+
+static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
+
+fn classes(py: Python<'_>) -> PyResult<&Classes> {
+    CLASSES.get_or_try_init(py, || {
+        let models = py.import("fxpay.models")?;
+        Ok::<_, PyErr>(Classes {
+            deal_created: models
+                .getattr("DealCreated")?
+                .cast_into::<PyType>()?
+                .unbind(),
+            field_error: models
+                .getattr("FieldError")?
+                .cast_into::<PyType>()?
+                .unbind(),
+        })
+    })
+}
+
+/// Verifies (when `nonce` is given) and parses a `DealCreated` notification.
+#[pyfunction]
+#[pyo3(signature = (body, headers = None, *, nonce = None))]
+pub fn parse_deal_created<'py>(
+    py: Python<'py>,
+    body: &Bound<'py, PyAny>,
+    headers: Option<&Bound<'py, PyAny>>,
+    nonce: Option<&str>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let bytes = body_bytes(body)?;
+    guard(|| webhook::check_size(bytes.len()))?;
+    if let Some(expected) = nonce {
+        let received = nonce_headers(headers)?;
+        guard(|| {
+            webhook::verify_nonce(
+                expected,
+                received.iter().map(|v| (NONCE_HEADER, v.as_str())),
+            )
+        })?;
+    }
+    let event = if bytes.len() >= DETACH_AT {
+        py.detach(|| guard(|| webhook::parse_body(bytes)))?
+    } else {
+        guard(|| webhook::parse_body(bytes))?
+    };
+    to_py(py, &event)
+}
+
+/// The body as UTF-8 bytes: `bytes` as they are, `str` encoded (refused unencoded when it
+/// has more characters than the limit has bytes).
+fn body_bytes<'a>(body: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+    if let Ok(b) = body.cast::<PyBytes>() {
+        return Ok(b.as_bytes());
+    }
+    if let Ok(s) = body.cast::<PyString>() {
+        guard(|| webhook::check_size(s.len().unwrap_or(usize::MAX)))?;
+        return match s.to_str() {
+            Ok(text) => Ok(text.as_bytes()),
+            Err(_) => guard(|| {
+                Err(Error::WebhookPayload(
+                    "the body is not valid UTF-8 (the str holds lone surrogates)".into(),
+                ))
+            }),
+        };
+    }
+    Err(PyTypeError::new_err(format!(
+        "body must be bytes or str, not {}",
+        body.get_type().name()?
+    )))
+}
+
+/// The values of every `callback-nonce` header, the name compared in any case. Any
+/// mapping works (dict, Starlette `Headers`, Django `HttpHeaders`): its `items()` are read.
+fn nonce_headers(headers: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+    let mut found = Vec::new();
+    let Some(headers) = headers.filter(|h| !h.is_none()) else {
+        return Ok(found);
+    };
+    let mut consider = |name: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>| -> PyResult<()> {
+        let name = name
+            .cast::<PyString>()
+            .map_err(|_| PyTypeError::new_err("header names must be str"))?;
+        if name.to_str()?.eq_ignore_ascii_case(NONCE_HEADER) {
+            let value = value
+                .cast::<PyString>()
+                .map_err(|_| PyTypeError::new_err("header values must be str"))?;
+            found.push(value.to_str()?.to_owned());
+        }
+        Ok(())
+    };
+    if let Ok(dict) = headers.cast::<PyDict>() {
+        for (name, value) in dict.iter() {
+            consider(&name, &value)?;
+        }
+    } else {
+        for item in headers.call_method0("items")?.try_iter()? {
+            let (name, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;
+            consider(&name, &value)?;
+        }
+    }
+    Ok(found)
+}
+
+/// An instance of one of the two frozen dataclasses, built the way `pickle` rebuilds one:
+/// `cls.__new__(cls)`, then its `__dict__` filled with every field. Neither class has an
+/// `__init__` check or a `__post_init__` to skip, and the Python tests compare the result
+/// with an instance built by the constructor.
+fn instance<'py>(
+    cls: &Bound<'py, PyType>,
+    fields: &[(&Bound<'py, PyString>, Bound<'py, PyAny>)],
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = cls.py();
+    let obj = cls.call_method1(intern!(py, "__new__"), (cls,))?;
+    let dict = obj
+        .getattr(intern!(py, "__dict__"))?
+        .cast_into::<PyDict>()?;
+    for (name, value) in fields {
+        dict.set_item(name, value)?;
+    }
+    Ok(obj)
+}
+
+fn field_error<'py>(
+    py: Python<'py>,
+    cls: &Bound<'py, PyType>,
+    e: &FieldError,
+) -> PyResult<Bound<'py, PyAny>> {
+    let none = || py.None().into_bound(py);
+    let (layer, component, number) = match e.parts() {
+        Some((l, c, n)) => (
+            PyString::new(py, l).into_any(),
+            PyString::new(py, c).into_any(),
+            n.into_pyobject(py)?.into_any(),
+        ),
+        None => (none(), none(), none()),
+    };
+    let field_name = match &e.field_name {
+        Some(f) => PyString::new(py, f).into_any(),
+        None => none(),
+    };
+    instance(
+        cls,
+        &[
+            (
+                intern!(py, "error_code"),
+                PyString::new(py, &e.error_code).into_any(),
+            ),
+            (intern!(py, "field_name"), field_name),
+            (
+                intern!(py, "message"),
+                PyString::new(py, &e.message).into_any(),
+            ),
+            (intern!(py, "layer"), layer),
+            (intern!(py, "component"), component),
+            (intern!(py, "number"), number),
+        ],
+    )
+}
+
+fn to_py<'py>(py: Python<'py>, ev: &DealCreated) -> PyResult<Bound<'py, PyAny>> {
+    let classes = classes(py)?;
+    let fe_class = classes.field_error.bind(py);
+    let errors = ev
+        .errors
+        .iter()
+        .map(|e| field_error(py, fe_class, e))
+        .collect::<PyResult<Vec<_>>>()?;
+    let deal_id = match &ev.deal_id {
+        Some(d) => PyString::new(py, d).into_any(),
+        None => py.None().into_bound(py),
+    };
+    let status = match ev.status {
+        crate::models::EventStatus::Success => intern!(py, "success"),
+        crate::models::EventStatus::Fail => intern!(py, "fail"),
+    };
+    instance(
+        classes.deal_created.bind(py),
+        &[
+            (intern!(py, "status"), status.clone().into_any()),
+            (
+                intern!(py, "process_id"),
+                PyString::new(py, &ev.process_id).into_any(),
+            ),
+            (intern!(py, "deal_id"), deal_id),
+            (intern!(py, "errors"), PyTuple::new(py, errors)?.into_any()),
+            (intern!(py, "raw"), value_to_py(py, &ev.raw)?),
+        ],
+    )
+}
