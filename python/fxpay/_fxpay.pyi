@@ -1,16 +1,27 @@
 """The compiled core of fxpay. Use the typed facade in ``fxpay`` instead of these classes."""
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any, final
 
-from .models import DealBeneficiary, Token
+from .models import DealBeneficiary, DealCreated, Token
 
 __version__: str
-__all__ = ["__version__", "CoreClient", "CoreUserSession", "CoreSandbox", "parse_amount", "_raise_panic_for_test"]
+__all__ = [
+    "__version__",
+    "CoreClient",
+    "CoreUserSession",
+    "CoreSandbox",
+    "parse_amount",
+    "parse_deal_created",
+    "_raise_panic_for_test",
+]
 
 def parse_amount(field: str, value: object) -> Decimal: ...
 def _raise_panic_for_test(aio: bool = False) -> Any: ...
+def parse_deal_created(
+    body: bytes | str, headers: Mapping[str, str] | None = None, *, nonce: str | None = None
+) -> DealCreated: ...
 @final
 class CoreClient:
     def __new__(
