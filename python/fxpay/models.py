@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
@@ -302,9 +303,14 @@ class FieldError(_Model):
         return {"errorCode": self.error_code, "fieldName": self.field_name, "message": self.message}
 
 
+# Decodes the body of a DealCreated event into `raw`; the body was checked by the core
+# (UTF-8, valid JSON, nesting within serde_json's limit) before it gets here.
+_RAW_DECODER = json.JSONDecoder(parse_float=Decimal)
+
+
 @dataclass(frozen=True)
 class DealCreated(_Model):
-    """A verified ``DealCreated`` notification."""
+    """A verified ``DealCreated`` notification; ``raw`` is the whole JSON body."""
 
     status: Literal["success", "fail"]
     process_id: str
@@ -315,6 +321,18 @@ class DealCreated(_Model):
     @property
     def ok(self) -> bool:
         return self.status == "success"
+
+    def __getattr__(self, name: str) -> Any:
+        # An event from fxpay.parse_deal_created holds the checked body, not yet `raw`:
+        # it is decoded (exact Decimals, as everywhere else) on first use and then kept.
+        if name == "raw":
+            body = self.__dict__.get("_body")
+            if body is not None:
+                text = body.decode("utf-8") if isinstance(body, bytes) else body
+                raw = self.__dict__["raw"] = _RAW_DECODER.decode(text)
+                self.__dict__.pop("_body", None)
+                return raw
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def to_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"processId": self.process_id}

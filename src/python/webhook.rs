@@ -1,6 +1,5 @@
 //! `fxpay.parse_deal_created`: the webhook checks of `crate::webhook` on Python values.
 use super::bridge::guard;
-use super::convert::value_to_py;
 use crate::error::Error;
 use crate::models::{DealCreated, FieldError};
 use crate::webhook::{self, NONCE_HEADER};
@@ -37,7 +36,23 @@ fn classes(py: Python<'_>) -> PyResult<&Classes> {
     })
 }
 
-/// Verifies (when `nonce` is given) and parses a `DealCreated` notification.
+/// Verifies and parses a ``DealCreated`` notification.
+///
+/// ``body`` is the request body exactly as received (``bytes``, or ``str`` that is encoded to
+/// UTF-8). ``headers`` is any mapping of the request headers (``dict``, Starlette's
+/// ``request.headers``, Django's ``request.headers``); only its ``items()`` are read.
+///
+/// With ``nonce`` (the ``callback_nonce`` of the :class:`~fxpay.SpotDeal`), exactly one
+/// ``callback-nonce`` header, name in any case, must carry that value; it is compared in
+/// constant time, and neither value ever appears in an error message. Failure raises
+/// :class:`fxpay.WebhookVerificationError`.
+///
+/// The body must be at most 1 MiB of UTF-8 JSON forming a ``DealCreated`` event (spec 6.2):
+/// ``eventType`` ``"DealCreated"``, ``status`` ``"success"`` or ``"fail"``, an ``eventBody``
+/// with a UUID ``processId``, and either a UUID ``dealId`` (success) or a non-empty
+/// ``errors`` list of ``{errorCode, fieldName, message}`` strings (fail). Duplicate keys in
+/// those objects are refused; unknown extra fields are allowed and kept in ``raw``. Anything
+/// else raises :class:`fxpay.WebhookPayloadError` naming the field.
 #[pyfunction]
 #[pyo3(signature = (body, headers = None, *, nonce = None))]
 pub fn parse_deal_created<'py>(
@@ -62,7 +77,7 @@ pub fn parse_deal_created<'py>(
     } else {
         guard(|| webhook::parse_body(bytes))?
     };
-    to_py(py, &event)
+    to_py(py, &event, body)
 }
 
 /// The body as UTF-8 bytes: `bytes` as they are, `str` encoded (refused unencoded when it
@@ -176,7 +191,14 @@ fn field_error<'py>(
     )
 }
 
-fn to_py<'py>(py: Python<'py>, ev: &DealCreated) -> PyResult<Bound<'py, PyAny>> {
+/// The Python `DealCreated`. Its `raw` is not built here: the instance keeps the checked
+/// body (the very `bytes` or `str` object passed in) as `_body`, and `DealCreated` decodes
+/// it on first access of `.raw`, which most receivers never make.
+fn to_py<'py>(
+    py: Python<'py>,
+    ev: &DealCreated,
+    body: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
     let classes = classes(py)?;
     let fe_class = classes.field_error.bind(py);
     let errors = ev
@@ -202,7 +224,7 @@ fn to_py<'py>(py: Python<'py>, ev: &DealCreated) -> PyResult<Bound<'py, PyAny>> 
             ),
             (intern!(py, "deal_id"), deal_id),
             (intern!(py, "errors"), PyTuple::new(py, errors)?.into_any()),
-            (intern!(py, "raw"), value_to_py(py, &ev.raw)?),
+            (intern!(py, "_body"), body.clone()),
         ],
     )
 }

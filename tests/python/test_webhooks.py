@@ -92,7 +92,8 @@ def test_fail_event_with_parsed_error_codes() -> None:
 def test_instances_match_the_constructor_and_pickle() -> None:
     for body in (success(), fail(n=2)):
         ev = fxpay.parse_deal_created(dumps(body))
-        assert set(vars(ev)) == {f.name for f in fields(DealCreated)}
+        # Every field but raw is set; raw waits in _body until it is first read.
+        assert set(vars(ev)) == {f.name for f in fields(DealCreated)} - {"raw"} | {"_body"}
         for e in ev.errors:
             assert set(vars(e)) == {f.name for f in fields(FieldError)}
         rebuilt = DealCreated(ev.status, ev.process_id, ev.deal_id, ev.errors, ev.raw)
@@ -115,6 +116,23 @@ def test_raw_is_the_whole_json_with_exact_numbers_and_unknown_fields() -> None:
     assert isinstance(amount, Decimal) and str(amount) == "1520.50"
     assert ev.raw["extra"]["big"] == 123456789012345678901234567890
     assert ev.raw["eventBody"]["note"] == "hi"
+
+
+@pytest.mark.parametrize("as_text", [False, True])
+def test_raw_is_built_on_first_use_and_kept(as_text: bool) -> None:
+    data = dumps(success())[:-1] + b',"amount":10.50}'
+    body: bytes | str = data.decode() if as_text else data
+    ev = fxpay.parse_deal_created(body)
+    assert "raw" not in vars(ev) and vars(ev)["_body"] is body
+    copied = pickle.loads(pickle.dumps(ev))
+    raw = ev.raw
+    assert raw == json.loads(data, parse_float=Decimal) and ev.raw is raw
+    assert "_body" not in vars(ev) and vars(ev)["raw"] is raw
+    assert copied.raw == raw and copied == ev
+    assert fxpay.to_records([ev])[0]["process_id"] == PID
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        ev.nope  # noqa: B018
+    assert DealCreated("success", PID, DID).raw == {}
 
 
 def test_str_and_bytes_bodies_are_the_same() -> None:
