@@ -141,7 +141,7 @@ def test_cell(fxpay_sandbox: Any, op: str, fault: str) -> None:
     assert len(ids) == len(set(ids))
 
 
-def test_print_matrix() -> None:
+def test_print_matrix(capsys: pytest.CaptureFixture[str]) -> None:
     """Prints the matrix gathered by the cells above (run in the same session)."""
     if not RESULTS:
         pytest.skip("no cell ran in this session")
@@ -151,5 +151,6 @@ def test_print_matrix() -> None:
     for op in OPS:
         cells = [RESULTS.get((op, f), "-").ljust(14) for f in FAULTS]
         lines.append(f"| {op.ljust(width)} | " + " | ".join(cells) + " |")
-    print("\nfault matrix (typed outcome per cell):\n" + "\n".join(lines))
+    with capsys.disabled():  # shown in CI's log, not captured
+        print("\nfault matrix (typed outcome per cell):\n" + "\n".join(lines))
     assert len(RESULTS) == len(OPS) * len(FAULTS)

@@ -133,7 +133,7 @@ class Soak:
 
 
 @pytest.mark.slow
-def test_soak(fxpay_sandbox: Any) -> None:
+def test_soak(fxpay_sandbox: Any, capsys: pytest.CaptureFixture[str]) -> None:
     s = Soak(fxpay_sandbox)
     sync_calls = CALLS * 2 // 3
     async_calls = CALLS - sync_calls
@@ -172,7 +172,8 @@ def test_soak(fxpay_sandbox: Any) -> None:
 
     final_rss = rss_mib()
     summary = "\n".join(f"  {k}: {v}" for k, v in sorted(s.outcomes.items()))
-    print(f"\nsoak: {CALLS} calls, rss {baseline_rss:.1f} -> {final_rss:.1f} MiB, threads {baseline_threads} -> {os_threads()}\n{summary}")
+    with capsys.disabled():
+        print(f"\nsoak: {CALLS} calls, rss {baseline_rss:.1f} -> {final_rss:.1f} MiB, threads {baseline_threads} -> {os_threads()}\n{summary}")  # noqa: E501
 
     assert s.untyped == [], s.untyped[:3]
     assert sum(s.outcomes.values()) == warm + sync_calls + async_calls
