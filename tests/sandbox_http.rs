@@ -365,3 +365,82 @@ async fn shutdown_ends_connections_and_is_idempotent() {
     assert!(fresh.get(t.url("/openapi.json")).send().await.is_err());
     assert_eq!(t.sb.stats()["open_connections"], 0);
 }
+
+/// Sends raw bytes on a fresh connection and reads until the server closes it or `wait`
+/// passes; returns everything read and whether the server closed.
+async fn raw_exchange(t: &Ctx, request: &[u8], wait: Duration) -> (String, bool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(t.sb.local_addr())
+        .await
+        .expect("connect");
+    s.write_all(request).await.expect("write");
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, s.read(&mut buf)).await {
+            Ok(Ok(0)) => return (String::from_utf8_lossy(&out).into_owned(), true),
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+            Ok(Err(_)) => return (String::from_utf8_lossy(&out).into_owned(), true),
+            Err(_) => return (String::from_utf8_lossy(&out).into_owned(), false),
+        }
+    }
+}
+
+#[tokio::test]
+async fn answers_before_the_body_is_read_say_connection_close() {
+    let t = start().await;
+    let tok = t.cc_token().await;
+    // 413 on a declared 2 MB body of which only a little is sent: the rest of the body would
+    // be read as the next request, so the answer must say `Connection: close` and close.
+    let head = format!(
+        "POST /v1/payments/quotes HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {tok}\r\n\
+content-type: application/json\r\ncontent-length: 2000000\r\n\r\n{{\"pad\":\""
+    );
+    let (text, closed) = raw_exchange(&t, head.as_bytes(), Duration::from_secs(5)).await;
+    assert!(text.starts_with("HTTP/1.1 413 "), "{text}");
+    assert!(
+        text.to_ascii_lowercase()
+            .contains("\r\nconnection: close\r\n"),
+        "{text}"
+    );
+    assert!(closed, "the server closes the connection");
+
+    // Chunked upload over the limit, no Content-Length: same.
+    let mut chunked = format!(
+        "POST /v1/payments/beneficiaries HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {tok}\r\n\
+content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+    .into_bytes();
+    for _ in 0..17 {
+        chunked.extend_from_slice(b"10000\r\n");
+        chunked.extend_from_slice(&[b' '; 0x10000]);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    let (text, closed) = raw_exchange(&t, &chunked, Duration::from_secs(5)).await;
+    assert!(text.starts_with("HTTP/1.1 413 "), "{text}");
+    assert!(text
+        .to_ascii_lowercase()
+        .contains("\r\nconnection: close\r\n"));
+    assert!(closed);
+
+    // A body that was read through keeps the connection open (keep-alive), even on errors.
+    let body = "{\"buyCurrency\":\"usd\"}";
+    let req = format!(
+        "POST /v1/payments/quotes HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {tok}\r\n\
+content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let (text, closed) = raw_exchange(&t, req.as_bytes(), Duration::from_millis(500)).await;
+    assert!(text.starts_with("HTTP/1.1 400 "), "{text}");
+    assert!(!text.to_ascii_lowercase().contains("connection: close"));
+    assert!(!closed, "keep-alive");
+    // So does a request without a body.
+    let req = format!(
+        "GET /v1/payments/quotes/x HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {tok}\r\n\r\n"
+    );
+    let (text, closed) = raw_exchange(&t, req.as_bytes(), Duration::from_millis(500)).await;
+    assert!(text.starts_with("HTTP/1.1 404 "), "{text}");
+    assert!(!closed);
+}

@@ -4,11 +4,14 @@
 //! a `select!` with its own kill signal (fired by a drop fault) and the shutdown signal;
 //! dropping the connection future closes the socket with no response.
 use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{header, Request, Response, StatusCode};
+use axum::body::{Body, Bytes, HttpBody};
+use axum::http::{header, HeaderValue, Request, Response, StatusCode};
 use axum::routing::{get, post};
 use axum::Router;
 use hyper::body::Incoming;
@@ -70,6 +73,61 @@ fn injected(status: u16, retry_after: Option<u64>, token_path: bool) -> Response
     resp
 }
 
+/// A request body that records when it has been read to its end.
+struct Tracked {
+    inner: Incoming,
+    done: Arc<AtomicBool>,
+}
+
+impl HttpBody for Tracked {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.done.store(true, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Wraps the request body when there is one; returns the flag set once it was read through.
+fn track(req: Request<Incoming>) -> (Request<Body>, Option<Arc<AtomicBool>>) {
+    if req.body().is_end_stream() {
+        return (req.map(Body::new), None);
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = done.clone();
+    (
+        req.map(|inner| Body::new(Tracked { inner, done })),
+        Some(flag),
+    )
+}
+
+/// An answer given before the request body was read through (413, 415, 401, an injected
+/// failure...) says `Connection: close`: the unread rest of the body makes the connection
+/// unusable, and without the header a keep-alive client would send its next request into a
+/// connection the server is closing.
+fn close_if_unread(mut resp: Response<Body>, body: Option<Arc<AtomicBool>>) -> Response<Body> {
+    if body.is_some_and(|done| !done.load(Ordering::Relaxed)) {
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
+}
+
 /// One request: stats, faults, then the router.
 async fn handle(
     state: Arc<State>,
@@ -77,14 +135,15 @@ async fn handle(
     kill: Arc<Notify>,
     req: Request<Incoming>,
 ) -> Response<Body> {
-    let req = req.map(Body::new);
+    let (req, body) = track(req);
     state.stats.request(req.method(), req.uri().path());
     match state.faults.take(req.method(), req.uri().path()) {
         Some(Action::Fail {
             status,
             retry_after,
         }) => {
-            return injected(status, retry_after, req.uri().path() == "/v1/oauth/token");
+            let token_path = req.uri().path() == "/v1/oauth/token";
+            return close_if_unread(injected(status, retry_after, token_path), body);
         }
         Some(Action::Drop { after_processing }) => {
             if after_processing {
@@ -104,7 +163,7 @@ async fn handle(
         None => {}
     }
     match router.oneshot(req).await {
-        Ok(resp) => resp,
+        Ok(resp) => close_if_unread(resp, body),
         Err(never) => match never {},
     }
 }
