@@ -315,7 +315,7 @@ class DealCreated(_Model):
     status: Literal["success", "fail"]
     process_id: str
     deal_id: str | None
-    errors: tuple[FieldError, ...] = ()
+    errors: list[FieldError] = field(default_factory=list, hash=False)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property

@@ -7,7 +7,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
 
 /// Bodies at least this large are parsed with the GIL released.
 const DETACH_AT: usize = 64 * 1024;
@@ -223,7 +223,7 @@ fn to_py<'py>(
                 PyString::new(py, &ev.process_id).into_any(),
             ),
             (intern!(py, "deal_id"), deal_id),
-            (intern!(py, "errors"), PyTuple::new(py, errors)?.into_any()),
+            (intern!(py, "errors"), PyList::new(py, errors)?.into_any()),
             (intern!(py, "_body"), body.clone()),
         ],
     )

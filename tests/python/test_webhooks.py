@@ -70,7 +70,7 @@ def refused(body: Any, match: str, **kw: Any) -> WebhookPayloadError:
 def test_success_event() -> None:
     ev = fxpay.parse_deal_created(dumps(success()))
     assert isinstance(ev, DealCreated)
-    assert (ev.status, ev.ok, ev.process_id, ev.deal_id, ev.errors) == ("success", True, PID, DID, ())
+    assert (ev.status, ev.ok, ev.process_id, ev.deal_id, ev.errors) == ("success", True, PID, DID, [])
     assert ev == DealCreated("success", PID, DID, (), {})
     assert ev.to_dict() == success()
 
@@ -80,12 +80,13 @@ def test_fail_event_with_parsed_error_codes() -> None:
     body["eventBody"]["errors"][1]["errorCode"] = "not-three-parts"
     ev = fxpay.parse_deal_created(dumps(body))
     assert (ev.status, ev.ok, ev.deal_id) == ("fail", False, None)
-    assert ev.errors == (
+    assert ev.errors == [
         FieldError("validation:beneficiary:1004", "PaymentReason", "Payment reason must not be empty",
                    "validation", "beneficiary", 1004),
         FieldError("not-three-parts", "PaymentReason", "Payment reason must not be empty"),
-    )
-    assert isinstance(ev.errors, tuple)
+    ]
+    assert isinstance(ev.errors, list)  # API.md: errors: list[fxpay.FieldError]
+    assert hash(ev) == hash(fxpay.parse_deal_created(dumps(body)))
     assert ev.to_dict() == body
 
 
@@ -97,7 +98,7 @@ def test_instances_match_the_constructor_and_pickle() -> None:
         for e in ev.errors:
             assert set(vars(e)) == {f.name for f in fields(FieldError)}
         rebuilt = DealCreated(ev.status, ev.process_id, ev.deal_id, ev.errors, ev.raw)
-        assert ev == rebuilt and repr(ev) == repr(rebuilt) and hash(ev.errors) == hash(rebuilt.errors)
+        assert ev == rebuilt and repr(ev) == repr(rebuilt) and hash(ev) == hash(rebuilt)
         assert pickle.loads(pickle.dumps(ev)) == ev
         with pytest.raises(AttributeError):
             ev.status = "fail"  # type: ignore[misc]
