@@ -71,7 +71,7 @@ def test_success_event() -> None:
     ev = fxpay.parse_deal_created(dumps(success()))
     assert isinstance(ev, DealCreated)
     assert (ev.status, ev.ok, ev.process_id, ev.deal_id, ev.errors) == ("success", True, PID, DID, [])
-    assert ev == DealCreated("success", PID, DID, (), {})
+    assert ev == DealCreated("success", PID, DID, [], {})
     assert ev.to_dict() == success()
 
 
