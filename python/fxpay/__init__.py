@@ -88,3 +88,13 @@ __all__ = [
     "parse_deal_created",
     "to_records",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # `fxpay.testing` without importing it first (it is imported on first use, so
+    # `import fxpay` stays light).
+    if name == "testing":
+        import importlib
+
+        return importlib.import_module(".testing", __name__)
+    raise AttributeError(f"module 'fxpay' has no attribute {name!r}")

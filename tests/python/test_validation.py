@@ -124,3 +124,12 @@ def test_redirect_uri_rules(fxpay_client: fxpay.Client) -> None:
         fxpay_client.authorization_url("http://app.example/cb")
     auth = fxpay_client.authorization_url("com.example.app:/cb")
     assert auth.redirect_uri == "com.example.app:/cb"
+
+
+def test_fxpay_testing_is_reachable_from_the_package() -> None:
+    import subprocess
+    import sys
+
+    code = "import fxpay\nwith fxpay.testing.Sandbox() as sb: print(sb.base_url.startswith('http://127.0.0.1:'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "True", out.stderr
