@@ -8,7 +8,6 @@ the service keep the whole JSON they came from in ``raw``, unknown fields includ
 from __future__ import annotations
 
 import datetime as _dt
-import html
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
@@ -42,6 +41,8 @@ class _Model:
         raise NotImplementedError
 
     def _repr_html_(self) -> str:
+        import html  # imported on use: `import fxpay` stays cheap
+
         rows = "".join(
             f"<tr><th style='text-align:left'>{html.escape(f.name)}</th>"
             f"<td>{html.escape(str(getattr(self, f.name)))}</td></tr>"
@@ -369,6 +370,8 @@ class VirtualAccount(Mapping[str, Any]):
         return dict(self._data)
 
     def _repr_html_(self) -> str:
+        import html
+
         rows = "".join(
             f"<tr><th style='text-align:left'>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
             for k, v in self._data.items()
