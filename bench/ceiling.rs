@@ -4,6 +4,7 @@
 //!
 //! Usage: cargo run --release --example ceiling -- <base_url> <client_id> <secret> <quote_id> <n>
 //!
+//! The runtime has as many workers as fxpay's own (`fxpay::runtime::worker_threads`).
 //! Prints one `name=value` line per measurement (requests per second):
 //! `loop_rps=` (one task, one request at a time, like a blocking loop) and `async64_rps=`
 //! (64 concurrent tasks sharing the `n` requests).
@@ -159,10 +160,11 @@ async fn run(args: &[String]) -> Result<(), BoxError> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    // Two workers, as fxpay's own runtime has on this machine (available_parallelism, min 2).
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get().clamp(2, 8))
-        .unwrap_or(2);
+    // As many workers as fxpay's own runtime has on this machine, so that the difference
+    // to fxpay is the Python binding and nothing else.
+    let workers = fxpay::runtime::worker_threads(
+        std::thread::available_parallelism().map_or(2, |n| n.get()),
+    );
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()

@@ -440,9 +440,14 @@ def run_ceiling(t: Target, n: int, quick: bool) -> dict[str, float] | str:
     """Runs the cargo example; returns its rates, or why it was not run."""
     if shutil.which("cargo") is None:
         return "cargo not found"
-    if quick and not ceiling_binary().exists():
-        return "not built (cargo build --release --example ceiling); skipped in --quick"
-    cmd = ["cargo", "run", "--quiet", "--release", "--example", "ceiling", "--", t.base_url, t.client_id, t.client_secret, t.quote_id, str(n)]
+    args = [t.base_url, t.client_id, t.client_secret, t.quote_id, str(n)]
+    if quick:
+        # No build in --quick (it would take minutes): the binary as last built, if any.
+        if not ceiling_binary().exists():
+            return "not built (cargo build --release --example ceiling); skipped in --quick"
+        cmd = [str(ceiling_binary()), *args]
+    else:
+        cmd = ["cargo", "run", "--quiet", "--release", "--example", "ceiling", "--", *args]
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3600)
     if p.returncode != 0:
         return f"failed: {p.stderr.strip()[-300:]}"
@@ -635,6 +640,9 @@ def measure(args: argparse.Namespace) -> Results:
             res.errors[c.key] = f"{c.module} not installed"
     if args.only:
         cells = [c for c in cells if any(o.lower() in c.key.lower() for o in args.only)]
+    if not args.no_ceiling and not args.quick and shutil.which("cargo"):
+        print("building the ceiling (cargo build --release --example ceiling) ...", flush=True)
+        subprocess.run(["cargo", "build", "--quiet", "--release", "--example", "ceiling"], cwd=ROOT, check=False)
     sb = SandboxProcess()
     try:
         t = sb.target
@@ -667,7 +675,9 @@ def measure(args: argparse.Namespace) -> Results:
                         res.ceiling[k] = max(res.ceiling.get(k, 0.0), v)
                     print(f"  round {r + 1}: {CEILING}: {out}", flush=True)
         res.rps = {k: max(v) for k, v in res.rounds_rps.items()}
-        if not args.no_extras:
+        if not args.no_extras and importlib.util.find_spec("psutil") is None:
+            print("  RSS: skipped (psutil not installed)", flush=True)
+        elif not args.no_extras:
             first, total = (1_000, 20_000) if args.quick else (1_000, 100_000)
             res.rss = rss_growth(t, first, total)
             print(f"  RSS growth {first:,} -> {total:,} calls: {res.rss['growth_mib']:.2f} MiB", flush=True)
@@ -795,6 +805,9 @@ def markdown(res: Results, cks: list[Check]) -> str:
 
 
 def chart(res: Results, path: Path) -> None:
+    if importlib.util.find_spec("matplotlib") is None:
+        print("chart: skipped (matplotlib not installed)")
+        return
     import matplotlib
 
     matplotlib.use("Agg")

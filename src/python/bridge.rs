@@ -29,12 +29,25 @@ where
     if aio {
         awaitable::spawn(py, guarded)
     } else {
+        // The call runs as a task on a runtime worker, next to the connection task that
+        // does its I/O: the hand-offs between them stay on that thread, and this one is
+        // woken once, with the result.
         let rt = crate::runtime::runtime();
+        let task = rt.spawn(guarded);
         let out = py
-            .detach(|| std::panic::catch_unwind(AssertUnwindSafe(|| rt.block_on(guarded))))
-            .unwrap_or_else(|payload| Err(panic_message(payload)))
+            .detach(|| std::panic::catch_unwind(AssertUnwindSafe(|| rt.block_on(task))))
+            .unwrap_or_else(|payload| Ok(Err(panic_message(payload))))
+            .unwrap_or_else(|e| Err(join_error(e)))
             .map_err(to_pyerr)?;
         Ok(out.into_pyobject(py)?.unbind())
+    }
+}
+
+/// A task that did not finish: it panicked outside the guard, or the runtime shut down.
+fn join_error(e: tokio::task::JoinError) -> Error {
+    match e.try_into_panic() {
+        Ok(payload) => panic_message(payload),
+        Err(e) => Error::Internal(format!("the call did not finish: {e}")),
     }
 }
 
