@@ -162,9 +162,8 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     // As many workers as fxpay's own runtime has on this machine, so that the difference
     // to fxpay is the Python binding and nothing else.
-    let workers = fxpay::runtime::worker_threads(
-        std::thread::available_parallelism().map_or(2, |n| n.get()),
-    );
+    let workers =
+        fxpay::runtime::worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()));
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
