@@ -753,7 +753,7 @@ def rows(res: Results) -> list[tuple[str, str, float | None, float | None, str]]
         ck = {"loop": "loop_rps", "async 64": "async64_rps"}.get(shape)
         if ck:
             v = res.ceiling.get(ck)
-            out.append((CEILING, "loop (1 task)" if shape == "loop" else shape, v, v / base if v and base else None, "" if v else res.ceiling_note))
+            out.append((CEILING, shape, v, v / base if v and base else None, "" if v else res.ceiling_note))
     return out
 
 
