@@ -8,9 +8,7 @@ static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 pub fn runtime() -> &'static Runtime {
     RUNTIME.get_or_init(|| {
         claim();
-        let workers = std::thread::available_parallelism()
-            .map(|n| n.get().clamp(2, 8))
-            .unwrap_or(2);
+        let workers = worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()));
         match tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
             .thread_name("fxpay-rt")
@@ -24,6 +22,15 @@ pub fn runtime() -> &'static Runtime {
             Err(e) => panic!("fxpay could not start its tokio runtime: {e}"),
         }
     })
+}
+
+/// Runtime workers for a machine with `cores` cores: half of them, 1 to 8. The runtime only
+/// moves bytes and parses answers; the other half is left to the Python threads that make
+/// the calls (and convert their results), which need a core as much. Each extra worker that
+/// has nothing to do still gets woken to look for work, which on a small machine costs more
+/// than it brings: on 2 cores one worker halves the context switches of a blocking call.
+pub fn worker_threads(cores: usize) -> usize {
+    (cores / 2).clamp(1, 8)
 }
 
 static OWNER_PID: OnceLock<u32> = OnceLock::new();

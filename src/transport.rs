@@ -102,9 +102,18 @@ pub trait Observer: Send + Sync {
     fn attempt(&self, log: &AttemptLog<'_>);
 }
 
+/// A request's URL: parsed already, or text for reqwest to parse (and refuse).
+enum Target {
+    Parsed(reqwest::Url),
+    Text(String),
+}
+
 pub struct Transport {
     http: reqwest::Client,
     config: ClientConfig,
+    /// `<base_url>/v1`, parsed once: a request's URL is this with its path appended, so the
+    /// host is not parsed (and IDNA-checked) again on every request.
+    api_base: Option<reqwest::Url>,
 }
 
 impl Transport {
@@ -139,11 +148,35 @@ impl Transport {
         let http = builder
             .build()
             .map_err(|e| Error::config(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Transport { http, config })
+        let api_base = reqwest::Url::parse(&config.url("")).ok();
+        Ok(Transport {
+            http,
+            config,
+            api_base,
+        })
     }
 
     pub fn config(&self) -> &ClientConfig {
         &self.config
+    }
+
+    /// The URL of `path` (which starts with `/`, below `/v1`).
+    fn url(&self, path: &str) -> Target {
+        if let Some(base) = &self.api_base {
+            // Only a plain path is appended as is; anything with a query or fragment (or
+            // that would need escaping) is parsed whole.
+            if path.starts_with('/')
+                && path
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"/-_.~".contains(&b))
+            {
+                let mut url = base.clone();
+                let joined = format!("{}{path}", base.path().trim_end_matches('/'));
+                url.set_path(&joined);
+                return Target::Parsed(url);
+            }
+        }
+        Target::Text(self.config.url(path))
     }
 
     /// Sends `req`, retrying as the rules above allow, and returns the last answer whatever
@@ -154,7 +187,7 @@ impl Transport {
         bearer: Option<&str>,
         observer: Option<&dyn Observer>,
     ) -> Result<Response> {
-        let url = self.config.url(req.path);
+        let url = self.url(req.path);
         let policy = &self.config.retry;
         let mut attempt: u32 = 0;
         loop {
@@ -199,14 +232,15 @@ impl Transport {
 
     async fn attempt(
         &self,
-        url: &str,
+        url: &Target,
         req: &Request<'_>,
         bearer: Option<&str>,
     ) -> std::result::Result<Response, reqwest::Error> {
-        let mut rb = self
-            .http
-            .request(req.method.clone(), url)
-            .timeout(self.config.timeout);
+        let rb = match url {
+            Target::Parsed(u) => self.http.request(req.method.clone(), u.clone()),
+            Target::Text(t) => self.http.request(req.method.clone(), t.as_str()),
+        };
+        let mut rb = rb.timeout(self.config.timeout);
         if let Some(token) = bearer {
             rb = rb.header(AUTHORIZATION, format!("Bearer {token}"));
         }
@@ -329,6 +363,40 @@ pub fn api_error(resp: &Response) -> Error {
 mod tests {
     use super::*;
     use crate::config::RetryPolicy;
+
+    #[test]
+    fn urls_are_the_base_with_the_path() {
+        for (base, path, want) in [
+            (
+                "http://127.0.0.1:8080",
+                "/payments/quotes/3f2b-x_1",
+                "http://127.0.0.1:8080/v1/payments/quotes/3f2b-x_1",
+            ),
+            (
+                "https://api.example.com/prefix/",
+                "/oauth/token",
+                "https://api.example.com/prefix/v1/oauth/token",
+            ),
+            (
+                "http://localhost:9",
+                "/gca/virtual-accounts?page=2",
+                "http://localhost:9/v1/gca/virtual-accounts?page=2",
+            ),
+        ] {
+            let cfg = ClientConfig::new("id", "secret", base).expect("config");
+            let expected = cfg.url(path);
+            let t = Transport::new(cfg).expect("transport");
+            let got = match t.url(path) {
+                Target::Parsed(u) => u.to_string(),
+                Target::Text(s) => s,
+            };
+            assert_eq!(got, want);
+            assert_eq!(
+                reqwest::Url::parse(&expected).map(|u| u.to_string()).ok(),
+                Some(got)
+            );
+        }
+    }
 
     #[test]
     fn backoff_grows_and_is_capped() {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -256,6 +255,8 @@ def _beneficiary_json(b: Beneficiary) -> str:
         from .errors import InvalidRequestError
 
         raise InvalidRequestError(f"beneficiary must be a fxpay.Beneficiary, got {type(b).__name__}")
+    import json  # here, not at the top: `import fxpay` stays cheap
+
     return json.dumps(b.to_dict())
 
 

@@ -8,8 +8,6 @@ the service keep the whole JSON they came from in ``raw``, unknown fields includ
 from __future__ import annotations
 
 import datetime as _dt
-import html
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
@@ -43,6 +41,8 @@ class _Model:
         raise NotImplementedError
 
     def _repr_html_(self) -> str:
+        import html  # imported on use: `import fxpay` stays cheap
+
         rows = "".join(
             f"<tr><th style='text-align:left'>{html.escape(f.name)}</th>"
             f"<td>{html.escape(str(getattr(self, f.name)))}</td></tr>"
@@ -305,7 +305,10 @@ class FieldError(_Model):
 
 # Decodes the body of a DealCreated event into `raw`; the body was checked by the core
 # (UTF-8, valid JSON, nesting within serde_json's limit) before it gets here.
-_RAW_DECODER = json.JSONDecoder(parse_float=Decimal)
+def _decode_raw(text: str) -> Any:
+    import json  # imported on use: `import fxpay` stays cheap
+
+    return json.loads(text, parse_float=Decimal)
 
 
 @dataclass(frozen=True)
@@ -329,7 +332,7 @@ class DealCreated(_Model):
             body = self.__dict__.get("_body")
             if body is not None:
                 text = body.decode("utf-8") if isinstance(body, bytes) else body
-                raw = self.__dict__["raw"] = _RAW_DECODER.decode(text)
+                raw = self.__dict__["raw"] = _decode_raw(text)
                 self.__dict__.pop("_body", None)
                 return raw
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -388,6 +391,8 @@ class VirtualAccount(Mapping[str, Any]):
         return dict(self._data)
 
     def _repr_html_(self) -> str:
+        import html
+
         rows = "".join(
             f"<tr><th style='text-align:left'>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
             for k, v in self._data.items()

@@ -7,7 +7,6 @@ refresh token is never used twice nor lost.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -70,9 +69,13 @@ class RedisTokenStore:
         raw = self._r.get(self._prefix + key)
         if raw is None:
             return None
+        import json  # imported on use: `import fxpay` stays cheap
+
         return Token.from_dict(json.loads(raw))
 
     def save(self, key: str, token: Token) -> None:
+        import json
+
         body = json.dumps(token.to_dict())
         if token.refresh_token:
             # The refresh token outlives the access token: keep the entry.

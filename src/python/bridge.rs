@@ -1,5 +1,11 @@
 //! One async core behind both call styles: blocking calls run the future on the shared
 //! runtime with the GIL released; awaitable calls hand it to asyncio. Panics become errors.
+//!
+//! Awaitable calls are resolved on the event loop's own thread. A finished task queues its
+//! result and, if no wake-up is already on its way, writes one byte to a socket pair that
+//! the loop watches (`loop.add_reader`); the loop then turns every queued result into Python
+//! objects in one go. No runtime thread ever waits for the GIL, so a runtime worker is never
+//! stalled by Python code and many concurrent calls share a few wake-ups.
 use super::errors::{panic_message, to_pyerr};
 use super::models::Out;
 use crate::error::Error;
@@ -21,17 +27,27 @@ where
         }
     };
     if aio {
-        let awaitable = pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            guarded.await.map_err(to_pyerr)
-        })?;
-        Ok(awaitable.unbind())
+        awaitable::spawn(py, guarded)
     } else {
+        // The call runs as a task on a runtime worker, next to the connection task that
+        // does its I/O: the hand-offs between them stay on that thread, and this one is
+        // woken once, with the result.
         let rt = crate::runtime::runtime();
+        let task = rt.spawn(guarded);
         let out = py
-            .detach(|| std::panic::catch_unwind(AssertUnwindSafe(|| rt.block_on(guarded))))
-            .unwrap_or_else(|payload| Err(panic_message(payload)))
+            .detach(|| std::panic::catch_unwind(AssertUnwindSafe(|| rt.block_on(task))))
+            .unwrap_or_else(|payload| Ok(Err(panic_message(payload))))
+            .unwrap_or_else(|e| Err(join_error(e)))
             .map_err(to_pyerr)?;
         Ok(out.into_pyobject(py)?.unbind())
+    }
+}
+
+/// A task that did not finish: it panicked outside the guard, or the runtime shut down.
+fn join_error(e: tokio::task::JoinError) -> Error {
+    match e.try_into_panic() {
+        Ok(payload) => panic_message(payload),
+        Err(e) => Error::Internal(format!("the call did not finish: {e}")),
     }
 }
 
@@ -40,4 +56,228 @@ pub fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> PyResult<T> {
     std::panic::catch_unwind(AssertUnwindSafe(f))
         .unwrap_or_else(|payload| Err(panic_message(payload)))
         .map_err(to_pyerr)
+}
+
+/// Hands a future that is already panic-guarded to pyo3-async-runtimes: the path for event
+/// loops that cannot watch a file descriptor (Windows' proactor loop).
+fn via_pyo3_async_runtimes<F>(py: Python<'_>, fut: F) -> PyResult<Py<PyAny>>
+where
+    F: Future<Output = Result<Out, Error>> + Send + 'static,
+{
+    let awaitable =
+        pyo3_async_runtimes::tokio::future_into_py(py, async move { fut.await.map_err(to_pyerr) })?;
+    Ok(awaitable.unbind())
+}
+
+#[cfg(not(unix))]
+mod awaitable {
+    use super::*;
+
+    pub fn spawn<F>(py: Python<'_>, fut: F) -> PyResult<Py<PyAny>>
+    where
+        F: Future<Output = Result<Out, Error>> + Send + 'static,
+    {
+        via_pyo3_async_runtimes(py, fut)
+    }
+}
+
+#[cfg(unix)]
+mod awaitable {
+    use super::*;
+    use pyo3::intern;
+    use pyo3::sync::PyOnceLock;
+    use std::cell::RefCell;
+    use std::io::{ErrorKind, Read, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    /// A finished call: the asyncio future to resolve and what to resolve it with.
+    type Done = (Py<PyAny>, Result<Out, Error>);
+
+    /// One event loop's inbox, shared with the runtime threads.
+    struct Inbox {
+        queue: Mutex<Vec<Done>>,
+        /// A wake-up byte has been written and not yet drained.
+        signalled: AtomicBool,
+        writer: UnixStream,
+    }
+
+    impl Inbox {
+        /// Called on a runtime thread; never touches Python.
+        fn push(&self, done: Done) {
+            self.queue
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(done);
+            if !self.signalled.swap(true, Ordering::SeqCst) {
+                // The socket is non-blocking and holds at most a few bytes: a failed write
+                // can only mean the loop is gone, and then nobody waits for the result.
+                let _ = (&self.writer).write(&[1]);
+            }
+        }
+    }
+
+    /// The reader callback registered with the loop: resolves every queued future.
+    #[pyclass(frozen, module = "fxpay._fxpay")]
+    struct LoopDrain {
+        inbox: Arc<Inbox>,
+        reader: UnixStream,
+    }
+
+    #[pymethods]
+    impl LoopDrain {
+        fn __call__(&self, py: Python<'_>) {
+            let mut buf = [0u8; 64];
+            loop {
+                match (&self.reader).read(&mut buf) {
+                    Ok(n) if n == buf.len() => continue,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    _ => break,
+                }
+            }
+            // Clear the flag before taking the queue: a result queued after the take then
+            // writes a new byte, so none is ever left waiting.
+            self.inbox.signalled.store(false, Ordering::SeqCst);
+            let items = std::mem::take(
+                &mut *self
+                    .inbox
+                    .queue
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+            for (fut, result) in items {
+                deliver(py, fut.bind(py), result);
+            }
+        }
+    }
+
+    fn deliver(py: Python<'_>, fut: &Bound<'_, PyAny>, result: Result<Out, Error>) {
+        // A cancelled future takes no result.
+        match fut
+            .call_method0(intern!(py, "done"))
+            .and_then(|d| d.is_truthy())
+        {
+            Ok(false) => {}
+            _ => return,
+        }
+        let outcome = result
+            .map_err(to_pyerr)
+            .and_then(|out| out.into_pyobject(py));
+        let set = match outcome {
+            Ok(value) => fut.call_method1(intern!(py, "set_result"), (value,)),
+            Err(e) => fut.call_method1(intern!(py, "set_exception"), (e.into_value(py),)),
+        };
+        if let Err(e) = set {
+            e.write_unraisable(py, Some(fut));
+        }
+    }
+
+    /// `add_done_callback` hook: a cancelled asyncio future aborts its task.
+    #[pyclass(frozen, module = "fxpay._fxpay")]
+    struct AbortOnCancel(tokio::task::AbortHandle);
+
+    #[pymethods]
+    impl AbortOnCancel {
+        fn __call__(&self, fut: &Bound<'_, PyAny>) -> PyResult<()> {
+            if fut
+                .call_method0(intern!(fut.py(), "cancelled"))?
+                .is_truthy()?
+            {
+                self.0.abort();
+            }
+            Ok(())
+        }
+    }
+
+    /// The running loop of this thread and how its futures are resolved.
+    struct LoopEntry {
+        event_loop: Py<PyAny>,
+        create_future: Py<PyAny>,
+        /// None when the loop cannot watch a descriptor: pyo3-async-runtimes is used.
+        inbox: Option<Arc<Inbox>>,
+    }
+
+    thread_local! {
+        // An event loop runs on one thread: remember the last one seen here.
+        static CURRENT: RefCell<Option<LoopEntry>> = const { RefCell::new(None) };
+    }
+
+    static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+    fn entry_for(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<LoopEntry> {
+        let create_future = event_loop.getattr(intern!(py, "create_future"))?.unbind();
+        let (reader, writer) = UnixStream::pair()
+            .and_then(|(r, w)| {
+                r.set_nonblocking(true)?;
+                w.set_nonblocking(true)?;
+                Ok((r, w))
+            })
+            .map_err(|e| to_pyerr(Error::Internal(format!("cannot make a socket pair: {e}"))))?;
+        let fd = reader.as_raw_fd();
+        let inbox = Arc::new(Inbox {
+            queue: Mutex::new(Vec::new()),
+            signalled: AtomicBool::new(false),
+            writer,
+        });
+        let drain = Py::new(
+            py,
+            LoopDrain {
+                inbox: inbox.clone(),
+                reader,
+            },
+        )?;
+        // The loop keeps the drain (and so the reader) for as long as it is registered.
+        let inbox = match event_loop.call_method1(intern!(py, "add_reader"), (fd, drain)) {
+            Ok(_) => Some(inbox),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyNotImplementedError>(py) => None,
+            Err(e) => return Err(e),
+        };
+        Ok(LoopEntry {
+            event_loop: event_loop.clone().unbind(),
+            create_future,
+            inbox,
+        })
+    }
+
+    /// This thread's running loop: its `create_future` and inbox, set up on first use.
+    fn current(py: Python<'_>) -> PyResult<(Bound<'_, PyAny>, Option<Arc<Inbox>>)> {
+        let get = GET_RUNNING_LOOP.get_or_try_init(py, || {
+            Ok::<_, PyErr>(py.import("asyncio")?.getattr("get_running_loop")?.unbind())
+        })?;
+        let event_loop = get.bind(py).call0()?;
+        CURRENT.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            match &*slot {
+                Some(e) if e.event_loop.bind(py).is(&event_loop) => {}
+                _ => *slot = Some(entry_for(py, &event_loop)?),
+            }
+            match &*slot {
+                Some(e) => Ok((e.create_future.bind(py).clone(), e.inbox.clone())),
+                None => Err(to_pyerr(Error::Internal("no event loop entry".into()))),
+            }
+        })
+    }
+
+    pub fn spawn<F>(py: Python<'_>, fut: F) -> PyResult<Py<PyAny>>
+    where
+        F: Future<Output = Result<Out, Error>> + Send + 'static,
+    {
+        let (create_future, inbox) = current(py)?;
+        let Some(inbox) = inbox else {
+            return via_pyo3_async_runtimes(py, fut);
+        };
+        let py_fut = create_future.call0()?;
+        let target = py_fut.clone().unbind();
+        let task = crate::runtime::runtime().spawn(async move {
+            let result = fut.await;
+            inbox.push((target, result));
+        });
+        py_fut.call_method1(
+            intern!(py, "add_done_callback"),
+            (AbortOnCancel(task.abort_handle()),),
+        )?;
+        Ok(py_fut.unbind())
+    }
 }

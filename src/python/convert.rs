@@ -50,12 +50,17 @@ fn number_to_py<'py>(py: Python<'py>, n: &serde_json::Number) -> PyResult<Bound<
     if let Some(i) = n.as_i64() {
         return Ok(i.into_pyobject(py)?.into_any());
     }
-    let text = n.to_string();
+    let text = n.as_str();
     if text.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
         // A whole number too large for i64: Python's int takes any size.
         return py.get_type::<PyInt>().call1((text,));
     }
     decimal_class(py)?.call1((text,))
+}
+
+/// Whether `value_to_py` makes a `Decimal` of `n` (rather than an `int`).
+pub fn is_decimal_number(n: &serde_json::Number) -> bool {
+    n.as_i64().is_none() && !n.as_str().bytes().all(|b| b.is_ascii_digit() || b == b'-')
 }
 
 /// A Rust Decimal as a Python Decimal with the same digits.

@@ -1,9 +1,10 @@
 //! Core results -> instances of the Python models in `fxpay.models`.
-use super::convert::{decimal_to_py, object_to_py, value_to_py};
+use super::convert::{decimal_to_py, is_decimal_number, object_to_py, value_to_py};
 use crate::models::{Deal, FieldError, Quote, SpotDeal, Token, VirtualAccount};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
 use rust_decimal::Decimal;
 use serde_json::Value;
 
@@ -60,29 +61,169 @@ fn count<'py>(py: Python<'py>, d: &Decimal) -> PyResult<Bound<'py, PyAny>> {
     decimal_to_py(py, d)
 }
 
+/// A model class and how to build one fast. A plain dataclass (generated `__init__`, no
+/// `__post_init__`) whose fields are exactly `names` is built as its `__init__` would leave
+/// it, without running it: `object.__new__(cls)` and the field values put in its `__dict__`.
+/// A frozen dataclass's `__init__` pays an `object.__setattr__` call per field; this does not.
+/// Anything else (a class changed to need its `__init__`) is called as usual.
+struct Maker {
+    cls: Py<PyAny>,
+    /// Interned field names, when the fast path applies.
+    fast: Option<Vec<Py<PyString>>>,
+}
+
+static OBJECT_NEW: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+impl Maker {
+    fn new(py: Python<'_>, name: &str, names: &[&str]) -> PyResult<Self> {
+        let cls = class(py, name)?;
+        let fast = Self::plain_dataclass(py, &cls, names)?.then(|| {
+            names
+                .iter()
+                .map(|n| PyString::intern(py, n).unbind())
+                .collect()
+        });
+        Ok(Maker {
+            cls: cls.unbind(),
+            fast,
+        })
+    }
+
+    fn plain_dataclass(py: Python<'_>, cls: &Bound<'_, PyAny>, names: &[&str]) -> PyResult<bool> {
+        let dataclasses = py.import("dataclasses")?;
+        if !dataclasses
+            .call_method1("is_dataclass", (cls,))?
+            .is_truthy()?
+            || cls.hasattr("__post_init__")?
+            || !cls
+                .getattr("__dataclass_params__")?
+                .getattr("init")?
+                .is_truthy()?
+        {
+            return Ok(false);
+        }
+        let fields: Vec<String> = dataclasses
+            .call_method1("fields", (cls,))?
+            .try_iter()?
+            .map(|f| f?.getattr("name")?.extract())
+            .collect::<PyResult<_>>()?;
+        if fields.iter().map(String::as_str).ne(names.iter().copied()) {
+            return Ok(false);
+        }
+        // Instances must carry a `__dict__` (no `__slots__` dataclass).
+        let probe = object_new(py)?.call1((cls,))?;
+        probe.hasattr("__dict__")
+    }
+
+    /// An instance with these field values, in field order.
+    fn make<'py, const N: usize>(
+        &self,
+        py: Python<'py>,
+        values: [Bound<'py, PyAny>; N],
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let cls = self.cls.bind(py);
+        match &self.fast {
+            Some(names) if names.len() == N => {
+                let obj = object_new(py)?.call1((cls,))?;
+                let dict = obj
+                    .getattr(intern!(py, "__dict__"))?
+                    .cast_into::<PyDict>()?;
+                for (name, value) in names.iter().zip(values) {
+                    dict.set_item(name.bind(py), value)?;
+                }
+                Ok(obj)
+            }
+            _ => cls.call1(PyTuple::new(py, values)?),
+        }
+    }
+}
+
+fn object_new(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    OBJECT_NEW
+        .get_or_try_init(py, || {
+            Ok::<_, PyErr>(
+                py.import("builtins")?
+                    .getattr("object")?
+                    .getattr("__new__")?
+                    .unbind(),
+            )
+        })
+        .map(|f| f.bind(py))
+}
+
+static QUOTE: PyOnceLock<Maker> = PyOnceLock::new();
+static FREEBIES: PyOnceLock<Maker> = PyOnceLock::new();
+
+/// `raw[key]` as already converted, when it is the same Decimal text as `d`: one Python
+/// `Decimal` then serves both the field and `raw`.
+fn decimal_field<'py>(
+    py: Python<'py>,
+    raw: &Value,
+    raw_py: &Bound<'py, PyAny>,
+    key: &str,
+    d: &Decimal,
+) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(Value::Number(n)) = raw.get(key) {
+        if is_decimal_number(n) && n.as_str() == d.to_string() {
+            if let Ok(dict) = raw_py.cast::<PyDict>() {
+                if let Some(v) = dict.get_item(key)? {
+                    return Ok(v);
+                }
+            }
+        }
+    }
+    decimal_to_py(py, d)
+}
+
 fn quote<'py>(py: Python<'py>, q: &Quote, raw: &Value) -> PyResult<Bound<'py, PyAny>> {
-    let freebies = class(py, "Freebies")?.call1((
-        count(py, &q.freebies.total)?,
-        count(py, &q.freebies.claimed)?,
-        count(py, &q.freebies.remaining)?,
-    ))?;
-    let args = PyTuple::new(
-        py,
-        [
-            q.id.as_str().into_pyobject(py)?.into_any(),
-            q.buy_currency.as_str().into_pyobject(py)?.into_any(),
-            decimal_to_py(py, &q.buy_amount)?,
-            q.sell_currency.as_str().into_pyobject(py)?.into_any(),
-            decimal_to_py(py, &q.sell_amount)?,
-            decimal_to_py(py, &q.customer_rate)?,
-            decimal_to_py(py, &q.inverse_customer_rate)?,
-            decimal_to_py(py, &q.fee)?,
-            q.fee_currency.as_str().into_pyobject(py)?.into_any(),
-            freebies,
-            value_to_py(py, raw)?,
-        ],
-    )?;
-    class(py, "Quote")?.call1(args)
+    let freebies = FREEBIES
+        .get_or_try_init(py, || {
+            Maker::new(py, "Freebies", &["total", "claimed", "remaining"])
+        })?
+        .make(
+            py,
+            [
+                count(py, &q.freebies.total)?,
+                count(py, &q.freebies.claimed)?,
+                count(py, &q.freebies.remaining)?,
+            ],
+        )?;
+    let raw_py = value_to_py(py, raw)?;
+    let dec = |key: &str, d: &Decimal| decimal_field(py, raw, &raw_py, key, d);
+    let values = [
+        q.id.as_str().into_pyobject(py)?.into_any(),
+        q.buy_currency.as_str().into_pyobject(py)?.into_any(),
+        dec("buyAmount", &q.buy_amount)?,
+        q.sell_currency.as_str().into_pyobject(py)?.into_any(),
+        dec("sellAmount", &q.sell_amount)?,
+        dec("customerRate", &q.customer_rate)?,
+        dec("inverseCustomerRate", &q.inverse_customer_rate)?,
+        dec("fee", &q.fee)?,
+        q.fee_currency.as_str().into_pyobject(py)?.into_any(),
+        freebies,
+        raw_py.clone(),
+    ];
+    QUOTE
+        .get_or_try_init(py, || {
+            Maker::new(
+                py,
+                "Quote",
+                &[
+                    "id",
+                    "buy_currency",
+                    "buy_amount",
+                    "sell_currency",
+                    "sell_amount",
+                    "customer_rate",
+                    "inverse_customer_rate",
+                    "fee",
+                    "fee_currency",
+                    "freebies",
+                    "raw",
+                ],
+            )
+        })?
+        .make(py, values)
 }
 
 fn deal<'py>(py: Python<'py>, d: &Deal, raw: &Value) -> PyResult<Bound<'py, PyAny>> {
