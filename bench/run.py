@@ -545,6 +545,7 @@ def webhook_rate(quick: bool) -> tuple[float | None, str]:
         spec = importlib.util.spec_from_file_location("webhook_bench", path)
         assert spec and spec.loader
         mod = importlib.util.module_from_spec(spec)
+        sys.modules["webhook_bench"] = mod  # dataclasses look their module up there
         spec.loader.exec_module(mod)
         fn = next((getattr(mod, n) for n in ("run", "bench", "main") if callable(getattr(mod, n, None))), None)
         if fn is None:

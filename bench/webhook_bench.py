@@ -234,6 +234,19 @@ def check_same_results(bodies: list[tuple[bytes, dict[str, str]]]) -> None:
             raise SystemExit(f"the two sides read {body!r} differently:\n{a}\n{b}")
 
 
+def run(quick: bool = False) -> dict[str, float]:
+    """For bench/run.py: both rates and their ratio, measured in this one run."""
+    bodies = make_bodies(300 if quick else 1000)
+    check_same_results(bodies)
+    seconds, repeats = (0.5, 2) if quick else (2.0, 5)
+    rust, python = [], []
+    for _ in range(repeats):
+        rust.append(rate(fxpay.parse_deal_created, bodies, seconds))
+        python.append(rate(py_parse_deal_created, bodies, seconds))
+    r, p = max(rust), max(python)
+    return {"fxpay_per_s": r, "python_per_s": p, "ratio": r / p}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=2.0, help="per measurement")
