@@ -33,15 +33,36 @@ where
         // does its I/O: the hand-offs between them stay on that thread, and this one is
         // woken once, with the result.
         let rt = crate::runtime::runtime();
-        let task = rt.spawn(guarded);
-        let out = py
-            .detach(|| std::panic::catch_unwind(AssertUnwindSafe(|| rt.block_on(task))))
-            .unwrap_or_else(|payload| Ok(Err(panic_message(payload))))
-            .unwrap_or_else(|e| Err(join_error(e)))
-            .map_err(to_pyerr)?;
-        Ok(out.into_pyobject(py)?.unbind())
+        let mut task = rt.spawn(guarded);
+        loop {
+            // Wait with the GIL released, looking up every SIGNAL_CHECK for a pending
+            // signal, so Ctrl-C (KeyboardInterrupt, e.g. Jupyter's interrupt) ends the wait.
+            let waited = py.detach(|| {
+                std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    rt.block_on(async { tokio::time::timeout(SIGNAL_CHECK, &mut task).await })
+                }))
+            });
+            let joined = match waited {
+                Ok(Ok(joined)) => joined,
+                Ok(Err(_still_running)) => {
+                    if let Err(interrupted) = py.check_signals() {
+                        task.abort();
+                        return Err(interrupted);
+                    }
+                    continue;
+                }
+                Err(payload) => Ok(Err(panic_message(payload))),
+            };
+            let out = joined
+                .unwrap_or_else(|e| Err(join_error(e)))
+                .map_err(to_pyerr)?;
+            return Ok(out.into_pyobject(py)?.unbind());
+        }
     }
 }
+
+/// How often a blocking call looks for a pending signal (Ctrl-C).
+const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A task that did not finish: it panicked outside the guard, or the runtime shut down.
 fn join_error(e: tokio::task::JoinError) -> Error {
