@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import pickle
-import threading
 from decimal import Decimal
 
 import fxpay
 import pytest
+from conftest import all_at_once
 
 
 def login(sb, c):  # type: ignore[no-untyped-def]
@@ -132,22 +132,7 @@ def test_concurrent_session_calls_refresh_once(fxpay_sandbox, fxpay_client) -> N
     session = fxpay_client.user_session(token, on_token=seen.append)
     fxpay_sandbox.advance(3600)
     before = fxpay_sandbox.stats()["token_requests"]
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(16)
-
-    def worker() -> None:
-        try:
-            barrier.wait()
-            session.list_virtual_accounts()
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-
-    threads = [threading.Thread(target=worker) for _ in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert len(all_at_once(16, session.list_virtual_accounts)) == 16
     assert fxpay_sandbox.stats()["token_requests"] - before == 1
     assert len(seen) == 1
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import fxpay
+from conftest import all_at_once
 
 
 def test_32_threads_cause_one_token_request(fxpay_sandbox) -> None:  # type: ignore[no-untyped-def]
@@ -13,23 +13,7 @@ def test_32_threads_cause_one_token_request(fxpay_sandbox) -> None:  # type: ign
     qid = fxpay_sandbox.client().create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
     first = fxpay_sandbox.stats()["token_requests"]
     assert first == 1  # the helper client above
-    barrier = threading.Barrier(32)
-    errors: list[BaseException] = []
-    quotes: list[fxpay.Quote] = []
-
-    def worker() -> None:
-        try:
-            barrier.wait()
-            quotes.append(c.get_quote(qid))
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-
-    threads = [threading.Thread(target=worker) for _ in range(32)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    quotes = all_at_once(32, lambda: c.get_quote(qid))
     assert len(quotes) == 32 and all(q.id == qid for q in quotes)
     assert fxpay_sandbox.stats()["token_requests"] - first == 1
 
@@ -113,22 +97,7 @@ def test_renewal_before_expiry_is_single_flight(fxpay_sandbox) -> None:  # type:
     nearly = dataclasses.replace(old, expires_at=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=3))
     c2 = fxpay_sandbox.client(token_store=store)
     store.save(key, nearly)
-    barrier = threading.Barrier(16)
-    errors: list[BaseException] = []
-
-    def worker() -> None:
-        try:
-            barrier.wait()
-            c2.get_quote(qid)
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-
-    threads = [threading.Thread(target=worker) for _ in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    all_at_once(16, lambda: c2.get_quote(qid))
     assert fxpay_sandbox.stats()["tokens_issued"]["client_credentials"] == 2
     renewed = store.load(key)
     assert renewed is not None and renewed.access_token != old.access_token
