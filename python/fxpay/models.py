@@ -69,6 +69,26 @@ class Freebies(_Model):
         return {"total": self.total, "claimed": self.claimed, "remaining": self.remaining}
 
 
+def _decode_raw(text: str) -> Any:
+    """Decodes a JSON text into ``raw``: non-integer numbers as exact ``Decimal``, whole numbers as ``int``."""
+    import json  # imported on use: `import fxpay` stays cheap
+
+    return json.loads(text, parse_float=Decimal)
+
+
+def _lazy_raw(obj: object, name: str) -> Any:
+    """``__getattr__`` of the models whose ``raw`` is kept as the JSON text ``_body`` until first used."""
+    if name == "raw":
+        d = obj.__dict__
+        body = d.get("_body")
+        if body is not None:
+            text = body.decode("utf-8") if isinstance(body, bytes) else body
+            raw = d["raw"] = _decode_raw(text)
+            d.pop("_body", None)
+            return raw
+    raise AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
+
+
 @dataclass(frozen=True)
 class Quote(_Model):
     """A currency quote: ``sell_amount`` is ``buy_amount`` at ``customer_rate``."""
@@ -84,6 +104,11 @@ class Quote(_Model):
     fee_currency: str
     freebies: Freebies
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        # A Quote from the client holds its answer's JSON text, not yet `raw`: it is decoded
+        # (exact Decimals, whole numbers as int) on first use and then kept.
+        return _lazy_raw(self, name)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -303,14 +328,6 @@ class FieldError(_Model):
         return {"errorCode": self.error_code, "fieldName": self.field_name, "message": self.message}
 
 
-# Decodes the body of a DealCreated event into `raw`; the body was checked by the core
-# (UTF-8, valid JSON, nesting within serde_json's limit) before it gets here.
-def _decode_raw(text: str) -> Any:
-    import json  # imported on use: `import fxpay` stays cheap
-
-    return json.loads(text, parse_float=Decimal)
-
-
 @dataclass(frozen=True)
 class DealCreated(_Model):
     """A verified ``DealCreated`` notification; ``raw`` is the whole JSON body."""
@@ -328,14 +345,7 @@ class DealCreated(_Model):
     def __getattr__(self, name: str) -> Any:
         # An event from fxpay.parse_deal_created holds the checked body, not yet `raw`:
         # it is decoded (exact Decimals, as everywhere else) on first use and then kept.
-        if name == "raw":
-            body = self.__dict__.get("_body")
-            if body is not None:
-                text = body.decode("utf-8") if isinstance(body, bytes) else body
-                raw = self.__dict__["raw"] = _decode_raw(text)
-                self.__dict__.pop("_body", None)
-                return raw
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return _lazy_raw(self, name)
 
     def to_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"processId": self.process_id}

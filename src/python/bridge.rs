@@ -114,8 +114,10 @@ mod awaitable {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex, PoisonError};
 
-    /// A finished call: the asyncio future to resolve and what to resolve it with.
-    type Done = (Py<PyAny>, Result<Out, Error>);
+    /// A finished call: the asyncio future to resolve, its cancel hook (removed before the
+    /// result is set, so a completed call schedules no callback of its own on the loop) and
+    /// what to resolve it with.
+    type Done = (Py<PyAny>, Py<AbortOnCancel>, Result<Out, Error>);
 
     /// One event loop's inbox, shared with the runtime threads.
     struct Inbox {
@@ -168,13 +170,18 @@ mod awaitable {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner),
             );
-            for (fut, result) in items {
-                deliver(py, fut.bind(py), result);
+            for (fut, hook, result) in items {
+                deliver(py, fut.bind(py), hook.bind(py), result);
             }
         }
     }
 
-    fn deliver(py: Python<'_>, fut: &Bound<'_, PyAny>, result: Result<Out, Error>) {
+    fn deliver(
+        py: Python<'_>,
+        fut: &Bound<'_, PyAny>,
+        hook: &Bound<'_, AbortOnCancel>,
+        result: Result<Out, Error>,
+    ) {
         // A cancelled future takes no result.
         match fut
             .call_method0(intern!(py, "done"))
@@ -182,6 +189,11 @@ mod awaitable {
         {
             Ok(false) => {}
             _ => return,
+        }
+        // The task has finished: there is nothing left to abort, and the hook would only
+        // cost the loop one more scheduled callback.
+        if let Err(e) = fut.call_method1(intern!(py, "remove_done_callback"), (hook,)) {
+            e.write_unraisable(py, Some(fut));
         }
         let outcome = result
             .map_err(to_pyerr)
@@ -197,7 +209,7 @@ mod awaitable {
 
     /// `add_done_callback` hook: a cancelled asyncio future aborts its task.
     #[pyclass(frozen, module = "fxpay._fxpay")]
-    struct AbortOnCancel(tokio::task::AbortHandle);
+    struct AbortOnCancel(std::sync::OnceLock<tokio::task::AbortHandle>);
 
     #[pymethods]
     impl AbortOnCancel {
@@ -206,7 +218,9 @@ mod awaitable {
                 .call_method0(intern!(fut.py(), "cancelled"))?
                 .is_truthy()?
             {
-                self.0.abort();
+                if let Some(handle) = self.0.get() {
+                    handle.abort();
+                }
             }
             Ok(())
         }
@@ -291,14 +305,16 @@ mod awaitable {
         };
         let py_fut = create_future.call0()?;
         let target = py_fut.clone().unbind();
+        // The hook is made before the task starts, so the task can hand it back with its
+        // result; it learns the task's abort handle once the task is spawned.
+        let hook = Py::new(py, AbortOnCancel(std::sync::OnceLock::new()))?;
+        let hook_back = hook.clone_ref(py);
         let task = crate::runtime::runtime().spawn(async move {
             let result = fut.await;
-            inbox.push((target, result));
+            inbox.push((target, hook_back, result));
         });
-        py_fut.call_method1(
-            intern!(py, "add_done_callback"),
-            (AbortOnCancel(task.abort_handle()),),
-        )?;
+        let _ = hook.get().0.set(task.abort_handle());
+        py_fut.call_method1(intern!(py, "add_done_callback"), (hook,))?;
         Ok(py_fut.unbind())
     }
 }

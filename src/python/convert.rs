@@ -58,11 +58,6 @@ fn number_to_py<'py>(py: Python<'py>, n: &serde_json::Number) -> PyResult<Bound<
     decimal_class(py)?.call1((text,))
 }
 
-/// Whether `value_to_py` makes a `Decimal` of `n` (rather than an `int`).
-pub fn is_decimal_number(n: &serde_json::Number) -> bool {
-    n.as_i64().is_none() && !n.as_str().bytes().all(|b| b.is_ascii_digit() || b == b'-')
-}
-
 /// A Rust Decimal as a Python Decimal with the same digits.
 pub fn decimal_to_py<'py>(py: Python<'py>, d: &Decimal) -> PyResult<Bound<'py, PyAny>> {
     decimal_class(py)?.call1((d.to_string(),))

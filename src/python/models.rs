@@ -1,5 +1,5 @@
 //! Core results -> instances of the Python models in `fxpay.models`.
-use super::convert::{decimal_to_py, is_decimal_number, object_to_py, value_to_py};
+use super::convert::{decimal_to_py, object_to_py, value_to_py};
 use crate::models::{Deal, FieldError, Quote, SpotDeal, Token, VirtualAccount};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -19,7 +19,8 @@ fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
 pub enum Out {
     None,
     Str(String),
-    Quote(Box<(Quote, Value)>),
+    /// A quote and its answer's JSON text (the Python `Quote` decodes `raw` from it on use).
+    Quote(Box<(Quote, String)>),
     Deal(Box<(Deal, Value)>),
     Spot(Box<(SpotDeal, Value)>),
     Token(Box<Token>),
@@ -154,28 +155,7 @@ fn object_new(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
 static QUOTE: PyOnceLock<Maker> = PyOnceLock::new();
 static FREEBIES: PyOnceLock<Maker> = PyOnceLock::new();
 
-/// `raw[key]` as already converted, when it is the same Decimal text as `d`: one Python
-/// `Decimal` then serves both the field and `raw`.
-fn decimal_field<'py>(
-    py: Python<'py>,
-    raw: &Value,
-    raw_py: &Bound<'py, PyAny>,
-    key: &str,
-    d: &Decimal,
-) -> PyResult<Bound<'py, PyAny>> {
-    if let Some(Value::Number(n)) = raw.get(key) {
-        if is_decimal_number(n) && n.as_str() == d.to_string() {
-            if let Ok(dict) = raw_py.cast::<PyDict>() {
-                if let Some(v) = dict.get_item(key)? {
-                    return Ok(v);
-                }
-            }
-        }
-    }
-    decimal_to_py(py, d)
-}
-
-fn quote<'py>(py: Python<'py>, q: &Quote, raw: &Value) -> PyResult<Bound<'py, PyAny>> {
+fn quote<'py>(py: Python<'py>, q: &Quote, raw_text: &str) -> PyResult<Bound<'py, PyAny>> {
     let freebies = FREEBIES
         .get_or_try_init(py, || {
             Maker::new(py, "Freebies", &["total", "claimed", "remaining"])
@@ -188,42 +168,58 @@ fn quote<'py>(py: Python<'py>, q: &Quote, raw: &Value) -> PyResult<Bound<'py, Py
                 count(py, &q.freebies.remaining)?,
             ],
         )?;
-    let raw_py = value_to_py(py, raw)?;
-    let dec = |key: &str, d: &Decimal| decimal_field(py, raw, &raw_py, key, d);
     let values = [
         q.id.as_str().into_pyobject(py)?.into_any(),
         q.buy_currency.as_str().into_pyobject(py)?.into_any(),
-        dec("buyAmount", &q.buy_amount)?,
+        decimal_to_py(py, &q.buy_amount)?,
         q.sell_currency.as_str().into_pyobject(py)?.into_any(),
-        dec("sellAmount", &q.sell_amount)?,
-        dec("customerRate", &q.customer_rate)?,
-        dec("inverseCustomerRate", &q.inverse_customer_rate)?,
-        dec("fee", &q.fee)?,
+        decimal_to_py(py, &q.sell_amount)?,
+        decimal_to_py(py, &q.customer_rate)?,
+        decimal_to_py(py, &q.inverse_customer_rate)?,
+        decimal_to_py(py, &q.fee)?,
         q.fee_currency.as_str().into_pyobject(py)?.into_any(),
         freebies,
-        raw_py.clone(),
     ];
-    QUOTE
-        .get_or_try_init(py, || {
-            Maker::new(
-                py,
-                "Quote",
-                &[
-                    "id",
-                    "buy_currency",
-                    "buy_amount",
-                    "sell_currency",
-                    "sell_amount",
-                    "customer_rate",
-                    "inverse_customer_rate",
-                    "fee",
-                    "fee_currency",
-                    "freebies",
-                    "raw",
-                ],
-            )
-        })?
-        .make(py, values)
+    let maker = QUOTE.get_or_try_init(py, || {
+        Maker::new(
+            py,
+            "Quote",
+            &[
+                "id",
+                "buy_currency",
+                "buy_amount",
+                "sell_currency",
+                "sell_amount",
+                "customer_rate",
+                "inverse_customer_rate",
+                "fee",
+                "fee_currency",
+                "freebies",
+                "raw",
+            ],
+        )
+    })?;
+    let text = PyString::new(py, raw_text).into_any();
+    match &maker.fast {
+        // The plain dataclass: the instance keeps the JSON text as `_body`, and `Quote`
+        // decodes it into `raw` (exact Decimals, whole numbers as int) on first use.
+        Some(names) if names.len() == values.len() + 1 => {
+            let obj = object_new(py)?.call1((maker.cls.bind(py),))?;
+            let dict = obj
+                .getattr(intern!(py, "__dict__"))?
+                .cast_into::<PyDict>()?;
+            for (name, value) in names.iter().zip(values) {
+                dict.set_item(name.bind(py), value)?;
+            }
+            dict.set_item(intern!(py, "_body"), text)?;
+            Ok(obj)
+        }
+        _ => {
+            let raw = class(py, "_decode_raw")?.call1((text,))?;
+            let [a, b, c, d, e, f, g, h, i, j] = values;
+            maker.make(py, [a, b, c, d, e, f, g, h, i, j, raw])
+        }
+    }
 }
 
 fn deal<'py>(py: Python<'py>, d: &Deal, raw: &Value) -> PyResult<Bound<'py, PyAny>> {
