@@ -6,8 +6,13 @@
 //!
 //! The runtime has as many workers as fxpay's own (`fxpay::runtime::worker_threads`).
 //! Prints one `name=value` line per measurement (requests per second):
-//! `loop_rps=` (one task, one request at a time, like a blocking loop) and `async64_rps=`
-//! (64 concurrent tasks sharing the `n` requests).
+//! - `loop_mt_rps=`: one request at a time from `block_on` on that multi-threaded runtime
+//!   (what `#[tokio::main]` does), its connection driven by a worker thread;
+//! - `loop_ct_rps=`: one request at a time on a `current_thread` runtime, everything on one
+//!   thread (`#[tokio::main(flavor = "current_thread")]`);
+//! - `loop_rps=`: the faster of the two, the ceiling for a blocking loop;
+//! - `async64_rps=`: 64 concurrent tasks sharing the `n` requests, on the multi-threaded
+//!   runtime.
 use rust_decimal::Decimal;
 use serde::Deserialize;
 use std::sync::Arc;
@@ -109,19 +114,43 @@ async fn token(
     Ok(t.access_token)
 }
 
-fn rate(n: usize, elapsed: Duration) -> f64 {
-    n as f64 / elapsed.as_secs_f64()
+fn http() -> Result<reqwest::Client, BoxError> {
+    Ok(reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(256)
+        .build()?)
 }
 
-async fn run(args: &[String]) -> Result<(), BoxError> {
+/// The sequential loop with everything on one thread: its own client, token and warm-up.
+async fn run_single_thread(args: &[String]) -> Result<f64, BoxError> {
     let [base, id, secret, quote, n] = args else {
         return Err("usage: ceiling <base_url> <client_id> <secret> <quote_id> <n>".into());
     };
     let n: usize = n.parse()?;
-    let http = reqwest::Client::builder()
-        .tcp_nodelay(true)
-        .pool_max_idle_per_host(256)
-        .build()?;
+    let http = http()?;
+    let access = token(&http, base, id, secret).await?;
+    let bench = Bench {
+        http,
+        url: format!("{base}/v1/payments/quotes/{quote}"),
+        auth: format!("Bearer {access}"),
+    };
+    bench.many((n / 10).clamp(50, 1000)).await?;
+    let started = Instant::now();
+    bench.many(n).await?;
+    Ok(rate(n, started.elapsed()))
+}
+
+fn rate(n: usize, elapsed: Duration) -> f64 {
+    n as f64 / elapsed.as_secs_f64()
+}
+
+/// The measurements on the multi-threaded runtime; returns the loop's rate.
+async fn run(args: &[String]) -> Result<f64, BoxError> {
+    let [base, id, secret, quote, n] = args else {
+        return Err("usage: ceiling <base_url> <client_id> <secret> <quote_id> <n>".into());
+    };
+    let n: usize = n.parse()?;
+    let http = http()?;
     let access = token(&http, base, id, secret).await?;
     let bench = Arc::new(Bench {
         http,
@@ -133,7 +162,8 @@ async fn run(args: &[String]) -> Result<(), BoxError> {
     bench.many(warm).await?;
     let started = Instant::now();
     bench.many(n).await?;
-    println!("loop_rps={:.1}", rate(n, started.elapsed()));
+    let loop_mt = rate(n, started.elapsed());
+    println!("loop_mt_rps={loop_mt:.1}");
 
     const TASKS: usize = 64;
     let concurrent = |total: usize| {
@@ -155,7 +185,7 @@ async fn run(args: &[String]) -> Result<(), BoxError> {
     let started = Instant::now();
     concurrent(n).await?;
     println!("async64_rps={:.1}", rate(n, started.elapsed()));
-    Ok(())
+    Ok(loop_mt)
 }
 
 fn main() {
@@ -175,8 +205,27 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if let Err(e) = rt.block_on(run(&args)) {
-        eprintln!("ceiling: {e}");
-        std::process::exit(1);
+    let loop_mt = match rt.block_on(run(&args)) {
+        Ok(rps) => rps,
+        Err(e) => {
+            eprintln!("ceiling: {e}");
+            std::process::exit(1);
+        }
+    };
+    drop(rt);
+    let single = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(BoxError::from)
+        .and_then(|rt| rt.block_on(run_single_thread(&args)));
+    match single {
+        Ok(loop_ct) => {
+            println!("loop_ct_rps={loop_ct:.1}");
+            println!("loop_rps={:.1}", loop_mt.max(loop_ct));
+        }
+        Err(e) => {
+            eprintln!("ceiling: {e}");
+            std::process::exit(1);
+        }
     }
 }

@@ -89,16 +89,24 @@ impl Client {
         &self,
         quote_id: &str,
         obs: Option<&dyn Observer>,
-    ) -> Result<WithRaw<Quote>> {
+    ) -> Result<(Quote, String)> {
         check_id("quote_id", quote_id)?;
         let path = format!("/payments/quotes/{quote_id}");
         let resp = self.payments_call(Request::get(&path), obs).await?;
-        let raw = parse_body(&resp)?;
-        let mut quote: Quote = typed(&raw, &resp, "quote")?;
+        // Parsed straight into the model, and the answer's own text kept as the raw form:
+        // no intermediate `Value` to build, walk and encode again.
+        let text = std::str::from_utf8(&resp.body).map_err(|_| unexpected(&resp, "JSON"))?;
+        let mut quote: Quote =
+            serde_json::from_str(text).map_err(|e| {
+                match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+                    Ok(_) => typed_error(&resp, "quote", &e),
+                    Err(_) => unexpected(&resp, "JSON"),
+                }
+            })?;
         if quote.id.is_empty() {
             quote.id = quote_id.to_string();
         }
-        Ok((quote, raw))
+        Ok((quote, text.to_string()))
     }
 
     pub async fn create_beneficiary(
@@ -285,14 +293,13 @@ fn parse_body(resp: &Response) -> Result<Value> {
     serde_json::from_slice(&resp.body).map_err(|_| unexpected(resp, "JSON"))
 }
 
-fn typed<T: serde::de::DeserializeOwned>(raw: &Value, resp: &Response, what: &str) -> Result<T> {
-    T::deserialize(raw).map_err(|e| {
-        let mut err = unexpected(resp, what);
-        if let Error::Api { message, .. } = &mut err {
-            message.push_str(&format!(" ({e})"));
-        }
-        err
-    })
+/// An answer that is JSON but not the `what` expected.
+fn typed_error(resp: &Response, what: &str, e: &serde_json::Error) -> Error {
+    let mut err = unexpected(resp, what);
+    if let Error::Api { message, .. } = &mut err {
+        message.push_str(&format!(" ({e})"));
+    }
+    err
 }
 
 fn id_field(raw: &Value, name: &str, resp: &Response) -> Result<String> {

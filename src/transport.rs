@@ -109,7 +109,15 @@ enum Target {
 }
 
 pub struct Transport {
+    /// The pool used on the shared runtime (awaitable calls, and requests that create
+    /// something).
     http: reqwest::Client,
+    /// One pool per thread that drives blocking calls itself (`crate::local_runtime`): a
+    /// connection belongs to the runtime that opened it, so each of those runtimes needs its
+    /// own. Dropped with the transport.
+    local: thread_local::ThreadLocal<reqwest::Client>,
+    /// The extra root certificates of `ca_bundle`, read once.
+    roots: Vec<reqwest::Certificate>,
     config: ClientConfig,
     /// `<base_url>/v1`, parsed once: a request's URL is this with its path appended, so the
     /// host is not parsed (and IDNA-checked) again on every request.
@@ -118,42 +126,35 @@ pub struct Transport {
 
 impl Transport {
     pub fn new(config: ClientConfig) -> Result<Self> {
-        let mut headers = HeaderMap::new();
-        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
-        let ua = HeaderValue::from_str(&config.user_agent())
-            .map_err(|_| Error::config("user_agent must be printable ASCII"))?;
-        headers.insert(USER_AGENT, ua);
-        let mut builder = reqwest::Client::builder()
-            .default_headers(headers)
-            .connect_timeout(config.connect_timeout)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .pool_max_idle_per_host(256)
-            .tcp_nodelay(true)
-            .redirect(reqwest::redirect::Policy::none());
-        if let Some(path) = &config.ca_bundle {
-            let pem = std::fs::read(path)
-                .map_err(|e| Error::config(format!("cannot read ca_bundle {path:?}: {e}")))?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-                Error::config(format!("ca_bundle {path:?} is not a PEM bundle: {e}"))
-            })?;
-            if certs.is_empty() {
-                return Err(Error::config(format!(
-                    "ca_bundle {path:?} holds no certificate"
-                )));
-            }
-            for c in certs {
-                builder = builder.add_root_certificate(c);
-            }
-        }
-        let http = builder
-            .build()
-            .map_err(|e| Error::config(format!("cannot build the HTTP client: {e}")))?;
+        let roots = match &config.ca_bundle {
+            Some(path) => read_roots(path)?,
+            None => Vec::new(),
+        };
+        let http = build_http(&config, &roots)?;
         let api_base = reqwest::Url::parse(&config.url("")).ok();
         Ok(Transport {
             http,
+            local: thread_local::ThreadLocal::new(),
+            roots,
             config,
             api_base,
         })
+    }
+
+    /// The pool for a request, and whether the request must be sent from the shared runtime:
+    /// on a thread driving its own runtime, this thread's pool, except for requests that
+    /// create something (see `crate::local_runtime`).
+    fn pool(&self, retry: Retry) -> std::result::Result<(&reqwest::Client, bool), Error> {
+        if !crate::local_runtime::driving() {
+            return Ok((&self.http, false));
+        }
+        if retry == Retry::CreateOnce {
+            return Ok((&self.http, true));
+        }
+        let http = self
+            .local
+            .get_or_try(|| build_http(&self.config, &self.roots))?;
+        Ok((http, false))
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -188,12 +189,13 @@ impl Transport {
         observer: Option<&dyn Observer>,
     ) -> Result<Response> {
         let url = self.url(req.path);
+        let (http, remote) = self.pool(req.retry)?;
         let policy = &self.config.retry;
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
             let started = Instant::now();
-            let outcome = self.attempt(&url, req, bearer).await;
+            let outcome = self.attempt(http, remote, &url, req, bearer).await;
             let may_retry = attempt <= policy.max_retries;
             let (retry_in, result) = match outcome {
                 Ok(resp) => {
@@ -230,15 +232,18 @@ impl Transport {
         }
     }
 
+    /// One try over `http`; with `remote`, the exchange runs as a task on the shared runtime.
     async fn attempt(
         &self,
+        http: &reqwest::Client,
+        remote: bool,
         url: &Target,
         req: &Request<'_>,
         bearer: Option<&str>,
     ) -> std::result::Result<Response, reqwest::Error> {
         let rb = match url {
-            Target::Parsed(u) => self.http.request(req.method.clone(), u.clone()),
-            Target::Text(t) => self.http.request(req.method.clone(), t.as_str()),
+            Target::Parsed(u) => http.request(req.method.clone(), u.clone()),
+            Target::Text(t) => http.request(req.method.clone(), t.as_str()),
         };
         let mut rb = rb.timeout(self.config.timeout);
         if let Some(token) = bearer {
@@ -260,16 +265,68 @@ impl Transport {
         for (name, value) in &req.headers {
             rb = rb.header(*name, value.as_str());
         }
-        let resp = rb.send().await?;
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let body = resp.bytes().await?;
-        Ok(Response {
-            status,
-            headers,
-            body,
-        })
+        if !remote {
+            return exchange(rb).await;
+        }
+        match crate::runtime::runtime().spawn(exchange(rb)).await {
+            Ok(outcome) => outcome,
+            // The shared runtime is never shut down, so the task can only have panicked:
+            // carry the panic on to the call's own guard.
+            Err(e) => std::panic::resume_unwind(match e.try_into_panic() {
+                Ok(payload) => payload,
+                Err(e) => Box::new(format!("the request task did not finish: {e}")),
+            }),
+        }
     }
+}
+
+/// Sends a request and reads its whole answer.
+async fn exchange(rb: reqwest::RequestBuilder) -> std::result::Result<Response, reqwest::Error> {
+    let resp = rb.send().await?;
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp.bytes().await?;
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// The certificates of a PEM bundle, refused if unreadable or empty.
+fn read_roots(path: &str) -> Result<Vec<reqwest::Certificate>> {
+    let pem = std::fs::read(path)
+        .map_err(|e| Error::config(format!("cannot read ca_bundle {path:?}: {e}")))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|e| Error::config(format!("ca_bundle {path:?} is not a PEM bundle: {e}")))?;
+    if certs.is_empty() {
+        return Err(Error::config(format!(
+            "ca_bundle {path:?} holds no certificate"
+        )));
+    }
+    Ok(certs)
+}
+
+/// One connection pool with the client's settings.
+fn build_http(config: &ClientConfig, roots: &[reqwest::Certificate]) -> Result<reqwest::Client> {
+    let mut headers = HeaderMap::new();
+    headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+    let ua = HeaderValue::from_str(&config.user_agent())
+        .map_err(|_| Error::config("user_agent must be printable ASCII"))?;
+    headers.insert(USER_AGENT, ua);
+    let mut builder = reqwest::Client::builder()
+        .default_headers(headers)
+        .connect_timeout(config.connect_timeout)
+        .pool_idle_timeout(Duration::from_secs(60))
+        .pool_max_idle_per_host(256)
+        .tcp_nodelay(true)
+        .redirect(reqwest::redirect::Policy::none());
+    for c in roots {
+        builder = builder.add_root_certificate(c.clone());
+    }
+    builder
+        .build()
+        .map_err(|e| Error::config(format!("cannot build the HTTP client: {e}")))
 }
 
 fn transport_error(e: &reqwest::Error, timeout: bool, nothing_sent: bool) -> Error {

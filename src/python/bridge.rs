@@ -20,55 +20,90 @@ where
     F: Future<Output = Result<Out, Error>> + Send + 'static,
 {
     crate::runtime::check_not_forked().map_err(to_pyerr)?;
+    // Boxed once here: the call's future is large, and is only moved as a pointer from now on.
+    let fut = Box::pin(fut);
     let guarded = async move {
         match AssertUnwindSafe(fut).catch_unwind().await {
             Ok(r) => r,
             Err(payload) => Err(panic_message(payload)),
         }
     };
-    if aio {
-        awaitable::spawn(py, guarded)
+    let result = if aio {
+        return awaitable::spawn(py, guarded);
+    } else if crate::local_runtime::available() {
+        wait_here(py, guarded)?
     } else {
-        // The call runs as a task on a runtime worker, next to the connection task that
-        // does its I/O: the hand-offs between them stay on that thread, and this one is
-        // woken once, with the result.
-        let rt = crate::runtime::runtime();
-        let mut task = rt.spawn(guarded);
-        loop {
-            // Wait with the GIL released, looking up every SIGNAL_CHECK for a pending
-            // signal, so Ctrl-C (KeyboardInterrupt, e.g. Jupyter's interrupt) ends the wait.
-            let waited = py.detach(|| {
-                std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    rt.block_on(async { tokio::time::timeout(SIGNAL_CHECK, &mut task).await })
-                }))
-            });
-            let joined = match waited {
-                Ok(Ok(joined)) => joined,
-                Ok(Err(_still_running)) => {
-                    if let Err(interrupted) = py.check_signals() {
-                        task.abort();
-                        return Err(interrupted);
-                    }
-                    continue;
-                }
-                Err(payload) => Ok(Err(panic_message(payload))),
-            };
-            let out = joined
-                .unwrap_or_else(|e| Err(join_error(e)))
-                .map_err(to_pyerr)?;
-            return Ok(out.into_pyobject(py)?.unbind());
-        }
-    }
+        wait_on_shared(py, guarded)?
+    };
+    Ok(result.map_err(to_pyerr)?.into_pyobject(py)?.unbind())
 }
 
 /// How often a blocking call looks for a pending signal (Ctrl-C).
 const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// A task that did not finish: it panicked outside the guard, or the runtime shut down.
-fn join_error(e: tokio::task::JoinError) -> Error {
-    match e.try_into_panic() {
-        Ok(payload) => panic_message(payload),
-        Err(e) => Error::Internal(format!("the call did not finish: {e}")),
+/// Drives the call on this thread's own runtime (`crate::local_runtime`) with the GIL
+/// released, looking up every SIGNAL_CHECK for a pending signal, so Ctrl-C
+/// (KeyboardInterrupt, e.g. Jupyter's interrupt) ends the wait and abandons the call.
+fn wait_here<F>(py: Python<'_>, fut: F) -> PyResult<Result<Out, Error>>
+where
+    F: Future<Output = Result<Out, Error>> + Send,
+{
+    let mut fut = Box::pin(fut);
+    loop {
+        let waited = py.detach(|| {
+            std::panic::catch_unwind(AssertUnwindSafe(|| {
+                crate::local_runtime::block_on_for(&mut fut, SIGNAL_CHECK)
+            }))
+        });
+        match waited {
+            Ok(Some(result)) => return Ok(result),
+            Ok(None) => {
+                if let Err(interrupted) = py.check_signals() {
+                    crate::local_runtime::drop_inside(fut);
+                    return Err(interrupted);
+                }
+            }
+            Err(payload) => {
+                crate::local_runtime::drop_inside(fut);
+                return Ok(Err(panic_message(payload)));
+            }
+        }
+    }
+}
+
+/// Runs the call as a task on the shared runtime and waits for it with the GIL released,
+/// watching for signals as `wait_here` does: for threads that cannot drive a call
+/// themselves (a call made from inside another call's callback).
+fn wait_on_shared<F>(py: Python<'_>, fut: F) -> PyResult<Result<Out, Error>>
+where
+    F: Future<Output = Result<Out, Error>> + Send + 'static,
+{
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let task = crate::runtime::runtime().spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    let mut rx = rx;
+    loop {
+        // The receiver goes into the GIL-free closure and comes back out of it.
+        let (waited, back) = py.detach(move || (rx.recv_timeout(SIGNAL_CHECK), rx));
+        rx = back;
+        match waited {
+            Ok(result) => {
+                super::logging::flush_deferred(py);
+                return Ok(result);
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(interrupted) = py.check_signals() {
+                    task.abort();
+                    super::logging::flush_deferred(py);
+                    return Err(interrupted);
+                }
+            }
+            // The future is panic-guarded, so the task cannot have ended without sending.
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Ok(Err(Error::Internal("the call did not finish".into())))
+            }
+        }
     }
 }
 

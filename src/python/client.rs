@@ -133,11 +133,8 @@ impl CoreClient {
     fn get_quote(&self, py: Python<'_>, quote_id: String, aio: bool) -> PyResult<Py<PyAny>> {
         let (c, obs) = (self.inner.clone(), observer(py));
         run(py, aio, async move {
-            let (quote, raw) = c.get_quote(&quote_id, obs.as_deref()).await?;
-            // `raw` goes to Python as JSON text, decoded on first use: the text is made here,
-            // on a runtime thread, and the event loop's thread only wraps it in a `str`.
-            let text = serde_json::to_string(&raw)
-                .map_err(|e| Error::Internal(format!("cannot re-encode the quote: {e}")))?;
+            // `raw` goes to Python as the answer's JSON text, decoded on first use.
+            let (quote, text) = c.get_quote(&quote_id, obs.as_deref()).await?;
             Ok(Out::Quote(Box::new((quote, text))))
         })
     }

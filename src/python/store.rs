@@ -31,7 +31,10 @@ fn store_error(what: &str, e: PyErr) -> Error {
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    tokio::task::spawn_blocking(f)
+    // The shared runtime's blocking pool, also for calls driven on a caller's own runtime:
+    // one pool of store threads for the process.
+    crate::runtime::runtime()
+        .spawn_blocking(f)
         .await
         .map_err(|e| Error::Internal(format!("token store call failed: {e}")))?
 }

@@ -1,0 +1,237 @@
+//! A current-thread tokio runtime per calling thread, on which blocking calls do their own
+//! I/O while that thread waits for them anyway.
+//!
+//! A blocking call run as a task on the shared runtime costs two thread hand-offs (the
+//! caller wakes a worker, the worker wakes the caller) on top of the network round trip.
+//! Driving the call on the caller's own thread removes both, as a sequential Rust loop on a
+//! `current_thread` runtime does.
+//!
+//! Such a runtime only runs while its thread is inside a call, so the connections it owns
+//! are not watched in between: a server may close one while the thread runs Python code.
+//! Two rules keep that harmless:
+//! - Every call first lets the runtime's I/O driver run once and the connection tasks act
+//!   on what it found ([`block_on_for`]), so a connection the server closed while idle is
+//!   dropped from the pool before a request can pick it.
+//! - Requests that create something never use these connections (`crate::transport` sends
+//!   them through the shared runtime, whose connections are watched all the time), so a
+//!   POST never goes out on a connection that may have been closed under it.
+use std::cell::{Cell, OnceCell};
+use std::future::Future;
+use std::time::Duration;
+use tokio::runtime::Runtime;
+
+thread_local! {
+    static LOCAL: OnceCell<Option<Runtime>> = const { OnceCell::new() };
+    static DRIVING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// True while this thread is inside [`block_on_for`]: code running there is on the local
+/// runtime (and must use the connections that belong to it).
+pub fn driving() -> bool {
+    DRIVING.try_with(Cell::get).unwrap_or(false)
+}
+
+/// Whether this thread can drive a call itself: it is not already doing so (a nested call,
+/// e.g. from a callback run inside a call, goes to the shared runtime instead) and its
+/// runtime exists or can be started.
+pub fn available() -> bool {
+    !driving()
+        && LOCAL
+            .try_with(|cell| cell.get_or_init(build).is_some())
+            .unwrap_or(false)
+}
+
+fn build() -> Option<Runtime> {
+    crate::runtime::claim();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()
+}
+
+/// Clears [`DRIVING`] however `block_on` ends, a panic included.
+struct Driving;
+
+impl Driving {
+    fn enter() -> Self {
+        DRIVING.set(true);
+        Driving
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        let _ = DRIVING.try_with(|d| d.set(false));
+    }
+}
+
+/// Drives `fut` on this thread's runtime for at most `limit`: `Some(output)` if it finished,
+/// `None` if the time ran out (poll it again with another call) or this thread has no
+/// runtime (check [`available`] first). Only ever poll a given future through this function
+/// on one thread: its I/O belongs to that thread's runtime.
+pub fn block_on_for<F>(fut: &mut F, limit: Duration) -> Option<F::Output>
+where
+    F: Future + Unpin,
+{
+    if driving() {
+        return None;
+    }
+    // On a worker of a multi-threaded runtime (a Python callback run by an awaitable call,
+    // which makes a blocking call), the worker first hands its other work to another thread
+    // and leaves that runtime, so this thread may wait here without stalling it.
+    let on_worker = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if on_worker {
+        tokio::task::block_in_place(|| drive(fut, limit))
+    } else {
+        drive(fut, limit)
+    }
+}
+
+fn drive<F>(fut: &mut F, limit: Duration) -> Option<F::Output>
+where
+    F: Future + Unpin,
+{
+    LOCAL
+        .try_with(|cell| {
+            let rt = cell.get_or_init(build).as_ref()?;
+            let _driving = Driving::enter();
+            rt.block_on(async {
+                // `yield_now` on a current-thread runtime resumes only after the runtime
+                // has run its other ready tasks and polled the I/O driver; twice, so that
+                // the connection tasks the driver woke (say, for a peer's FIN) run before
+                // this call looks for a pooled connection.
+                tokio::task::yield_now().await;
+                tokio::task::yield_now().await;
+                tokio::time::timeout(limit, fut).await.ok()
+            })
+        })
+        .ok()
+        .flatten()
+}
+
+/// Drops `value` (say, an abandoned call) inside this thread's runtime, so that the I/O
+/// resources it holds are released where they were registered.
+pub fn drop_inside<T>(value: T) {
+    let _ = LOCAL.try_with(|cell| match cell.get() {
+        Some(Some(rt)) => {
+            let _enter = rt.enter();
+            drop(value);
+        }
+        _ => drop(value),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// An HTTP/1.1 server on loopback that answers each request with keep-alive and then
+    /// closes the connection after `linger` of idleness, counting connections.
+    fn closing_server(linger: Duration) -> (String, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { return };
+                count.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let _ = s.set_read_timeout(Some(linger));
+                    let mut seen = Vec::new();
+                    loop {
+                        match s.read(&mut buf) {
+                            Ok(0) | Err(_) => return, // peer closed, or idle too long: close
+                            Ok(n) => seen.extend_from_slice(&buf[..n]),
+                        }
+                        while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                            seen.drain(..end + 4);
+                            let body = b"{\"ok\":true}";
+                            let head = format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                                body.len()
+                            );
+                            if s.write_all(head.as_bytes()).is_err() || s.write_all(body).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (format!("http://{addr}/"), accepted)
+    }
+
+    fn get(url: &str) -> Result<String, reqwest::Error> {
+        let client = CLIENT.with(|c| {
+            c.get_or_init(|| {
+                let _rt = LOCAL.with(|l| l.get_or_init(build).is_some());
+                reqwest::Client::builder().build().expect("client")
+            })
+            .clone()
+        });
+        let url = url.to_string();
+        let mut fut = Box::pin(async move { client.get(url).send().await?.text().await });
+        block_on_for(&mut fut, Duration::from_secs(10)).expect("finished in time")
+    }
+
+    thread_local! {
+        static CLIENT: OnceCell<reqwest::Client> = const { OnceCell::new() };
+    }
+
+    #[test]
+    fn a_connection_closed_while_idle_is_not_reused() {
+        let (url, accepted) = closing_server(Duration::from_millis(50));
+        std::thread::spawn(move || {
+            assert!(available());
+            assert_eq!(get(&url).expect("first").as_str(), "{\"ok\":true}");
+            assert_eq!(
+                get(&url).expect("second, same connection").as_str(),
+                "{\"ok\":true}"
+            );
+            assert_eq!(accepted.load(Ordering::SeqCst), 1, "kept alive");
+            // The server closes the idle connection while this thread is not in a call.
+            std::thread::sleep(Duration::from_millis(300));
+            for round in 0..5 {
+                assert_eq!(
+                    get(&url).unwrap_or_else(|e| panic!("after idling ({round}): {e}")),
+                    "{\"ok\":true}"
+                );
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            assert_eq!(
+                accepted.load(Ordering::SeqCst),
+                6,
+                "a new connection each time"
+            );
+        })
+        .join()
+        .expect("the thread");
+    }
+
+    #[test]
+    fn nested_calls_are_refused_and_the_flag_resets() {
+        std::thread::spawn(|| {
+            let mut outer = Box::pin(async {
+                assert!(driving());
+                assert!(!available());
+                let mut inner = Box::pin(async { 1 });
+                block_on_for(&mut inner, Duration::from_millis(10))
+            });
+            assert_eq!(block_on_for(&mut outer, Duration::from_secs(1)), Some(None));
+            assert!(!driving());
+            let mut slow = Box::pin(async { tokio::time::sleep(Duration::from_secs(5)).await });
+            assert_eq!(block_on_for(&mut slow, Duration::from_millis(20)), None);
+            assert!(!driving());
+            drop_inside(slow);
+        })
+        .join()
+        .expect("the thread");
+    }
+}
