@@ -797,6 +797,12 @@ def markdown(res: Results, cks: list[Check]) -> str:
             f"- RSS of a fresh process: {res.rss['rss_first_mib']:.1f} MiB after {res.rss['calls_first']:,} get_quote calls, "
             f"{res.rss['rss_total_mib']:.1f} MiB after {res.rss['calls_total']:,}: growth {res.rss['growth_mib']:.2f} MiB{q}"
         )
+    if res.ceiling.get("loop_mt_rps") and res.ceiling.get("loop_ct_rps"):
+        lines.append(
+            f"- the ceiling's loop is the faster of two arrangements: `block_on` on a multi-threaded runtime "
+            f"(as `#[tokio::main]`) {fmt_rate(res.ceiling['loop_mt_rps'])} req/s, everything on one "
+            f"`current_thread` runtime {fmt_rate(res.ceiling['loop_ct_rps'])} req/s"
+        )
     lines.append(f"- webhook parse rate: {res.webhook}")
     if res.ceiling_note and not res.ceiling:
         lines.append(f"- ceiling: {res.ceiling_note}")

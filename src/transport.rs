@@ -282,9 +282,9 @@ impl Transport {
 
 /// Sends a request and reads its whole answer.
 async fn exchange(rb: reqwest::RequestBuilder) -> std::result::Result<Response, reqwest::Error> {
-    let resp = rb.send().await?;
+    let mut resp = rb.send().await?;
     let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
+    let headers = std::mem::take(resp.headers_mut());
     let body = resp.bytes().await?;
     Ok(Response {
         status,
