@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import http.server
-import json
 import logging
 import os
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,27 +16,17 @@ import fxpay
 import pytest
 from conftest import all_at_once
 
+from test_config import Recorder, serve
 from test_oauth import login
 
 
-class IdleCloser(http.server.BaseHTTPRequestHandler):
+class IdleCloser(Recorder):
     """HTTP/1.1 with keep-alive that closes a connection after 0.15 s without a request (as a
     load balancer's idle timeout does). Records (method, path, client port) per request."""
 
     protocol_version = "HTTP/1.1"
     timeout = 0.15
-    seen: list[tuple[str, str, int]] = []
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+    seen: list[tuple[str, str, int]] = []  # type: ignore[assignment]
 
     def do_POST(self) -> None:  # noqa: N802
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -63,12 +50,7 @@ class IdleCloser(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def idle_closer() -> Iterator[str]:
     IdleCloser.seen = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), IdleCloser)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    yield from serve(IdleCloser)
 
 
 def ports(method: str, suffix: str) -> list[int]:
