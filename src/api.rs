@@ -26,6 +26,9 @@ pub struct Client {
 impl Client {
     pub fn new(config: ClientConfig, store: Option<Arc<dyn TokenStore>>) -> Result<Self> {
         let key = format!("fxpay:{}:{}:payments", config.base_url, config.client_id);
+        if let Some(cassette) = &config.cassette {
+            cassette.attach(&config);
+        }
         Ok(Client {
             transport: Arc::new(Transport::new(config)?),
             tokens: Arc::new(TokenCache::new(key, store)),

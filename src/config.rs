@@ -42,6 +42,8 @@ pub struct ClientConfig {
     pub user_agent_suffix: Option<String>,
     /// PEM file of extra trusted CA certificates.
     pub ca_bundle: Option<String>,
+    /// Records or replays every exchange (`crate::cassette`).
+    pub cassette: Option<std::sync::Arc<crate::cassette::Cassette>>,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -72,6 +74,7 @@ impl ClientConfig {
             retry: RetryPolicy::default(),
             user_agent_suffix: None,
             ca_bundle: None,
+            cassette: None,
         })
     }
 

@@ -39,6 +39,9 @@ pub enum Error {
     /// A webhook body is not a valid `DealCreated` event.
     #[error("{0}")]
     WebhookPayload(String),
+    /// In replay, a request that the client's cassette does not hold.
+    #[error("{0}")]
+    CassetteMismatch(String),
     /// A bug or an unexpected state inside fxpay (including a caught panic).
     #[error("{0}")]
     Internal(String),

@@ -1,6 +1,9 @@
 //! fxpay: the pure-Rust core. pyo3 lives only in `src/python/` behind the `python` feature.
 pub mod api;
 pub mod auth;
+pub mod cassette;
+pub mod cassette_scrub;
+pub mod cassette_transport;
 pub mod config;
 pub mod error;
 pub mod local_runtime;

@@ -180,9 +180,23 @@ impl Transport {
         Target::Text(self.config.url(path))
     }
 
+    /// Sends `req` (see `send_live`), through the client's cassette if it has one.
+    pub async fn send(
+        &self,
+        req: &Request<'_>,
+        bearer: Option<&str>,
+        observer: Option<&dyn Observer>,
+    ) -> Result<Response> {
+        let live = self.send_live(req, bearer, observer);
+        match &self.config.cassette {
+            Some(cassette) => cassette.around(req, bearer, live).await,
+            None => live.await,
+        }
+    }
+
     /// Sends `req`, retrying as the rules above allow, and returns the last answer whatever
     /// its status. Connection failures that may not be retried become `Error::Transport`.
-    pub async fn send(
+    async fn send_live(
         &self,
         req: &Request<'_>,
         bearer: Option<&str>,

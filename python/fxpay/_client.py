@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _fxpay
 from .errors import ConfigurationError
@@ -20,6 +20,9 @@ from .models import (
     VirtualAccount,
 )
 from .stores import TokenStore
+
+if TYPE_CHECKING:
+    from .testing import Cassette
 
 __all__ = ["Client", "UserSession"]
 
@@ -36,7 +39,7 @@ class Client:
     and renew it before it expires; many concurrent first calls cause one token request.
     """
 
-    __slots__ = ("_core", "_closed")
+    __slots__ = ("_core", "_closed", "_cassette")
 
     def __init__(
         self,
@@ -49,6 +52,7 @@ class Client:
         token_store: TokenStore | None = None,
         user_agent: str | None = None,
         ca_bundle: str | os.PathLike[str] | None = None,
+        cassette: Cassette | None = None,
     ) -> None:
         if ca_bundle is None:
             ca_bundle = os.environ.get("SSL_CERT_FILE") or None
@@ -58,6 +62,12 @@ class Client:
             raise ConfigurationError(f"max_retries must be an int, got {max_retries!r}")
         if token_store is not None and not (hasattr(token_store, "load") and hasattr(token_store, "save")):
             raise ConfigurationError("token_store must have load(key) and save(key, token)")
+        if cassette is not None:
+            from . import testing
+
+            if not isinstance(cassette, testing.Cassette):
+                raise TypeError(f"cassette must be a fxpay.testing.Cassette, got {type(cassette).__name__}")
+        self._cassette = cassette
         self._core = _fxpay.CoreClient(
             client_id,
             client_secret,
@@ -67,6 +77,7 @@ class Client:
             token_store,
             user_agent,
             os.fspath(ca_bundle) if ca_bundle is not None else None,
+            cassette._core if cassette is not None else None,
         )
         self._closed = False
 
@@ -97,8 +108,13 @@ class Client:
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Releases the client; its pooled connections close once no call uses them."""
+        """Releases the client; its pooled connections close once no call uses them.
+
+        A recording cassette is written now.
+        """
         self._closed = True
+        if self._cassette is not None:
+            self._cassette.save()
 
     async def aclose(self) -> None:
         self.close()

@@ -12,6 +12,7 @@ __all__ = [
     "CoreClient",
     "CoreUserSession",
     "CoreSandbox",
+    "CoreCassette",
     "parse_amount",
     "parse_deal_created",
     "_raise_panic_for_test",
@@ -34,6 +35,7 @@ class CoreClient:
         token_store: object | None = None,
         user_agent: str | None = None,
         ca_bundle: str | None = None,
+        cassette: CoreCassette | None = None,
     ) -> CoreClient: ...
     @property
     def base_url(self) -> str: ...
@@ -81,6 +83,20 @@ class CoreUserSession:
     @property
     def token(self) -> Token: ...
     def list_virtual_accounts(self, aio: bool) -> Any: ...
+
+@final
+class CoreCassette:
+    def __new__(cls, path: str, mode: str) -> CoreCassette: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def base_url(self) -> str | None: ...
+    @property
+    def client_id(self) -> str | None: ...
+    def counts(self) -> tuple[int, int]: ...
+    def save(self) -> None: ...
 
 @final
 class CoreSandbox:

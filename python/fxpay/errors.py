@@ -29,6 +29,7 @@ __all__ = [
     "WebhookError",
     "WebhookVerificationError",
     "WebhookPayloadError",
+    "CassetteMismatchError",
 ]
 
 
@@ -141,3 +142,10 @@ class WebhookVerificationError(WebhookError):
 
 class WebhookPayloadError(WebhookError):
     """The notification's body is not a valid ``DealCreated`` event."""
+
+
+class CassetteMismatchError(FxPayError):
+    """In replay, a request the cassette does not hold (the message names its method and path).
+
+    Also reachable as ``fxpay.testing.CassetteMismatchError``.
+    """

@@ -52,7 +52,7 @@ fn deal_request(
 #[pymethods]
 impl CoreClient {
     #[new]
-    #[pyo3(signature = (client_id, client_secret, base_url, timeout = 30.0, max_retries = 2, token_store = None, user_agent = None, ca_bundle = None))]
+    #[pyo3(signature = (client_id, client_secret, base_url, timeout = 30.0, max_retries = 2, token_store = None, user_agent = None, ca_bundle = None, cassette = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         client_id: &str,
@@ -63,7 +63,9 @@ impl CoreClient {
         token_store: Option<Py<PyAny>>,
         user_agent: Option<String>,
         ca_bundle: Option<String>,
+        cassette: Option<Bound<'_, super::cassette::CoreCassette>>,
     ) -> PyResult<Self> {
+        let cassette = cassette.map(|c| c.get().inner.clone());
         let store: Option<Arc<dyn TokenStore>> =
             token_store.map(|s| Arc::new(PyTokenStore::new(s)) as Arc<dyn TokenStore>);
         let store_for_client = store.clone();
@@ -73,6 +75,7 @@ impl CoreClient {
                 .with_max_retries(max_retries)?;
             cfg.user_agent_suffix = user_agent;
             cfg.ca_bundle = ca_bundle;
+            cfg.cassette = cassette;
             // The HTTP client must be built inside the runtime that will drive it.
             let _enter = crate::runtime::runtime().enter();
             Client::new(cfg, store_for_client)

@@ -20,6 +20,7 @@ pyo3::import_exception!(fxpay.errors, RateLimitError);
 pyo3::import_exception!(fxpay.errors, ServerError);
 pyo3::import_exception!(fxpay.errors, WebhookVerificationError);
 pyo3::import_exception!(fxpay.errors, WebhookPayloadError);
+pyo3::import_exception!(fxpay.errors, CassetteMismatchError);
 
 /// A `FieldError` on its way to Python.
 pub struct PyFieldError(pub FieldError);
@@ -78,6 +79,7 @@ pub fn to_pyerr(e: Error) -> PyErr {
         }
         Error::WebhookVerification(m) => WebhookVerificationError::new_err((m,)),
         Error::WebhookPayload(m) => WebhookPayloadError::new_err((m,)),
+        Error::CassetteMismatch(m) => CassetteMismatchError::new_err((m,)),
         Error::Internal(m) => FxPayError::new_err((m,)),
     }
 }

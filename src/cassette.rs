@@ -1,0 +1,427 @@
+//! Cassettes: the HTTP exchanges of a client, recorded to a readable JSON file and answered
+//! from it later with no network at all.
+//!
+//! - `Mode::Record` sends every request and keeps each exchange (method, path, query,
+//!   request body, the request headers that matter, status, the answer's headers that
+//!   matter, the answer's body); `save` writes them, pretty and in a fixed key order.
+//! - `Mode::Replay` answers each request with the first exchange not played yet whose
+//!   method, path, query and body are the same (so identical requests replay in the order
+//!   they were recorded), and refuses any other with `Error::CassetteMismatch`.
+//!
+//! Secrets are scrubbed (`crate::cassette_scrub`) before anything is kept or compared.
+//! Connection failures are recorded and replayed too. The transport hook is in
+//! `crate::cassette_transport`.
+use crate::cassette_scrub::{Kind, Scrubber};
+use crate::config::ClientConfig;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+/// The version written in every file.
+const FORMAT: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Record,
+    Replay,
+}
+
+/// One cassette file and what has been recorded or played of it.
+#[derive(Debug)]
+pub struct Cassette {
+    path: PathBuf,
+    mode: Mode,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    file: CassetteFile,
+    played: Vec<bool>,
+    scrub: Scrubber,
+    /// Recorded exchanges not yet written.
+    dirty: bool,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct CassetteFile {
+    fxpay_cassette: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_id: Option<String>,
+    #[serde(default)]
+    interactions: Vec<Interaction>,
+}
+
+/// One request and what came back: an answer, or a connection failure.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Interaction {
+    pub request: RecordedRequest,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<RecordedResponse>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RecordedError>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedRequest {
+    pub method: String,
+    /// Below `/v1`, without the query.
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    #[serde(flatten)]
+    pub body: RecordedBody,
+}
+
+/// A body: JSON kept as JSON (numbers exactly as written), anything else as text.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecordedBody {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecordedResponse {
+    pub status: u16,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    #[serde(flatten)]
+    pub body: RecordedBody,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecordedError {
+    pub message: String,
+    #[serde(default)]
+    pub timeout: bool,
+}
+
+impl RecordedBody {
+    /// `bytes` as JSON when `json` says so and it parses, else as text; nothing for no bytes.
+    pub fn new(bytes: &[u8], json: bool, scrub: &mut Scrubber) -> Self {
+        if bytes.is_empty() {
+            return RecordedBody::default();
+        }
+        if json {
+            if let Ok(mut v) = serde_json::from_slice::<Value>(bytes) {
+                scrub.json(&mut v);
+                return RecordedBody {
+                    body: Some(v),
+                    text: None,
+                };
+            }
+        }
+        let text = String::from_utf8_lossy(bytes);
+        let text = if json {
+            scrub.redact_known(&text)
+        } else {
+            scrub.form(&text)
+        };
+        RecordedBody {
+            body: None,
+            text: Some(text),
+        }
+    }
+
+    /// The bytes to answer with.
+    pub fn bytes(&self) -> Vec<u8> {
+        match (&self.body, &self.text) {
+            (Some(v), _) => serde_json::to_vec(v).unwrap_or_default(),
+            (None, Some(t)) => t.as_bytes().to_vec(),
+            (None, None) => Vec::new(),
+        }
+    }
+}
+
+impl Mode {
+    /// `"record"`, `"replay"`, or `"once"` (replay if `path` exists, else record).
+    pub fn parse(mode: &str, path: &Path) -> Result<Mode> {
+        match mode {
+            "record" => Ok(Mode::Record),
+            "replay" => Ok(Mode::Replay),
+            "once" if path.exists() => Ok(Mode::Replay),
+            "once" => Ok(Mode::Record),
+            other => Err(Error::invalid(format!(
+                "mode must be \"once\", \"record\" or \"replay\", got {other:?}"
+            ))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Record => "record",
+            Mode::Replay => "replay",
+        }
+    }
+}
+
+impl Cassette {
+    /// Opens `path` in `mode`; replaying reads the file now.
+    pub fn open(path: impl Into<PathBuf>, mode: &str) -> Result<Cassette> {
+        let path = path.into();
+        let mode = Mode::parse(mode, &path)?;
+        let file = match mode {
+            Mode::Record => CassetteFile {
+                fxpay_cassette: FORMAT,
+                ..CassetteFile::default()
+            },
+            Mode::Replay => read(&path)?,
+        };
+        Ok(Cassette::with(path, mode, file))
+    }
+
+    fn with(path: PathBuf, mode: Mode, file: CassetteFile) -> Cassette {
+        let played = vec![false; file.interactions.len()];
+        Cassette {
+            path,
+            mode,
+            state: Mutex::new(State {
+                file,
+                played,
+                scrub: Scrubber::default(),
+                dirty: false,
+            }),
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The base URL and client id of the client that recorded the file (or is recording it).
+    pub fn recorded_by(&self) -> (Option<String>, Option<String>) {
+        let st = self.lock();
+        (st.file.base_url.clone(), st.file.client_id.clone())
+    }
+
+    /// How many exchanges the cassette holds, and how many of them were played.
+    pub fn counts(&self) -> (usize, usize) {
+        let st = self.lock();
+        (
+            st.file.interactions.len(),
+            st.played.iter().filter(|p| **p).count(),
+        )
+    }
+
+    /// Called when a client starts using the cassette: its secret takes the first
+    /// client-secret placeholder, and a recording notes its base URL and client id.
+    pub fn attach(&self, config: &ClientConfig) {
+        let mut st = self.lock();
+        st.scrub
+            .placeholder(Kind::ClientSecret, &config.client_secret);
+        if self.mode == Mode::Record {
+            // A client that records writes its file on close, even with no exchange.
+            st.dirty = true;
+        }
+        if self.mode == Mode::Record && st.file.base_url.is_none() {
+            st.file.base_url = Some(config.base_url.clone());
+            st.file.client_id = Some(config.client_id.clone());
+        }
+    }
+
+    /// Scrubs a request with this cassette's placeholders.
+    pub(crate) fn scrub_request(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        json: bool,
+    ) -> RecordedRequest {
+        let mut st = self.lock();
+        let scrub = &mut st.scrub;
+        let (path, query) = match path_and_query.split_once('?') {
+            Some((p, q)) => (p.to_string(), Some(scrub.form(q))),
+            None => (path_and_query.to_string(), None),
+        };
+        let headers = headers
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), scrub.header(k, v)))
+            .collect();
+        RecordedRequest {
+            method: method.to_string(),
+            path,
+            query,
+            headers,
+            body: RecordedBody::new(body, json, scrub),
+        }
+    }
+
+    /// Keeps one exchange (the answer is scrubbed here).
+    pub(crate) fn record(&self, request: RecordedRequest, outcome: Outcome<'_>) {
+        let mut st = self.lock();
+        let (response, error) = match outcome {
+            Outcome::Answer {
+                status,
+                headers,
+                body,
+            } => {
+                let json = headers
+                    .iter()
+                    .any(|(k, v)| k == "content-type" && v.contains("json"));
+                let body = RecordedBody::new(body, json, &mut st.scrub);
+                let headers = headers
+                    .into_iter()
+                    .map(|(k, v)| {
+                        let v = st.scrub.header(&k, &v);
+                        (k, v)
+                    })
+                    .collect();
+                (
+                    Some(RecordedResponse {
+                        status,
+                        headers,
+                        body,
+                    }),
+                    None,
+                )
+            }
+            Outcome::Failed { message, timeout } => (
+                None,
+                Some(RecordedError {
+                    message: st.scrub.redact_known(message),
+                    timeout,
+                }),
+            ),
+        };
+        st.file.interactions.push(Interaction {
+            request,
+            response,
+            error,
+        });
+        st.played.push(true);
+        st.dirty = true;
+    }
+
+    /// The first exchange not played yet that matches `request`, marked as played.
+    pub(crate) fn play(&self, request: &RecordedRequest) -> Result<Interaction> {
+        let mut st = self.lock();
+        let found = st.file.interactions.iter().enumerate().position(|(i, x)| {
+            !st.played[i]
+                && x.request.method == request.method
+                && x.request.path == request.path
+                && x.request.query == request.query
+                && x.request.body == request.body
+        });
+        match found {
+            Some(i) => {
+                st.played[i] = true;
+                Ok(st.file.interactions[i].clone())
+            }
+            None => {
+                let same_route = st.file.interactions.iter().enumerate().any(|(i, x)| {
+                    !st.played[i]
+                        && x.request.method == request.method
+                        && x.request.path == request.path
+                });
+                let hint = if same_route {
+                    " (one with the same method and path is recorded, but its query or body differs)"
+                } else {
+                    ""
+                };
+                Err(Error::CassetteMismatch(format!(
+                    "the cassette {} holds no unplayed request matching {} {}{hint}",
+                    self.path.display(),
+                    request.method,
+                    request.path
+                )))
+            }
+        }
+    }
+
+    /// Writes the file if this cassette records (creating its folder), atomically.
+    pub fn save(&self) -> Result<()> {
+        if self.mode != Mode::Record {
+            return Ok(());
+        }
+        let mut st = self.lock();
+        if !st.dirty {
+            return Ok(());
+        }
+        let mut text = serde_json::to_vec_pretty(&st.file)
+            .map_err(|e| Error::Internal(format!("cannot encode the cassette: {e}")))?;
+        text.push(b'\n');
+        write_atomically(&self.path, &text)?;
+        st.dirty = false;
+        Ok(())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain data behind: keep using it.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Cassette {
+    /// A recording nobody saved is written when the cassette goes away (errors are lost here;
+    /// closing the client reports them).
+    fn drop(&mut self) {
+        let _ = self.save();
+    }
+}
+
+/// What one request came back with, before scrubbing.
+pub(crate) enum Outcome<'a> {
+    Answer {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: &'a [u8],
+    },
+    Failed {
+        message: &'a str,
+        timeout: bool,
+    },
+}
+
+fn read(path: &Path) -> Result<CassetteFile> {
+    let text = std::fs::read(path).map_err(|e| {
+        Error::config(format!(
+            "cannot read the cassette {} (mode \"replay\" needs a recorded file): {e}",
+            path.display()
+        ))
+    })?;
+    let file: CassetteFile = serde_json::from_slice(&text).map_err(|e| {
+        Error::config(format!(
+            "the cassette {} is not a cassette file: {e}",
+            path.display()
+        ))
+    })?;
+    if file.fxpay_cassette != FORMAT {
+        return Err(Error::config(format!(
+            "the cassette {} has format {}, this fxpay reads format {FORMAT}",
+            path.display(),
+            file.fxpay_cassette
+        )));
+    }
+    Ok(file)
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let fail = |e: std::io::Error| {
+        Error::config(format!("cannot write the cassette {}: {e}", path.display()))
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes).map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        fail(e)
+    })
+}
