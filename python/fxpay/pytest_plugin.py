@@ -8,18 +8,30 @@ Fixtures:
   against either.
 - ``fxpay_local_sandbox``: the local sandbox, skipped when a remote one is configured.
 - ``fxpay_client``: a :class:`fxpay.Client` bound to ``fxpay_sandbox``.
+
+Cassettes (see ``docs/cassettes.md``):
+- ``@pytest.mark.fxpay_cassette`` (or ``@pytest.mark.fxpay_cassette("name")``) on a test, or
+  the ``fxpay_cassette`` fixture, gives the test a :class:`fxpay.testing.Cassette` at
+  ``cassettes/<test module>/<test name or "name">.json`` next to the test file, and
+  ``fxpay_client`` uses it.
+- By default the cassette replays: ``fxpay_client`` answers from the file, with no sandbox
+  and no network; a missing file fails the test. ``--fxpay-record`` records it again
+  against ``fxpay_sandbox`` (local, or remote when configured).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
 
 from . import Client
-from .testing import Sandbox
+from .errors import ConfigurationError
+from .testing import Cassette, Sandbox
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -27,6 +39,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--fxpay-base-url", default=None, help="run fxpay fixtures against this remote sandbox")
     group.addoption("--fxpay-client-id", default=None, help="client id for --fxpay-base-url (else FXPAY_CLIENT_ID)")
     group.addoption("--fxpay-client-secret", default=None, help="client secret (else FXPAY_CLIENT_SECRET)")
+    group.addoption("--fxpay-record", action="store_true", help="record the cassettes of fxpay_cassette tests again")
 
 
 def _remote(config: pytest.Config) -> tuple[str, str, str] | None:
@@ -86,7 +99,50 @@ def fxpay_local_sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
 
 
 @pytest.fixture
-def fxpay_client(fxpay_sandbox: Sandbox | RemoteSandbox) -> Iterator[Client]:
-    """A client of ``fxpay_sandbox``."""
-    with fxpay_sandbox.client() as c:
+def fxpay_client(request: pytest.FixtureRequest) -> Iterator[Client]:
+    """A client of ``fxpay_sandbox``; with a cassette, one that records or replays it."""
+    cassette = _test_cassette(request)
+    if cassette is not None and cassette.mode == "replay":
+        with cassette.client() as c:
+            yield c
+        return
+    sandbox: Sandbox | RemoteSandbox = request.getfixturevalue("fxpay_sandbox")
+    with sandbox.client(cassette=cassette) as c:
         yield c
+
+
+# -- cassettes (fxpay.testing.Cassette) ----------------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "fxpay_cassette(name=None): replay this test's fxpay traffic from cassettes/ next to the "
+        "test file (--fxpay-record records it again)",
+    )
+
+
+def _test_cassette(request: pytest.FixtureRequest) -> Cassette | None:
+    """The test's cassette, when it is marked ``fxpay_cassette`` or asks for the fixture."""
+    if request.node.get_closest_marker("fxpay_cassette") is None and "fxpay_cassette" not in request.fixturenames:
+        return None
+    cassette: Cassette = request.getfixturevalue("fxpay_cassette")
+    return cassette
+
+
+@pytest.fixture
+def fxpay_cassette(request: pytest.FixtureRequest) -> Cassette:
+    """This test's cassette: replayed, or recorded with ``--fxpay-record``."""
+    marker = request.node.get_closest_marker("fxpay_cassette")
+    name = marker.args[0] if marker is not None and marker.args else marker.kwargs.get("name") if marker else None
+    if name is not None and not isinstance(name, str):
+        raise pytest.UsageError(f"fxpay_cassette(name) takes a str, got {name!r}")
+    test_file = Path(str(request.node.path))
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name or request.node.name).strip("_")
+    path = test_file.parent / "cassettes" / test_file.stem / f"{stem}.json"
+    record = bool(request.config.getoption("--fxpay-record"))
+    try:
+        return Cassette(path, mode="record" if record else "replay")
+    except ConfigurationError as e:
+        problem = str(e)
+    pytest.fail(f"{problem}; run the tests with --fxpay-record to record it", pytrace=False)
