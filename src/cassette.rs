@@ -425,3 +425,120 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         fail(e)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_path(name: &str) -> PathBuf {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        std::env::temp_dir()
+            .join(format!("fxpay-cassette-{}-{nanos}", std::process::id()))
+            .join(name)
+    }
+
+    fn answer(status: u16, body: &[u8]) -> Outcome<'_> {
+        Outcome::Answer {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body,
+        }
+    }
+
+    fn get(c: &Cassette, path: &str) -> RecordedRequest {
+        c.scrub_request(
+            "GET",
+            path,
+            &[("authorization", "Bearer tok-123456789")],
+            b"",
+            false,
+        )
+    }
+
+    #[test]
+    fn records_saves_and_replays_in_order() {
+        let path = temp_path("c.json");
+        let config =
+            ClientConfig::new("cid", "the-client-secret", "http://127.0.0.1:9").expect("config");
+        let rec = Cassette::open(&path, "once").expect("open");
+        assert_eq!(rec.mode(), Mode::Record);
+        rec.attach(&config);
+        let body = br#"{"amount":1000.10,"access_token":"tok-123456789"}"#;
+        for (i, status) in [(1, 500), (2, 200)] {
+            let req = get(&rec, "/payments/quotes/q1?page=1");
+            rec.record(req, answer(status, body));
+            assert_eq!(rec.counts(), (i, i));
+        }
+        let post = rec.scrub_request(
+            "POST",
+            "/payments/quotes",
+            &[],
+            br#"{"buyAmount":5.50}"#,
+            true,
+        );
+        rec.record(post, answer(201, br#"{"id":"q2"}"#));
+        rec.save().expect("save");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(!text.contains("tok-123456789"), "{text}");
+        assert!(!text.contains("the-client-secret"), "{text}");
+        assert!(text.contains("1000.10"), "{text}");
+
+        let rep = Cassette::open(&path, "once").expect("open");
+        assert_eq!(rep.mode(), Mode::Replay);
+        assert_eq!(
+            rep.recorded_by(),
+            (Some("http://127.0.0.1:9".into()), Some("cid".into()))
+        );
+        let statuses: Vec<u16> = (0..2)
+            .filter_map(|_| rep.play(&get(&rep, "/payments/quotes/q1?page=1")).ok())
+            .filter_map(|x| x.response.map(|r| r.status))
+            .collect();
+        assert_eq!(statuses, vec![500, 200]);
+        let third = rep.play(&get(&rep, "/payments/quotes/q1?page=1"));
+        assert!(
+            matches!(&third, Err(Error::CassetteMismatch(m)) if m.contains("GET /payments/quotes/q1")),
+            "{third:?}"
+        );
+        let other = rep.scrub_request(
+            "POST",
+            "/payments/quotes",
+            &[],
+            br#"{"buyAmount":5.5}"#,
+            true,
+        );
+        assert!(
+            matches!(rep.play(&other), Err(Error::CassetteMismatch(m)) if m.contains("body differs"))
+        );
+        let same = rep.scrub_request(
+            "POST",
+            "/payments/quotes",
+            &[],
+            br#"{"buyAmount":5.50}"#,
+            true,
+        );
+        let x = rep.play(&same).expect("recorded");
+        assert_eq!(
+            x.response.map(|r| r.body.bytes()),
+            Some(br#"{"id":"q2"}"#.to_vec())
+        );
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+
+    #[test]
+    fn bad_modes_and_missing_files() {
+        let path = temp_path("missing.json");
+        assert!(matches!(
+            Cassette::open(&path, "rewind"),
+            Err(Error::InvalidRequest(_))
+        ));
+        assert!(matches!(
+            Cassette::open(&path, "replay"),
+            Err(Error::Configuration(_))
+        ));
+    }
+}
