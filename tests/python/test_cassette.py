@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import fxpay
 import httpx
 import pytest
-from conftest import make_beneficiary
+from conftest import all_at_once, make_beneficiary
 from fxpay.testing import Cassette, CassetteMismatchError, Sandbox
 from sandbox_http_support import browser_code
 
@@ -317,3 +317,18 @@ def test_connection_failures_replay(tmp_path: Path) -> None:
     with fxpay.Client("id", "secret", base_url=url, cassette=Cassette(path, mode="replay")) as c:
         with pytest.raises(fxpay.TransportError):
             c.create_quote(buy_currency="EUR", buy_amount=10, sell_currency="JPY")
+
+
+def test_concurrent_calls_record_and_replay(tmp_path: Path) -> None:
+    path = tmp_path / "threads.json"
+    with Sandbox() as sb:
+        with sb.client(cassette=Cassette(path, mode="record")) as c:
+            qid = c.create_quote(buy_currency="EUR", buy_amount=10, sell_currency="JPY")
+            want = all_at_once(8, lambda: c.get_quote(qid))
+    doc = json.loads(path.read_text())
+    assert [x["request"]["path"] for x in doc["interactions"]].count("/oauth/token") == 1
+    cas = Cassette(path, mode="replay")
+    with cas.client() as c:
+        assert c.create_quote(buy_currency="EUR", buy_amount=10, sell_currency="JPY") == qid
+        got = all_at_once(8, lambda: c.get_quote(qid))
+    assert got == want and cas.played == cas.recorded == 10
