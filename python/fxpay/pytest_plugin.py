@@ -16,7 +16,8 @@ Cassettes (see ``docs/cassettes.md``):
   ``fxpay_client`` uses it.
 - By default the cassette replays: ``fxpay_client`` answers from the file, with no sandbox
   and no network; a missing file fails the test. ``--fxpay-record`` records it again
-  against ``fxpay_sandbox`` (local, or remote when configured).
+  against ``fxpay_sandbox`` (local, or remote when configured); ``--fxpay-no-cassettes``
+  runs them live against it without touching the files.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--fxpay-client-id", default=None, help="client id for --fxpay-base-url (else FXPAY_CLIENT_ID)")
     group.addoption("--fxpay-client-secret", default=None, help="client secret (else FXPAY_CLIENT_SECRET)")
     group.addoption("--fxpay-record", action="store_true", help="record the cassettes of fxpay_cassette tests again")
+    group.addoption(
+        "--fxpay-no-cassettes", action="store_true", help="run fxpay_cassette tests live, neither replaying nor recording"
+    )
 
 
 def _remote(config: pytest.Config) -> tuple[str, str, str] | None:
@@ -126,6 +130,8 @@ def _test_cassette(request: pytest.FixtureRequest) -> Cassette | None:
     """The test's cassette, when it is marked ``fxpay_cassette`` or asks for the fixture."""
     if request.node.get_closest_marker("fxpay_cassette") is None and "fxpay_cassette" not in request.fixturenames:
         return None
+    if request.config.getoption("--fxpay-no-cassettes") and "fxpay_cassette" not in request.fixturenames:
+        return None
     cassette: Cassette = request.getfixturevalue("fxpay_cassette")
     return cassette
 
@@ -140,6 +146,10 @@ def fxpay_cassette(request: pytest.FixtureRequest) -> Cassette:
     test_file = Path(str(request.node.path))
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name or request.node.name).strip("_")
     path = test_file.parent / "cassettes" / test_file.stem / f"{stem}.json"
+    if request.config.getoption("--fxpay-no-cassettes"):
+        # Live: a recording nobody keeps, so the test still gets a cassette to look at.
+        tmp: Path = request.getfixturevalue("tmp_path")
+        return Cassette(tmp / "cassette.json", mode="record")
     record = bool(request.config.getoption("--fxpay-record"))
     try:
         return Cassette(path, mode="record" if record else "replay")

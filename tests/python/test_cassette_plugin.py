@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -75,8 +77,41 @@ def test_record_then_replay_with_pytester(pytester: pytest.Pytester, monkeypatch
     result.assert_outcomes(passed=4)
     assert {p.name: p.read_text() for p in folder.iterdir()} == before
 
+    # Live against the sandbox, the files untouched.
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fxpay-no-cassettes")
+    result.assert_outcomes(passed=4)
+    assert {p.name: p.read_text() for p in folder.iterdir()} == before
+
     # A test whose traffic changed fails in replay, naming the request.
     (Path(pytester.path) / "test_user.py").write_text(USER_SUITE.replace('buy_amount="10.50"', 'buy_amount="11"'))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "test_quote and not async")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*CassetteMismatchError*POST /payments/quotes*"])
+
+
+def test_record_against_a_served_sandbox_with_pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recording through --fxpay-base-url, then replaying once that server is gone."""
+    for name in ("FXPAY_BASE_URL", "FXPAY_CLIENT_ID", "FXPAY_CLIENT_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makepyfile(test_user=USER_SUITE)
+    proc = subprocess.Popen([sys.executable, "-m", "fxpay.sandbox", "--port", "0"], stdout=subprocess.PIPE, text=True)
+    try:
+        env: dict[str, str] = {}
+        assert proc.stdout is not None
+        while len(env) < 3:
+            key, _, value = proc.stdout.readline().strip().partition("=")
+            if key in ("FXPAY_BASE_URL", "FXPAY_CLIENT_ID", "FXPAY_CLIENT_SECRET"):
+                env[key] = value
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fxpay-record")
+        result.assert_outcomes(passed=4)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    text = (Path(pytester.path) / "cassettes" / "test_user" / "test_quote.json").read_text()
+    assert json.loads(text)["base_url"] == env["FXPAY_BASE_URL"]
+    assert env["FXPAY_CLIENT_SECRET"] not in text
+    assert nothing_listens(env["FXPAY_BASE_URL"])
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
