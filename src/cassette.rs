@@ -34,6 +34,8 @@ pub enum Mode {
 pub struct Cassette {
     path: PathBuf,
     mode: Mode,
+    /// The process that opened it: a forked child never writes its copy when dropped.
+    pid: u32,
     state: Mutex<State>,
 }
 
@@ -184,6 +186,7 @@ impl Cassette {
         Cassette {
             path,
             mode,
+            pid: std::process::id(),
             state: Mutex::new(State {
                 file,
                 played,
@@ -367,9 +370,12 @@ impl Cassette {
 
 impl Drop for Cassette {
     /// A recording nobody saved is written when the cassette goes away (errors are lost here;
-    /// closing the client reports them).
+    /// closing the client reports them), except in a forked child, which would overwrite the
+    /// parent's file with its own copy.
     fn drop(&mut self) {
-        let _ = self.save();
+        if self.pid == std::process::id() {
+            let _ = self.save();
+        }
     }
 }
 

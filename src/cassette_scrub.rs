@@ -145,6 +145,12 @@ impl Scrubber {
         if lower.contains("token") || lower.contains("secret") || lower.contains("cookie") {
             return self.placeholder(Kind::Credentials, value);
         }
+        // A URL (`callback-location`, `location`) may carry secrets in its query.
+        if let Some((url, query)) = value.split_once('?') {
+            if url.contains("://") || url.starts_with('/') {
+                return format!("{}?{}", self.redact_known(url), self.form(query));
+            }
+        }
         self.redact_known(value)
     }
 
