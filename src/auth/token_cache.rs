@@ -81,35 +81,67 @@ impl TokenCache {
             self.set(t.clone());
             return Ok(t);
         };
-        if let Some(t) = store.load(&self.key).await? {
-            if usable(&t) {
-                let t = Arc::new(t);
-                self.set(t.clone());
-                return Ok(t);
-            }
-        }
-        // Another process may be renewing: take the store's lock and look again.
-        let lock = store.lock(&self.key).await?;
-        let outcome = async {
-            if lock.is_some() {
-                if let Some(t) = store.load(&self.key).await? {
-                    if usable(&t) {
-                        return Ok(t);
-                    }
-                }
-            }
-            let t = fetch().await?;
-            store.save(&self.key, &t).await?;
-            Ok(t)
-        }
-        .await;
-        if let Some(l) = lock {
-            l.unlock().await?;
-        }
-        let t = Arc::new(outcome?);
+        // A store that fails (Redis down) is passed over: the client renews on its own and
+        // keeps serving, and tries the store again at the next renewal. The store reports
+        // its failures; here they only decide the way.
+        let t = match Self::renew_through(store.as_ref(), &self.key, &usable, fetch).await {
+            Shared::Found(t) | Shared::Fetched(Ok(t)) => t,
+            Shared::Fetched(Err(e)) => return Err(e),
+        };
+        let t = Arc::new(t);
         self.set(t.clone());
         Ok(t)
     }
+
+    /// Finds a usable token in `store`, or fetches one under the store's lock and saves it.
+    async fn renew_through<F, Fut>(
+        store: &dyn TokenStore,
+        key: &str,
+        usable: &(dyn Fn(&Token) -> bool + Sync),
+        fetch: F,
+    ) -> Shared
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Token>>,
+    {
+        match store.load(key).await {
+            Ok(Some(t)) if usable(&t) => return Shared::Found(t),
+            Ok(_) => {}
+            Err(_) => return Shared::Fetched(fetch().await),
+        }
+        // Another process may be renewing: take the store's lock and look again.
+        let lock = match store.lock(key).await {
+            Ok(lock) => lock,
+            Err(_) => return Shared::Fetched(fetch().await),
+        };
+        if lock.is_some() {
+            if let Ok(Some(t)) = store.load(key).await {
+                if usable(&t) {
+                    if let Some(l) = lock {
+                        let _ = l.unlock().await;
+                    }
+                    return Shared::Found(t);
+                }
+            }
+        }
+        let fetched = fetch().await;
+        if let Ok(t) = &fetched {
+            // A failed save leaves the store behind; the next renewal writes again.
+            let _ = store.save(key, t).await;
+        }
+        if let Some(l) = lock {
+            let _ = l.unlock().await;
+        }
+        Shared::Fetched(fetched)
+    }
+}
+
+/// How a renewal through a store ended.
+enum Shared {
+    /// Another user of the store renewed already.
+    Found(Token),
+    /// This client asked the token endpoint.
+    Fetched(Result<Token>),
 }
 
 #[cfg(test)]

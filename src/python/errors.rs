@@ -79,6 +79,13 @@ pub fn to_pyerr(e: Error) -> PyErr {
         Error::WebhookVerification(m) => WebhookVerificationError::new_err((m,)),
         Error::WebhookPayload(m) => WebhookPayloadError::new_err((m,)),
         Error::Internal(m) => FxPayError::new_err((m,)),
+        Error::Callback { message, raised } => {
+            match raised.as_deref().and_then(|r| r.downcast_ref::<PyErr>()) {
+                // The callback's own exception, as it raised it.
+                Some(e) => Python::attach(|py| e.clone_ref(py)),
+                None => FxPayError::new_err((message,)),
+            }
+        }
     }
 }
 
