@@ -56,8 +56,8 @@ impl Health {
                         py,
                         "warning",
                         format!(
-                            "the token store's {what}() raised {shown}; fxpay renews tokens on \
-                             its own until the store answers again"
+                            "the token store's {what}() failed ({shown}); fxpay renews tokens \
+                             on its own until the store answers again"
                         ),
                     );
                 }
