@@ -143,16 +143,14 @@ impl TokenStore for PyTokenStore {
                     Err(e) => Err(e),
                 };
                 let held = Arc::new(health.note(py, "lock", held)?);
-                Ok(Some(StoreLock {
-                    release: Box::new(move || {
-                        Box::pin(blocking(move || {
-                            Python::attach(|py| {
-                                let r = held.bind(py).call_method0("release").map(|_| ());
-                                health.note(py, "lock release", r)
-                            })
-                        }))
-                    }),
-                }))
+                Ok(Some(StoreLock::new(Box::new(move || {
+                    Box::pin(blocking(move || {
+                        Python::attach(|py| {
+                            let r = held.bind(py).call_method0("release").map(|_| ());
+                            health.note(py, "lock release", r)
+                        })
+                    }))
+                }))))
             })
         }))
     }

@@ -186,3 +186,27 @@ def test_user_session_through_a_store_outage_never_replays_a_stale_token(
         assert store.load(key) == t3  # the store is used again
         assert seen == [t1, t2, t3]
         assert fxpay_sandbox.stats()["tokens_issued"]["refresh_token"] == 3
+
+
+async def test_a_cancelled_renewal_gives_the_store_lock_back(fxpay_sandbox: Any) -> None:
+    import asyncio
+
+    store = fxpay.MemoryTokenStore()
+    c = fxpay_sandbox.client(token_store=store)
+    fxpay_sandbox.delay_next("/v1/oauth/token", 1.0)
+    task = asyncio.ensure_future(c.create_quote_async(buy_currency="USD", buy_amount=10, sell_currency="EUR"))
+    # Cancelled while its token request (made under the store's lock) is under way.
+    deadline = asyncio.get_running_loop().time() + 10
+    while fxpay_sandbox.stats()["token_requests"] == 0:
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.005)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # Another client of the same store renews: the lock was given back.
+    c2 = fxpay_sandbox.client(token_store=store)
+    assert await asyncio.wait_for(
+        c2.create_quote_async(buy_currency="USD", buy_amount=10, sell_currency="EUR"), 10
+    )
+    await c.aclose()
+    await c2.aclose()
