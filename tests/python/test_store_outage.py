@@ -133,6 +133,30 @@ def test_payments_keep_working_while_the_store_is_down(
     assert fxpay_sandbox.stats()["tokens_issued"]["client_credentials"] == issued
 
 
+def test_payments_never_replay_an_older_token_the_store_comes_back_with(
+    fxpay_sandbox: Any, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="fxpay")
+    store = fxpay.RedisTokenStore(url=redis_server.url, prefix="old:")
+    key = payments_key(fxpay_sandbox)
+    with fxpay_sandbox.client(token_store=store) as c:
+        quote_id = c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+        t1 = store.load(key)
+        assert t1 is not None
+        redis_server.stop(save=True)  # goes down with t1 saved
+        fxpay_sandbox.advance(3600)
+        assert c.get_quote(quote_id).id == quote_id  # renewed on its own: t2
+        redis_server.start()  # back, with t1
+        assert store.load(key) == t1
+        fxpay_sandbox.advance(3600)  # t2 refused: renew through the store, which holds t1
+        issued = fxpay_sandbox.stats()["tokens_issued"]["client_credentials"]
+        assert c.get_quote(quote_id).id == quote_id
+        assert fxpay_sandbox.stats()["tokens_issued"]["client_credentials"] == issued + 1
+        t3 = store.load(key)
+        assert t3 is not None and t3.access_token != t1.access_token
+        assert len(store_warnings(caplog)) == 1
+
+
 async def test_payments_keep_working_while_the_store_is_down_async(
     fxpay_sandbox: Any, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
