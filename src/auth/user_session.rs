@@ -5,14 +5,21 @@
 //! returned, the token is kept but not handed out, and every call waits for (or makes) the
 //! offer. If `on_token` fails, the call that made the offer fails with that error, and the
 //! next call offers the same token again.
+//!
+//! A refresh, once sent, runs to its end even if the call that started it is cancelled or
+//! interrupted: the service may have rotated the refresh token already, and dropping its
+//! answer would end the session. It runs as a task on the shared runtime that keeps the
+//! session's single-flight lock (and the store's lock) until the new token is kept.
 use super::grants::{request_token, Grant};
-use super::store::TokenStore;
+use super::store::{StoreLock, TokenStore};
 use crate::error::{Error, Result};
 use crate::models::token::unix_now;
 use crate::models::Token;
-use crate::transport::{Observer, Transport};
+use crate::transport::{AttemptLog, Observer, Transport};
 use futures_util::future::BoxFuture;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+use tokio::sync::OwnedMutexGuard;
 
 /// Called with each new token before it is first used, so the caller can persist it. The
 /// hook decides where its code runs (a slow one must not hold up a runtime worker).
@@ -26,8 +33,8 @@ struct Current {
 
 pub struct UserSession {
     transport: Arc<Transport>,
-    current: RwLock<Current>,
-    refreshing: tokio::sync::Mutex<()>,
+    current: Arc<RwLock<Current>>,
+    refreshing: Arc<tokio::sync::Mutex<()>>,
     on_token: Option<OnToken>,
     /// A store shared with other processes, and this user's key in it.
     shared: Option<(Arc<dyn TokenStore>, String)>,
@@ -43,11 +50,11 @@ impl UserSession {
         UserSession {
             transport,
             // The caller's own token needs no offer: the caller has it.
-            current: RwLock::new(Current {
+            current: Arc::new(RwLock::new(Current {
                 token: Arc::new(token),
                 offered: true,
-            }),
-            refreshing: tokio::sync::Mutex::new(()),
+            })),
+            refreshing: Arc::new(tokio::sync::Mutex::new(())),
             on_token,
             shared,
         }
@@ -71,11 +78,7 @@ impl UserSession {
     }
 
     fn set(&self, token: Arc<Token>, offered: bool) {
-        let mut g = self
-            .current
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *g = Current { token, offered };
+        set_current(&self.current, token, offered);
     }
 
     /// A fresh token that `on_token` has accepted, refreshed first when the current one is
@@ -102,22 +105,22 @@ impl UserSession {
         rejected: Option<&str>,
         observer: Option<&dyn Observer>,
     ) -> Result<Arc<Token>> {
-        let _single_flight = self.refreshing.lock().await;
+        let single_flight = self.refreshing.clone().lock_owned().await;
         let usable = |t: &Token| {
             t.fresh_at(unix_now(), t.renew_margin()) && Some(t.access_token.as_str()) != rejected
         };
         let (t, offered) = self.snapshot();
-        let next = if usable(&t) {
+        let (next, _single_flight) = if usable(&t) {
             if offered {
                 return Ok(t);
             }
             // Renewed earlier, but `on_token` has not accepted it yet.
-            t
+            (t, single_flight)
         } else {
             match &self.shared {
-                None => self.refresh_from(&t, observer).await?,
+                None => self.refresh_from(t, None, single_flight, observer).await?,
                 Some((store, key)) => {
-                    self.refresh_shared(store.as_ref(), key, &t, &usable, observer)
+                    self.refresh_shared(store, key, t, &usable, single_flight, observer)
                         .await?
                 }
             }
@@ -146,72 +149,165 @@ impl UserSession {
     /// renews on its own rather than fail the call.
     async fn refresh_shared(
         &self,
-        store: &dyn TokenStore,
+        store: &Arc<dyn TokenStore>,
         key: &str,
-        t: &Arc<Token>,
+        t: Arc<Token>,
         usable: &(dyn Fn(&Token) -> bool + Sync),
+        single_flight: OwnedMutexGuard<()>,
         observer: Option<&dyn Observer>,
-    ) -> Result<Arc<Token>> {
-        let (lock, reachable) = match store.lock(key).await {
-            Ok(l) => (l, true),
-            Err(_) => (None, false),
+    ) -> Result<(Arc<Token>, OwnedMutexGuard<()>)> {
+        let lock = match store.lock(key).await {
+            Ok(lock) => lock,
+            // The store is down: renew on our own, and leave the store alone this time.
+            Err(_) => return self.refresh_from(t, None, single_flight, observer).await,
         };
-        let outcome = async {
-            let mut base = t.clone();
-            if reachable {
-                if let Ok(Some(stored)) = store.load(key).await {
-                    // Only a newer token than ours counts: an older one (saved before a
-                    // store outage, say) carries a spent refresh token, and replaying it
-                    // could only fail the call.
-                    if stored.refresh_token.is_some()
-                        && stored.access_token != base.access_token
-                        && stored.expires_at > base.expires_at
-                    {
-                        let stored = Arc::new(stored);
-                        if usable(&stored) {
-                            self.set(stored.clone(), false);
-                            return Ok(stored);
-                        }
-                        base = stored;
+        let mut base = t;
+        if let Ok(Some(stored)) = store.load(key).await {
+            // Only a newer token than ours counts: an older one (saved before a store
+            // outage, say) carries a spent refresh token, and replaying it could only fail
+            // the call.
+            if stored.refresh_token.is_some()
+                && stored.access_token != base.access_token
+                && stored.expires_at > base.expires_at
+            {
+                let stored = Arc::new(stored);
+                if usable(&stored) {
+                    self.set(stored.clone(), false);
+                    if let Some(l) = lock {
+                        let _ = l.unlock().await;
                     }
+                    return Ok((stored, single_flight));
                 }
+                base = stored;
             }
-            let fresh = self.refresh_from(&base, observer).await?;
-            if reachable {
-                // A failed save leaves the store behind; the next renewal writes again.
-                let _ = store.save(key, &fresh).await;
-            }
-            Ok(fresh)
         }
-        .await;
-        if let Some(l) = lock {
-            let _ = l.unlock().await;
-        }
-        outcome
+        let save = SaveTo {
+            store: store.clone(),
+            key: key.to_string(),
+            lock,
+        };
+        self.refresh_from(base, Some(save), single_flight, observer)
+            .await
     }
 
     /// Refreshes with `t`'s refresh token; the new token becomes current, not yet offered.
-    async fn refresh_from(&self, t: &Token, observer: Option<&dyn Observer>) -> Result<Arc<Token>> {
-        let rt = t.refresh_token.as_deref().ok_or_else(|| Error::OAuth {
+    /// The exchange runs as a task of its own that finishes even if this call is dropped
+    /// (see the module's notes); it holds `single_flight` (and the store's lock) until the
+    /// new token is kept (and saved), and hands `single_flight` back.
+    async fn refresh_from(
+        &self,
+        t: Arc<Token>,
+        save: Option<SaveTo>,
+        single_flight: OwnedMutexGuard<()>,
+        observer: Option<&dyn Observer>,
+    ) -> Result<(Arc<Token>, OwnedMutexGuard<()>)> {
+        let rt = t.refresh_token.clone().ok_or_else(|| Error::OAuth {
             error: "invalid_grant".into(),
             description: Some(
                 "the session's token has expired and carries no refresh token".into(),
             ),
             status: None,
         })?;
-        let mut fresh = request_token(
-            &self.transport,
-            Grant::RefreshToken { refresh_token: rt },
-            observer,
-        )
-        .await?;
-        if fresh.refresh_token.is_none() {
-            // No rotation this time: the old refresh token stays valid.
-            fresh.refresh_token = t.refresh_token.clone();
+        let (transport, current) = (self.transport.clone(), self.current.clone());
+        let attempts = Arc::new(Recorder::default());
+        let recorder = observer.map(|_| attempts.clone());
+        let task = crate::runtime::runtime().spawn(async move {
+            let obs = recorder.as_deref().map(|r| r as &dyn Observer);
+            let fresh = async {
+                let grant = Grant::RefreshToken { refresh_token: &rt };
+                let mut fresh = request_token(&transport, grant, obs).await?;
+                if fresh.refresh_token.is_none() {
+                    // No rotation this time: the old refresh token stays valid.
+                    fresh.refresh_token = Some(rt.clone());
+                }
+                let fresh = Arc::new(fresh);
+                // Kept at once, whatever `on_token` does later: the old refresh token is spent.
+                set_current(&current, fresh.clone(), false);
+                Ok(fresh)
+            }
+            .await;
+            if let Some(save) = save {
+                if let Ok(f) = &fresh {
+                    // A failed save leaves the store behind; the next renewal writes again.
+                    let _ = save.store.save(&save.key, f).await;
+                }
+                if let Some(l) = save.lock {
+                    let _ = l.unlock().await;
+                }
+            }
+            (fresh, single_flight)
+        });
+        let joined = task.await;
+        if let Some(obs) = observer {
+            attempts.replay(obs);
         }
-        let fresh = Arc::new(fresh);
-        // Kept at once, whatever `on_token` does later: the old refresh token is spent.
-        self.set(fresh.clone(), false);
-        Ok(fresh)
+        match joined {
+            Ok((fresh, single_flight)) => fresh.map(|f| (f, single_flight)),
+            Err(e) => match e.try_into_panic() {
+                Ok(payload) => std::panic::resume_unwind(payload),
+                Err(e) => Err(Error::Internal(format!("the refresh did not finish: {e}"))),
+            },
+        }
+    }
+}
+
+fn set_current(current: &RwLock<Current>, token: Arc<Token>, offered: bool) {
+    let mut g = current.write().unwrap_or_else(PoisonError::into_inner);
+    *g = Current { token, offered };
+}
+
+/// Where a refresh made through a shared store saves its token, and the lock it releases.
+struct SaveTo {
+    store: Arc<dyn TokenStore>,
+    key: String,
+    lock: Option<StoreLock>,
+}
+
+/// One attempt's log line, owned, to hand on to the caller's observer later.
+struct Attempt {
+    method: String,
+    path: String,
+    attempt: u32,
+    status: Option<u16>,
+    duration: Duration,
+    error: Option<String>,
+    retry_in: Option<Duration>,
+}
+
+/// Keeps the attempts of a refresh run as a task of its own.
+#[derive(Default)]
+struct Recorder(Mutex<Vec<Attempt>>);
+
+impl Observer for Recorder {
+    fn attempt(&self, log: &AttemptLog<'_>) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Attempt {
+                method: log.method.to_string(),
+                path: log.path.to_string(),
+                attempt: log.attempt,
+                status: log.status,
+                duration: log.duration,
+                error: log.error.clone(),
+                retry_in: log.retry_in,
+            });
+    }
+}
+
+impl Recorder {
+    fn replay(&self, to: &dyn Observer) {
+        let kept = std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
+        for a in kept {
+            to.attempt(&AttemptLog {
+                method: &a.method,
+                path: &a.path,
+                attempt: a.attempt,
+                status: a.status,
+                duration: a.duration,
+                error: a.error,
+                retry_in: a.retry_in,
+            });
+        }
     }
 }
