@@ -45,6 +45,13 @@ pub enum Error {
     /// A bug or an unexpected state inside fxpay (including a caught panic).
     #[error("{0}")]
     Internal(String),
+    /// A caller's callback (`on_token`) failed. `raised` carries what it raised, so the
+    /// binding can let the same exception out of the call.
+    #[error("{message}")]
+    Callback {
+        message: String,
+        raised: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+    },
 }
 
 fn oauth_message(error: &str, description: Option<&str>) -> String {

@@ -2,10 +2,12 @@
 //! error answers onto `Error`.
 //!
 //! Retry rules (the policy a payments client needs):
-//! - `Retry::Safe` requests (GETs and token requests) are retried on connection errors,
-//!   timeouts, 429 (honouring `Retry-After` up to a cap) and 502/503/504.
-//! - `Retry::CreateOnce` requests (POSTs that create something) are retried only when the
-//!   connection could not be opened, so no byte of them was sent. Anything later is final.
+//! - `Retry::Safe` requests (GETs and client-credentials token requests) are retried on
+//!   connection errors, timeouts, 429 (honouring `Retry-After` up to a cap) and 502/503/504.
+//! - `Retry::CreateOnce` requests (POSTs that create something, and the authorization-code
+//!   and refresh grants, which spend a single-use code or a rotating refresh token) are
+//!   retried only when the connection could not be opened, so no byte of them was sent.
+//!   Anything later is final.
 //! - A 401 is handled one level up (`crate::api`): renew the token and replay once.
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
@@ -19,9 +21,10 @@ use std::time::{Duration, Instant};
 /// Whether a request may be sent again after a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Retry {
-    /// Reading, or asking for a token: safe to repeat.
+    /// Reading, or asking for a client-credentials token: safe to repeat.
     Safe,
-    /// Creating something: repeat only if nothing was sent.
+    /// Creating something, or spending a single-use credential (an authorization code, a
+    /// rotating refresh token): repeat only if nothing was sent.
     CreateOnce,
 }
 

@@ -236,8 +236,11 @@ class Client:
     def user_session(self, token: Token, *, on_token: Callable[[Token], None] | None = None, key: str | None = None) -> UserSession:
         """A session over a user's token that refreshes it (with rotation) as needed.
 
-        ``on_token(new)`` is called before a new token is first used. With ``key`` (and a
-        ``token_store`` on this client) refreshes are shared across processes under that key.
+        ``on_token(new)`` is called before a new token is first used: no request carries
+        ``new`` before ``on_token(new)`` has returned. If it raises, the call fails with that
+        exception and the session offers the same token again before its next use. With
+        ``key`` (and a ``token_store`` on this client) refreshes are shared across processes
+        under that key; a store that fails is passed over (the session refreshes on its own).
         """
         self._check_open()
         return UserSession(self._core.user_session(token, on_token, key))

@@ -38,7 +38,9 @@ class _RedisLock:
 class RedisTokenStore:
     """A :class:`fxpay.TokenStore` in Redis.
 
-    ``client`` is a ``redis.Redis``; or give ``url`` (``redis://127.0.0.1:6379/0``).
+    ``client`` is a ``redis.Redis``; or give ``url`` (``redis://127.0.0.1:6379/0``), and
+    ``socket_timeout`` bounds each connect and command of that client, so an unreachable
+    Redis fails fast (fxpay then renews on its own until Redis answers again).
     Keys are ``prefix + key``; entries expire with their token (refresh tokens keep theirs).
     ``lock_timeout`` bounds how long a crashed holder can block others.
     """
@@ -51,6 +53,7 @@ class RedisTokenStore:
         prefix: str = "",
         lock_timeout: float = 30.0,
         lock_wait: float = 60.0,
+        socket_timeout: float = 5.0,
     ) -> None:
         if client is None:
             if url is None:
@@ -59,7 +62,7 @@ class RedisTokenStore:
                 import redis as redis_mod
             except ImportError as e:  # pragma: no cover - depends on the extra
                 raise ConfigurationError("RedisTokenStore needs redis-py: pip install 'fxpay[redis]'") from e
-            client = redis_mod.Redis.from_url(url)
+            client = redis_mod.Redis.from_url(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
         self._r = client
         self._prefix = prefix
         self._lock_timeout = lock_timeout

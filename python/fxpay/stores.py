@@ -17,6 +17,10 @@ class TokenStore(Protocol):
     A store may also have ``lock(key)`` returning an object with ``release()``: fxpay then
     holds that lock while it renews a token, so that processes sharing the store renew once
     and never use a rotated refresh token twice.
+
+    A store method that raises is taken as an outage, never as a failed call: fxpay renews
+    on its own and keeps serving, logs one WARNING on the ``fxpay`` logger per outage, and
+    uses the store again at the next renewal once it answers.
     """
 
     def load(self, key: str) -> Token | None: ...

@@ -2,7 +2,7 @@
 use crate::error::{Error, Result};
 use crate::models::token::{unix_now, TokenResponse};
 use crate::models::Token;
-use crate::transport::{api_error, Observer, Request, Transport};
+use crate::transport::{api_error, Observer, Request, Retry, Transport};
 
 pub const TOKEN_PATH: &str = "/oauth/token";
 pub const PAYMENTS_SCOPE: &str = "payments";
@@ -43,6 +43,17 @@ impl Grant<'_> {
         f.finish()
     }
 
+    /// Whether the request may be sent again after a failure. A code is single-use and a
+    /// refresh token rotates: once any byte of such a grant may have reached the service, a
+    /// second try could only fail with `invalid_grant` (hiding the real failure) or spend a
+    /// token the service already rotated. Client credentials can be asked for again freely.
+    pub fn retry(&self) -> Retry {
+        match self {
+            Grant::ClientCredentials => Retry::Safe,
+            Grant::AuthorizationCode { .. } | Grant::RefreshToken { .. } => Retry::CreateOnce,
+        }
+    }
+
     pub fn scope(&self) -> &'static str {
         match self {
             Grant::ClientCredentials => PAYMENTS_SCOPE,
@@ -58,7 +69,8 @@ pub async fn request_token(
     observer: Option<&dyn Observer>,
 ) -> Result<Token> {
     let cfg = transport.config();
-    let req = Request::post_form(TOKEN_PATH, grant.form(&cfg.client_id, &cfg.client_secret));
+    let mut req = Request::post_form(TOKEN_PATH, grant.form(&cfg.client_id, &cfg.client_secret));
+    req.retry = grant.retry();
     let resp = transport.send(&req, None, observer).await?;
     if (200..300).contains(&resp.status) {
         let parsed: TokenResponse = serde_json::from_slice(&resp.body).map_err(|e| Error::Api {
@@ -100,5 +112,22 @@ pub async fn request_token(
             status: Some(resp.status),
         }),
         Err(_) => Err(api_error(&resp)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_client_credentials_may_be_resent() {
+        assert_eq!(Grant::ClientCredentials.retry(), Retry::Safe);
+        let code = Grant::AuthorizationCode {
+            code: "c",
+            redirect_uri: "https://app.example/cb",
+        };
+        assert_eq!(code.retry(), Retry::CreateOnce);
+        let refresh = Grant::RefreshToken { refresh_token: "r" };
+        assert_eq!(refresh.retry(), Retry::CreateOnce);
     }
 }

@@ -16,13 +16,38 @@ pub trait TokenStore: Send + Sync {
     }
 }
 
-/// A held cross-process lock; `release` gives it back.
+/// Gives a held lock back.
+pub type Release = Box<dyn FnOnce() -> BoxFuture<'static, Result<()>> + Send + Sync>;
+
+/// A held cross-process lock; `unlock` gives it back. A lock dropped without `unlock` (the
+/// call holding it was cancelled or interrupted) is given back from the shared runtime, so an
+/// abandoned call never leaves the store locked.
 pub struct StoreLock {
-    pub release: Box<dyn FnOnce() -> BoxFuture<'static, Result<()>> + Send + Sync>,
+    release: Option<Release>,
 }
 
 impl StoreLock {
-    pub async fn unlock(self) -> Result<()> {
-        (self.release)().await
+    pub fn new(release: Release) -> Self {
+        StoreLock {
+            release: Some(release),
+        }
+    }
+
+    pub async fn unlock(mut self) -> Result<()> {
+        match self.release.take() {
+            Some(release) => release().await,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for StoreLock {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            crate::runtime::runtime().spawn(async move {
+                // Nobody is left to report a failure to; the store logs its own.
+                let _ = release().await;
+            });
+        }
     }
 }

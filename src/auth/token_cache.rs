@@ -71,9 +71,10 @@ impl TokenCache {
         let usable = |t: &Token| {
             t.fresh_at(unix_now(), t.renew_margin()) && Some(t.access_token.as_str()) != rejected
         };
-        if let Some(t) = self.current.read().ok().and_then(|g| g.clone()) {
-            if usable(&t) {
-                return Ok(t);
+        let held = self.current.read().ok().and_then(|g| g.clone());
+        if let Some(t) = &held {
+            if usable(t) {
+                return Ok(t.clone());
             }
         }
         let Some(store) = &self.store else {
@@ -81,35 +82,72 @@ impl TokenCache {
             self.set(t.clone());
             return Ok(t);
         };
-        if let Some(t) = store.load(&self.key).await? {
-            if usable(&t) {
-                let t = Arc::new(t);
-                self.set(t.clone());
-                return Ok(t);
-            }
-        }
-        // Another process may be renewing: take the store's lock and look again.
-        let lock = store.lock(&self.key).await?;
-        let outcome = async {
-            if lock.is_some() {
-                if let Some(t) = store.load(&self.key).await? {
-                    if usable(&t) {
-                        return Ok(t);
-                    }
-                }
-            }
-            let t = fetch().await?;
-            store.save(&self.key, &t).await?;
-            Ok(t)
-        }
-        .await;
-        if let Some(l) = lock {
-            l.unlock().await?;
-        }
-        let t = Arc::new(outcome?);
+        // A store that fails (Redis down) is passed over: the client renews on its own and
+        // keeps serving, and tries the store again at the next renewal. The store reports
+        // its failures; here they only decide the way.
+        // A stored token counts only if it is newer than the one held: an older one (restored
+        // by the store after an outage, say) was replaced for a reason, and replaying it
+        // into a call could only fail it.
+        let stored_usable =
+            |t: &Token| usable(t) && held.as_ref().is_none_or(|h| t.expires_at > h.expires_at);
+        let t = match Self::renew_through(store.as_ref(), &self.key, &stored_usable, fetch).await {
+            Shared::Found(t) | Shared::Fetched(Ok(t)) => t,
+            Shared::Fetched(Err(e)) => return Err(e),
+        };
+        let t = Arc::new(t);
         self.set(t.clone());
         Ok(t)
     }
+
+    /// Finds a usable token in `store`, or fetches one under the store's lock and saves it.
+    async fn renew_through<F, Fut>(
+        store: &dyn TokenStore,
+        key: &str,
+        usable: &(dyn Fn(&Token) -> bool + Sync),
+        fetch: F,
+    ) -> Shared
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Token>>,
+    {
+        match store.load(key).await {
+            Ok(Some(t)) if usable(&t) => return Shared::Found(t),
+            Ok(_) => {}
+            Err(_) => return Shared::Fetched(fetch().await),
+        }
+        // Another process may be renewing: take the store's lock and look again.
+        let lock = match store.lock(key).await {
+            Ok(lock) => lock,
+            Err(_) => return Shared::Fetched(fetch().await),
+        };
+        if lock.is_some() {
+            if let Ok(Some(t)) = store.load(key).await {
+                if usable(&t) {
+                    if let Some(l) = lock {
+                        let _ = l.unlock().await;
+                    }
+                    return Shared::Found(t);
+                }
+            }
+        }
+        let fetched = fetch().await;
+        if let Ok(t) = &fetched {
+            // A failed save leaves the store behind; the next renewal writes again.
+            let _ = store.save(key, t).await;
+        }
+        if let Some(l) = lock {
+            let _ = l.unlock().await;
+        }
+        Shared::Fetched(fetched)
+    }
+}
+
+/// How a renewal through a store ended.
+enum Shared {
+    /// Another user of the store renewed already.
+    Found(Token),
+    /// This client asked the token endpoint.
+    Fetched(Result<Token>),
 }
 
 #[cfg(test)]
@@ -171,5 +209,66 @@ mod tests {
             .await
             .map(|t| t.access_token.clone());
         assert_eq!(third.ok().as_deref(), Some("t2"));
+    }
+
+    /// A store in memory whose `load` can be made to fail.
+    #[derive(Default)]
+    struct TestStore {
+        tokens: std::sync::Mutex<std::collections::HashMap<String, Token>>,
+        down: std::sync::atomic::AtomicBool,
+    }
+
+    impl TokenStore for TestStore {
+        fn load<'a>(
+            &'a self,
+            key: &'a str,
+        ) -> futures_util::future::BoxFuture<'a, Result<Option<Token>>> {
+            Box::pin(async move {
+                if self.down.load(Ordering::SeqCst) {
+                    return Err(crate::error::Error::Internal("store down".into()));
+                }
+                Ok(self.tokens.lock().ok().and_then(|m| m.get(key).cloned()))
+            })
+        }
+
+        fn save<'a>(
+            &'a self,
+            key: &'a str,
+            token: &'a Token,
+        ) -> futures_util::future::BoxFuture<'a, Result<()>> {
+            Box::pin(async move {
+                if self.down.load(Ordering::SeqCst) {
+                    return Err(crate::error::Error::Internal("store down".into()));
+                }
+                if let Ok(mut m) = self.tokens.lock() {
+                    m.insert(key.to_string(), token.clone());
+                }
+                Ok(())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_store_outage_renews_alone_and_an_older_stored_token_is_passed_over() {
+        let store = Arc::new(TestStore::default());
+        let cache = TokenCache::new("k".into(), Some(store.clone()));
+        let got = |r: Result<Arc<Token>>| r.ok().map(|t| t.access_token.clone());
+        assert_eq!(
+            got(cache.get(|| async { Ok(token("t1")) }).await).as_deref(),
+            Some("t1")
+        );
+        let mut t2 = token("t2");
+        t2.expires_at += 10.0;
+        store.down.store(true, Ordering::SeqCst);
+        let renewed = cache.renew_after_reject("t1", || async { Ok(t2) }).await;
+        assert_eq!(got(renewed).as_deref(), Some("t2"));
+        // Back with t1, older than t2: after t2 is refused, t1 is not handed out.
+        store.down.store(false, Ordering::SeqCst);
+        let mut t3 = token("t3");
+        t3.expires_at += 20.0;
+        let renewed = cache.renew_after_reject("t2", || async { Ok(t3) }).await;
+        assert_eq!(got(renewed).as_deref(), Some("t3"));
+        let saved = store.load("k").await.ok().flatten().map(|t| t.access_token);
+        assert_eq!(saved.as_deref(), Some("t3"));
     }
 }

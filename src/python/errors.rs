@@ -81,6 +81,13 @@ pub fn to_pyerr(e: Error) -> PyErr {
         Error::WebhookPayload(m) => WebhookPayloadError::new_err((m,)),
         Error::CassetteMismatch(m) => CassetteMismatchError::new_err((m,)),
         Error::Internal(m) => FxPayError::new_err((m,)),
+        Error::Callback { message, raised } => {
+            match raised.as_deref().and_then(|r| r.downcast_ref::<PyErr>()) {
+                // The callback's own exception, as it raised it.
+                Some(e) => Python::attach(|py| e.clone_ref(py)),
+                None => FxPayError::new_err((message,)),
+            }
+        }
     }
 }
 

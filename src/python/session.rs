@@ -5,6 +5,7 @@ use super::models::{token, Out};
 use crate::auth::user_session::OnToken;
 use crate::auth::UserSession;
 use crate::error::Error;
+use crate::models::Token;
 use pyo3::prelude::*;
 use std::sync::Arc;
 
@@ -19,27 +20,46 @@ impl CoreUserSession {
     }
 }
 
-/// Wraps a Python callable as the core's `on_token` hook. An exception it raises is reported
-/// as an `FxPayError`; the new token is kept either way.
+/// Wraps a Python callable as the core's `on_token` hook. An exception it raises leaves the
+/// call as it was raised; the session keeps the new token and offers it again before its
+/// next use.
+///
+/// A blocking call driven on the caller's own thread runs the callable right there; anywhere
+/// else (awaitable calls) it runs on the shared runtime's blocking pool, so a slow callable
+/// (a database write) never holds up a runtime worker and the calls it serves.
 pub fn on_token_callback(cb: Py<PyAny>) -> OnToken {
+    let cb = Arc::new(cb);
     Arc::new(move |t| {
-        Python::attach(|py| {
-            let py_token = token(py, t)?;
-            cb.bind(py).call1((py_token,))?;
-            Ok::<_, PyErr>(())
+        let (cb, t) = (cb.clone(), t.clone());
+        if crate::local_runtime::driving() {
+            return Box::pin(std::future::ready(call_on_token(&cb, &t)));
+        }
+        Box::pin(async move {
+            crate::runtime::runtime()
+                .spawn_blocking(move || call_on_token(&cb, &t))
+                .await
+                .map_err(|e| Error::Internal(format!("on_token did not finish: {e}")))?
         })
-        .map_err(|e| {
-            Python::attach(|py| {
-                let shown = e
-                    .value(py)
-                    .repr()
-                    .map(|r| r.to_string())
-                    .unwrap_or_default();
-                Error::Internal(format!(
-                    "on_token raised {shown}; the new token is kept in the session"
-                ))
-            })
-        })
+    })
+}
+
+fn call_on_token(cb: &Py<PyAny>, t: &Token) -> Result<(), Error> {
+    Python::attach(|py| {
+        let py_token = token(py, t)?;
+        cb.bind(py).call1((py_token,))?;
+        Ok::<_, PyErr>(())
+    })
+    .map_err(|e| {
+        let shown = Python::attach(|py| {
+            e.value(py)
+                .repr()
+                .map(|r| r.to_string())
+                .unwrap_or_default()
+        });
+        Error::Callback {
+            message: format!("on_token raised {shown}"),
+            raised: Some(Arc::new(e)),
+        }
     })
 }
 
