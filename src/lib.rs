@@ -3,6 +3,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod fork;
 pub mod local_runtime;
 pub mod models;
 pub mod money;
