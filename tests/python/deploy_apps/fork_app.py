@@ -1,0 +1,139 @@
+"""Forks with fxpay in use, for tests/python/test_fork.py. Run as a script:
+
+    python fork_app.py pool            # a multiprocessing fork pool after import fxpay
+    python fork_app.py exit MODE N     # N children exit by MODE (sys.exit, os._exit, raise)
+    python fork_app.py inflight        # fork while another thread has calls in flight
+
+The service is the sandbox named by FXPAY_BASE_URL, FXPAY_CLIENT_ID and FXPAY_CLIENT_SECRET.
+Prints one JSON document on stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+import fxpay
+
+# A module-level client, made (and used) in the parent before any fork: its runtime and
+# connection pools exist when the children are forked.
+CLIENT = fxpay.Client.from_env(timeout=30)
+QUOTE = CLIENT.create_quote(buy_currency="USD", buy_amount="100.00", sell_currency="AUD")
+CLIENT.get_quote(QUOTE)
+
+
+async def _get_async(client: fxpay.Client, quote_id: str) -> str:
+    return (await client.get_quote_async(quote_id)).id
+
+
+def in_child(n: int) -> dict[str, Any]:
+    """Blocking and awaitable calls in a forked child, on the parent's client and a new one."""
+    blocking = CLIENT.get_quote(QUOTE).id
+    awaited = asyncio.run(_get_async(CLIENT, QUOTE))
+    created = CLIENT.create_quote(buy_currency="USD", buy_amount=f"{n + 1}.25", sell_currency="EUR")
+    fresh = fxpay.Client.from_env(timeout=30)
+    fresh_id = fresh.create_quote(buy_currency="USD", buy_amount="7.00", sell_currency="GBP")
+    fresh_awaited = asyncio.run(_get_async(fresh, fresh_id))
+    return {
+        "pid": os.getpid(),
+        "blocking": blocking == QUOTE,
+        "awaitable": awaited == QUOTE,
+        "created": str(CLIENT.get_quote(created).buy_amount),
+        "fresh": fresh_awaited == fresh_id,
+    }
+
+
+def pool() -> dict[str, Any]:
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(2) as p:
+        results = p.map(in_child, range(6))
+    # The parent goes on too, blocking and awaitable.
+    after = CLIENT.get_quote(QUOTE).id == QUOTE and asyncio.run(_get_async(CLIENT, QUOTE)) == QUOTE
+    return {"parent": os.getpid(), "children": results, "parent_after": after}
+
+
+def child_exit(mode: str, rounds: int) -> dict[str, Any]:
+    timings: list[dict[str, Any]] = []
+    for _ in range(rounds):
+        CLIENT.get_quote(QUOTE)  # a pooled connection, idle in the parent, at the fork
+        asyncio.run(_get_async(CLIENT, QUOTE))
+        pid = os.fork()
+        if pid == 0:
+            ok = CLIENT.get_quote(QUOTE).id == QUOTE and asyncio.run(_get_async(CLIENT, QUOTE)) == QUOTE
+            if mode == "sys.exit":
+                sys.exit(0 if ok else 3)
+            if mode == "os._exit":
+                os._exit(0 if ok else 3)
+            raise RuntimeError(f"the child ends with an exception (calls ok: {ok})")
+        _, status = os.waitpid(pid, 0)
+        started = time.monotonic()
+        blocking = CLIENT.get_quote(QUOTE).id == QUOTE
+        blocking_s = time.monotonic() - started
+        started = time.monotonic()
+        awaited = asyncio.run(_get_async(CLIENT, QUOTE)) == QUOTE
+        awaitable_s = time.monotonic() - started
+        timings.append(
+            {
+                "exit_code": os.waitstatus_to_exitcode(status),
+                "blocking": blocking,
+                "blocking_s": blocking_s,
+                "awaitable": awaited,
+                "awaitable_s": awaitable_s,
+            }
+        )
+    return {"rounds": timings}
+
+
+def inflight() -> dict[str, Any]:
+    """Forks while a thread of the parent keeps blocking calls in flight."""
+    stop = threading.Event()
+    errors: list[str] = []
+    calls = 0
+
+    def busy() -> None:
+        nonlocal calls
+        while not stop.is_set():
+            try:
+                CLIENT.get_quote(QUOTE)
+                calls += 1
+            except Exception as e:  # noqa: BLE001 - reported
+                errors.append(repr(e))
+
+    t = threading.Thread(target=busy)
+    t.start()
+    codes = []
+    try:
+        for _ in range(5):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    ok = all(CLIENT.get_quote(QUOTE).id == QUOTE for _ in range(3))
+                    ok = ok and asyncio.run(_get_async(CLIENT, QUOTE)) == QUOTE
+                    os._exit(0 if ok else 3)
+                except BaseException:  # noqa: BLE001 - the exit code says it
+                    os._exit(4)
+            _, status = os.waitpid(pid, 0)
+            codes.append(os.waitstatus_to_exitcode(status))
+    finally:
+        stop.set()
+        t.join()
+    return {"exit_codes": codes, "parent_errors": errors, "parent_calls": calls}
+
+
+if __name__ == "__main__":
+    what = sys.argv[1]
+    if what == "pool":
+        out = pool()
+    elif what == "exit":
+        out = child_exit(sys.argv[2], int(sys.argv[3]))
+    elif what == "inflight":
+        out = inflight()
+    else:
+        raise SystemExit(f"unknown mode {what!r}")
+    print(json.dumps(out))
