@@ -9,13 +9,12 @@
 //! - A 401 is handled one level up (`crate::api`): renew the token and replay once.
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
-use crate::fork::ProcessBound;
+use crate::fork::PerProcess;
 use crate::models::FieldError;
 use bytes::Bytes;
 use reqwest::header::{
     HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT,
 };
-use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::{Duration, Instant};
 
 /// Whether a request may be sent again after a failure.
@@ -122,11 +121,18 @@ struct Pools {
     local: thread_local::ThreadLocal<reqwest::Client>,
 }
 
+impl Pools {
+    fn new(config: &ClientConfig, roots: &[reqwest::Certificate]) -> Result<Self> {
+        Ok(Pools {
+            http: build_http(config, roots)?,
+            local: thread_local::ThreadLocal::new(),
+        })
+    }
+}
+
 pub struct Transport {
-    /// The pools of the current process: a pointer from `Box::into_raw`. It is replaced only
-    /// in a forked child, and the replaced (parent's) box is never freed, so a reference to
-    /// it stays valid; the current one is freed when the transport drops.
-    pools: AtomicPtr<ProcessBound<Pools>>,
+    /// The pools of the current process: made anew on first use in a forked child.
+    pools: PerProcess<Pools>,
     /// The extra root certificates of `ca_bundle`, read once.
     roots: Vec<reqwest::Certificate>,
     config: ClientConfig,
@@ -135,69 +141,29 @@ pub struct Transport {
     api_base: Option<reqwest::Url>,
 }
 
-impl Drop for Transport {
-    fn drop(&mut self) {
-        let pools = *self.pools.get_mut();
-        // SAFETY: the pointer came from `Box::into_raw` and nothing else can use it now that
-        // the transport is dropped. The box's contents are dropped only if they belong to
-        // this process (see `ProcessBound`); a parent's pools are forgotten.
-        drop(unsafe { Box::from_raw(pools) });
-    }
-}
-
 impl Transport {
     pub fn new(config: ClientConfig) -> Result<Self> {
         let roots = match &config.ca_bundle {
             Some(path) => read_roots(path)?,
             None => Vec::new(),
         };
-        let pools = Pools {
-            http: build_http(&config, &roots)?,
-            local: thread_local::ThreadLocal::new(),
-        };
+        let pools = PerProcess::new(Pools::new(&config, &roots)?);
         let api_base = reqwest::Url::parse(&config.url("")).ok();
         Ok(Transport {
-            pools: AtomicPtr::new(Box::into_raw(Box::new(ProcessBound::new(pools)))),
+            pools,
             roots,
             config,
             api_base,
         })
     }
 
-    /// The pools of this process, made anew on first use in a forked child.
-    fn pools(&self) -> Result<&Pools> {
-        let seen = self.pools.load(Ordering::Acquire);
-        // SAFETY: the pointer is never null, and a box stored here is freed only by `drop`,
-        // which cannot run while `&self` is borrowed (see the field's comment).
-        let current = unsafe { &*seen };
-        if current.is_current() {
-            return Ok(current);
-        }
-        let fresh = Box::into_raw(Box::new(ProcessBound::new(Pools {
-            http: build_http(&self.config, &self.roots)?,
-            local: thread_local::ThreadLocal::new(),
-        })));
-        match self
-            .pools
-            .compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire)
-        {
-            // The parent's pools (`seen`) stay allocated and untouched.
-            // SAFETY: `fresh` is stored now, and freed only by `drop`.
-            Ok(_) => Ok(unsafe { &*fresh }),
-            Err(_) => {
-                // Another thread of the child made them first.
-                // SAFETY: `fresh` was never shared, so this is its only owner.
-                drop(unsafe { Box::from_raw(fresh) });
-                self.pools()
-            }
-        }
-    }
-
     /// The pool for a request, and whether the request must be sent from the shared runtime:
     /// on a thread driving its own runtime, this thread's pool, except for requests that
     /// create something (see `crate::local_runtime`).
     fn pool(&self, retry: Retry) -> std::result::Result<(&reqwest::Client, bool), Error> {
-        let pools = self.pools()?;
+        let pools = self
+            .pools
+            .get_or_try_make(|| Pools::new(&self.config, &self.roots))?;
         if !crate::local_runtime::driving() {
             return Ok((&pools.http, false));
         }

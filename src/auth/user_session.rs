@@ -14,7 +14,8 @@ pub type OnToken = Arc<dyn Fn(&Token) -> Result<()> + Send + Sync>;
 pub struct UserSession {
     transport: Arc<Transport>,
     current: RwLock<Arc<Token>>,
-    refreshing: tokio::sync::Mutex<()>,
+    /// Per process: in a forked child, a task of the parent may hold the parent's lock.
+    refreshing: crate::fork::PerProcess<tokio::sync::Mutex<()>>,
     on_token: Option<OnToken>,
     /// A store shared with other processes, and this user's key in it.
     shared: Option<(Arc<dyn TokenStore>, String)>,
@@ -30,7 +31,7 @@ impl UserSession {
         UserSession {
             transport,
             current: RwLock::new(Arc::new(token)),
-            refreshing: tokio::sync::Mutex::new(()),
+            refreshing: crate::fork::PerProcess::empty(),
             on_token,
             shared,
         }
@@ -78,7 +79,7 @@ impl UserSession {
         rejected: Option<&str>,
         observer: Option<&dyn Observer>,
     ) -> Result<Arc<Token>> {
-        let _single_flight = self.refreshing.lock().await;
+        let _single_flight = self.refreshing.get_or_make(Default::default).lock().await;
         let usable = |t: &Token| {
             t.fresh_at(unix_now(), t.renew_margin()) && Some(t.access_token.as_str()) != rejected
         };

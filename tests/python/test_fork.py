@@ -100,3 +100,23 @@ def test_fork_while_another_thread_has_calls_in_flight(fxpay_sandbox: Any) -> No
     assert out["exit_codes"] == [0] * 5, out
     assert out["parent_errors"] == [], out
     assert out["parent_calls"] > 0
+
+
+def test_fork_while_another_thread_renews_the_token(fxpay_sandbox: Any) -> None:
+    # The parent's renewal holds the single-flight lock at the fork; the child must not wait
+    # for a task that does not exist in it (it would be killed by SIGALRM after 20 s).
+    out, _ = run_app(fxpay_sandbox, "renewing")
+    assert out["exit_code"] == 0, out
+    assert out["child_s"] < 10.0, out
+
+
+def test_a_child_of_the_sandbox_process_calls_it_but_cannot_drive_it(fxpay_sandbox: Any) -> None:
+    out, _ = run_app(fxpay_sandbox, "sandbox")
+    child = out["child"]
+    assert child.get("call") is True and child.get("new_client") is True, child
+    assert child["stats"].startswith("ConfigurationError: "), child
+    assert "parent process" in child["stats"]
+    assert out["exit_code"] == 0
+    # The child's close() and exit left the parent's sandbox serving, without delay.
+    assert out["parent_after"] is True
+    assert out["after_s"] < 3.0, out

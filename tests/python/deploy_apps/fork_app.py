@@ -3,6 +3,8 @@
     python fork_app.py pool            # a multiprocessing fork pool after import fxpay
     python fork_app.py exit MODE N     # N children exit by MODE (sys.exit, os._exit, raise)
     python fork_app.py inflight        # fork while another thread has calls in flight
+    python fork_app.py renewing        # fork while another thread renews the token
+    python fork_app.py sandbox         # a child of the process that serves a Sandbox
 
 The service is the sandbox named by FXPAY_BASE_URL, FXPAY_CLIENT_ID and FXPAY_CLIENT_SECRET.
 Prints one JSON document on stdout.
@@ -14,6 +16,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -126,6 +129,84 @@ def inflight() -> dict[str, Any]:
     return {"exit_codes": codes, "parent_errors": errors, "parent_calls": calls}
 
 
+def renewing() -> dict[str, Any]:
+    """Forks while a thread of the parent is inside a token renewal (held in the token
+    store's ``load``), so the renewal's single-flight lock is taken at the fork."""
+    parent = os.getpid()
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowStore:
+        def load(self, key: str) -> fxpay.Token | None:
+            if os.getpid() == parent:
+                entered.set()
+                release.wait(60)
+            return None
+
+        def save(self, key: str, token: fxpay.Token) -> None:
+            pass
+
+    client = fxpay.Client.from_env(timeout=30, token_store=SlowStore())
+    t = threading.Thread(target=client.get_quote, args=(QUOTE,))
+    t.start()
+    try:
+        if not entered.wait(60):
+            raise RuntimeError("the renewal never reached the store")
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(20)  # a child stuck on the parent's lock dies by SIGALRM
+            try:
+                ok = client.get_quote(QUOTE).id == QUOTE
+                ok = ok and asyncio.run(_get_async(client, QUOTE)) == QUOTE
+                os._exit(0 if ok else 3)
+            except BaseException:  # noqa: BLE001 - the exit code says it
+                os._exit(4)
+        started = time.monotonic()
+        _, status = os.waitpid(pid, 0)
+        child_s = time.monotonic() - started
+    finally:
+        release.set()
+        t.join()
+    return {"exit_code": os.waitstatus_to_exitcode(status), "child_s": child_s}
+
+
+def sandbox() -> dict[str, Any]:
+    """A forked child of the process that serves a Sandbox: it calls the sandbox over HTTP,
+    may not drive it, and its close() and exit leave the parent's sandbox running."""
+    from fxpay.testing import Sandbox
+
+    sb = Sandbox()
+    client = sb.client(timeout=30)
+    quote = client.create_quote(buy_currency="USD", buy_amount="5.00", sell_currency="AUD")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        report: dict[str, Any] = {}
+        try:
+            report["call"] = client.get_quote(quote).id == quote
+            report["new_client"] = bool(sb.client().create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR"))
+            try:
+                sb.stats()
+                report["stats"] = "no error"
+            except fxpay.ConfigurationError as e:
+                report["stats"] = "ConfigurationError: " + str(e)
+            sb.close()  # a no-op in the child
+        except BaseException as e:  # noqa: BLE001 - reported
+            report["error"] = repr(e)
+        os.write(w, json.dumps(report).encode())
+        os.close(w)
+        sys.exit(0)  # with Python's finalization: the child's copies of sb and client drop
+    os.close(w)
+    with os.fdopen(r) as f:
+        child = json.loads(f.read())
+    _, status = os.waitpid(pid, 0)
+    started = time.monotonic()
+    after = client.get_quote(quote).id == quote and sb.stats()["deals"] is not None
+    after_s = time.monotonic() - started
+    sb.close()
+    return {"child": child, "exit_code": os.waitstatus_to_exitcode(status), "parent_after": after, "after_s": after_s}
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "pool":
@@ -134,6 +215,10 @@ if __name__ == "__main__":
         out = child_exit(sys.argv[2], int(sys.argv[3]))
     elif what == "inflight":
         out = inflight()
+    elif what == "renewing":
+        out = renewing()
+    elif what == "sandbox":
+        out = sandbox()
     else:
         raise SystemExit(f"unknown mode {what!r}")
     print(json.dumps(out))
