@@ -120,3 +120,8 @@ def test_a_child_of_the_sandbox_process_calls_it_but_cannot_drive_it(fxpay_sandb
     # The child's close() and exit left the parent's sandbox serving, without delay.
     assert out["parent_after"] is True
     assert out["after_s"] < 3.0, out
+
+
+def test_awaitables_on_a_loop_without_add_reader_work_before_and_after_a_fork(fxpay_sandbox: Any) -> None:
+    out, _ = run_app(fxpay_sandbox, "fallback")
+    assert out == {"parent_before": True, "child_exit_code": 0, "parent_after": True}, out
