@@ -1,4 +1,5 @@
-"""`gunicorn --preload -w 2` serving a WSGI app whose module-level client books quotes.
+"""`gunicorn --preload -w 2` serving an app whose module-level client books quotes: a plain
+WSGI app on sync workers, and a FastAPI app on uvicorn workers.
 
 The master imports the app (and books a quote with the client) before it forks the two
 workers; every request then books and reads a quote in a worker, blocking and awaitable.
@@ -48,9 +49,15 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(10)
 
 
-@pytest.fixture
-def gunicorn(fxpay_sandbox: Any, tmp_path: Path) -> Iterator[tuple[int, int, Path]]:
+@pytest.fixture(params=["sync", "uvicorn"])
+def gunicorn(request: pytest.FixtureRequest, fxpay_sandbox: Any, tmp_path: Path) -> Iterator[tuple[int, int, Path]]:
     pytest.importorskip("gunicorn")
+    if request.param == "sync":
+        worker = ["wsgi_app:app"]
+    else:
+        pytest.importorskip("fastapi")
+        pytest.importorskip("uvicorn.workers")
+        worker = ["-k", "uvicorn.workers.UvicornWorker", "asgi_app:app"]
     port = free_port()
     log = tmp_path / "gunicorn.log"
     env = dict(
@@ -62,7 +69,7 @@ def gunicorn(fxpay_sandbox: Any, tmp_path: Path) -> Iterator[tuple[int, int, Pat
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "--preload", "-w", "2", "--bind", f"127.0.0.1:{port}",
-             "--chdir", str(APPS), "--graceful-timeout", "10", "wsgi_app:app"],
+             "--chdir", str(APPS), "--graceful-timeout", "10", *worker],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -104,7 +111,7 @@ def test_gunicorn_preload_workers_book_quotes_with_a_module_level_client(gunicor
         assert status == 200, (body, log.read_text())
         assert body["loaded_by"] == master  # the client was made in the master, before the fork
         assert body["pid"] != master  # and used in a forked worker
-        assert body["buy_amount"] == amount and body["awaited_amount"] == amount
+        assert body["amounts"] == [amount, amount]
         assert body["import_quote"]
         seen_workers.add(body["pid"])
     assert 1 <= len(seen_workers) <= 2

@@ -35,8 +35,8 @@ def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable
             "pid": os.getpid(),
             "loaded_by": LOADED_BY,
             "quote_id": quote_id,
-            "buy_amount": str(CLIENT.get_quote(quote_id).buy_amount),
-            "awaited_amount": asyncio.run(_read_async(quote_id)),
+            # Read back blocking, and awaitable on an event loop of this worker.
+            "amounts": [str(CLIENT.get_quote(quote_id).buy_amount), asyncio.run(_read_async(quote_id))],
             "import_quote": CLIENT.get_quote(BOOKED_AT_IMPORT).id,
         }
         status = "200 OK"
