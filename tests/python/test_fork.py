@@ -79,6 +79,10 @@ def test_multiprocessing_fork_pool_uses_module_level_and_new_clients(fxpay_sandb
         assert child["blocking"] and child["awaitable"] and child["fresh"], child
         assert child["created"] == f"{i + 1}.25"
     assert out["parent_after"] is True
+    if not getattr(fxpay_sandbox, "remote", False):
+        # The module-level client's cached token went across the forks (one token), and each
+        # child's new client got its own (six).
+        assert fxpay_sandbox.stats()["tokens_issued"]["client_credentials"] == 7
 
 
 @pytest.mark.parametrize("mode", ["sys.exit", "os._exit", "raise"])
