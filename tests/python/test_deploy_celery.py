@@ -112,7 +112,7 @@ def worker(broker: str, fxpay_sandbox: Any, tmp_path: Path) -> Iterator[tuple[su
 
 
 def test_celery_prefork_tasks_use_a_module_level_client(worker: tuple[subprocess.Popen[bytes], Path], broker: str) -> None:
-    from celery import Celery
+    from celery import Celery  # type: ignore[import-untyped]
 
     proc, log = worker
     sender = Celery("sender", broker=broker, backend=broker)

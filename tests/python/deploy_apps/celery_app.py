@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 import fxpay
-from celery import Celery
+from celery import Celery  # type: ignore[import-untyped]
 
 app = Celery("celery_app", broker=os.environ["FXPAY_TEST_BROKER"], backend=os.environ["FXPAY_TEST_BROKER"])
 app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"], worker_hijack_root_logger=False)
@@ -26,7 +26,7 @@ async def _read_async(quote_id: str) -> str:
     return str((await CLIENT.get_quote_async(quote_id)).buy_amount)
 
 
-@app.task(name="celery_app.book_quote")
+@app.task(name="celery_app.book_quote")  # type: ignore[untyped-decorator]
 def book_quote(amount: str) -> dict[str, Any]:
     quote_id = CLIENT.create_quote(buy_currency="USD", buy_amount=amount, sell_currency="EUR")
     return {

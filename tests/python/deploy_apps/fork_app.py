@@ -212,7 +212,7 @@ class NoFdLoop(asyncio.SelectorEventLoop):
     """A loop that cannot watch a file descriptor (as Windows' proactor loop): awaitable
     calls take pyo3-async-runtimes' path."""
 
-    def add_reader(self, *args: Any, **kwargs: Any) -> None:
+    def add_reader(self, fd: Any, callback: Any, *args: Any) -> None:  # type: ignore[override]
         raise NotImplementedError
 
 
