@@ -6,6 +6,7 @@ pub mod cassette_scrub;
 pub mod cassette_transport;
 pub mod config;
 pub mod error;
+pub mod fork;
 pub mod local_runtime;
 pub mod models;
 pub mod money;

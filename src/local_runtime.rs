@@ -15,13 +15,17 @@
 //! - Requests that create something never use these connections (`crate::transport` sends
 //!   them through the shared runtime, whose connections are watched all the time), so a
 //!   POST never goes out on a connection that may have been closed under it.
-use std::cell::{Cell, OnceCell};
+use crate::fork::ProcessBound;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::time::Duration;
 use tokio::runtime::Runtime;
 
 thread_local! {
-    static LOCAL: OnceCell<Option<Runtime>> = const { OnceCell::new() };
+    /// This thread's runtime. In a forked child the forking thread's copy belongs to the
+    /// parent (its I/O driver is the parent's epoll instance): it is replaced on first use
+    /// and forgotten, also when the thread-local is destroyed at exit.
+    static LOCAL: RefCell<Option<ProcessBound<Runtime>>> = const { RefCell::new(None) };
     static DRIVING: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -35,14 +39,29 @@ pub fn driving() -> bool {
 /// e.g. from a callback run inside a call, goes to the shared runtime instead) and its
 /// runtime exists or can be started.
 pub fn available() -> bool {
-    !driving()
-        && LOCAL
-            .try_with(|cell| cell.get_or_init(build).is_some())
-            .unwrap_or(false)
+    !driving() && with_local(|_| ()).is_some()
+}
+
+/// Runs `f` with this thread's runtime of this process, started on first use; None if
+/// there is none (the thread is exiting, the runtime cannot start, or it is in use).
+fn with_local<R>(f: impl FnOnce(&Runtime) -> R) -> Option<R> {
+    LOCAL
+        .try_with(|cell| {
+            {
+                let mut slot = cell.try_borrow_mut().ok()?;
+                if !slot.as_ref().is_some_and(ProcessBound::is_current) {
+                    // A stale runtime (inherited through a fork) is forgotten as it drops.
+                    *slot = Some(ProcessBound::new(build()?));
+                }
+            }
+            let slot = cell.try_borrow().ok()?;
+            slot.as_deref().map(f)
+        })
+        .ok()
+        .flatten()
 }
 
 fn build() -> Option<Runtime> {
-    crate::runtime::claim();
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -92,34 +111,34 @@ fn drive<F>(fut: &mut F, limit: Duration) -> Option<F::Output>
 where
     F: Future + Unpin,
 {
-    LOCAL
-        .try_with(|cell| {
-            let rt = cell.get_or_init(build).as_ref()?;
-            let _driving = Driving::enter();
-            rt.block_on(async {
-                // `yield_now` on a current-thread runtime resumes only after the runtime
-                // has run its other ready tasks and polled the I/O driver; twice, so that
-                // the connection tasks the driver woke (say, for a peer's FIN) run before
-                // this call looks for a pooled connection.
-                tokio::task::yield_now().await;
-                tokio::task::yield_now().await;
-                tokio::time::timeout(limit, fut).await.ok()
-            })
+    with_local(|rt| {
+        let _driving = Driving::enter();
+        rt.block_on(async {
+            // `yield_now` on a current-thread runtime resumes only after the runtime
+            // has run its other ready tasks and polled the I/O driver; twice, so that
+            // the connection tasks the driver woke (say, for a peer's FIN) run before
+            // this call looks for a pooled connection.
+            tokio::task::yield_now().await;
+            tokio::task::yield_now().await;
+            tokio::time::timeout(limit, fut).await.ok()
         })
-        .ok()
-        .flatten()
+    })
+    .flatten()
 }
 
 /// Drops `value` (say, an abandoned call) inside this thread's runtime, so that the I/O
 /// resources it holds are released where they were registered.
 pub fn drop_inside<T>(value: T) {
-    let _ = LOCAL.try_with(|cell| match cell.get() {
-        Some(Some(rt)) => {
-            let _enter = rt.enter();
-            drop(value);
+    let mut value = Some(value);
+    let _ = LOCAL.try_with(|cell| {
+        if let Ok(slot) = cell.try_borrow() {
+            if let Some(rt) = slot.as_ref().filter(|rt| rt.is_current()) {
+                let _enter = rt.enter();
+                drop(value.take());
+            }
         }
-        _ => drop(value),
     });
+    drop(value);
 }
 
 #[cfg(test)]
@@ -171,7 +190,7 @@ mod tests {
     fn get(url: &str) -> Result<String, reqwest::Error> {
         let client = CLIENT.with(|c| {
             c.get_or_init(|| {
-                let _rt = LOCAL.with(|l| l.get_or_init(build).is_some());
+                assert!(available());
                 reqwest::Client::builder().build().expect("client")
             })
             .clone()
@@ -182,7 +201,7 @@ mod tests {
     }
 
     thread_local! {
-        static CLIENT: OnceCell<reqwest::Client> = const { OnceCell::new() };
+        static CLIENT: std::cell::OnceCell<reqwest::Client> = const { std::cell::OnceCell::new() };
     }
 
     #[test]

@@ -1,27 +1,57 @@
-//! The one process-wide tokio runtime that serves every client, session and sandbox.
-use std::sync::OnceLock;
+//! The process-wide tokio runtime that serves every client, session and sandbox: started on
+//! first use, and started anew in a forked child (whose copy of the parent's runtime has no
+//! threads, and shares its epoll instance with the parent: it is forgotten, never used).
+use crate::fork::ProcessBound;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use tokio::runtime::Runtime;
 
-static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+/// The runtime of the current process generation. Every pointer stored here comes from
+/// `Box::into_raw` and is never freed once stored: a runtime lives as long as its process,
+/// and one inherited through a fork must not be dropped.
+static SHARED: AtomicPtr<ProcessBound<Runtime>> = AtomicPtr::new(std::ptr::null_mut());
 
-/// The shared multi-threaded runtime, started on first use.
+/// The shared multi-threaded runtime of this process, started on first use.
 pub fn runtime() -> &'static Runtime {
-    RUNTIME.get_or_init(|| {
-        claim();
-        let workers = worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()));
-        match tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers)
-            .thread_name("fxpay-rt")
-            // Blocking-pool threads (DNS lookups, token-store calls) go away soon after a burst.
-            .thread_keep_alive(std::time::Duration::from_secs(2))
-            .enable_all()
-            .build()
-        {
-            Ok(rt) => rt,
-            // Without a runtime nothing can work; there is no caller to hand an error to.
-            Err(e) => panic!("fxpay could not start its tokio runtime: {e}"),
+    let seen = SHARED.load(Ordering::Acquire);
+    // SAFETY: a non-null pointer in SHARED is a leaked box that is never freed.
+    match unsafe { seen.as_ref() } {
+        Some(rt) if rt.is_current() => rt,
+        _ => start(seen),
+    }
+}
+
+#[cold]
+fn start(seen: *mut ProcessBound<Runtime>) -> &'static Runtime {
+    let fresh = Box::into_raw(Box::new(ProcessBound::new(build())));
+    match SHARED.compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire) {
+        // The runtime `seen` (if any) belonged to the parent: it stays where it is, unused.
+        // SAFETY: `fresh` is now stored in SHARED and never freed.
+        Ok(_) => unsafe { &*fresh },
+        Err(_) => {
+            // Another thread started one first: use it, and stop ours (no task ever ran on
+            // it; `shutdown_background` may be called from inside a runtime, unlike drop).
+            // SAFETY: `fresh` was never shared, so this is its only owner.
+            let ours = unsafe { Box::from_raw(fresh) };
+            ours.into_inner().shutdown_background();
+            runtime()
         }
-    })
+    }
+}
+
+fn build() -> Runtime {
+    let workers = worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()));
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name("fxpay-rt")
+        // Blocking-pool threads (DNS lookups, token-store calls) go away soon after a burst.
+        .thread_keep_alive(std::time::Duration::from_secs(2))
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        // Without a runtime nothing can work; there is no caller to hand an error to.
+        Err(e) => panic!("fxpay could not start its tokio runtime: {e}"),
+    }
 }
 
 /// Runtime workers for a machine with `cores` cores: half of them, 1 to 8. The runtime only
@@ -31,22 +61,4 @@ pub fn runtime() -> &'static Runtime {
 /// than it brings: on 2 cores one worker halves the context switches of a blocking call.
 pub fn worker_threads(cores: usize) -> usize {
     (cores / 2).clamp(1, 8)
-}
-
-static OWNER_PID: OnceLock<u32> = OnceLock::new();
-
-/// Records the process that owns the runtime; call when the runtime is first used.
-pub fn claim() {
-    let _ = OWNER_PID.get_or_init(std::process::id);
-}
-
-/// The runtime's worker threads do not survive `fork`: a forked child must not use it.
-pub fn check_not_forked() -> crate::error::Result<()> {
-    match OWNER_PID.get() {
-        Some(pid) if *pid != std::process::id() => Err(crate::error::Error::config(
-            "fxpay was started in a parent process and cannot run in a forked child; \
-             use the 'spawn' or 'forkserver' start method, or import fxpay only in the children",
-        )),
-        _ => Ok(()),
-    }
 }

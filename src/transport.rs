@@ -11,6 +11,7 @@
 //! - A 401 is handled one level up (`crate::api`): renew the token and replay once.
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
+use crate::fork::PerProcess;
 use crate::models::FieldError;
 use bytes::Bytes;
 use reqwest::header::{
@@ -111,7 +112,9 @@ enum Target {
     Text(String),
 }
 
-pub struct Transport {
+/// The connection pools of one process. A forked child makes its own on first use and
+/// forgets the parent's: their sockets, tasks and timers belong to the parent's runtimes.
+struct Pools {
     /// The pool used on the shared runtime (awaitable calls, and requests that create
     /// something).
     http: reqwest::Client,
@@ -119,6 +122,20 @@ pub struct Transport {
     /// connection belongs to the runtime that opened it, so each of those runtimes needs its
     /// own. Dropped with the transport.
     local: thread_local::ThreadLocal<reqwest::Client>,
+}
+
+impl Pools {
+    fn new(config: &ClientConfig, roots: &[reqwest::Certificate]) -> Result<Self> {
+        Ok(Pools {
+            http: build_http(config, roots)?,
+            local: thread_local::ThreadLocal::new(),
+        })
+    }
+}
+
+pub struct Transport {
+    /// The pools of the current process: made anew on first use in a forked child.
+    pools: PerProcess<Pools>,
     /// The extra root certificates of `ca_bundle`, read once.
     roots: Vec<reqwest::Certificate>,
     config: ClientConfig,
@@ -133,11 +150,10 @@ impl Transport {
             Some(path) => read_roots(path)?,
             None => Vec::new(),
         };
-        let http = build_http(&config, &roots)?;
+        let pools = PerProcess::new(Pools::new(&config, &roots)?);
         let api_base = reqwest::Url::parse(&config.url("")).ok();
         Ok(Transport {
-            http,
-            local: thread_local::ThreadLocal::new(),
+            pools,
             roots,
             config,
             api_base,
@@ -148,13 +164,16 @@ impl Transport {
     /// on a thread driving its own runtime, this thread's pool, except for requests that
     /// create something (see `crate::local_runtime`).
     fn pool(&self, retry: Retry) -> std::result::Result<(&reqwest::Client, bool), Error> {
+        let pools = self
+            .pools
+            .get_or_try_make(|| Pools::new(&self.config, &self.roots))?;
         if !crate::local_runtime::driving() {
-            return Ok((&self.http, false));
+            return Ok((&pools.http, false));
         }
         if retry == Retry::CreateOnce {
-            return Ok((&self.http, true));
+            return Ok((&pools.http, true));
         }
-        let http = self
+        let http = pools
             .local
             .get_or_try(|| build_http(&self.config, &self.roots))?;
         Ok((http, false))

@@ -10,7 +10,8 @@ use std::sync::{Arc, RwLock};
 pub struct TokenCache {
     key: String,
     current: RwLock<Option<Arc<Token>>>,
-    renewing: tokio::sync::Mutex<()>,
+    /// Per process: in a forked child, a task of the parent may hold the parent's lock.
+    renewing: crate::fork::PerProcess<tokio::sync::Mutex<()>>,
     store: Option<Arc<dyn TokenStore>>,
 }
 
@@ -19,7 +20,7 @@ impl TokenCache {
         TokenCache {
             key,
             current: RwLock::new(None),
-            renewing: tokio::sync::Mutex::new(()),
+            renewing: crate::fork::PerProcess::empty(),
             store,
         }
     }
@@ -67,7 +68,7 @@ impl TokenCache {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Token>>,
     {
-        let _single_flight = self.renewing.lock().await;
+        let _single_flight = self.renewing.get_or_make(Default::default).lock().await;
         let usable = |t: &Token| {
             t.fresh_at(unix_now(), t.renew_margin()) && Some(t.access_token.as_str()) != rejected
         };

@@ -34,7 +34,8 @@ struct Current {
 pub struct UserSession {
     transport: Arc<Transport>,
     current: Arc<RwLock<Current>>,
-    refreshing: Arc<tokio::sync::Mutex<()>>,
+    /// Per process: in a forked child, a task of the parent may hold the parent's lock.
+    refreshing: crate::fork::PerProcess<Arc<tokio::sync::Mutex<()>>>,
     on_token: Option<OnToken>,
     /// A store shared with other processes, and this user's key in it.
     shared: Option<(Arc<dyn TokenStore>, String)>,
@@ -54,7 +55,7 @@ impl UserSession {
                 token: Arc::new(token),
                 offered: true,
             })),
-            refreshing: Arc::new(tokio::sync::Mutex::new(())),
+            refreshing: crate::fork::PerProcess::empty(),
             on_token,
             shared,
         }
@@ -105,7 +106,12 @@ impl UserSession {
         rejected: Option<&str>,
         observer: Option<&dyn Observer>,
     ) -> Result<Arc<Token>> {
-        let single_flight = self.refreshing.clone().lock_owned().await;
+        let single_flight = self
+            .refreshing
+            .get_or_make(Default::default)
+            .clone()
+            .lock_owned()
+            .await;
         let usable = |t: &Token| {
             t.fresh_at(unix_now(), t.renew_margin()) && Some(t.access_token.as_str()) != rejected
         };

@@ -19,7 +19,6 @@ pub fn run<F>(py: Python<'_>, aio: bool, fut: F) -> PyResult<Py<PyAny>>
 where
     F: Future<Output = Result<Out, Error>> + Send + 'static,
 {
-    crate::runtime::check_not_forked().map_err(to_pyerr)?;
     // Boxed once here: the call's future is large, and is only moved as a pointer from now on.
     let fut = Box::pin(fut);
     let guarded = async move {
@@ -121,8 +120,58 @@ where
     F: Future<Output = Result<Out, Error>> + Send + 'static,
 {
     let awaitable =
-        pyo3_async_runtimes::tokio::future_into_py(py, async move { fut.await.map_err(to_pyerr) })?;
+        pyo3_async_runtimes::generic::future_into_py::<SharedRuntime, _, _>(py, async move {
+            fut.await.map_err(to_pyerr)
+        })?;
     Ok(awaitable.unbind())
+}
+
+/// pyo3-async-runtimes' view of fxpay's shared runtime. Its own tokio module keeps the
+/// runtime it is given for the life of the process, which a forked child cannot use; this
+/// one asks `crate::runtime` each time, which starts one anew in a child.
+struct SharedRuntime;
+
+tokio::task_local! {
+    static TASK_LOCALS: std::cell::OnceCell<pyo3_async_runtimes::TaskLocals>;
+}
+
+impl pyo3_async_runtimes::generic::Runtime for SharedRuntime {
+    type JoinError = tokio::task::JoinError;
+    type JoinHandle = tokio::task::JoinHandle<()>;
+
+    fn spawn<F>(fut: F) -> Self::JoinHandle
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        crate::runtime::runtime().spawn(fut)
+    }
+
+    fn spawn_blocking<F>(f: F) -> Self::JoinHandle
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        crate::runtime::runtime().spawn_blocking(f)
+    }
+}
+
+impl pyo3_async_runtimes::generic::ContextExt for SharedRuntime {
+    fn scope<F, R>(
+        locals: pyo3_async_runtimes::TaskLocals,
+        fut: F,
+    ) -> std::pin::Pin<Box<dyn Future<Output = R> + Send>>
+    where
+        F: Future<Output = R> + Send + 'static,
+    {
+        let cell = std::cell::OnceCell::new();
+        let _ = cell.set(locals);
+        Box::pin(TASK_LOCALS.scope(cell, fut))
+    }
+
+    fn get_task_locals() -> Option<pyo3_async_runtimes::TaskLocals> {
+        TASK_LOCALS
+            .try_with(|c| c.get().cloned())
+            .unwrap_or_default()
+    }
 }
 
 #[cfg(not(unix))]
@@ -140,6 +189,7 @@ mod awaitable {
 #[cfg(unix)]
 mod awaitable {
     use super::*;
+    use crate::fork::ProcessBound;
     use pyo3::intern;
     use pyo3::sync::PyOnceLock;
     use std::cell::RefCell;
@@ -159,7 +209,8 @@ mod awaitable {
         queue: Mutex<Vec<Done>>,
         /// A wake-up byte has been written and not yet drained.
         signalled: AtomicBool,
-        writer: UnixStream,
+        /// Bound to its process: a forked child never closes the parent's socket pair.
+        writer: ProcessBound<UnixStream>,
     }
 
     impl Inbox {
@@ -172,7 +223,7 @@ mod awaitable {
             if !self.signalled.swap(true, Ordering::SeqCst) {
                 // The socket is non-blocking and holds at most a few bytes: a failed write
                 // can only mean the loop is gone, and then nobody waits for the result.
-                let _ = (&self.writer).write(&[1]);
+                let _ = (&*self.writer).write(&[1]);
             }
         }
     }
@@ -181,7 +232,7 @@ mod awaitable {
     #[pyclass(frozen, module = "fxpay._fxpay")]
     struct LoopDrain {
         inbox: Arc<Inbox>,
-        reader: UnixStream,
+        reader: ProcessBound<UnixStream>,
     }
 
     #[pymethods]
@@ -189,7 +240,7 @@ mod awaitable {
         fn __call__(&self, py: Python<'_>) {
             let mut buf = [0u8; 64];
             loop {
-                match (&self.reader).read(&mut buf) {
+                match (&*self.reader).read(&mut buf) {
                     Ok(n) if n == buf.len() => continue,
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                     _ => break,
@@ -244,7 +295,7 @@ mod awaitable {
 
     /// `add_done_callback` hook: a cancelled asyncio future aborts its task.
     #[pyclass(frozen, module = "fxpay._fxpay")]
-    struct AbortOnCancel(std::sync::OnceLock<tokio::task::AbortHandle>);
+    struct AbortOnCancel(std::sync::OnceLock<ProcessBound<tokio::task::AbortHandle>>);
 
     #[pymethods]
     impl AbortOnCancel {
@@ -253,7 +304,9 @@ mod awaitable {
                 .call_method0(intern!(fut.py(), "cancelled"))?
                 .is_truthy()?
             {
-                if let Some(handle) = self.0.get() {
+                // In a forked child the task is the parent's, on a runtime the child
+                // never runs: there is nothing to abort.
+                if let Some(handle) = self.0.get().filter(|h| h.is_current()) {
                     handle.abort();
                 }
             }
@@ -270,8 +323,10 @@ mod awaitable {
     }
 
     thread_local! {
-        // An event loop runs on one thread: remember the last one seen here.
-        static CURRENT: RefCell<Option<LoopEntry>> = const { RefCell::new(None) };
+        // An event loop runs on one thread: remember the last one seen here. In a forked
+        // child the entry (and its socket pair) is the parent's: it is replaced on first use
+        // and forgotten, never closed.
+        static CURRENT: RefCell<Option<ProcessBound<LoopEntry>>> = const { RefCell::new(None) };
     }
 
     static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -289,13 +344,13 @@ mod awaitable {
         let inbox = Arc::new(Inbox {
             queue: Mutex::new(Vec::new()),
             signalled: AtomicBool::new(false),
-            writer,
+            writer: ProcessBound::new(writer),
         });
         let drain = Py::new(
             py,
             LoopDrain {
                 inbox: inbox.clone(),
-                reader,
+                reader: ProcessBound::new(reader),
             },
         )?;
         // The loop keeps the drain (and so the reader) for as long as it is registered.
@@ -320,8 +375,8 @@ mod awaitable {
         CURRENT.with(|cell| {
             let mut slot = cell.borrow_mut();
             match &*slot {
-                Some(e) if e.event_loop.bind(py).is(&event_loop) => {}
-                _ => *slot = Some(entry_for(py, &event_loop)?),
+                Some(e) if e.is_current() && e.event_loop.bind(py).is(&event_loop) => {}
+                _ => *slot = Some(ProcessBound::new(entry_for(py, &event_loop)?)),
             }
             match &*slot {
                 Some(e) => Ok((e.create_future.bind(py).clone(), e.inbox.clone())),
@@ -348,7 +403,7 @@ mod awaitable {
             let result = fut.await;
             inbox.push((target, hook_back, result));
         });
-        let _ = hook.get().0.set(task.abort_handle());
+        let _ = hook.get().0.set(ProcessBound::new(task.abort_handle()));
         py_fut.call_method1(intern!(py, "add_done_callback"), (hook,))?;
         Ok(py_fut.unbind())
     }

@@ -16,8 +16,9 @@ use pyo3::prelude::*;
 #[pymodule]
 #[pyo3(name = "_fxpay")]
 fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    // Blocking and awaitable calls share the one runtime.
-    let _ = pyo3_async_runtimes::tokio::init_with_runtime(crate::runtime::runtime());
+    // Importing starts no thread, runtime or socket: they start on first use (and anew in a
+    // forked child, which this hook lets fxpay notice).
+    crate::fork::watch();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<client::CoreClient>()?;
     m.add_class::<session::CoreUserSession>()?;

@@ -3,20 +3,37 @@ use super::bridge::guard;
 use super::convert::value_to_py;
 use super::errors::to_pyerr;
 use crate::error::Error;
+use crate::fork::ProcessBound;
 use crate::sandbox::{Sandbox, SandboxConfig};
 use pyo3::prelude::*;
 use std::net::IpAddr;
 
 #[pyclass(module = "fxpay._fxpay", frozen)]
 pub struct CoreSandbox {
-    inner: Sandbox,
+    /// The server runs on the runtime of the process that started it. A forked child holds
+    /// a copy of its state that the server never sees: the child may read the address and
+    /// credentials (and call the parent's server over HTTP), but not drive or change it.
+    inner: ProcessBound<Sandbox>,
+}
+
+impl CoreSandbox {
+    /// The sandbox, if this process runs it.
+    fn served(&self) -> PyResult<&Sandbox> {
+        if self.inner.is_current() {
+            Ok(&self.inner)
+        } else {
+            Err(to_pyerr(Error::config(
+                "this sandbox is served by the parent process: a forked child can call it \
+                 over HTTP (base_url) but cannot inspect or change it",
+            )))
+        }
+    }
 }
 
 fn block_on<T: Send>(
     py: Python<'_>,
     fut: impl std::future::Future<Output = Result<T, Error>> + Send,
 ) -> PyResult<T> {
-    crate::runtime::check_not_forked().map_err(to_pyerr)?;
     let rt = crate::runtime::runtime();
     py.detach(|| guard(|| rt.block_on(fut)))
 }
@@ -39,7 +56,9 @@ impl CoreSandbox {
                 ))
             })
         })?;
-        Ok(CoreSandbox { inner })
+        Ok(CoreSandbox {
+            inner: ProcessBound::new(inner),
+        })
     }
 
     #[getter]
@@ -67,14 +86,21 @@ impl CoreSandbox {
         self.inner.password().to_string()
     }
 
-    fn register_client(&self, client_id: &str, client_secret: &str, redirect_uris: Vec<String>) {
+    fn register_client(
+        &self,
+        client_id: &str,
+        client_secret: &str,
+        redirect_uris: Vec<String>,
+    ) -> PyResult<()> {
         let uris: Vec<&str> = redirect_uris.iter().map(String::as_str).collect();
-        self.inner.register_client(client_id, client_secret, &uris);
+        self.served()?
+            .register_client(client_id, client_secret, &uris);
+        Ok(())
     }
 
     #[pyo3(signature = (auth_url, allow = true))]
     fn approve(&self, py: Python<'_>, auth_url: String, allow: bool) -> PyResult<String> {
-        let sb = &self.inner;
+        let sb = self.served()?;
         block_on(py, async move {
             sb.approve(&auth_url, allow)
                 .await
@@ -88,16 +114,16 @@ impl CoreSandbox {
                 "seconds must be a finite number >= 0",
             )));
         }
-        self.inner.advance(seconds);
+        self.served()?.advance(seconds);
         Ok(())
     }
 
-    fn now(&self) -> f64 {
-        self.inner.now()
+    fn now(&self) -> PyResult<f64> {
+        Ok(self.served()?.now())
     }
 
     fn deal_status(&self, deal_id: &str) -> PyResult<String> {
-        self.inner.deal_status(deal_id).ok_or_else(|| {
+        self.served()?.deal_status(deal_id).ok_or_else(|| {
             to_pyerr(Error::invalid(format!(
                 "no deal {deal_id:?} in this sandbox"
             )))
@@ -105,15 +131,15 @@ impl CoreSandbox {
     }
 
     fn deals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        value_to_py(py, &serde_json::Value::Array(self.inner.deals()))
+        value_to_py(py, &serde_json::Value::Array(self.served()?.deals()))
     }
 
     fn deliveries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        value_to_py(py, &serde_json::Value::Array(self.inner.deliveries()))
+        value_to_py(py, &serde_json::Value::Array(self.served()?.deliveries()))
     }
 
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        value_to_py(py, &self.inner.stats())
+        value_to_py(py, &self.served()?.stats())
     }
 
     #[pyo3(signature = (path, status, times = 1, retry_after = None))]
@@ -129,12 +155,13 @@ impl CoreSandbox {
                 "status must be an HTTP status, got {status}"
             ))));
         }
-        self.inner.fail_next(path, status, times, retry_after);
+        self.served()?.fail_next(path, status, times, retry_after);
         Ok(())
     }
 
-    fn drop_next(&self, path: &str, after_processing: bool) {
-        self.inner.drop_next(path, after_processing);
+    fn drop_next(&self, path: &str, after_processing: bool) -> PyResult<()> {
+        self.served()?.drop_next(path, after_processing);
+        Ok(())
     }
 
     fn delay_next(&self, path: &str, seconds: f64) -> PyResult<()> {
@@ -143,11 +170,14 @@ impl CoreSandbox {
                 "seconds must be a finite number >= 0",
             )));
         }
-        self.inner.delay_next(path, seconds);
+        self.served()?.delay_next(path, seconds);
         Ok(())
     }
 
+    /// Stops the server; in a forked child, does nothing (the parent's server goes on).
     fn shutdown(&self) {
-        self.inner.shutdown();
+        if self.inner.is_current() {
+            self.inner.shutdown();
+        }
     }
 }

@@ -1,12 +1,11 @@
-"""Configuration users expect: proxies, a custom CA bundle, a User-Agent suffix, fork safety,
-and blocking calls inside a running event loop (Jupyter)."""
+"""Configuration users expect: proxies, a custom CA bundle, a User-Agent suffix, and
+blocking calls inside a running event loop (Jupyter)."""
 
 from __future__ import annotations
 
 import asyncio
 import http.server
 import json
-import os
 import shutil
 import ssl
 import subprocess
@@ -169,33 +168,6 @@ def test_bad_ca_bundle_is_a_configuration_error(tmp_path: Path) -> None:
     junk.write_text("not a certificate")
     with pytest.raises(fxpay.ConfigurationError, match="ca_bundle"):
         fxpay.Client("id", "secret", base_url="https://api.example.com", ca_bundle=junk)
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_use_after_fork_refuses_clearly(fxpay_sandbox: Any) -> None:
-    c = fxpay_sandbox.client()
-    c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child
-        os.close(r)
-        try:
-            c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")
-            msg = "no error"
-        except fxpay.ConfigurationError as e:
-            msg = "ConfigurationError: " + str(e)
-        except BaseException as e:  # noqa: BLE001
-            msg = f"{type(e).__name__}: {e}"
-        os.write(w, msg.encode())
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        msg = f.read()
-    os.waitpid(pid, 0)
-    assert msg.startswith("ConfigurationError: "), msg
-    assert "fork" in msg
-    # The parent goes on working.
-    assert c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")
 
 
 async def test_blocking_calls_inside_a_running_loop(fxpay_client: fxpay.Client) -> None:
