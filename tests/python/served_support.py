@@ -16,11 +16,11 @@ LINES = ("BASE_URL", "CLIENT_ID", "CLIENT_SECRET", "REDIRECT_URI", "USERNAME", "
 
 
 @contextmanager
-def served(*args: str) -> Iterator[dict[str, str]]:
+def served(*args: str, command: tuple[str, ...] = ("fxpay.sandbox",)) -> Iterator[dict[str, str]]:
     """Starts a served sandbox; yields its `FXPAY_*` lines as a dict; stops it at the end."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FXPAY_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fxpay.sandbox", "--port", "0", *args],
+        [sys.executable, "-m", *command, "--port", "0", *args],
         stdout=subprocess.PIPE,
         text=True,
         env=env,

@@ -170,3 +170,12 @@ def test_served_with_tls_and_driven_remotely() -> None:
             no_ca.now()
     # The CA file goes away with the server.
     assert not os.path.exists(ca)
+
+
+def test_the_cli_subcommand_serves_https_too() -> None:
+    with served("--tls", command=("fxpay", "sandbox")) as env:
+        assert env["FXPAY_BASE_URL"].startswith("https://")
+        r = remote(env)
+        with r.client() as c:
+            c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+        assert r.stats()["paths"]["POST /v1/payments/quotes"] == 1
