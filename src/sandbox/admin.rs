@@ -266,3 +266,67 @@ async fn reset(AxState(state): AxState<Arc<State>>, headers: HeaderMap) -> Answe
     state.reset();
     ok(json!({}))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+    use bytes::Bytes;
+    use tokio::sync::watch;
+
+    fn state(token: &str) -> State {
+        let (_tx, rx) = watch::channel(false);
+        let mut st = State::new(reqwest::Client::new(), rx, Bytes::new());
+        st.admin.token = token.to_owned();
+        st
+    }
+
+    fn bearer(value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Ok(v) = HeaderValue::from_str(value) {
+            h.insert(header::AUTHORIZATION, v);
+        }
+        h
+    }
+
+    #[test]
+    fn only_the_admin_token_passes() {
+        let st = state("s3cret-token");
+        assert!(authorize(&st, &bearer("Bearer s3cret-token")).is_ok());
+        assert!(authorize(&st, &bearer("bearer s3cret-token")).is_ok());
+        for wrong in [
+            "",
+            "Bearer",
+            "Bearer s3cret-toke",
+            "Bearer s3cret-token2",
+            "Basic s3cret-token",
+        ] {
+            let err = authorize(&st, &bearer(wrong)).err().map(|e| e.status);
+            assert_eq!(err, Some(StatusCode::UNAUTHORIZED), "{wrong:?}");
+        }
+        // A sandbox without a token refuses everything, the empty token included.
+        let none = state("");
+        assert!(authorize(&none, &bearer("Bearer ")).is_err());
+        assert!(authorize(&none, &HeaderMap::new()).is_err());
+    }
+
+    #[test]
+    fn arguments_are_checked() {
+        let m: Map<String, Value> = serde_json::from_str(
+            r#"{"path": "/x", "empty": "", "n": 5, "neg": -1, "big": 1e400, "f": 1.5, "b": true}"#,
+        )
+        .unwrap_or_default();
+        assert_eq!(text(&m, "path").ok().as_deref(), Some("/x"));
+        assert!(text(&m, "empty").is_err() && text(&m, "n").is_err());
+        assert_eq!(seconds(&m, "f").ok(), Some(1.5));
+        assert!(seconds(&m, "neg").is_err() && seconds(&m, "missing").is_err());
+        assert!(seconds(&m, "big").is_err());
+        assert_eq!(uint(&m, "n", 10).ok(), Some(Some(5)));
+        assert_eq!(uint(&m, "missing", 10).ok(), Some(None));
+        assert!(uint(&m, "n", 4).is_err() && uint(&m, "neg", 10).is_err());
+        assert!(uint(&m, "f", 10).is_err());
+        assert_eq!(boolean(&m, "b", None).ok(), Some(true));
+        assert_eq!(boolean(&m, "missing", Some(true)).ok(), Some(true));
+        assert!(boolean(&m, "missing", None).is_err() && boolean(&m, "n", None).is_err());
+    }
+}
