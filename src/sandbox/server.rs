@@ -135,6 +135,7 @@ async fn handle(
     state: Arc<State>,
     router: Router,
     kill: Arc<Notify>,
+    counted: Arc<AtomicBool>,
     req: Request<Incoming>,
 ) -> Response<Body> {
     let (req, body) = track(req);
@@ -145,6 +146,10 @@ async fn handle(
             Ok(resp) => close_if_unread(resp, body),
             Err(never) => match never {},
         };
+    }
+    if !counted.swap(true, Ordering::Relaxed) {
+        // A connection counts from its first request that is not an admin one.
+        state.stats.connection_opened();
     }
     state.stats.request(req.method(), req.uri().path());
     match state.faults.take(req.method(), req.uri().path()) {
@@ -191,13 +196,14 @@ async fn connection<S>(
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    state.stats.connection_opened();
     let kill = Arc::new(Notify::new());
+    let counted = Arc::new(AtomicBool::new(false));
     let svc = {
-        let (state, kill) = (state.clone(), kill.clone());
+        let (state, kill, counted) = (state.clone(), kill.clone(), counted.clone());
         service_fn(move |req| {
-            let (state, router, kill) = (state.clone(), router.clone(), kill.clone());
-            async move { Ok::<_, Infallible>(handle(state, router, kill, req).await) }
+            let (state, router) = (state.clone(), router.clone());
+            let (kill, counted) = (kill.clone(), counted.clone());
+            async move { Ok::<_, Infallible>(handle(state, router, kill, counted, req).await) }
         })
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -211,7 +217,9 @@ async fn connection<S>(
         _ = kill.notified() => {}
         _ = shut_down(shutdown) => {}
     }
-    state.stats.connection_closed();
+    if counted.load(Ordering::Relaxed) {
+        state.stats.connection_closed();
+    }
 }
 
 /// A TLS handshake that has not finished by then is given up.
