@@ -6,6 +6,8 @@ Money is ``decimal.Decimal``, never float. Every network call has an ``*_async``
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import _fxpay
 from ._client import Client, UserSession
 from .errors import (
@@ -46,6 +48,11 @@ from .models import (
 from .redis_store import RedisTokenStore
 from .stores import MemoryTokenStore, TokenStore
 from .webhooks import parse_deal_created
+
+if TYPE_CHECKING:
+    # `fxpay.testing` is a submodule attribute for type checkers; at run time `__getattr__`
+    # below imports it on first use.
+    from . import testing as testing
 
 __version__: str = _fxpay.__version__
 

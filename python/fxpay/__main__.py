@@ -2,7 +2,7 @@
 
     python -m fxpay quote USD AUD 1000          # against FXPAY_BASE_URL with FXPAY_CLIENT_ID/SECRET
     python -m fxpay quote USD AUD 1000 --sandbox   # against a throw-away embedded sandbox
-    python -m fxpay sandbox [--host H] [--port P]  # serve the emulator
+    python -m fxpay sandbox [--host H] [--port P] [--tls]  # serve the emulator
 """
 
 from __future__ import annotations
@@ -62,13 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("sandbox", help="serve the local sandbox")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8080)
+    s.add_argument("--tls", action="store_true", help="serve https with a CA made at start")
     args = p.parse_args(argv)
     try:
         if args.command == "quote":
             return _quote(args)
         from .sandbox import main as sandbox_main
 
-        return sandbox_main(["--host", args.host, "--port", str(args.port)])
+        return sandbox_main(["--host", args.host, "--port", str(args.port), *(["--tls"] if args.tls else [])])
     except FxPayError as e:
         print(f"fxpay: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

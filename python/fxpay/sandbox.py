@@ -1,4 +1,8 @@
-"""``python -m fxpay.sandbox``: serve the local sandbox until interrupted."""
+"""``python -m fxpay.sandbox``: serve the local sandbox until interrupted.
+
+It prints ``FXPAY_*=value`` lines: base URL, credentials, redirect URI, user, password, the
+admin token of its ``/_sandbox/`` API and, with ``--tls``, the CA file (``FXPAY_CA_BUNDLE``).
+"""
 
 from __future__ import annotations
 
@@ -14,16 +18,20 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m fxpay.sandbox", description="Serve fxpay's local sandbox.")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    p.add_argument("--tls", action="store_true", help="serve https with a CA made at start (FXPAY_CA_BUNDLE)")
     args = p.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with Sandbox(host=args.host, port=args.port) as sb:
+    with Sandbox(host=args.host, port=args.port, tls=args.tls) as sb:
         print(f"FXPAY_BASE_URL={sb.base_url}")
         print(f"FXPAY_CLIENT_ID={sb.client_id}")
         print(f"FXPAY_CLIENT_SECRET={sb.client_secret}")
         print(f"FXPAY_REDIRECT_URI={sb.redirect_uri}")
         print(f"FXPAY_USERNAME={sb.username}")
         print(f"FXPAY_PASSWORD={sb.password}")
+        print(f"FXPAY_ADMIN_TOKEN={sb.admin_token}")
+        if sb.ca_bundle is not None:
+            print(f"FXPAY_CA_BUNDLE={sb.ca_bundle}")
         sys.stdout.flush()
         try:
             while not stop.wait(0.5):

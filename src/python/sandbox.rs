@@ -41,14 +41,14 @@ fn block_on<T: Send>(
 #[pymethods]
 impl CoreSandbox {
     #[new]
-    #[pyo3(signature = (host = "127.0.0.1", port = 0))]
-    fn new(py: Python<'_>, host: &str, port: u16) -> PyResult<Self> {
+    #[pyo3(signature = (host = "127.0.0.1", port = 0, tls = false))]
+    fn new(py: Python<'_>, host: &str, port: u16, tls: bool) -> PyResult<Self> {
         let host: IpAddr = host.parse().map_err(|_| {
             to_pyerr(Error::config(format!(
                 "host must be an IP address, got {host:?}"
             )))
         })?;
-        let config = SandboxConfig { host, port };
+        let config = SandboxConfig { host, port, tls };
         let inner = block_on(py, async move {
             Sandbox::start(config).await.map_err(|e| {
                 Error::config(format!(
@@ -84,6 +84,22 @@ impl CoreSandbox {
     #[getter]
     fn password(&self) -> String {
         self.inner.password().to_string()
+    }
+
+    #[getter]
+    fn admin_token(&self) -> String {
+        self.inner.admin_token().to_string()
+    }
+    #[getter]
+    fn ca_bundle(&self) -> Option<String> {
+        self.inner
+            .ca_bundle()
+            .map(|p| p.to_string_lossy().into_owned())
+    }
+
+    fn reset(&self) -> PyResult<()> {
+        self.served()?.reset();
+        Ok(())
     }
 
     fn register_client(

@@ -23,7 +23,7 @@ fn unauthorized(code: &str, message: &str) -> ApiError {
 }
 
 /// The token of an `Authorization: Bearer ...` header.
-fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.trim().split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("bearer") {

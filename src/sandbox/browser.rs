@@ -120,14 +120,18 @@ pub async fn approve(
     allow: bool,
     username: &str,
     password: &str,
+    root: Option<&reqwest::Certificate>,
 ) -> Result<String, SandboxError> {
     let start = url::Url::parse(auth_url).map_err(|e| SandboxError::InvalidUrl(e.to_string()))?;
-    let client = reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .no_proxy()
         .redirect(Policy::none())
-        .timeout(Duration::from_secs(30))
-        .build()
-        .map_err(http_err)?;
+        .timeout(Duration::from_secs(30));
+    if let Some(root) = root {
+        // A TLS sandbox: trust its own CA.
+        builder = builder.add_root_certificate(root.clone());
+    }
+    let client = builder.build().map_err(http_err)?;
 
     let resp = client.get(start.clone()).send().await.map_err(http_err)?;
     if resp.status().is_redirection() {

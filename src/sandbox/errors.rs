@@ -128,6 +128,14 @@ pub mod code {
     pub const BAD_TOKEN: &str = "auth:token:4002";
     pub const SCOPE: &str = "auth:scope:4003";
     pub const INJECTED: &str = "sandbox:fault:5001";
+    /// The admin API (`/_sandbox/`): a missing or wrong admin token.
+    pub const ADMIN_TOKEN: &str = "sandbox:admin:4010";
+    /// The admin API: a bad argument.
+    pub const ADMIN_ARGUMENT: &str = "sandbox:admin:4000";
+    /// The admin API: no deal with that id.
+    pub const ADMIN_NO_DEAL: &str = "sandbox:admin:4040";
+    /// The admin API: `approve` could not drive the consent flow.
+    pub const ADMIN_APPROVE: &str = "sandbox:admin:5020";
     pub const INTERNAL: &str = "server:internal:5000";
 }
 

@@ -101,6 +101,14 @@ impl Faults {
         Some(action)
     }
 
+    /// Removes every rule and zeroes the fired count.
+    pub fn clear(&self) {
+        let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        rules.clear();
+        self.active.store(0, Ordering::Release);
+        self.fired.store(0, Ordering::Relaxed);
+    }
+
     /// How many faults have fired so far.
     pub fn fired(&self) -> usize {
         self.fired.load(Ordering::Relaxed)

@@ -15,8 +15,10 @@
 //! (token endpoint), `pages.rs` + `html.rs` (authorize/login/consent), `bearer.rs`,
 //! `quotes.rs` + `rates.rs`, `beneficiaries.rs`, `deals.rs`, `callbacks.rs`, `accounts.rs`,
 //! `faults.rs`, `stats.rs`, `errors.rs` (the error-code table), `openapi.rs` + `openapi.json`,
-//! `browser.rs` (`approve`), `body.rs` + `fields.rs` (input parsing), `ids.rs`.
+//! `browser.rs` (`approve`), `body.rs` + `fields.rs` (input parsing), `ids.rs`, `admin.rs`
+//! (the admin API under `/_sandbox/`), `tls.rs` (https with a certificate made at start).
 mod accounts;
+mod admin;
 mod bearer;
 mod beneficiaries;
 mod body;
@@ -37,6 +39,7 @@ pub mod rates;
 mod server;
 mod state;
 mod stats;
+mod tls;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -56,6 +59,8 @@ pub struct SandboxConfig {
     pub host: IpAddr,
     /// Port; 0 picks a free one.
     pub port: u16,
+    /// Serve https with a CA and a certificate made at start (`Sandbox::ca_bundle`).
+    pub tls: bool,
 }
 
 impl Default for SandboxConfig {
@@ -63,6 +68,7 @@ impl Default for SandboxConfig {
         Self {
             host: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
+            tls: false,
         }
     }
 }
@@ -104,6 +110,9 @@ struct Inner {
     client_secret: String,
     username: String,
     password: String,
+    admin_token: String,
+    /// The TLS material of an https sandbox; dropping it removes the CA file.
+    tls: Option<tls::Tls>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -120,13 +129,14 @@ pub struct Sandbox {
     inner: Arc<Inner>,
 }
 
-fn base_url_of(addr: SocketAddr) -> String {
+fn base_url_of(addr: SocketAddr, https: bool) -> String {
     let ip = match addr.ip() {
         IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
         IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
         ip => ip,
     };
-    format!("http://{}", SocketAddr::new(ip, addr.port()))
+    let scheme = if https { "https" } else { "http" };
+    format!("{scheme}://{}", SocketAddr::new(ip, addr.port()))
 }
 
 impl Sandbox {
@@ -134,7 +144,19 @@ impl Sandbox {
     pub async fn start(config: SandboxConfig) -> std::io::Result<Sandbox> {
         let listener = TcpListener::bind((config.host, config.port)).await?;
         let addr = listener.local_addr()?;
-        let base_url = base_url_of(addr);
+        let base_url = base_url_of(addr, config.tls);
+        let tls = if config.tls {
+            Some(tls::make(config.host)?)
+        } else {
+            None
+        };
+        let root = match &tls {
+            Some(t) => Some(
+                reqwest::Certificate::from_pem(t.ca_pem.as_bytes())
+                    .map_err(std::io::Error::other)?,
+            ),
+            None => None,
+        };
         let http = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
@@ -157,9 +179,28 @@ impl Sandbox {
                 accounts: accounts::build("Sandbox User", &st.clock.now_rfc3339()),
             },
         );
+        let admin_token = ids::token();
+        let ca_bundle = tls
+            .as_ref()
+            .map(|t| t.ca_path.to_string_lossy().into_owned());
+        st.admin = state::Admin {
+            token: admin_token.clone(),
+            info: serde_json::json!({
+                "base_url": base_url,
+                "client_id": client_id,
+                "redirect_uri": DEFAULT_REDIRECT_URI,
+                "username": username,
+                "password": password,
+                "ca_bundle": ca_bundle,
+            }),
+            username: username.clone(),
+            password: password.clone(),
+            root,
+        };
         let state = Arc::new(st);
         state.register_client(&client_id, &client_secret, &redirect_uris);
-        tokio::spawn(server::serve(listener, state.clone(), rx));
+        let acceptor = tls.as_ref().map(|t| t.acceptor.clone());
+        tokio::spawn(server::serve(listener, state.clone(), rx, acceptor));
         Ok(Sandbox {
             inner: Arc::new(Inner {
                 state,
@@ -169,12 +210,14 @@ impl Sandbox {
                 client_secret,
                 username,
                 password,
+                admin_token,
+                tls,
                 shutdown: tx,
             }),
         })
     }
 
-    /// `http://127.0.0.1:PORT` (no `/v1`).
+    /// `http://127.0.0.1:PORT`, or `https://` with `tls` (no `/v1`).
     pub fn base_url(&self) -> String {
         self.inner.base_url.clone()
     }
@@ -205,6 +248,21 @@ impl Sandbox {
         &self.inner.password
     }
 
+    /// The token of the admin API (`Authorization: Bearer <token>` under `/_sandbox/`).
+    pub fn admin_token(&self) -> &str {
+        &self.inner.admin_token
+    }
+
+    /// The CA file (PEM) an https sandbox's certificate chains to; `None` without `tls`.
+    pub fn ca_bundle(&self) -> Option<&std::path::Path> {
+        self.inner.tls.as_ref().map(|t| t.ca_path.as_path())
+    }
+
+    /// Forgets every quote, beneficiary, deal, delivery and fault; zeroes the counters.
+    pub fn reset(&self) {
+        self.inner.state.reset();
+    }
+
     /// Registers (or replaces) an OAuth client.
     pub fn register_client(&self, client_id: &str, client_secret: &str, redirect_uris: &[&str]) {
         self.inner
@@ -215,7 +273,15 @@ impl Sandbox {
     /// Drives login + consent over HTTP like a browser; returns the final redirect URL
     /// (with `code`&`state`, or `error=access_denied`&`state`).
     pub async fn approve(&self, auth_url: &str, allow: bool) -> Result<String, SandboxError> {
-        browser::approve(auth_url, allow, &self.inner.username, &self.inner.password).await
+        let root = self.inner.state.admin.root.as_ref();
+        browser::approve(
+            auth_url,
+            allow,
+            &self.inner.username,
+            &self.inner.password,
+            root,
+        )
+        .await
     }
 
     /// Moves the sandbox clock forward (non-positive or non-finite values are ignored).
@@ -230,20 +296,12 @@ impl Sandbox {
 
     /// `Booked`, or `Paid` once 86400 s (sandbox clock) have passed since creation.
     pub fn deal_status(&self, deal_id: &str) -> Option<String> {
-        let now = self.now();
-        let ledger = lock(&self.inner.state.ledger);
-        let i = *ledger.deal_index.get(deal_id)?;
-        ledger.deals.get(i).map(|d| d.status(now).to_owned())
+        self.inner.state.deal_status(deal_id)
     }
 
     /// Every deal booked, oldest first.
     pub fn deals(&self) -> Vec<Value> {
-        let now = self.now();
-        lock(&self.inner.state.ledger)
-            .deals
-            .iter()
-            .map(|d| d.to_json(now))
-            .collect()
+        self.inner.state.deals()
     }
 
     /// Every callback delivery attempt, in order.
@@ -305,10 +363,13 @@ mod tests {
     #[test]
     fn defaults_and_base_urls() {
         let c = SandboxConfig::default();
-        assert_eq!((c.host, c.port), (IpAddr::V4(Ipv4Addr::LOCALHOST), 0));
+        assert_eq!(
+            (c.host, c.port, c.tls),
+            (IpAddr::V4(Ipv4Addr::LOCALHOST), 0, false)
+        );
         let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080);
-        assert_eq!(base_url_of(any), "http://127.0.0.1:8080");
+        assert_eq!(base_url_of(any, false), "http://127.0.0.1:8080");
         let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 9);
-        assert_eq!(base_url_of(v6), "http://[::1]:9");
+        assert_eq!(base_url_of(v6, true), "https://[::1]:9");
     }
 }

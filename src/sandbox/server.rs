@@ -20,12 +20,13 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
+use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use super::errors::{self, code, ApiError};
 use super::faults::Action;
 use super::state::State;
-use super::{accounts, beneficiaries, deals, oauth, openapi, pages, quotes};
+use super::{accounts, admin, beneficiaries, deals, oauth, openapi, pages, quotes};
 
 /// Every route of the sandbox.
 pub fn router(state: Arc<State>) -> Router {
@@ -41,6 +42,7 @@ pub fn router(state: Arc<State>) -> Router {
         .route("/v1/payments/deals", post(deals::create))
         .route("/v1/payments/deals/spot", post(deals::create_spot))
         .route("/v1/gca/virtual-accounts", get(accounts::list))
+        .merge(admin::router())
         .fallback(errors::not_found)
         .method_not_allowed_fallback(errors::method_not_allowed)
         .with_state(state)
@@ -133,9 +135,22 @@ async fn handle(
     state: Arc<State>,
     router: Router,
     kill: Arc<Notify>,
+    counted: Arc<AtomicBool>,
     req: Request<Incoming>,
 ) -> Response<Body> {
     let (req, body) = track(req);
+    if req.uri().path().starts_with(admin::PREFIX) {
+        // The admin API is neither counted nor faulted: a test's controls must not disturb
+        // what it observes.
+        return match router.oneshot(req).await {
+            Ok(resp) => close_if_unread(resp, body),
+            Err(never) => match never {},
+        };
+    }
+    if !counted.swap(true, Ordering::Relaxed) {
+        // A connection counts from its first request that is not an admin one.
+        state.stats.connection_opened();
+    }
     state.stats.request(req.method(), req.uri().path());
     match state.faults.take(req.method(), req.uri().path()) {
         Some(Action::Fail {
@@ -173,20 +188,22 @@ async fn shut_down(mut rx: watch::Receiver<bool>) {
 }
 
 /// Serves one connection until it ends, is killed, or the sandbox shuts down.
-async fn connection(
-    stream: TcpStream,
+async fn connection<S>(
+    stream: S,
     state: Arc<State>,
     router: Router,
     shutdown: watch::Receiver<bool>,
-) {
-    let _ = stream.set_nodelay(true);
-    state.stats.connection_opened();
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let kill = Arc::new(Notify::new());
+    let counted = Arc::new(AtomicBool::new(false));
     let svc = {
-        let (state, kill) = (state.clone(), kill.clone());
+        let (state, kill, counted) = (state.clone(), kill.clone(), counted.clone());
         service_fn(move |req| {
-            let (state, router, kill) = (state.clone(), router.clone(), kill.clone());
-            async move { Ok::<_, Infallible>(handle(state, router, kill, req).await) }
+            let (state, router) = (state.clone(), router.clone());
+            let (kill, counted) = (kill.clone(), counted.clone());
+            async move { Ok::<_, Infallible>(handle(state, router, kill, counted, req).await) }
         })
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -200,11 +217,45 @@ async fn connection(
         _ = kill.notified() => {}
         _ = shut_down(shutdown) => {}
     }
-    state.stats.connection_closed();
+    if counted.load(Ordering::Relaxed) {
+        state.stats.connection_closed();
+    }
+}
+
+/// A TLS handshake that has not finished by then is given up.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One accepted socket: the TLS handshake first for an https sandbox, then `connection`.
+async fn open_connection(
+    stream: TcpStream,
+    tls: Option<TlsAcceptor>,
+    state: Arc<State>,
+    router: Router,
+    shutdown: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let Some(acceptor) = tls else {
+        return connection(stream, state, router, shutdown).await;
+    };
+    let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+    let stream = tokio::select! {
+        r = handshake => match r {
+            Ok(Ok(s)) => s,
+            // A failed handshake (a client that does not trust the CA...) ends here.
+            _ => return,
+        },
+        _ = shut_down(shutdown.clone()) => return,
+    };
+    connection(stream, state, router, shutdown).await
 }
 
 /// The accept loop; ends (dropping the listener) when the sandbox shuts down.
-pub async fn serve(listener: TcpListener, state: Arc<State>, shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<State>,
+    shutdown: watch::Receiver<bool>,
+    tls: Option<TlsAcceptor>,
+) {
     let router = router(state.clone());
     loop {
         let accepted = tokio::select! {
@@ -213,8 +264,9 @@ pub async fn serve(listener: TcpListener, state: Arc<State>, shutdown: watch::Re
         };
         match accepted {
             Ok((stream, _)) => {
-                tokio::spawn(connection(
+                tokio::spawn(open_connection(
                     stream,
+                    tls.clone(),
                     state.clone(),
                     router.clone(),
                     shutdown.clone(),

@@ -228,6 +228,21 @@ pub struct State {
     pub shutdown: watch::Receiver<bool>,
     /// The served OpenAPI document.
     pub openapi: Bytes,
+    /// What the admin API (`/_sandbox/`) needs: its token, the identity it reports.
+    pub admin: Admin,
+}
+
+/// The admin API's token and what `GET /_sandbox/info` reports.
+#[derive(Debug, Default)]
+pub struct Admin {
+    /// Compared in constant time; an empty token refuses every request.
+    pub token: String,
+    /// `base_url`, `client_id`, `redirect_uri`, `username`, `password`, `ca_bundle`.
+    pub info: Value,
+    pub username: String,
+    pub password: String,
+    /// The CA a TLS sandbox's certificate chains to (`approve` trusts it).
+    pub root: Option<reqwest::Certificate>,
 }
 
 impl State {
@@ -246,7 +261,36 @@ impl State {
             http,
             shutdown,
             openapi,
+            admin: Admin::default(),
         }
+    }
+
+    /// `Booked`, or `Paid` once `PAID_AFTER` seconds (sandbox clock) have passed.
+    pub fn deal_status(&self, deal_id: &str) -> Option<String> {
+        let now = self.clock.now();
+        let ledger = lock(&self.ledger);
+        let i = *ledger.deal_index.get(deal_id)?;
+        ledger.deals.get(i).map(|d| d.status(now).to_owned())
+    }
+
+    /// Every deal booked, oldest first.
+    pub fn deals(&self) -> Vec<Value> {
+        let now = self.clock.now();
+        lock(&self.ledger)
+            .deals
+            .iter()
+            .map(|d| d.to_json(now))
+            .collect()
+    }
+
+    /// Forgets every quote, beneficiary, deal, delivery and fault, and zeroes the request
+    /// counters. Clients, users, tokens and the clock stay.
+    pub fn reset(&self) {
+        write(&self.quotes).clear();
+        *lock(&self.ledger) = Ledger::default();
+        lock(&self.deliveries).clear();
+        self.faults.clear();
+        self.stats.reset();
     }
 
     pub fn is_shut_down(&self) -> bool {

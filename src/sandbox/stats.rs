@@ -63,6 +63,15 @@ impl Stats {
         }
     }
 
+    /// Zeroes the counters (not the number of connections open now).
+    pub fn reset(&self) {
+        self.requests.store(0, Ordering::Relaxed);
+        for c in self.routes.iter().chain(self.issued.iter()) {
+            c.store(0, Ordering::Relaxed);
+        }
+        self.connections.store(0, Ordering::Relaxed);
+    }
+
     pub fn connection_opened(&self) {
         self.connections.fetch_add(1, Ordering::Relaxed);
         self.open.fetch_add(1, Ordering::Relaxed);

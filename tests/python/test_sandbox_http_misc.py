@@ -364,6 +364,12 @@ def test_openapi_document(fxpay_sandbox: Any) -> None:
             "/v1/payments/deals": ["post"],
             "/v1/payments/deals/spot": ["post"],
             "/openapi.json": ["get"],
+            # The admin API (tests/python/test_served_sandbox.py).
+            **{f"/_sandbox/{p}": ["get"] for p in ("info", "now", "deal_status/{dealId}", "deals", "deliveries", "stats")},
+            **{
+                f"/_sandbox/{p}": ["post"]
+                for p in ("advance", "fail_next", "drop_next", "delay_next", "approve", "register_client", "reset")
+            },
         }
         schemas = doc["components"]["schemas"]
         assert schemas["SupportedCurrency"]["enum"][:3] == ["USD", "EUR", "GBP"]
