@@ -56,13 +56,17 @@ class Client:
             raise ConfigurationError(f"timeout must be a number of seconds, got {timeout!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int):
             raise ConfigurationError(f"max_retries must be an int, got {max_retries!r}")
+        try:
+            seconds = float(timeout)
+        except OverflowError:
+            raise ConfigurationError(f"timeout must be a number of seconds up to 86400, got {timeout!r}") from None
         if token_store is not None and not (hasattr(token_store, "load") and hasattr(token_store, "save")):
             raise ConfigurationError("token_store must have load(key) and save(key, token)")
         self._core = _fxpay.CoreClient(
             client_id,
             client_secret,
             base_url,
-            float(timeout),
+            seconds,
             max_retries,
             token_store,
             user_agent,
@@ -202,10 +206,12 @@ class Client:
     def exchange_code(self, auth: AuthorizationRequest, callback: str) -> Token:
         """Checks the callback (state, ``error=``) and trades its code for a user token."""
         self._check_open()
+        _check_auth(auth)
         return self._core.exchange_code(auth.url, auth.state, auth.redirect_uri, callback, False)  # type: ignore[no-any-return]
 
     async def exchange_code_async(self, auth: AuthorizationRequest, callback: str) -> Token:
         self._check_open()
+        _check_auth(auth)
         return await self._core.exchange_code(auth.url, auth.state, auth.redirect_uri, callback, True)  # type: ignore[no-any-return]
 
     def refresh_token(self, refresh_token: str) -> Token:
@@ -224,6 +230,8 @@ class Client:
         ``token_store`` on this client) refreshes are shared across processes under that key.
         """
         self._check_open()
+        if on_token is not None and not callable(on_token):
+            raise TypeError(f"on_token must be callable, not {type(on_token).__name__}")
         return UserSession(self._core.user_session(token, on_token, key))
 
 
@@ -248,6 +256,11 @@ class UserSession:
 
     def __repr__(self) -> str:
         return f"UserSession(token={self.token!r})"
+
+
+def _check_auth(auth: object) -> None:
+    if not isinstance(auth, AuthorizationRequest):
+        raise TypeError(f"auth must be the fxpay.AuthorizationRequest from authorization_url(), not {type(auth).__name__}")
 
 
 def _beneficiary_json(b: Beneficiary) -> str:

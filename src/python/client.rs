@@ -2,7 +2,7 @@
 //! `fxpay.Client` wraps it; every method takes `aio` and returns either the result
 //! (blocking, GIL released) or an asyncio awaitable.
 use super::bridge::{guard, run};
-use super::convert::amount_text;
+use super::convert::{amount_text, Int, Text};
 use super::errors::to_pyerr;
 use super::logging::observer;
 use super::models::{token_from_py, Out};
@@ -24,51 +24,74 @@ pub struct CoreClient {
 }
 
 fn deal_request(
-    quote_id: String,
-    funding_source: String,
+    quote_id: Text,
+    funding_source: Text,
     beneficiaries: &Bound<'_, PyAny>,
-    channel: Option<String>,
+    channel: Option<Text>,
 ) -> PyResult<DealRequest> {
     let mut list = Vec::new();
     for (i, b) in beneficiaries.try_iter()?.enumerate() {
         let b = b?;
         let field = format!("beneficiaries[{i}].amount");
         let amount = amount_text(&field, &b.getattr("amount")?)?;
+        let text = |name: &str| -> PyResult<String> {
+            b.getattr(name)?
+                .extract::<Text>()
+                .map(|t| t.0)
+                .map_err(|e| named(e, &format!("beneficiaries[{i}].{name}")))
+        };
         list.push(DealBeneficiary {
-            beneficiary_id: b.getattr("beneficiary_id")?.extract()?,
+            beneficiary_id: text("beneficiary_id")?,
             amount: guard(|| crate::money::parse_amount(&field, &amount))?,
-            pay_reason: b.getattr("pay_reason")?.extract()?,
-            pay_reference: b.getattr("pay_reference")?.extract()?,
+            pay_reason: text("pay_reason")?,
+            pay_reference: text("pay_reference")?,
         });
     }
     Ok(DealRequest {
-        quote_id,
-        funding_source,
-        channel,
+        quote_id: quote_id.0,
+        funding_source: funding_source.0,
+        channel: channel.map(|c| c.0),
         beneficiaries: list,
+    })
+}
+
+/// A `TypeError` from a conversion, with the field it was about in front.
+fn named(e: PyErr, field: &str) -> PyErr {
+    Python::attach(|py| {
+        if e.is_instance_of::<pyo3::exceptions::PyTypeError>(py) {
+            pyo3::exceptions::PyTypeError::new_err(format!("{field}: {}", e.value(py)))
+        } else {
+            e
+        }
     })
 }
 
 #[pymethods]
 impl CoreClient {
     #[new]
-    #[pyo3(signature = (client_id, client_secret, base_url, timeout = 30.0, max_retries = 2, token_store = None, user_agent = None, ca_bundle = None))]
+    #[pyo3(signature = (client_id, client_secret, base_url, timeout = 30.0, max_retries = Int(2), token_store = None, user_agent = None, ca_bundle = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        client_id: &str,
-        client_secret: &str,
-        base_url: &str,
+        client_id: Text,
+        client_secret: Text,
+        base_url: Text,
         timeout: f64,
-        max_retries: i64,
+        max_retries: Int,
         token_store: Option<Py<PyAny>>,
-        user_agent: Option<String>,
-        ca_bundle: Option<String>,
+        user_agent: Option<Text>,
+        ca_bundle: Option<Text>,
     ) -> PyResult<Self> {
+        let (client_id, client_secret, base_url) = (client_id.0, client_secret.0, base_url.0);
+        let (max_retries, user_agent, ca_bundle) = (
+            max_retries.0,
+            user_agent.map(|t| t.0),
+            ca_bundle.map(|t| t.0),
+        );
         let store: Option<Arc<dyn TokenStore>> =
             token_store.map(|s| Arc::new(PyTokenStore::new(s)) as Arc<dyn TokenStore>);
         let store_for_client = store.clone();
         let inner = guard(move || {
-            let mut cfg = ClientConfig::new(client_id, client_secret, base_url)?
+            let mut cfg = ClientConfig::new(&client_id, &client_secret, &base_url)?
                 .with_timeout(timeout)?
                 .with_max_retries(max_retries)?;
             cfg.user_agent_suffix = user_agent;
@@ -116,21 +139,24 @@ impl CoreClient {
     fn create_quote(
         &self,
         py: Python<'_>,
-        buy_currency: &str,
+        buy_currency: Text,
         buy_amount: &Bound<'_, PyAny>,
-        sell_currency: &str,
-        beneficiaries: i64,
+        sell_currency: Text,
+        beneficiaries: Int,
         aio: bool,
     ) -> PyResult<Py<PyAny>> {
         let amount = amount_text("buy_amount", buy_amount)?;
-        let req = guard(|| QuoteRequest::new(buy_currency, &amount, sell_currency, beneficiaries))?;
+        let req = guard(|| {
+            QuoteRequest::new(&buy_currency.0, &amount, &sell_currency.0, beneficiaries.0)
+        })?;
         let (c, obs) = (self.inner.clone(), observer(py));
         run(py, aio, async move {
             Ok(Out::Str(c.create_quote(&req, obs.as_deref()).await?.0))
         })
     }
 
-    fn get_quote(&self, py: Python<'_>, quote_id: String, aio: bool) -> PyResult<Py<PyAny>> {
+    fn get_quote(&self, py: Python<'_>, quote_id: Text, aio: bool) -> PyResult<Py<PyAny>> {
+        let quote_id = quote_id.0;
         let (c, obs) = (self.inner.clone(), observer(py));
         run(py, aio, async move {
             // `raw` goes to Python as the answer's JSON text, decoded on first use.
@@ -140,8 +166,8 @@ impl CoreClient {
     }
 
     /// `body` is the beneficiary's wire form as JSON text (it carries no amounts).
-    fn create_beneficiary(&self, py: Python<'_>, body: &str, aio: bool) -> PyResult<Py<PyAny>> {
-        let b: Beneficiary = serde_json::from_str(body)
+    fn create_beneficiary(&self, py: Python<'_>, body: Text, aio: bool) -> PyResult<Py<PyAny>> {
+        let b: Beneficiary = serde_json::from_str(&body.0)
             .map_err(|e| to_pyerr(Error::invalid(format!("the beneficiary is not valid: {e}"))))?;
         guard(|| b.check())?;
         let (c, obs) = (self.inner.clone(), observer(py));
@@ -154,10 +180,10 @@ impl CoreClient {
     fn create_deal(
         &self,
         py: Python<'_>,
-        quote_id: String,
-        funding_source: String,
+        quote_id: Text,
+        funding_source: Text,
         beneficiaries: &Bound<'_, PyAny>,
-        channel: Option<String>,
+        channel: Option<Text>,
         aio: bool,
     ) -> PyResult<Py<PyAny>> {
         let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
@@ -175,14 +201,16 @@ impl CoreClient {
     fn create_spot_deal(
         &self,
         py: Python<'_>,
-        quote_id: String,
-        funding_source: String,
+        quote_id: Text,
+        funding_source: Text,
         beneficiaries: &Bound<'_, PyAny>,
-        channel: Option<String>,
-        callback_url: Option<String>,
-        callback_nonce: Option<String>,
+        channel: Option<Text>,
+        callback_url: Option<Text>,
+        callback_nonce: Option<Text>,
         aio: bool,
     ) -> PyResult<Py<PyAny>> {
+        let (callback_url, callback_nonce) =
+            (callback_url.map(|t| t.0), callback_nonce.map(|t| t.0));
         let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
         guard(|| req.check())?;
         let (c, obs) = (self.inner.clone(), observer(py));
@@ -198,27 +226,32 @@ impl CoreClient {
     #[pyo3(signature = (redirect_uri, state = None))]
     fn authorization_url(
         &self,
-        redirect_uri: &str,
-        state: Option<&str>,
+        redirect_uri: Text,
+        state: Option<Text>,
     ) -> PyResult<(String, String, String)> {
-        let a = guard(|| self.inner.authorization_url(redirect_uri, state))?;
+        let state = state.map(|s| s.0);
+        let a = guard(|| {
+            self.inner
+                .authorization_url(&redirect_uri.0, state.as_deref())
+        })?;
         Ok((a.url, a.state, a.redirect_uri))
     }
 
     fn exchange_code(
         &self,
         py: Python<'_>,
-        url: String,
-        state: String,
-        redirect_uri: String,
-        callback: String,
+        url: Text,
+        state: Text,
+        redirect_uri: Text,
+        callback: Text,
         aio: bool,
     ) -> PyResult<Py<PyAny>> {
         let auth = AuthorizationRequest {
-            url,
-            state,
-            redirect_uri,
+            url: url.0,
+            state: state.0,
+            redirect_uri: redirect_uri.0,
         };
+        let callback = callback.0;
         let (c, obs) = (self.inner.clone(), observer(py));
         run(py, aio, async move {
             Ok(Out::Token(Box::new(
@@ -227,12 +260,8 @@ impl CoreClient {
         })
     }
 
-    fn refresh_token(
-        &self,
-        py: Python<'_>,
-        refresh_token: String,
-        aio: bool,
-    ) -> PyResult<Py<PyAny>> {
+    fn refresh_token(&self, py: Python<'_>, refresh_token: Text, aio: bool) -> PyResult<Py<PyAny>> {
+        let refresh_token = refresh_token.0;
         let (c, obs) = (self.inner.clone(), observer(py));
         run(py, aio, async move {
             Ok(Out::Token(Box::new(
@@ -248,10 +277,10 @@ impl CoreClient {
         &self,
         token: &Bound<'_, PyAny>,
         on_token: Option<Py<PyAny>>,
-        key: Option<String>,
+        key: Option<Text>,
     ) -> PyResult<CoreUserSession> {
         let t = token_from_py(token)?;
-        let shared = match (key, &self.store) {
+        let shared = match (key.map(|k| k.0), &self.store) {
             (Some(k), Some(store)) => Some((
                 store.clone(),
                 format!("fxpay:{}:user:{k}", self.inner.config().base_url),

@@ -1,6 +1,7 @@
 //! Values between Python and the core: JSON values with exact Decimals, and amounts.
 use super::bridge::guard;
 use crate::error::Error;
+use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
@@ -15,6 +16,69 @@ fn decimal_class(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
             Ok::<_, PyErr>(py.import("decimal")?.getattr("Decimal")?.unbind())
         })
         .map(|c| c.bind(py))
+}
+
+/// A `str` argument as Rust text. Anything but a `str` is a `TypeError` (pyo3 adds the
+/// argument's name); a `str` holding a lone surrogate, which is not Unicode text and cannot
+/// be sent, is an `InvalidRequestError`.
+pub struct Text(pub String);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Text {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let s = obj.cast::<PyString>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "expected str, got {}",
+                obj.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|_| "another type".into())
+            ))
+        })?;
+        text_of(&s, "a str argument").map(Text)
+    }
+}
+
+/// The text of a `str`; a lone surrogate is an `InvalidRequestError` naming `what`.
+pub fn text_of(s: &Bound<'_, PyString>, what: &str) -> PyResult<String> {
+    match s.to_str() {
+        Ok(t) => Ok(t.to_owned()),
+        Err(_) => Err(super::errors::to_pyerr(Error::invalid(format!(
+            "{what} holds a lone surrogate: it is not valid Unicode text"
+        )))),
+    }
+}
+
+/// An `int` argument as `i64`, saturated at the ends of the range: the core's range checks
+/// then refuse an out-of-range value with the usual typed error instead of an
+/// `OverflowError`. Anything but an `int` is a `TypeError` (pyo3 adds the argument's name).
+pub struct Int(pub i64);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Int {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        saturating_int(&obj).map(Int)
+    }
+}
+
+/// `obj` as `i64` when it is an `int`, saturated at the ends of the range.
+pub fn saturating_int(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
+    if !obj.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "expected int, got {}",
+            obj.get_type().name()?
+        )));
+    }
+    match obj.extract::<i64>() {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => {
+            let negative = obj.lt(0)?;
+            Ok(if negative { i64::MIN } else { i64::MAX })
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// A JSON value as Python objects; non-integer numbers become `Decimal` exactly as written.
@@ -46,13 +110,17 @@ pub fn object_to_py<'py>(
     Ok(dict)
 }
 
+/// Python refuses `int(text)` beyond 4300 digits (its default `int_max_str_digits`).
+const MAX_INT_DIGITS: usize = 4000;
+
 fn number_to_py<'py>(py: Python<'py>, n: &serde_json::Number) -> PyResult<Bound<'py, PyAny>> {
     if let Some(i) = n.as_i64() {
         return Ok(i.into_pyobject(py)?.into_any());
     }
     let text = n.as_str();
-    if text.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
-        // A whole number too large for i64: Python's int takes any size.
+    if text.len() <= MAX_INT_DIGITS && text.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
+        // A whole number too large for i64: Python's int takes any size (up to its limit on
+        // converting text; longer ones stay exact as a Decimal, which has no such limit).
         return py.get_type::<PyInt>().call1((text,));
     }
     decimal_class(py)?.call1((text,))
@@ -73,10 +141,19 @@ pub fn amount_text(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
     if value.is_instance_of::<PyFloat>() {
         return Ok(value.repr()?.to_string());
     }
-    if value.is_instance_of::<PyString>()
-        || value.is_instance_of::<PyInt>()
-        || value.is_instance(decimal_class(value.py())?)?
-    {
+    if value.is_instance_of::<PyInt>() {
+        // Python refuses str() of ints over 4300 digits; anything over 96 bits is too large
+        // for an exact Decimal anyway, so such an int is refused without being written out.
+        let bits: u64 = value.call_method0("bit_length")?.extract()?;
+        if bits > 96 {
+            return Err(super::errors::to_pyerr(Error::invalid(format!(
+                "{field} cannot be held exactly: an amount is below 7.9e28 \
+                 (it is refused, never rounded), got an int of {bits} bits"
+            ))));
+        }
+        return Ok(value.str()?.to_string());
+    }
+    if value.is_instance_of::<PyString>() || value.is_instance(decimal_class(value.py())?)? {
         return Ok(value.str()?.to_string());
     }
     Err(super::errors::to_pyerr(Error::invalid(format!(
