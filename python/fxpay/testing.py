@@ -22,10 +22,15 @@ __all__ = ["Sandbox"]
 
 
 class Sandbox:
-    """The local sandbox. Use it as a context manager, or call :meth:`close`."""
+    """The local sandbox. Use it as a context manager, or call :meth:`close`.
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._core = _fxpay.CoreSandbox(host, port)
+    ``body_timeout`` (seconds, default 10) is how long a request body may take to arrive in
+    full once its headers are read: a body still incomplete then is answered 408 and its
+    connection closed, so stalled uploads cannot hold the sandbox's connections.
+    """
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, body_timeout: float = 10.0) -> None:
+        self._core = _fxpay.CoreSandbox(host, port, body_timeout)
         self._closed = False
 
     # -- identity --------------------------------------------------------------------------

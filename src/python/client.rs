@@ -70,6 +70,9 @@ fn named(e: PyErr, field: &str) -> PyErr {
 impl CoreClient {
     #[new]
     #[pyo3(signature = (client_id, client_secret, base_url, timeout = 30.0, max_retries = Int(2), token_store = None, user_agent = None, ca_bundle = None))]
+    #[pyo3(
+        text_signature = "(client_id, client_secret, base_url, timeout=30.0, max_retries=2, token_store=None, user_agent=None, ca_bundle=None)"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn new(
         client_id: Text,

@@ -24,14 +24,25 @@ fn block_on<T: Send>(
 #[pymethods]
 impl CoreSandbox {
     #[new]
-    #[pyo3(signature = (host = "127.0.0.1", port = 0))]
-    fn new(py: Python<'_>, host: &str, port: u16) -> PyResult<Self> {
+    #[pyo3(signature = (host = "127.0.0.1", port = 0, body_timeout = 10.0))]
+    fn new(py: Python<'_>, host: &str, port: u16, body_timeout: f64) -> PyResult<Self> {
+        if !(body_timeout.is_finite() && body_timeout > 0.0 && body_timeout <= 86_400.0) {
+            return Err(to_pyerr(Error::config(format!(
+                "body_timeout must be a number of seconds greater than 0 (at most 86400), \
+                 got {body_timeout}"
+            ))));
+        }
+        let body_timeout = std::time::Duration::from_secs_f64(body_timeout);
         let host: IpAddr = host.parse().map_err(|_| {
             to_pyerr(Error::config(format!(
                 "host must be an IP address, got {host:?}"
             )))
         })?;
-        let config = SandboxConfig { host, port };
+        let config = SandboxConfig {
+            host,
+            port,
+            body_timeout,
+        };
         let inner = block_on(py, async move {
             Sandbox::start(config).await.map_err(|e| {
                 Error::config(format!(

@@ -56,13 +56,21 @@ pub struct SandboxConfig {
     pub host: IpAddr,
     /// Port; 0 picks a free one.
     pub port: u16,
+    /// How long a request body may take to arrive in full once its headers are read
+    /// (default [`DEFAULT_BODY_TIMEOUT`]). A body still incomplete then is answered 408 and
+    /// its connection closed, so stalled uploads cannot hold the sandbox's connections.
+    pub body_timeout: Duration,
 }
+
+/// The default [`SandboxConfig::body_timeout`]: 10 seconds.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Default for SandboxConfig {
     fn default() -> Self {
         Self {
             host: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
         }
     }
 }
@@ -148,6 +156,7 @@ impl Sandbox {
         let redirect_uris = [DEFAULT_REDIRECT_URI, DEFAULT_NATIVE_REDIRECT_URI];
         let doc = openapi::bytes(&base_url, &client_id, &redirect_uris);
         let mut st = State::new(http, rx.clone(), doc);
+        st.body_timeout = config.body_timeout;
         let username = DEFAULT_USERNAME.to_owned();
         let password = format!("pw-{}", ids::hex_tag(8));
         st.users.insert(
@@ -306,6 +315,7 @@ mod tests {
     fn defaults_and_base_urls() {
         let c = SandboxConfig::default();
         assert_eq!((c.host, c.port), (IpAddr::V4(Ipv4Addr::LOCALHOST), 0));
+        assert_eq!(c.body_timeout, Duration::from_secs(10));
         let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080);
         assert_eq!(base_url_of(any), "http://127.0.0.1:8080");
         let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 9);

@@ -228,6 +228,8 @@ pub struct State {
     pub shutdown: watch::Receiver<bool>,
     /// The served OpenAPI document.
     pub openapi: Bytes,
+    /// How long a request body may take to arrive once its headers are read.
+    pub body_timeout: std::time::Duration,
 }
 
 impl State {
@@ -246,6 +248,7 @@ impl State {
             http,
             shutdown,
             openapi,
+            body_timeout: super::DEFAULT_BODY_TIMEOUT,
         }
     }
 
