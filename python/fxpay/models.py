@@ -427,6 +427,8 @@ class VirtualAccount(Mapping[str, Any]):
     _data: dict[str, Any]
 
     def __init__(self, data: Mapping[str, Any]) -> None:
+        if not isinstance(data, (dict, Mapping)):
+            raise TypeError(f"data must be a mapping (the account's JSON object), not {type(data).__name__}")
         object.__setattr__(self, "_data", dict(data))
 
     def __getitem__(self, key: str) -> Any:
