@@ -18,25 +18,21 @@ fn decimal_class(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
         .map(|c| c.bind(py))
 }
 
-/// A `str` argument as Rust text. Anything but a `str` is a `TypeError` (pyo3 adds the
-/// argument's name); a `str` holding a lone surrogate, which is not Unicode text and cannot
-/// be sent, is an `InvalidRequestError`.
-pub struct Text(pub String);
+/// A `str` argument as Rust text. Anything but a `str` is a `TypeError` naming `name`; a
+/// `str` holding a lone surrogate, which is not Unicode text and cannot be sent, is an
+/// `InvalidRequestError` naming it.
+pub fn text(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
+    let s = obj.cast::<PyString>().map_err(|_| {
+        PyTypeError::new_err(format!("{name} must be a str, not {}", type_name(obj)))
+    })?;
+    text_of(s, name)
+}
 
-impl<'a, 'py> FromPyObject<'a, 'py> for Text {
-    type Error = PyErr;
-
-    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        let s = obj.cast::<PyString>().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "expected str, got {}",
-                obj.get_type()
-                    .name()
-                    .map(|n| n.to_string())
-                    .unwrap_or_else(|_| "another type".into())
-            ))
-        })?;
-        text_of(&s, "a str argument").map(Text)
+/// An optional `str` argument: `None` (or no argument) is `None`, else as [`text`].
+pub fn opt_text(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<String>> {
+    match obj {
+        Some(o) if !o.is_none() => text(o, name).map(Some),
+        _ => Ok(None),
     }
 }
 
@@ -50,35 +46,31 @@ pub fn text_of(s: &Bound<'_, PyString>, what: &str) -> PyResult<String> {
     }
 }
 
-/// An `int` argument as `i64`, saturated at the ends of the range: the core's range checks
-/// then refuse an out-of-range value with the usual typed error instead of an
-/// `OverflowError`. Anything but an `int` is a `TypeError` (pyo3 adds the argument's name).
-pub struct Int(pub i64);
-
-impl<'a, 'py> FromPyObject<'a, 'py> for Int {
-    type Error = PyErr;
-
-    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        saturating_int(&obj).map(Int)
-    }
-}
-
-/// `obj` as `i64` when it is an `int`, saturated at the ends of the range.
-pub fn saturating_int(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
-    if !obj.is_instance_of::<PyInt>() {
+/// An `int` argument (not a `bool`) as `i64`. Anything else is a `TypeError` naming `name`;
+/// an int outside the `i64` range is the error `out_of_range` makes of a message naming it
+/// (the same kind of error the core gives for a value outside the parameter's own range).
+pub fn int(obj: &Bound<'_, PyAny>, name: &str, out_of_range: fn(String) -> Error) -> PyResult<i64> {
+    if !obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyBool>() {
         return Err(PyTypeError::new_err(format!(
-            "expected int, got {}",
-            obj.get_type().name()?
+            "{name} must be an int, not {}",
+            type_name(obj)
         )));
     }
     match obj.extract::<i64>() {
         Ok(v) => Ok(v),
-        Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => {
-            let negative = obj.lt(0)?;
-            Ok(if negative { i64::MIN } else { i64::MAX })
-        }
+        Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => Err(super::errors::to_pyerr(
+            out_of_range(format!("{name} is out of range")),
+        )),
         Err(e) => Err(e),
     }
+}
+
+/// The name of `obj`'s type, for messages.
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "another type".into())
 }
 
 /// A JSON value as Python objects; non-integer numbers become `Decimal` exactly as written.

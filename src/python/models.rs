@@ -1,5 +1,6 @@
 //! Core results -> instances of the Python models in `fxpay.models`.
-use super::convert::{decimal_to_py, object_to_py, saturating_int, text_of, value_to_py};
+use super::convert::{decimal_to_py, int, object_to_py, text_of, value_to_py};
+use crate::error::Error;
 use crate::models::{Deal, FieldError, Quote, SpotDeal, Token, VirtualAccount};
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
@@ -319,7 +320,11 @@ pub fn token_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Token> {
             .and_then(|t| t.extract())
             .map_err(wrong("expires_at", "a datetime"))?
     };
-    let expires_in = saturating_int(&attr("expires_in")?).map_err(wrong("expires_in", "an int"))?;
+    let expires_in = int(
+        &attr("expires_in")?,
+        "token.expires_in",
+        Error::InvalidRequest,
+    )?;
     Ok(Token {
         access_token: text("access_token")?,
         token_type: text("token_type")?,

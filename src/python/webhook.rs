@@ -1,6 +1,6 @@
 //! `fxpay.parse_deal_created`: the webhook checks of `crate::webhook` on Python values.
 use super::bridge::guard;
-use super::convert::Text;
+use super::convert::opt_text;
 use crate::error::Error;
 use crate::models::{DealCreated, FieldError};
 use crate::webhook::{self, NONCE_HEADER};
@@ -60,15 +60,16 @@ pub fn parse_deal_created<'py>(
     py: Python<'py>,
     body: &Bound<'py, PyAny>,
     headers: Option<&Bound<'py, PyAny>>,
-    nonce: Option<Text>,
+    nonce: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let nonce = opt_text(nonce, "nonce")?;
     let bytes = body_bytes(body)?;
     guard(|| webhook::check_size(bytes.len()))?;
     if let Some(expected) = nonce {
         let received = nonce_headers(headers)?;
         guard(|| {
             webhook::verify_nonce(
-                &expected.0,
+                &expected,
                 received.iter().map(|v| (NONCE_HEADER, v.as_str())),
             )
         })?;
