@@ -70,7 +70,7 @@ class Client:
             max_retries,
             token_store,
             user_agent,
-            os.fspath(ca_bundle) if ca_bundle is not None else None,
+            _path("ca_bundle", ca_bundle),
         )
         self._closed = False
 
@@ -256,6 +256,16 @@ class UserSession:
 
     def __repr__(self) -> str:
         return f"UserSession(token={self.token!r})"
+
+
+def _path(name: str, value: str | os.PathLike[str] | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        path = os.fspath(value)
+    except TypeError:
+        raise TypeError(f"{name} must be a str or an os.PathLike, not {type(value).__name__}") from None
+    return os.fsdecode(path)
 
 
 def _check_auth(auth: object) -> None:

@@ -66,22 +66,42 @@ def either(*valid: Any) -> st.SearchStrategy[Any]:
     return st.one_of(st.sampled_from(valid), ANY)
 
 
-def one_wrong(**valid: tuple[Any, ...]) -> st.SearchStrategy[dict[str, Any]]:
+class Args(dict[str, Any]):
+    """A call's keyword arguments; `bad` names the one argument drawn to be wrong, if any."""
+
+    bad: str | None = None
+
+
+def _args(kw: dict[str, Any], bad: str | None) -> Args:
+    a = Args(kw)
+    a.bad = bad
+    return a
+
+
+def one_wrong(**valid: tuple[Any, ...]) -> st.SearchStrategy[Args]:
     """Arguments for a call. Half of the time all are valid but one, which is anything, so
     every parameter meets bad values alone (not only behind another parameter's error);
     otherwise each is valid or anything."""
     names = sorted(valid)
     single = st.sampled_from(names).flatmap(
-        lambda bad: st.fixed_dictionaries({n: (ANY if n == bad else st.sampled_from(valid[n])) for n in names})
+        lambda bad: st.fixed_dictionaries({n: (ANY if n == bad else st.sampled_from(valid[n])) for n in names}).map(
+            lambda kw: _args(kw, bad)
+        )
     )
-    return st.one_of(single, st.fixed_dictionaries({n: either(*valid[n]) for n in names}))
+    mixed = st.fixed_dictionaries({n: either(*valid[n]) for n in names}).map(lambda kw: _args(kw, None))
+    return st.one_of(single, mixed)
 
 
-def typed_only(call: Callable[[], Any]) -> Any:
-    """Runs `call`; a typed error is fine, anything else propagates and fails the test."""
+def typed_only(call: Callable[[], Any], args: Args | None = None) -> Any:
+    """Runs `call`; a typed error is fine, anything else propagates and fails the test. When
+    only one argument was wrong, a `TypeError` must name it."""
     try:
         return call()
-    except TYPED:
+    except TypeError as e:
+        if args is not None and args.bad is not None:
+            assert args.bad in str(e), f"a TypeError for a wrong {args.bad} must name it: {e}"
+        return None
+    except fxpay.FxPayError:
         return None
 
 
@@ -134,15 +154,16 @@ CURRENCIES = ("USD", "AUD", "EUR", "JPY")
         ca_bundle=(None,),
     )
 )
-def test_client_constructor(kw: dict[str, Any]) -> None:
-    typed_only(lambda: fxpay.Client(kw.pop("client_id"), kw.pop("client_secret"), **kw))
+def test_client_constructor(kw: Args) -> None:
+    rest = {k: v for k, v in kw.items() if k not in ("client_id", "client_secret")}
+    typed_only(lambda: fxpay.Client(kw["client_id"], kw["client_secret"], **rest), kw)
 
 
 @SETTINGS
 @given(one_wrong(buy_currency=CURRENCIES, buy_amount=AMOUNTS, sell_currency=CURRENCIES, beneficiaries=(1, 2, 100)))
-def test_create_quote(client: fxpay.Client, loop: asyncio.AbstractEventLoop, kw: dict[str, Any]) -> None:
-    typed_only(lambda: client.create_quote(**kw))
-    typed_only(lambda: loop.run_until_complete(client.create_quote_async(**kw)))
+def test_create_quote(client: fxpay.Client, loop: asyncio.AbstractEventLoop, kw: Args) -> None:
+    typed_only(lambda: client.create_quote(**kw), kw)
+    typed_only(lambda: loop.run_until_complete(client.create_quote_async(**kw)), kw)
 
 
 @SETTINGS
@@ -168,9 +189,9 @@ DEAL_ARGS: dict[str, tuple[Any, ...]] = dict(
 
 @SETTINGS
 @given(one_wrong(**DEAL_ARGS), st.lists(either(DEAL_BENEFICIARY), max_size=3))
-def test_create_deal(client: fxpay.Client, loop: asyncio.AbstractEventLoop, kw: dict[str, Any], items: list[Any]) -> None:
-    typed_only(lambda: client.create_deal(**kw))
-    typed_only(lambda: loop.run_until_complete(client.create_deal_async(**kw)))
+def test_create_deal(client: fxpay.Client, loop: asyncio.AbstractEventLoop, kw: Args, items: list[Any]) -> None:
+    typed_only(lambda: client.create_deal(**kw), kw)
+    typed_only(lambda: loop.run_until_complete(client.create_deal_async(**kw)), kw)
     typed_only(lambda: client.create_deal(**{**kw, "beneficiaries": items}))
 
 
@@ -182,14 +203,14 @@ def test_create_deal(client: fxpay.Client, loop: asyncio.AbstractEventLoop, kw: 
         callback_nonce=(None, "n" * 32),
     )
 )
-def test_create_spot_deal(client: fxpay.Client, kw: dict[str, Any]) -> None:
-    typed_only(lambda: client.create_spot_deal(**kw))
+def test_create_spot_deal(client: fxpay.Client, kw: Args) -> None:
+    typed_only(lambda: client.create_spot_deal(**kw), kw)
 
 
 @SETTINGS
 @given(one_wrong(redirect_uri=("https://app.example.test/callback", "com.example.app:/cb"), state=(None, "s" * 32)))
-def test_authorization_url(client: fxpay.Client, kw: dict[str, Any]) -> None:
-    typed_only(lambda: client.authorization_url(kw["redirect_uri"], state=kw["state"]))
+def test_authorization_url(client: fxpay.Client, kw: Args) -> None:
+    typed_only(lambda: client.authorization_url(kw["redirect_uri"], state=kw["state"]), kw)
 
 
 @SETTINGS
@@ -197,7 +218,7 @@ def test_authorization_url(client: fxpay.Client, kw: dict[str, Any]) -> None:
 def test_exchange_code(client: fxpay.Client, sb: Sandbox, data: st.DataObject) -> None:
     auth = client.authorization_url(sb.redirect_uri)
     kw = data.draw(one_wrong(auth=(auth,), callback=(f"{sb.redirect_uri}?code=x&state={auth.state}", "code=x&state=y", "error=access_denied")))
-    typed_only(lambda: client.exchange_code(kw["auth"], kw["callback"]))
+    typed_only(lambda: client.exchange_code(kw["auth"], kw["callback"]), kw)
 
 
 @SETTINGS
@@ -208,8 +229,8 @@ def test_refresh_token(client: fxpay.Client, refresh_token: Any) -> None:
 
 @SETTINGS
 @given(one_wrong(token=(TOKEN,), on_token=(None, lambda t: None), key=(None, "user-1")))
-def test_user_session(client: fxpay.Client, kw: dict[str, Any]) -> None:
-    session = typed_only(lambda: client.user_session(kw["token"], on_token=kw["on_token"], key=kw["key"]))
+def test_user_session(client: fxpay.Client, kw: Args) -> None:
+    session = typed_only(lambda: client.user_session(kw["token"], on_token=kw["on_token"], key=kw["key"]), kw)
     if session is not None:
         typed_only(session.list_virtual_accounts)
 
@@ -257,8 +278,8 @@ INPUT_MODELS: dict[type, dict[str, tuple[Any, ...]]] = {
 def test_input_models(model: type, client: fxpay.Client) -> None:
     @SETTINGS
     @given(one_wrong(**INPUT_MODELS[model]))
-    def run(kw: dict[str, Any]) -> None:
-        made = typed_only(lambda: model(**kw))
+    def run(kw: Args) -> None:
+        made = typed_only(lambda: model(**kw), kw)
         if made is not None:
             typed_only(lambda: _use(made))
             # A model that was accepted is accepted by the calls that take it.
