@@ -379,6 +379,50 @@ def test_to_records(models: Any) -> None:
     typed_only(lambda: fxpay.to_records(models))
 
 
+# -- the sandbox's own controls --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def control_sb() -> Iterator[Sandbox]:
+    # Its own sandbox: the faults drawn here must not reach the other tests' requests.
+    with Sandbox() as sandbox:
+        yield sandbox
+
+
+@SETTINGS
+@given(one_wrong(host=("127.0.0.1",), port=(0,), body_timeout=(10.0, 1)))
+def test_sandbox_constructor(kw: Args) -> None:
+    made = typed_only(lambda: Sandbox(**kw), kw)
+    if made is not None:
+        made.close()
+
+
+@SETTINGS
+@given(data=st.data())
+def test_sandbox_controls(control_sb: Sandbox, data: st.DataObject) -> None:
+    sb = control_sb
+    auth_url = sb.client().authorization_url(sb.redirect_uri).url
+    calls: dict[str, tuple[Callable[..., Any], dict[str, tuple[Any, ...]]]] = {
+        "approve": (lambda a: sb.approve(a["auth_url"], allow=a["allow"]), dict(auth_url=(auth_url,), allow=(True, False))),
+        "advance": (lambda a: sb.advance(a["seconds"]), dict(seconds=(0, 1.5))),
+        "deal_status": (lambda a: sb.deal_status(a["deal_id"]), dict(deal_id=(UUID,))),
+        "fail_next": (
+            lambda a: sb.fail_next(a["path"], a["status"], times=a["times"], retry_after=a["retry_after"]),
+            dict(path=("/v1/nowhere",), status=(503, 429), times=(1, 2), retry_after=(None, 1)),
+        ),
+        "drop_next": (lambda a: sb.drop_next(a["path"], after_processing=a["after_processing"]), dict(path=("/v1/nowhere",), after_processing=(True,))),
+        "delay_next": (lambda a: sb.delay_next(a["path"], a["seconds"]), dict(path=("/v1/nowhere",), seconds=(0.0, 1))),
+        "register_client": (
+            lambda a: sb.register_client(a["client_id"], a["client_secret"], a["redirect_uris"]),
+            dict(client_id=("other",), client_secret=("s",), redirect_uris=(["https://app.example/cb"], None)),
+        ),
+    }
+    name = data.draw(st.sampled_from(sorted(calls)))
+    call, valid = calls[name]
+    kw = data.draw(one_wrong(**valid))
+    typed_only(lambda: call(kw), kw)
+
+
 # -- the examples named in the issue ---------------------------------------------------------
 
 
