@@ -57,7 +57,9 @@ def _require(obj: object, name: str, types: type | tuple[type, ...], what: str, 
     value = getattr(obj, name)
     if value is None and optional:
         return
-    if not isinstance(value, types) or isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+    allowed = types if isinstance(types, tuple) else (types,)
+    wrong_bool = isinstance(value, bool) and bool not in allowed  # True is an int, but not a count
+    if wrong_bool or not isinstance(value, allowed):
         raise TypeError(f"{type(obj).__name__}.{name} must be {what}, not {type(value).__name__}")
 
 
