@@ -329,6 +329,15 @@ fn check_id(field: &str, id: &str) -> Result<()> {
 }
 
 fn check_callback_url(url: &str) -> Result<()> {
+    // The URL travels as the `callback-location` header: a character a header value cannot
+    // hold (CR, LF, spaces, controls, non-ASCII) is refused here, before anything is sent.
+    // The URL parser would silently drop tabs and newlines, so this check comes first.
+    if url.is_empty() || !url.bytes().all(|b| (0x21..0x7f).contains(&b)) {
+        return Err(Error::invalid(
+            "callback_url must be an absolute URL of visible ASCII characters \
+             (no spaces, CR, LF or other control characters)",
+        ));
+    }
     let parsed = url::Url::parse(url)
         .map_err(|e| Error::invalid(format!("callback_url {url:?} is not an absolute URL: {e}")))?;
     let host = parsed
@@ -365,6 +374,21 @@ mod tests {
         assert!(check_callback_url("https://hooks.example/fx").is_ok());
         assert!(check_callback_url("http://127.0.0.1:9/fx").is_ok());
         assert!(check_callback_url("http://hooks.example/fx").is_err());
+        for bad in [
+            "https://hooks.example/fx\r\nX-Injected: 1",
+            "https://hooks.example/f x",
+            " https://hooks.example/fx",
+            "https://hooks.example/fx\n",
+            "https://hooks.example/\tfx",
+            "https://hooks.example/fx\u{0}",
+            "https://hooks.example/f\u{e9}",
+            "",
+        ] {
+            assert!(
+                matches!(check_callback_url(bad), Err(Error::InvalidRequest(_))),
+                "{bad:?}"
+            );
+        }
         assert!(check_nonce("abc").is_ok());
         assert!(check_nonce("a b").is_err());
     }

@@ -60,6 +60,10 @@ class Client:
             raise ConfigurationError(f"timeout must be a number of seconds, got {timeout!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int):
             raise ConfigurationError(f"max_retries must be an int, got {max_retries!r}")
+        try:
+            seconds = float(timeout)
+        except OverflowError:
+            raise ConfigurationError(f"timeout must be a number of seconds up to 86400, got {timeout!r}") from None
         if token_store is not None and not (hasattr(token_store, "load") and hasattr(token_store, "save")):
             raise ConfigurationError("token_store must have load(key) and save(key, token)")
         if cassette is not None:
@@ -72,11 +76,11 @@ class Client:
             client_id,
             client_secret,
             base_url,
-            float(timeout),
+            seconds,
             max_retries,
             token_store,
             user_agent,
-            os.fspath(ca_bundle) if ca_bundle is not None else None,
+            _path("ca_bundle", ca_bundle),
             cassette._core if cassette is not None else None,
         )
         self._closed = False
@@ -218,10 +222,12 @@ class Client:
     def exchange_code(self, auth: AuthorizationRequest, callback: str) -> Token:
         """Checks the callback (state, ``error=``) and trades its code for a user token."""
         self._check_open()
+        _check_auth(auth)
         return self._core.exchange_code(auth.url, auth.state, auth.redirect_uri, callback, False)  # type: ignore[no-any-return]
 
     async def exchange_code_async(self, auth: AuthorizationRequest, callback: str) -> Token:
         self._check_open()
+        _check_auth(auth)
         return await self._core.exchange_code(auth.url, auth.state, auth.redirect_uri, callback, True)  # type: ignore[no-any-return]
 
     def refresh_token(self, refresh_token: str) -> Token:
@@ -243,6 +249,8 @@ class Client:
         under that key; a store that fails is passed over (the session refreshes on its own).
         """
         self._check_open()
+        if on_token is not None and not callable(on_token):
+            raise TypeError(f"on_token must be callable, not {type(on_token).__name__}")
         return UserSession(self._core.user_session(token, on_token, key))
 
 
@@ -267,6 +275,21 @@ class UserSession:
 
     def __repr__(self) -> str:
         return f"UserSession(token={self.token!r})"
+
+
+def _path(name: str, value: str | os.PathLike[str] | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        path = os.fspath(value)
+    except TypeError:
+        raise TypeError(f"{name} must be a str or an os.PathLike, not {type(value).__name__}") from None
+    return os.fsdecode(path)
+
+
+def _check_auth(auth: object) -> None:
+    if not isinstance(auth, AuthorizationRequest):
+        raise TypeError(f"auth must be the fxpay.AuthorizationRequest from authorization_url(), not {type(auth).__name__}")
 
 
 def _beneficiary_json(b: Beneficiary) -> str:

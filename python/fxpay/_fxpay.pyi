@@ -100,7 +100,9 @@ class CoreCassette:
 
 @final
 class CoreSandbox:
-    def __new__(cls, host: str = "127.0.0.1", port: int = 0, tls: bool = False) -> CoreSandbox: ...
+    def __new__(
+        cls, host: str = "127.0.0.1", port: int = 0, tls: bool = False, body_timeout: float = 10.0
+    ) -> CoreSandbox: ...
     @property
     def base_url(self) -> str: ...
     @property

@@ -52,6 +52,22 @@ class _Model:
         return f"<table><caption>{type(self).__name__}</caption>{rows}</table>"
 
 
+def _require(obj: object, name: str, types: type | tuple[type, ...], what: str, *, optional: bool = False) -> None:
+    """A ``TypeError`` naming the field unless ``obj.<name>`` is one of ``types`` (or None when optional)."""
+    value = getattr(obj, name)
+    if value is None and optional:
+        return
+    allowed = types if isinstance(types, tuple) else (types,)
+    wrong_bool = isinstance(value, bool) and bool not in allowed  # True is an int, but not a count
+    if wrong_bool or not isinstance(value, allowed):
+        raise TypeError(f"{type(obj).__name__}.{name} must be {what}, not {type(value).__name__}")
+
+
+def _require_text(obj: object, *names: str) -> None:
+    for name in names:
+        _require(obj, name, str, "a str")
+
+
 def _amount(field_name: str, value: object) -> Decimal:
     """An amount as an exact Decimal, refused unless positive and finite."""
     return _fxpay.parse_amount(field_name, value)
@@ -69,11 +85,18 @@ class Freebies(_Model):
         return {"total": self.total, "claimed": self.claimed, "remaining": self.remaining}
 
 
+def _decode_int(text: str) -> int | Decimal:
+    # Python refuses int() of text over 4300 digits (sys.int_max_str_digits); such a number
+    # stays exact as a Decimal, which has no such limit, so decoding never fails.
+    return int(text) if len(text) <= 4000 else Decimal(text)
+
+
 def _decode_raw(text: str) -> Any:
-    """Decodes a JSON text into ``raw``: non-integer numbers as exact ``Decimal``, whole numbers as ``int``."""
+    """Decodes a JSON text into ``raw``: non-integer numbers as exact ``Decimal``, whole numbers as ``int``
+    (as ``Decimal`` beyond 4000 digits)."""
     import json  # imported on use: `import fxpay` stays cheap
 
-    return json.loads(text, parse_float=Decimal)
+    return json.loads(text, parse_float=Decimal, parse_int=_decode_int)
 
 
 def _lazy_raw(obj: object, name: str) -> Any:
@@ -135,6 +158,9 @@ class Address(_Model):
     post_code: str
     country: str
 
+    def __post_init__(self) -> None:
+        _require_text(self, "address_line", "city_suburb", "state_province", "post_code", "country")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "addressLine": self.address_line,
@@ -154,6 +180,10 @@ class BankDetails(_Model):
     branch_code: str
     account: str
     bank_address: Address
+
+    def __post_init__(self) -> None:
+        _require_text(self, "bank_name", "bank_branch_name", "branch_code", "account")
+        _require(self, "bank_address", Address, "a fxpay.Address")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -175,6 +205,11 @@ class Beneficiary(_Model):
     payment_reason: str
     bank_details: BankDetails
     address: Address
+
+    def __post_init__(self) -> None:
+        _require_text(self, "currency", "name", "classification", "payment_reason")
+        _require(self, "bank_details", BankDetails, "a fxpay.BankDetails")
+        _require(self, "address", Address, "a fxpay.Address")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -202,6 +237,7 @@ class DealBeneficiary(_Model):
     pay_reference: str
 
     def __post_init__(self) -> None:
+        _require_text(self, "beneficiary_id", "pay_reason", "pay_reference")
         object.__setattr__(self, "amount", _amount("amount", self.amount))
 
     def to_dict(self) -> dict[str, Any]:
@@ -260,6 +296,9 @@ class AuthorizationRequest(_Model):
     state: str = field(repr=False)
     redirect_uri: str
 
+    def __post_init__(self) -> None:
+        _require_text(self, "url", "state", "redirect_uri")
+
     def to_dict(self) -> dict[str, Any]:
         return {"url": self.url, "state": self.state, "redirect_uri": self.redirect_uri}
 
@@ -275,6 +314,13 @@ class Token(_Model):
     refresh_token: str | None = field(default=None, repr=False)
     scope: str | None = None
 
+    def __post_init__(self) -> None:
+        _require_text(self, "access_token", "token_type")
+        _require(self, "expires_in", int, "an int")
+        _require(self, "expires_at", _dt.datetime, "a datetime")
+        _require(self, "refresh_token", str, "a str or None", optional=True)
+        _require(self, "scope", str, "a str or None", optional=True)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "access_token": self.access_token,
@@ -287,22 +333,42 @@ class Token(_Model):
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Token:
-        """Rebuilds a token saved with :meth:`to_dict` (``expires_at`` as unix seconds or ISO text)."""
-        expires_at = d.get("expires_at")
-        if isinstance(expires_at, (int, float)):
-            when = _dt.datetime.fromtimestamp(float(expires_at), tz=_dt.timezone.utc)
-        elif isinstance(expires_at, str):
-            when = _dt.datetime.fromisoformat(expires_at)
-        elif isinstance(expires_at, _dt.datetime):
-            when = expires_at
-        else:
-            when = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=int(d.get("expires_in", 0)))
+        """Rebuilds a token saved with :meth:`to_dict` (``expires_at`` as unix seconds or ISO text).
+
+        A ``d`` that is not a mapping is a ``TypeError``; a missing ``access_token`` or a value
+        that cannot be a token's is a :class:`fxpay.InvalidRequestError`.
+        """
+        from .errors import InvalidRequestError
+
+        if not isinstance(d, Mapping):
+            raise TypeError(f"d must be a mapping such as Token.to_dict() gives, not {type(d).__name__}")
+        if "access_token" not in d:
+            raise InvalidRequestError("d has no access_token: it is not a saved Token")
+        try:
+            expires_in = d.get("expires_in", 0)
+            if isinstance(expires_in, float):
+                expires_in = int(expires_in)
+            expires_at = d.get("expires_at")
+            if isinstance(expires_at, bool):
+                raise TypeError("expires_at must be unix seconds, ISO 8601 text or a datetime, not bool")
+            if isinstance(expires_at, (int, float)):
+                when = _dt.datetime.fromtimestamp(float(expires_at), tz=_dt.timezone.utc)
+            elif isinstance(expires_at, str):
+                when = _dt.datetime.fromisoformat(expires_at)
+            elif isinstance(expires_at, _dt.datetime):
+                when = expires_at
+            elif isinstance(expires_in, int) and not isinstance(expires_in, bool):
+                when = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=expires_in)
+            else:
+                raise TypeError(f"expires_in must be an int, not {type(expires_in).__name__}")
+        except (ValueError, OverflowError, OSError) as e:
+            raise InvalidRequestError(f"d does not hold a valid token expiry: {e}") from None
         if when.tzinfo is None:
             when = when.replace(tzinfo=_dt.timezone.utc)
         return cls(
-            access_token=str(d["access_token"]),
-            token_type=str(d.get("token_type", "Bearer")),
-            expires_in=int(d.get("expires_in", 0)),
+            access_token=d["access_token"],
+            token_type=d.get("token_type", "Bearer"),
+            expires_in=expires_in,
             expires_at=when,
             refresh_token=d.get("refresh_token"),
             scope=d.get("scope"),
@@ -363,6 +429,8 @@ class VirtualAccount(Mapping[str, Any]):
     _data: dict[str, Any]
 
     def __init__(self, data: Mapping[str, Any]) -> None:
+        if not isinstance(data, (dict, Mapping)):
+            raise TypeError(f"data must be a mapping (the account's JSON object), not {type(data).__name__}")
         object.__setattr__(self, "_data", dict(data))
 
     def __getitem__(self, key: str) -> Any:

@@ -19,10 +19,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
     p.add_argument("--tls", action="store_true", help="serve https with a CA made at start (FXPAY_CA_BUNDLE)")
+    p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a request body may take to arrive once its headers are read (default 10)",
+    )
     args = p.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with Sandbox(host=args.host, port=args.port, tls=args.tls) as sb:
+    with Sandbox(host=args.host, port=args.port, tls=args.tls, body_timeout=args.body_timeout) as sb:
         print(f"FXPAY_BASE_URL={sb.base_url}")
         print(f"FXPAY_CLIENT_ID={sb.client_id}")
         print(f"FXPAY_CLIENT_SECRET={sb.client_secret}")

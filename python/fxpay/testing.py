@@ -40,13 +40,37 @@ from .errors import (
 __all__ = ["Cassette", "CassetteMismatchError", "RemoteSandbox", "Sandbox"]
 
 
-class Sandbox:
-    """The local sandbox. Use it as a context manager, or call :meth:`close`."""
+def _seconds(name: str, value: object) -> float:
+    """A number of seconds as a float: a ``TypeError`` naming ``name`` unless it is an int or
+    float; an ``InvalidRequestError`` when it is too large for a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:
+        from .errors import InvalidRequestError
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, tls: bool = False) -> None:
-        if not isinstance(tls, bool):
-            raise TypeError(f"tls must be a bool, got {type(tls).__name__}")
-        self._core = _fxpay.CoreSandbox(host, port, tls)
+        raise InvalidRequestError(f"{name} is out of range") from None
+
+
+def _flag(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+
+
+class Sandbox:
+    """The local sandbox. Use it as a context manager, or call :meth:`close`.
+
+    ``body_timeout`` (seconds, default 10) is how long a request body may take to arrive in
+    full once its headers are read: a body still incomplete then is answered 408 and its
+    connection closed, so stalled uploads cannot hold the sandbox's connections.
+    """
+
+    def __init__(
+        self, *, host: str = "127.0.0.1", port: int = 0, tls: bool = False, body_timeout: float = 10.0
+    ) -> None:
+        _flag("tls", tls)
+        self._core = _fxpay.CoreSandbox(host, port, tls, _seconds("body_timeout", body_timeout))
         self._closed = False
 
     # -- identity --------------------------------------------------------------------------
@@ -106,19 +130,20 @@ class Sandbox:
 
     def register_client(self, client_id: str, client_secret: str, redirect_uris: list[str] | None = None) -> None:
         """Registers another OAuth client."""
-        self._core.register_client(client_id, client_secret, list(redirect_uris or []))
+        self._core.register_client(client_id, client_secret, [] if redirect_uris is None else redirect_uris)
 
     # -- the consent flow ------------------------------------------------------------------
 
     def approve(self, auth_url: str, *, allow: bool = True) -> str:
         """Logs in and answers the consent page over HTTP like a browser; returns the redirect URL."""
+        _flag("allow", allow)
         return str(self._core.approve(auth_url, allow))
 
     # -- clock and inspection --------------------------------------------------------------
 
     def advance(self, seconds: float) -> None:
         """Moves the sandbox clock forward (deals, tokens and codes age with it)."""
-        self._core.advance(float(seconds))
+        self._core.advance(_seconds("seconds", seconds))
 
     def now(self) -> float:
         """The sandbox clock, in unix seconds."""
@@ -152,11 +177,12 @@ class Sandbox:
 
     def drop_next(self, path: str, *, after_processing: bool) -> None:
         """Closes the connection of the next request to ``path``, before or after acting on it."""
+        _flag("after_processing", after_processing)
         self._core.drop_next(path, after_processing)
 
     def delay_next(self, path: str, seconds: float) -> None:
         """Delays the next request to ``path`` by ``seconds`` (real time)."""
-        self._core.delay_next(path, float(seconds))
+        self._core.delay_next(path, _seconds("seconds", seconds))
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 //! `fxpay.Client` wraps it; every method takes `aio` and returns either the result
 //! (blocking, GIL released) or an asyncio awaitable.
 use super::bridge::{guard, run};
-use super::convert::amount_text;
+use super::convert::{amount_text, int, opt_text, text};
 use super::errors::to_pyerr;
 use super::logging::observer;
 use super::models::{token_from_py, Out};
@@ -24,21 +24,26 @@ pub struct CoreClient {
 }
 
 fn deal_request(
-    quote_id: String,
-    funding_source: String,
+    quote_id: &Bound<'_, PyAny>,
+    funding_source: &Bound<'_, PyAny>,
     beneficiaries: &Bound<'_, PyAny>,
-    channel: Option<String>,
+    channel: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<DealRequest> {
+    let quote_id = text(quote_id, "quote_id")?;
+    let funding_source = text(funding_source, "funding_source")?;
+    let channel = opt_text(channel, "channel")?;
     let mut list = Vec::new();
     for (i, b) in beneficiaries.try_iter()?.enumerate() {
         let b = b?;
         let field = format!("beneficiaries[{i}].amount");
         let amount = amount_text(&field, &b.getattr("amount")?)?;
+        let field_text =
+            |name: &str| text(&b.getattr(name)?, &format!("beneficiaries[{i}].{name}"));
         list.push(DealBeneficiary {
-            beneficiary_id: b.getattr("beneficiary_id")?.extract()?,
+            beneficiary_id: field_text("beneficiary_id")?,
             amount: guard(|| crate::money::parse_amount(&field, &amount))?,
-            pay_reason: b.getattr("pay_reason")?.extract()?,
-            pay_reference: b.getattr("pay_reference")?.extract()?,
+            pay_reason: field_text("pay_reason")?,
+            pay_reference: field_text("pay_reference")?,
         });
     }
     Ok(DealRequest {
@@ -52,25 +57,37 @@ fn deal_request(
 #[pymethods]
 impl CoreClient {
     #[new]
-    #[pyo3(signature = (client_id, client_secret, base_url, timeout = 30.0, max_retries = 2, token_store = None, user_agent = None, ca_bundle = None, cassette = None))]
+    #[pyo3(signature = (client_id, client_secret, base_url, timeout = 30.0, max_retries = None, token_store = None, user_agent = None, ca_bundle = None, cassette = None))]
+    #[pyo3(
+        text_signature = "(client_id, client_secret, base_url, timeout=30.0, max_retries=2, token_store=None, user_agent=None, ca_bundle=None, cassette=None)"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        client_id: &str,
-        client_secret: &str,
-        base_url: &str,
+        client_id: &Bound<'_, PyAny>,
+        client_secret: &Bound<'_, PyAny>,
+        base_url: &Bound<'_, PyAny>,
         timeout: f64,
-        max_retries: i64,
+        max_retries: Option<&Bound<'_, PyAny>>,
         token_store: Option<Py<PyAny>>,
-        user_agent: Option<String>,
-        ca_bundle: Option<String>,
+        user_agent: Option<&Bound<'_, PyAny>>,
+        ca_bundle: Option<&Bound<'_, PyAny>>,
         cassette: Option<Bound<'_, super::cassette::CoreCassette>>,
     ) -> PyResult<Self> {
         let cassette = cassette.map(|c| c.get().inner.clone());
+        let client_id = text(client_id, "client_id")?;
+        let client_secret = text(client_secret, "client_secret")?;
+        let base_url = text(base_url, "base_url")?;
+        let max_retries = match max_retries {
+            Some(n) if !n.is_none() => int(n, "max_retries", Error::Configuration)?,
+            _ => 2,
+        };
+        let user_agent = opt_text(user_agent, "user_agent")?;
+        let ca_bundle = opt_text(ca_bundle, "ca_bundle")?;
         let store: Option<Arc<dyn TokenStore>> =
             token_store.map(|s| Arc::new(PyTokenStore::new(s)) as Arc<dyn TokenStore>);
         let store_for_client = store.clone();
         let inner = guard(move || {
-            let mut cfg = ClientConfig::new(client_id, client_secret, base_url)?
+            let mut cfg = ClientConfig::new(&client_id, &client_secret, &base_url)?
                 .with_timeout(timeout)?
                 .with_max_retries(max_retries)?;
             cfg.user_agent_suffix = user_agent;
@@ -119,21 +136,31 @@ impl CoreClient {
     fn create_quote(
         &self,
         py: Python<'_>,
-        buy_currency: &str,
+        buy_currency: &Bound<'_, PyAny>,
         buy_amount: &Bound<'_, PyAny>,
-        sell_currency: &str,
-        beneficiaries: i64,
+        sell_currency: &Bound<'_, PyAny>,
+        beneficiaries: &Bound<'_, PyAny>,
         aio: bool,
     ) -> PyResult<Py<PyAny>> {
+        let buy_currency = text(buy_currency, "buy_currency")?;
         let amount = amount_text("buy_amount", buy_amount)?;
-        let req = guard(|| QuoteRequest::new(buy_currency, &amount, sell_currency, beneficiaries))?;
+        let sell_currency = text(sell_currency, "sell_currency")?;
+        let beneficiaries = int(beneficiaries, "beneficiaries", Error::InvalidRequest)?;
+        let req =
+            guard(|| QuoteRequest::new(&buy_currency, &amount, &sell_currency, beneficiaries))?;
         let (c, obs) = (self.inner.clone(), observer(py));
         run(py, aio, async move {
             Ok(Out::Str(c.create_quote(&req, obs.as_deref()).await?.0))
         })
     }
 
-    fn get_quote(&self, py: Python<'_>, quote_id: String, aio: bool) -> PyResult<Py<PyAny>> {
+    fn get_quote(
+        &self,
+        py: Python<'_>,
+        quote_id: &Bound<'_, PyAny>,
+        aio: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let quote_id = text(quote_id, "quote_id")?;
         let (c, obs) = (self.inner.clone(), observer(py));
         run(py, aio, async move {
             // `raw` goes to Python as the answer's JSON text, decoded on first use.
@@ -143,8 +170,13 @@ impl CoreClient {
     }
 
     /// `body` is the beneficiary's wire form as JSON text (it carries no amounts).
-    fn create_beneficiary(&self, py: Python<'_>, body: &str, aio: bool) -> PyResult<Py<PyAny>> {
-        let b: Beneficiary = serde_json::from_str(body)
+    fn create_beneficiary(
+        &self,
+        py: Python<'_>,
+        body: &Bound<'_, PyAny>,
+        aio: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let b: Beneficiary = serde_json::from_str(&text(body, "beneficiary")?)
             .map_err(|e| to_pyerr(Error::invalid(format!("the beneficiary is not valid: {e}"))))?;
         guard(|| b.check())?;
         let (c, obs) = (self.inner.clone(), observer(py));
@@ -157,10 +189,10 @@ impl CoreClient {
     fn create_deal(
         &self,
         py: Python<'_>,
-        quote_id: String,
-        funding_source: String,
+        quote_id: &Bound<'_, PyAny>,
+        funding_source: &Bound<'_, PyAny>,
         beneficiaries: &Bound<'_, PyAny>,
-        channel: Option<String>,
+        channel: Option<&Bound<'_, PyAny>>,
         aio: bool,
     ) -> PyResult<Py<PyAny>> {
         let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
@@ -178,14 +210,16 @@ impl CoreClient {
     fn create_spot_deal(
         &self,
         py: Python<'_>,
-        quote_id: String,
-        funding_source: String,
+        quote_id: &Bound<'_, PyAny>,
+        funding_source: &Bound<'_, PyAny>,
         beneficiaries: &Bound<'_, PyAny>,
-        channel: Option<String>,
-        callback_url: Option<String>,
-        callback_nonce: Option<String>,
+        channel: Option<&Bound<'_, PyAny>>,
+        callback_url: Option<&Bound<'_, PyAny>>,
+        callback_nonce: Option<&Bound<'_, PyAny>>,
         aio: bool,
     ) -> PyResult<Py<PyAny>> {
+        let callback_url = opt_text(callback_url, "callback_url")?;
+        let callback_nonce = opt_text(callback_nonce, "callback_nonce")?;
         let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
         guard(|| req.check())?;
         let (c, obs) = (self.inner.clone(), observer(py));
@@ -201,27 +235,33 @@ impl CoreClient {
     #[pyo3(signature = (redirect_uri, state = None))]
     fn authorization_url(
         &self,
-        redirect_uri: &str,
-        state: Option<&str>,
+        redirect_uri: &Bound<'_, PyAny>,
+        state: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(String, String, String)> {
-        let a = guard(|| self.inner.authorization_url(redirect_uri, state))?;
+        let redirect_uri = text(redirect_uri, "redirect_uri")?;
+        let state = opt_text(state, "state")?;
+        let a = guard(|| {
+            self.inner
+                .authorization_url(&redirect_uri, state.as_deref())
+        })?;
         Ok((a.url, a.state, a.redirect_uri))
     }
 
     fn exchange_code(
         &self,
         py: Python<'_>,
-        url: String,
-        state: String,
-        redirect_uri: String,
-        callback: String,
+        url: &Bound<'_, PyAny>,
+        state: &Bound<'_, PyAny>,
+        redirect_uri: &Bound<'_, PyAny>,
+        callback: &Bound<'_, PyAny>,
         aio: bool,
     ) -> PyResult<Py<PyAny>> {
         let auth = AuthorizationRequest {
-            url,
-            state,
-            redirect_uri,
+            url: text(url, "auth.url")?,
+            state: text(state, "auth.state")?,
+            redirect_uri: text(redirect_uri, "auth.redirect_uri")?,
         };
+        let callback = text(callback, "callback")?;
         let (c, obs) = (self.inner.clone(), observer(py));
         run(py, aio, async move {
             Ok(Out::Token(Box::new(
@@ -233,9 +273,10 @@ impl CoreClient {
     fn refresh_token(
         &self,
         py: Python<'_>,
-        refresh_token: String,
+        refresh_token: &Bound<'_, PyAny>,
         aio: bool,
     ) -> PyResult<Py<PyAny>> {
+        let refresh_token = text(refresh_token, "refresh_token")?;
         let (c, obs) = (self.inner.clone(), observer(py));
         run(py, aio, async move {
             Ok(Out::Token(Box::new(
@@ -251,10 +292,10 @@ impl CoreClient {
         &self,
         token: &Bound<'_, PyAny>,
         on_token: Option<Py<PyAny>>,
-        key: Option<String>,
+        key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<CoreUserSession> {
         let t = token_from_py(token)?;
-        let shared = match (key, &self.store) {
+        let shared = match (opt_text(key, "key")?, &self.store) {
             (Some(k), Some(store)) => Some((
                 store.clone(),
                 format!("fxpay:{}:user:{k}", self.inner.config().base_url),

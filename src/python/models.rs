@@ -1,6 +1,8 @@
 //! Core results -> instances of the Python models in `fxpay.models`.
-use super::convert::{decimal_to_py, object_to_py, value_to_py};
+use super::convert::{decimal_to_py, int, object_to_py, text_of, value_to_py};
+use crate::error::Error;
 use crate::models::{Deal, FieldError, Quote, SpotDeal, Token, VirtualAccount};
+use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -277,21 +279,59 @@ pub fn token<'py>(py: Python<'py>, t: &Token) -> PyResult<Bound<'py, PyAny>> {
     ))
 }
 
-/// A Python `fxpay.Token` (or anything with the same attributes) -> core token.
+/// A Python `fxpay.Token` (or anything with the same attributes) -> core token. Anything
+/// else is a `TypeError`; text with a lone surrogate an `InvalidRequestError`.
 pub fn token_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Token> {
-    let expires_at = obj.getattr("expires_at")?;
+    let attr = |name: &str| -> PyResult<Bound<'_, PyAny>> {
+        obj.getattr(name).map_err(|_| {
+            let type_name = obj
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|_| "another type".into());
+            PyTypeError::new_err(format!(
+                "token must be a fxpay.Token, got {type_name} (it has no {name})"
+            ))
+        })
+    };
+    fn wrong(name: &'static str, what: &'static str) -> impl Fn(PyErr) -> PyErr {
+        move |_| PyTypeError::new_err(format!("token.{name} must be {what}"))
+    }
+    let text = |name: &str| -> PyResult<String> {
+        let v = attr(name)?;
+        let s = v
+            .cast::<PyString>()
+            .map_err(|_| PyTypeError::new_err(format!("token.{name} must be a str")))?;
+        text_of(s, &format!("token.{name}"))
+    };
+    let optional_text = |name: &str| -> PyResult<Option<String>> {
+        if attr(name)?.is_none() {
+            Ok(None)
+        } else {
+            text(name).map(Some)
+        }
+    };
+    let expires_at = attr("expires_at")?;
     let expires_at: f64 = if expires_at.is_none() {
         0.0
     } else {
-        expires_at.call_method0("timestamp")?.extract()?
+        expires_at
+            .call_method0("timestamp")
+            .and_then(|t| t.extract())
+            .map_err(wrong("expires_at", "a datetime"))?
     };
+    let expires_in = int(
+        &attr("expires_in")?,
+        "token.expires_in",
+        Error::InvalidRequest,
+    )?;
     Ok(Token {
-        access_token: obj.getattr("access_token")?.extract()?,
-        token_type: obj.getattr("token_type")?.extract()?,
-        expires_in: obj.getattr("expires_in")?.extract()?,
+        access_token: text("access_token")?,
+        token_type: text("token_type")?,
+        expires_in: u64::try_from(expires_in.max(0)).unwrap_or(0),
         expires_at,
-        refresh_token: obj.getattr("refresh_token")?.extract()?,
-        scope: obj.getattr("scope")?.extract()?,
+        refresh_token: optional_text("refresh_token")?,
+        scope: optional_text("scope")?,
     })
 }
 

@@ -1,5 +1,6 @@
 //! `fxpay.parse_deal_created`: the webhook checks of `crate::webhook` on Python values.
 use super::bridge::guard;
+use super::convert::opt_text;
 use crate::error::Error;
 use crate::models::{DealCreated, FieldError};
 use crate::webhook::{self, NONCE_HEADER};
@@ -59,15 +60,16 @@ pub fn parse_deal_created<'py>(
     py: Python<'py>,
     body: &Bound<'py, PyAny>,
     headers: Option<&Bound<'py, PyAny>>,
-    nonce: Option<&str>,
+    nonce: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let nonce = opt_text(nonce, "nonce")?;
     let bytes = body_bytes(body)?;
     guard(|| webhook::check_size(bytes.len()))?;
     if let Some(expected) = nonce {
         let received = nonce_headers(headers)?;
         guard(|| {
             webhook::verify_nonce(
-                expected,
+                &expected,
                 received.iter().map(|v| (NONCE_HEADER, v.as_str())),
             )
         })?;
@@ -105,20 +107,22 @@ fn body_bytes<'a>(body: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
 
 /// The values of every `callback-nonce` header, the name compared in any case. Any
 /// mapping works (dict, Starlette `Headers`, Django `HttpHeaders`): its `items()` are read.
+/// Names and values must be `str` (else `TypeError`). A value that is not text (a lone
+/// surrogate) is kept as a value that matches no nonce, so the check fails as for any other
+/// wrong value.
 fn nonce_headers(headers: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
     let mut found = Vec::new();
     let Some(headers) = headers.filter(|h| !h.is_none()) else {
         return Ok(found);
     };
     let mut consider = |name: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>| -> PyResult<()> {
-        let name = name
-            .cast::<PyString>()
-            .map_err(|_| PyTypeError::new_err("header names must be str"))?;
-        if name.to_str()?.eq_ignore_ascii_case(NONCE_HEADER) {
-            let value = value
-                .cast::<PyString>()
-                .map_err(|_| PyTypeError::new_err("header values must be str"))?;
-            found.push(value.to_str()?.to_owned());
+        let name = header_text(name)
+            .ok_or_else(|| PyTypeError::new_err("headers: header names must be str"))?;
+        if name.is_some_and(|n| n.eq_ignore_ascii_case(NONCE_HEADER)) {
+            let value = header_text(value)
+                .ok_or_else(|| PyTypeError::new_err("headers: header values must be str"))?;
+            // Not text: no nonce equals it ("\0" is never a valid nonce).
+            found.push(value.unwrap_or_else(|| "\0".to_owned()));
         }
         Ok(())
     };
@@ -127,12 +131,38 @@ fn nonce_headers(headers: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
             consider(&name, &value)?;
         }
     } else {
-        for item in headers.call_method0("items")?.try_iter()? {
-            let (name, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;
-            consider(&name, &value)?;
+        let items = headers
+            .call_method0("items")
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "headers must be a mapping of header names to values, not {}",
+                    type_name(headers)
+                ))
+            })?
+            .try_iter()?;
+        for item in items {
+            let pair: (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract().map_err(|_| {
+                PyTypeError::new_err("headers: items() must give (name, value) pairs")
+            })?;
+            consider(&pair.0, &pair.1)?;
         }
     }
     Ok(found)
+}
+
+/// A header name or value as text: `Some(Some(text))` for a `str`, `Some(None)` for a `str`
+/// that is not text (a lone surrogate), `None` for any other type.
+fn header_text(v: &Bound<'_, PyAny>) -> Option<Option<String>> {
+    v.cast::<PyString>()
+        .ok()
+        .map(|s| s.to_str().ok().map(str::to_owned))
+}
+
+fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "another type".into())
 }
 
 /// An instance of one of the two frozen dataclasses, built the way `pickle` rebuilds one:

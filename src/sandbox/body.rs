@@ -15,6 +15,23 @@ pub const MAX_BODY: usize = 1 << 20;
 pub enum BodyError {
     TooLarge,
     Broken,
+    /// It did not arrive in full within the sandbox's body timeout.
+    TimedOut,
+}
+
+/// The error a request body fails with when it stalls past the sandbox's body timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the request body did not arrive in time")]
+pub struct BodyTimeout;
+
+/// The answer to a body that stalled: 408, and the connection is closed after it.
+pub fn timed_out() -> ApiError {
+    ApiError::one(
+        StatusCode::REQUEST_TIMEOUT,
+        code::BODY_TIMEOUT,
+        "",
+        "the request body did not arrive in full within the body timeout",
+    )
 }
 
 /// Reads the whole body, refusing more than [`MAX_BODY`] bytes.
@@ -29,8 +46,21 @@ pub async fn read_limited(headers: &HeaderMap, body: Body) -> Result<Bytes, Body
     match Limited::new(body, MAX_BODY).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(BodyError::TooLarge),
+        Err(e) if is_timeout(e.as_ref()) => Err(BodyError::TimedOut),
         Err(_) => Err(BodyError::Broken),
     }
+}
+
+/// True when `e` (or an error it wraps, as axum's body errors do) is a [`BodyTimeout`].
+fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if err.is::<BodyTimeout>() {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// The media type of the request (lower-case, without parameters), if any.
@@ -80,6 +110,7 @@ pub async fn json_object(headers: &HeaderMap, body: Body) -> Result<Map<String, 
                 "request body could not be read",
             ))
         }
+        Err(BodyError::TimedOut) => return Err(timed_out()),
     };
     parse_object(&bytes)
 }

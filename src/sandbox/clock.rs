@@ -2,7 +2,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 /// Unix seconds, as `f64`, on the sandbox clock.
@@ -47,9 +46,11 @@ impl Clock {
     }
 }
 
-/// Formats unix seconds as RFC 3339 in UTC with millisecond precision.
+/// Formats unix seconds as RFC 3339 in UTC with exactly three fraction digits
+/// (`2023-11-14T22:13:20.250Z`): always milliseconds, trailing zeros kept, so every
+/// timestamp has the same shape.
 pub fn rfc3339(unix: f64) -> String {
-    let millis = (unix * 1000.0).floor();
+    let millis = (unix * 1000.0).round();
     let nanos = if millis.is_finite() {
         (millis as i128) * 1_000_000
     } else {
@@ -57,8 +58,19 @@ pub fn rfc3339(unix: f64) -> String {
     };
     OffsetDateTime::from_unix_timestamp_nanos(nanos)
         .ok()
-        .and_then(|t| t.format(&Rfc3339).ok())
-        .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned())
+        .map(|t| {
+            format!(
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+                t.year(),
+                u8::from(t.month()),
+                t.day(),
+                t.hour(),
+                t.minute(),
+                t.second(),
+                t.millisecond()
+            )
+        })
+        .unwrap_or_else(|| "1970-01-01T00:00:00.000Z".to_owned())
 }
 
 #[cfg(test)]
@@ -79,7 +91,11 @@ mod tests {
 
     #[test]
     fn formats_rfc3339() {
-        assert_eq!(rfc3339(0.0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_700_000_000.25), "2023-11-14T22:13:20.25Z");
+        assert_eq!(rfc3339(0.0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_700_000_000.25), "2023-11-14T22:13:20.250Z");
+        assert_eq!(rfc3339(1_700_000_000.57), "2023-11-14T22:13:20.570Z");
+        assert_eq!(rfc3339(1_700_000_000.5), "2023-11-14T22:13:20.500Z");
+        assert_eq!(rfc3339(1_700_000_000.123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(rfc3339(1_700_000_000.0), "2023-11-14T22:13:20.000Z");
     }
 }

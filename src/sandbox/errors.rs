@@ -37,6 +37,7 @@
 //! | validation:request:1002 | 400 | JSON body is not an object |
 //! | validation:request:1003 | 415 | Content-Type is not `application/json` |
 //! | validation:request:1004 | 413 | body larger than 1 MiB |
+//! | validation:request:1005 | 408 | body not received in full within the body timeout (10 s by default); the connection is closed |
 //!
 //! ## Business rules of deals (`business:deal:<number>`)
 //!
@@ -113,6 +114,7 @@ pub mod code {
     pub const NOT_OBJECT: &str = "validation:request:1002";
     pub const MEDIA_TYPE: &str = "validation:request:1003";
     pub const TOO_LARGE: &str = "validation:request:1004";
+    pub const BODY_TIMEOUT: &str = "validation:request:1005";
     pub const QUOTE_NOT_FOUND: &str = "business:deal:2001";
     pub const QUOTE_USED: &str = "business:deal:2002";
     pub const BENEFICIARY_NOT_FOUND: &str = "business:deal:2003";

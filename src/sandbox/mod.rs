@@ -61,7 +61,14 @@ pub struct SandboxConfig {
     pub port: u16,
     /// Serve https with a CA and a certificate made at start (`Sandbox::ca_bundle`).
     pub tls: bool,
+    /// How long a request body may take to arrive in full once its headers are read
+    /// (default [`DEFAULT_BODY_TIMEOUT`]). A body still incomplete then is answered 408 and
+    /// its connection closed, so stalled uploads cannot hold the sandbox's connections.
+    pub body_timeout: Duration,
 }
+
+/// The default [`SandboxConfig::body_timeout`]: 10 seconds.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Default for SandboxConfig {
     fn default() -> Self {
@@ -69,6 +76,7 @@ impl Default for SandboxConfig {
             host: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
             tls: false,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
         }
     }
 }
@@ -170,6 +178,7 @@ impl Sandbox {
         let redirect_uris = [DEFAULT_REDIRECT_URI, DEFAULT_NATIVE_REDIRECT_URI];
         let doc = openapi::bytes(&base_url, &client_id, &redirect_uris);
         let mut st = State::new(http, rx.clone(), doc);
+        st.body_timeout = config.body_timeout;
         let username = DEFAULT_USERNAME.to_owned();
         let password = format!("pw-{}", ids::hex_tag(8));
         st.users.insert(
@@ -367,6 +376,7 @@ mod tests {
             (c.host, c.port, c.tls),
             (IpAddr::V4(Ipv4Addr::LOCALHOST), 0, false)
         );
+        assert_eq!(c.body_timeout, Duration::from_secs(10));
         let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080);
         assert_eq!(base_url_of(any, false), "http://127.0.0.1:8080");
         let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 9);

@@ -367,6 +367,15 @@ async fn handle(state: &State, req: Request) -> Result<Value, OAuthError> {
         Err(BodyError::Broken) => {
             return Err(OAuthError::bad("invalid_request", "body could not be read"))
         }
+        Err(BodyError::TimedOut) => {
+            return Err(OAuthError {
+                status: StatusCode::REQUEST_TIMEOUT,
+                error: "invalid_request",
+                description: "the request body did not arrive in full within the body timeout"
+                    .to_owned(),
+                basic_challenge: false,
+            })
+        }
     };
     let pairs = form_pairs(&bytes);
     let grant = param(&pairs, "grant_type")?

@@ -255,6 +255,10 @@ async fn form(req: Request) -> Result<(HeaderMap, Vec<(String, String)>), Respon
             StatusCode::BAD_REQUEST,
             "the form could not be read",
         )),
+        Err(BodyError::TimedOut) => Err(html::error_page(
+            StatusCode::REQUEST_TIMEOUT,
+            "the form did not arrive in full within the body timeout",
+        )),
     }
 }
 

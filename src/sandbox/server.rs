@@ -4,6 +4,7 @@
 //! a `select!` with its own kill signal (fired by a drop fault) and the shutdown signal;
 //! dropping the connection future closes the socket with no response.
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use tokio::sync::{watch, Notify};
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
+use super::body::BodyTimeout;
 use super::errors::{self, code, ApiError};
 use super::faults::Action;
 use super::state::State;
@@ -75,25 +77,33 @@ fn injected(status: u16, retry_after: Option<u64>, token_path: bool) -> Response
     resp
 }
 
-/// A request body that records when it has been read to its end.
+/// A request body that records when it has been read to its end, and fails with
+/// [`BodyTimeout`] when it has not arrived in full by its deadline (a stalled upload).
 struct Tracked {
     inner: Incoming,
     done: Arc<AtomicBool>,
+    deadline: Pin<Box<tokio::time::Sleep>>,
 }
 
 impl HttpBody for Tracked {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = axum::BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, axum::BoxError>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
             self.done.store(true, Ordering::Relaxed);
         }
-        polled
+        match polled {
+            Poll::Pending => match self.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimeout)))),
+                Poll::Pending => Poll::Pending,
+            },
+            ready => ready.map(|frame| frame.map(|r| r.map_err(axum::BoxError::from))),
+        }
     }
 
     fn is_end_stream(&self) -> bool {
@@ -106,14 +116,22 @@ impl HttpBody for Tracked {
 }
 
 /// Wraps the request body when there is one; returns the flag set once it was read through.
-fn track(req: Request<Incoming>) -> (Request<Body>, Option<Arc<AtomicBool>>) {
+/// The body must arrive in full within `timeout` of now (its headers have just been read).
+fn track(req: Request<Incoming>, timeout: Duration) -> (Request<Body>, Option<Arc<AtomicBool>>) {
     if req.body().is_end_stream() {
         return (req.map(Body::new), None);
     }
     let done = Arc::new(AtomicBool::new(false));
     let flag = done.clone();
+    let deadline = Box::pin(tokio::time::sleep(timeout));
     (
-        req.map(|inner| Body::new(Tracked { inner, done })),
+        req.map(|inner| {
+            Body::new(Tracked {
+                inner,
+                done,
+                deadline,
+            })
+        }),
         Some(flag),
     )
 }
@@ -138,7 +156,7 @@ async fn handle(
     counted: Arc<AtomicBool>,
     req: Request<Incoming>,
 ) -> Response<Body> {
-    let (req, body) = track(req);
+    let (req, body) = track(req, state.body_timeout);
     if req.uri().path().starts_with(admin::PREFIX) {
         // The admin API is neither counted nor faulted: a test's controls must not disturb
         // what it observes.

@@ -228,6 +228,8 @@ pub struct State {
     pub shutdown: watch::Receiver<bool>,
     /// The served OpenAPI document.
     pub openapi: Bytes,
+    /// How long a request body may take to arrive once its headers are read.
+    pub body_timeout: std::time::Duration,
     /// What the admin API (`/_sandbox/`) needs: its token, the identity it reports.
     pub admin: Admin,
 }
@@ -262,6 +264,7 @@ impl State {
             shutdown,
             openapi,
             admin: Admin::default(),
+            body_timeout: super::DEFAULT_BODY_TIMEOUT,
         }
     }
 

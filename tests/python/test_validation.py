@@ -133,3 +133,54 @@ def test_fxpay_testing_is_reachable_from_the_package() -> None:
     code = "import fxpay\nwith fxpay.testing.Sandbox() as sb: print(sb.base_url.startswith('http://127.0.0.1:'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "True", out.stderr
+
+
+# -- exact, or refused -------------------------------------------------------------------------
+
+INEXACT_AMOUNTS = [
+    # more than 28 significant digits: a core Decimal would round them
+    "1.00000000000000000000000000001",
+    Decimal("1.00000000000000000000000000001"),
+    "12345678901234567890.123456789",
+    Decimal("0.00000000000000000000000000001"),  # 29 decimal places
+    # too large for a core Decimal
+    "1e40",
+    Decimal("1E+29"),
+    10**29,
+    2**96,
+    2**200,
+    10**5000,  # more digits than Python's int-to-str limit
+    "9" * 5000,
+]
+
+
+def _amount_id(a: object) -> str:
+    if isinstance(a, int):
+        return f"int-{a.bit_length()}-bits"
+    return f"{type(a).__name__}-{str(a)[:24]}"
+
+
+@pytest.mark.parametrize("amount", INEXACT_AMOUNTS, ids=_amount_id)
+def test_amounts_are_exact_or_refused(fxpay_sandbox, amount: object) -> None:  # type: ignore[no-untyped-def]
+    c = fxpay_sandbox.client()
+    with pytest.raises(fxpay.InvalidRequestError, match="exactly"):
+        c.create_quote(buy_currency="USD", buy_amount=amount, sell_currency="AUD")
+    with pytest.raises(fxpay.InvalidRequestError, match="exactly"):
+        fxpay.DealBeneficiary("b", amount, "r", "x")  # type: ignore[arg-type]
+    assert requests_made(fxpay_sandbox) == 0
+
+
+@pytest.mark.parametrize(
+    ("amount", "kept"),
+    [
+        ("1.000000000000000000000000001", "1.000000000000000000000000001"),  # 28 digits: kept
+        (Decimal("9999999999999999999999999999"), "9999999999999999999999999999"),
+        (10**27, str(10**27)),
+        ("0.10", "0.10"),
+        (Decimal("1.0000000000000000000000000000000"), "1"),  # only zeros dropped: same value
+    ],
+)
+def test_amounts_that_fit_are_kept_exactly(amount: object, kept: str) -> None:
+    b = fxpay.DealBeneficiary("b", amount, "r", "x")  # type: ignore[arg-type]
+    assert str(b.amount) == kept
+    assert b.amount == Decimal(str(amount))
