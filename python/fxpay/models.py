@@ -91,7 +91,11 @@ def _lazy_raw(obj: object, name: str) -> Any:
 
 @dataclass(frozen=True)
 class Quote(_Model):
-    """A currency quote: ``sell_amount`` is ``buy_amount`` at ``customer_rate``."""
+    """A currency quote: ``sell_amount`` is ``buy_amount`` at ``customer_rate``.
+
+    ``fee``, ``fee_currency`` and ``freebies`` are ``None`` when the service leaves them out
+    (or sends ``null``); fields the service adds are kept in ``raw``.
+    """
 
     id: str
     buy_currency: str
@@ -100,9 +104,9 @@ class Quote(_Model):
     sell_amount: Decimal
     customer_rate: Decimal
     inverse_customer_rate: Decimal
-    fee: Decimal
-    fee_currency: str
-    freebies: Freebies
+    fee: Decimal | None
+    fee_currency: str | None
+    freebies: Freebies | None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __getattr__(self, name: str) -> Any:
@@ -111,7 +115,7 @@ class Quote(_Model):
         return _lazy_raw(self, name)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "id": self.id,
             "buyCurrency": self.buy_currency,
             "buyAmount": self.buy_amount,
@@ -119,10 +123,15 @@ class Quote(_Model):
             "sellAmount": self.sell_amount,
             "customerRate": self.customer_rate,
             "inverseCustomerRate": self.inverse_customer_rate,
-            "fee": self.fee,
-            "feeCurrency": self.fee_currency,
-            "freebies": self.freebies.to_dict(),
         }
+        # The optional fields appear as the service sent them: absent ones stay absent.
+        if self.fee is not None:
+            d["fee"] = self.fee
+        if self.fee_currency is not None:
+            d["feeCurrency"] = self.fee_currency
+        if self.freebies is not None:
+            d["freebies"] = self.freebies.to_dict()
+        return d
 
 
 @dataclass(frozen=True)
@@ -254,14 +263,25 @@ class SpotDeal(_Model):
 
 @dataclass(frozen=True)
 class AuthorizationRequest(_Model):
-    """Where to send the user's browser, with the state to check when it comes back."""
+    """Where to send the user's browser, with the state to check when it comes back and the
+    PKCE ``code_verifier`` to send with the code (``None`` without PKCE).
+
+    ``to_dict()`` keeps every field, so ``AuthorizationRequest(**auth.to_dict())`` rebuilds it
+    after a trip through the user's session; ``repr`` shows none of the secrets.
+    """
 
     url: str = field(repr=False)
     state: str = field(repr=False)
     redirect_uri: str
+    code_verifier: str | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"url": self.url, "state": self.state, "redirect_uri": self.redirect_uri}
+        return {
+            "url": self.url,
+            "state": self.state,
+            "redirect_uri": self.redirect_uri,
+            "code_verifier": self.code_verifier,
+        }
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ use super::models::{token_from_py, Out};
 use super::session::{on_token_callback, CoreUserSession};
 use super::store::PyTokenStore;
 use crate::api::Client;
-use crate::auth::authorize::AuthorizationRequest;
+use crate::auth::authorize::{AuthorizationRequest, AuthorizeParams};
 use crate::auth::TokenStore;
 use crate::config::ClientConfig;
 use crate::error::Error;
@@ -194,23 +194,33 @@ impl CoreClient {
         })
     }
 
-    /// Returns `(url, state, redirect_uri)`.
-    #[pyo3(signature = (redirect_uri, state = None))]
+    /// Returns `(url, state, redirect_uri, code_verifier)`.
+    #[pyo3(signature = (redirect_uri, state = None, scope = "gca-aisp", pkce = true))]
     fn authorization_url(
         &self,
         redirect_uri: &str,
         state: Option<&str>,
-    ) -> PyResult<(String, String, String)> {
-        let a = guard(|| self.inner.authorization_url(redirect_uri, state))?;
-        Ok((a.url, a.state, a.redirect_uri))
+        scope: &str,
+        pkce: bool,
+    ) -> PyResult<(String, String, String, Option<String>)> {
+        let params = AuthorizeParams {
+            redirect_uri,
+            state,
+            scope,
+            pkce,
+        };
+        let a = guard(|| self.inner.authorization_url(&params))?;
+        Ok((a.url, a.state, a.redirect_uri, a.code_verifier))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn exchange_code(
         &self,
         py: Python<'_>,
         url: String,
         state: String,
         redirect_uri: String,
+        code_verifier: Option<String>,
         callback: String,
         aio: bool,
     ) -> PyResult<Py<PyAny>> {
@@ -218,6 +228,7 @@ impl CoreClient {
             url,
             state,
             redirect_uri,
+            code_verifier,
         };
         let (c, obs) = (self.inner.clone(), observer(py));
         run(py, aio, async move {
