@@ -39,9 +39,15 @@ fn is_list_of_objects(a: &[Value]) -> bool {
     a.iter().all(Value::is_object)
 }
 
-/// A short description of a JSON value's shape, for error messages: types, not values.
+/// A short description of a JSON value's shape, for error messages: types, not values
+/// (three levels deep, at most 300 characters).
 pub fn shape(v: &Value) -> String {
-    describe(v, 2)
+    const LIMIT: usize = 300;
+    let s = describe(v, 3);
+    match s.char_indices().nth(LIMIT) {
+        Some((cut, _)) => format!("{}…", &s[..cut]),
+        None => s,
+    }
 }
 
 fn describe(v: &Value, depth: usize) -> String {
@@ -142,8 +148,21 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(
             err,
-            r#"{"a": [1 x object with 1 key], "b": [1 x object with 1 key]}"#
+            r#"{"a": [1 x {"i": number}], "b": [1 x {"i": number}]}"#
         );
         assert_eq!(count(json!("text")).err().as_deref(), Some("string"));
+        let deep = json!({"a": {"b": {"c": {"d": 1}}}});
+        assert_eq!(
+            count(deep).err().as_deref(),
+            Some(r#"{"a": {"b": {"c": object with 1 key}}}"#)
+        );
+        let wide: serde_json::Map<String, Value> = (0..100)
+            .map(|i| (format!("key{i:03}"), json!({"x": i})))
+            .collect();
+        let err = count(Value::Object(wide)).err().unwrap_or_default();
+        assert!(
+            err.contains("… 92 more") && err.chars().count() <= 301,
+            "{err}"
+        );
     }
 }
