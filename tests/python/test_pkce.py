@@ -78,6 +78,7 @@ def test_wrong_types_name_the_parameter(fxpay_client: Any, fxpay_sandbox: Any) -
 def test_pkce_flow_survives_a_trip_through_the_session(fxpay_client: Any, fxpay_sandbox: Any) -> None:
     auth = fxpay_client.authorization_url(fxpay_sandbox.redirect_uri)
     stored = json.dumps(auth.to_dict())  # e.g. in the web framework's session between requests
+    assert json.loads(stored)["code_verifier"] == auth.code_verifier
     callback = fxpay_sandbox.approve(auth.url)
     token = fxpay_client.exchange_code(fxpay.AuthorizationRequest(**json.loads(stored)), callback)
     assert token.scope == "gca-aisp" and token.refresh_token
@@ -87,6 +88,10 @@ def test_pkce_flow_survives_a_trip_through_the_session(fxpay_client: Any, fxpay_
 async def test_pkce_flow_async(fxpay_client: Any, fxpay_sandbox: Any) -> None:
     auth = fxpay_client.authorization_url(fxpay_sandbox.redirect_uri)
     callback = fxpay_sandbox.approve(auth.url)
+    without = fxpay.AuthorizationRequest(url=auth.url, state=auth.state, redirect_uri=auth.redirect_uri)
+    with pytest.raises(fxpay.OAuthError) as ei:
+        await fxpay_client.exchange_code_async(without, callback)
+    assert ei.value.error == "invalid_grant"
     token = await fxpay_client.exchange_code_async(auth, callback)
     assert token.refresh_token
 
