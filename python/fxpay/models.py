@@ -445,6 +445,10 @@ def to_records(models: Sequence[Any]) -> list[dict[str, Any]]:
             if isinstance(v, _Model) and not isinstance(v, VirtualAccount):
                 for sub in fields(v):  # type: ignore[arg-type]
                     row[f"{f.name}_{sub.name}"] = getattr(v, sub.name)
+            elif v is None and f.name == "freebies":
+                # An absent optional sub-model keeps the columns of a present one.
+                for sub in fields(Freebies):
+                    row[f"{f.name}_{sub.name}"] = None
             else:
                 row[f.name] = v
         out.append(row)

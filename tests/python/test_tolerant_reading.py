@@ -128,6 +128,11 @@ def test_null_or_missing_optional_quote_fields_are_none(crafted: Crafted, client
     crafted.set(QUOTE_PATH, full_quote(fee=None, feeCurrency=None, freebies="null"))
     q = client.get_quote(QUOTE_ID)
     assert (q.fee, q.fee_currency, q.freebies) == (None, None, None)
+    # Records for pandas keep the same columns whether or not freebies were given.
+    crafted.set(QUOTE_PATH, full_quote())
+    with_freebies, without = fxpay.to_records([client.get_quote(QUOTE_ID), q])
+    assert with_freebies.keys() == without.keys()
+    assert without["freebies_remaining"] is None and with_freebies["freebies_remaining"] == 2
 
 
 @pytest.mark.parametrize("field", ["buyCurrency", "buyAmount", "sellAmount", "customerRate", "inverseCustomerRate"])
