@@ -196,11 +196,10 @@ impl Client {
 
     pub fn authorization_url(
         &self,
-        redirect_uri: &str,
-        state: Option<&str>,
+        params: &authorize::AuthorizeParams<'_>,
     ) -> Result<AuthorizationRequest> {
         let cfg = self.config();
-        authorize::authorization_url(&cfg.base_url, &cfg.client_id, redirect_uri, state)
+        authorize::authorization_url(&cfg.base_url, &cfg.client_id, params)
     }
 
     pub async fn exchange_code(
@@ -213,6 +212,7 @@ impl Client {
         let grant = Grant::AuthorizationCode {
             code: &code,
             redirect_uri: &auth.redirect_uri,
+            code_verifier: auth.code_verifier.as_deref(),
         };
         request_token(&self.transport, grant, obs).await
     }
@@ -262,8 +262,12 @@ pub async fn list_virtual_accounts(
     };
     let resp = success(resp)?;
     let raw = parse_body(&resp)?;
-    let accounts =
-        accounts_from_body(&raw).ok_or_else(|| unexpected(&resp, "a list of virtual accounts"))?;
+    let accounts = accounts_from_body(&raw).map_err(|shape| {
+        unexpected(
+            &resp,
+            &format!("a list of virtual accounts (a JSON array of objects, or an object holding one); it sent {shape}"),
+        )
+    })?;
     Ok((accounts, raw))
 }
 

@@ -21,8 +21,8 @@ def _quote_table(q: Quote) -> str:
         ("sell", f"{q.sell_amount} {q.sell_currency}"),
         ("customer rate", str(q.customer_rate)),
         ("inverse rate", str(q.inverse_customer_rate)),
-        ("fee", f"{q.fee} {q.fee_currency}"),
-        ("freebies", f"{q.freebies.remaining} of {q.freebies.total} left"),
+        ("fee", "not given" if q.fee is None else f"{q.fee} {q.fee_currency or ''}".rstrip()),
+        ("freebies", "not given" if q.freebies is None else f"{q.freebies.remaining} of {q.freebies.total} left"),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)

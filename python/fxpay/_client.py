@@ -214,21 +214,26 @@ class Client:
 
     # -- account information ---------------------------------------------------------------
 
-    def authorization_url(self, redirect_uri: str, *, state: str | None = None) -> AuthorizationRequest:
-        """The URL to send the user's browser to, with a fresh random state (256 bits)."""
-        url, st, ru = self._core.authorization_url(redirect_uri, state)
-        return AuthorizationRequest(url=url, state=st, redirect_uri=ru)
+    def authorization_url(
+        self, redirect_uri: str, *, state: str | None = None, scope: str = "gca-aisp", pkce: bool = True
+    ) -> AuthorizationRequest:
+        """The URL to send the user's browser to, with a fresh random state (256 bits).
+
+        With ``pkce`` (the default) the URL carries an RFC 7636 ``S256`` ``code_challenge``;
+        its ``code_verifier`` stays in the returned request (``to_dict()`` keeps it, ``repr``
+        never shows it) and :meth:`exchange_code` sends it.
+        """
+        url, st, ru, verifier = self._core.authorization_url(redirect_uri, state, scope, pkce)
+        return AuthorizationRequest(url=url, state=st, redirect_uri=ru, code_verifier=verifier)
 
     def exchange_code(self, auth: AuthorizationRequest, callback: str) -> Token:
-        """Checks the callback (state, ``error=``) and trades its code for a user token."""
+        """Checks the callback (state, ``error=``) and trades its code (and PKCE verifier) for a user token."""
         self._check_open()
-        _check_auth(auth)
-        return self._core.exchange_code(auth.url, auth.state, auth.redirect_uri, callback, False)  # type: ignore[no-any-return]
+        return self._core.exchange_code(*_auth_fields(auth), callback, False)  # type: ignore[no-any-return]
 
     async def exchange_code_async(self, auth: AuthorizationRequest, callback: str) -> Token:
         self._check_open()
-        _check_auth(auth)
-        return await self._core.exchange_code(auth.url, auth.state, auth.redirect_uri, callback, True)  # type: ignore[no-any-return]
+        return await self._core.exchange_code(*_auth_fields(auth), callback, True)  # type: ignore[no-any-return]
 
     def refresh_token(self, refresh_token: str) -> Token:
         """Trades a refresh token for a new token (the old refresh token is then spent)."""
@@ -251,30 +256,79 @@ class Client:
         self._check_open()
         if on_token is not None and not callable(on_token):
             raise TypeError(f"on_token must be callable, not {type(on_token).__name__}")
-        return UserSession(self._core.user_session(token, on_token, key))
+        return UserSession(self._core.user_session(token, on_token, key), self)
 
 
 class UserSession:
-    """A user's account-information session (scope ``gca-aisp``)."""
+    """A user's account-information session (scope ``gca-aisp``).
 
-    __slots__ = ("_core",)
+    Close it with :meth:`close` (or use it as a context manager, ``with`` or ``async with``)
+    when the user's work is done: later calls raise :class:`fxpay.ConfigurationError`. Closing
+    a session leaves its client open; closing the client ends its sessions too.
+    """
 
-    def __init__(self, core: Any) -> None:
+    __slots__ = ("_core", "_client", "_closed")
+
+    def __init__(self, core: Any, client: Client | None = None) -> None:
         self._core = core
+        self._client = client
+        self._closed = False
 
     @property
     def token(self) -> Token:
         """The current token."""
         return self._core.token  # type: ignore[no-any-return]
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def list_virtual_accounts(self) -> list[VirtualAccount]:
+        self._check_open()
         return self._core.list_virtual_accounts(False)  # type: ignore[no-any-return]
 
     async def list_virtual_accounts_async(self) -> list[VirtualAccount]:
+        self._check_open()
         return await self._core.list_virtual_accounts(True)  # type: ignore[no-any-return]
 
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Ends the session; a call already under way completes. Closing twice is harmless."""
+        self._closed = True
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def __enter__(self) -> UserSession:
+        self._check_open()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    async def __aenter__(self) -> UserSession:
+        self._check_open()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConfigurationError("this UserSession is closed")
+        if self._client is not None:
+            self._client._check_open()
+
     def __repr__(self) -> str:
-        return f"UserSession(token={self.token!r})"
+        closed = ", closed" if self._closed else ""
+        return f"UserSession(token={self.token!r}{closed})"
+
+
+def _auth_fields(auth: AuthorizationRequest) -> tuple[str, str, str, str | None]:
+    if not isinstance(auth, AuthorizationRequest):
+        raise TypeError(f"auth must be a fxpay.AuthorizationRequest, got {type(auth).__name__}")
+    return auth.url, auth.state, auth.redirect_uri, auth.code_verifier
 
 
 def _path(name: str, value: str | os.PathLike[str] | None) -> str | None:
@@ -285,11 +339,6 @@ def _path(name: str, value: str | os.PathLike[str] | None) -> str | None:
     except TypeError:
         raise TypeError(f"{name} must be a str or an os.PathLike, not {type(value).__name__}") from None
     return os.fsdecode(path)
-
-
-def _check_auth(auth: object) -> None:
-    if not isinstance(auth, AuthorizationRequest):
-        raise TypeError(f"auth must be the fxpay.AuthorizationRequest from authorization_url(), not {type(auth).__name__}")
 
 
 def _beneficiary_json(b: Beneficiary) -> str:

@@ -114,7 +114,11 @@ def _lazy_raw(obj: object, name: str) -> Any:
 
 @dataclass(frozen=True)
 class Quote(_Model):
-    """A currency quote: ``sell_amount`` is ``buy_amount`` at ``customer_rate``."""
+    """A currency quote: ``sell_amount`` is ``buy_amount`` at ``customer_rate``.
+
+    ``fee``, ``fee_currency`` and ``freebies`` are ``None`` when the service leaves them out
+    (or sends ``null``); fields the service adds are kept in ``raw``.
+    """
 
     id: str
     buy_currency: str
@@ -123,9 +127,9 @@ class Quote(_Model):
     sell_amount: Decimal
     customer_rate: Decimal
     inverse_customer_rate: Decimal
-    fee: Decimal
-    fee_currency: str
-    freebies: Freebies
+    fee: Decimal | None
+    fee_currency: str | None
+    freebies: Freebies | None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __getattr__(self, name: str) -> Any:
@@ -134,7 +138,7 @@ class Quote(_Model):
         return _lazy_raw(self, name)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "id": self.id,
             "buyCurrency": self.buy_currency,
             "buyAmount": self.buy_amount,
@@ -142,10 +146,15 @@ class Quote(_Model):
             "sellAmount": self.sell_amount,
             "customerRate": self.customer_rate,
             "inverseCustomerRate": self.inverse_customer_rate,
-            "fee": self.fee,
-            "feeCurrency": self.fee_currency,
-            "freebies": self.freebies.to_dict(),
         }
+        # The optional fields appear as the service sent them: absent ones stay absent.
+        if self.fee is not None:
+            d["fee"] = self.fee
+        if self.fee_currency is not None:
+            d["feeCurrency"] = self.fee_currency
+        if self.freebies is not None:
+            d["freebies"] = self.freebies.to_dict()
+        return d
 
 
 @dataclass(frozen=True)
@@ -290,17 +299,28 @@ class SpotDeal(_Model):
 
 @dataclass(frozen=True)
 class AuthorizationRequest(_Model):
-    """Where to send the user's browser, with the state to check when it comes back."""
+    """Where to send the user's browser, with the state to check when it comes back and the
+    PKCE ``code_verifier`` to send with the code (``None`` without PKCE).
+
+    ``to_dict()`` keeps every field, so ``AuthorizationRequest(**auth.to_dict())`` rebuilds it
+    after a trip through the user's session; ``repr`` shows none of the secrets.
+    """
 
     url: str = field(repr=False)
     state: str = field(repr=False)
     redirect_uri: str
+    code_verifier: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _require_text(self, "url", "state", "redirect_uri")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"url": self.url, "state": self.state, "redirect_uri": self.redirect_uri}
+        return {
+            "url": self.url,
+            "state": self.state,
+            "redirect_uri": self.redirect_uri,
+            "code_verifier": self.code_verifier,
+        }
 
 
 @dataclass(frozen=True)
@@ -493,6 +513,10 @@ def to_records(models: Sequence[Any]) -> list[dict[str, Any]]:
             if isinstance(v, _Model) and not isinstance(v, VirtualAccount):
                 for sub in fields(v):  # type: ignore[arg-type]
                     row[f"{f.name}_{sub.name}"] = getattr(v, sub.name)
+            elif v is None and f.name == "freebies":
+                # An absent optional sub-model keeps the columns of a present one.
+                for sub in fields(Freebies):
+                    row[f"{f.name}_{sub.name}"] = None
             else:
                 row[f.name] = v
         out.append(row)

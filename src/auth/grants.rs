@@ -14,6 +14,8 @@ pub enum Grant<'a> {
     AuthorizationCode {
         code: &'a str,
         redirect_uri: &'a str,
+        /// RFC 7636 `code_verifier`, when the authorization request carried a challenge.
+        code_verifier: Option<&'a str>,
     },
     RefreshToken {
         refresh_token: &'a str,
@@ -27,10 +29,17 @@ impl Grant<'_> {
             Grant::ClientCredentials => {
                 f.append_pair("grant_type", "client_credentials");
             }
-            Grant::AuthorizationCode { code, redirect_uri } => {
+            Grant::AuthorizationCode {
+                code,
+                redirect_uri,
+                code_verifier,
+            } => {
                 f.append_pair("grant_type", "authorization_code");
                 f.append_pair("code", code);
                 f.append_pair("redirect_uri", redirect_uri);
+                if let Some(v) = code_verifier {
+                    f.append_pair("code_verifier", v);
+                }
             }
             Grant::RefreshToken { refresh_token } => {
                 f.append_pair("grant_type", "refresh_token");
@@ -125,6 +134,7 @@ mod tests {
         let code = Grant::AuthorizationCode {
             code: "c",
             redirect_uri: "https://app.example/cb",
+            code_verifier: None,
         };
         assert_eq!(code.retry(), Retry::CreateOnce);
         let refresh = Grant::RefreshToken { refresh_token: "r" };

@@ -55,7 +55,8 @@ pub struct Freebies {
 }
 
 /// `GET /v1/payments/quotes/<id>` response. `id` is filled from the request path when the
-/// service leaves it out.
+/// service leaves it out. The amounts and rates are required; `fee`, `feeCurrency` and
+/// `freebies` may be absent or null (`None`): a service may waive fees or run no freebies.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Quote {
@@ -71,10 +72,12 @@ pub struct Quote {
     pub customer_rate: Decimal,
     #[serde(with = "rust_decimal::serde::arbitrary_precision")]
     pub inverse_customer_rate: Decimal,
-    #[serde(with = "rust_decimal::serde::arbitrary_precision")]
-    pub fee: Decimal,
-    pub fee_currency: String,
-    pub freebies: Freebies,
+    #[serde(default, with = "rust_decimal::serde::arbitrary_precision_option")]
+    pub fee: Option<Decimal>,
+    #[serde(default)]
+    pub fee_currency: Option<String>,
+    #[serde(default)]
+    pub freebies: Option<Freebies>,
 }
 
 #[cfg(test)]
@@ -107,5 +110,21 @@ mod tests {
         assert_eq!(q.buy_amount.to_string(), "1000.00");
         assert_eq!(q.customer_rate.to_string(), "1.523450");
         assert_eq!(q.sell_amount.to_string(), "1523.45");
+        assert_eq!(q.fee.map(|f| f.to_string()).as_deref(), Some("0"));
+    }
+
+    #[test]
+    fn optional_fields_may_be_null_or_absent() {
+        let body = r#"{"buyCurrency":"USD","buyAmount":1,"sellCurrency":"AUD",
+            "sellAmount":1.5,"customerRate":1.5,"inverseCustomerRate":0.6,"fee":null,
+            "somethingNew":{"x":1}}"#;
+        let q: Quote = serde_json::from_str(body).expect("parse");
+        assert_eq!((q.fee, q.fee_currency, q.freebies), (None, None, None));
+        let missing = r#"{"buyCurrency":"USD","buyAmount":1,"sellCurrency":"AUD",
+            "customerRate":1.5,"inverseCustomerRate":0.6}"#;
+        let err = serde_json::from_str::<Quote>(missing)
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("sellAmount")));
     }
 }

@@ -9,6 +9,7 @@ pub struct TokenResponse {
     pub access_token: String,
     #[serde(default = "bearer")]
     pub token_type: String,
+    #[serde(default, deserialize_with = "lenient_seconds")]
     pub expires_in: Option<u64>,
     #[serde(default)]
     pub refresh_token: Option<String>,
@@ -18,6 +19,29 @@ pub struct TokenResponse {
 
 fn bearer() -> String {
     "Bearer".to_string()
+}
+
+/// `expires_in` as servers send it: a whole number, a number with a fraction (rounded down),
+/// a string of digits (some servers quote it), or null.
+fn lenient_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    use serde::de::Error;
+    let v = serde_json::Value::deserialize(d)?;
+    let text = match &v {
+        serde_json::Value::Null => return Ok(None),
+        serde_json::Value::Number(n) => n.to_string(),
+        serde_json::Value::String(s) => s.trim().to_string(),
+        other => {
+            return Err(D::Error::custom(format!(
+                "expires_in must be a number of seconds, got {other}"
+            )))
+        }
+    };
+    let whole = text.split_once('.').map_or(text.as_str(), |(w, _)| w);
+    whole.parse::<u64>().map(Some).map_err(|_| {
+        D::Error::custom(format!(
+            "expires_in must be a non-negative number of seconds, got {text}"
+        ))
+    })
 }
 
 /// A token with the instant it expires, as unix seconds.
@@ -93,6 +117,36 @@ mod tests {
         let s = format!("{t:?}");
         assert!(!s.contains("SECRET"), "{s}");
         assert!(s.contains("gca-aisp"));
+    }
+
+    #[test]
+    fn expires_in_is_read_leniently() {
+        let parse = |body: &str| {
+            serde_json::from_str::<TokenResponse>(body)
+                .map(|r| r.expires_in)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            parse(r#"{"access_token":"a","expires_in":60}"#),
+            Ok(Some(60))
+        );
+        assert_eq!(
+            parse(r#"{"access_token":"a","expires_in":"60"}"#),
+            Ok(Some(60))
+        );
+        assert_eq!(
+            parse(r#"{"access_token":"a","expires_in":60.9}"#),
+            Ok(Some(60))
+        );
+        assert_eq!(parse(r#"{"access_token":"a","expires_in":null}"#), Ok(None));
+        assert_eq!(parse(r#"{"access_token":"a","x":[1]}"#), Ok(None));
+        for bad in [r#""-5""#, "-5", r#""soon""#, "true", "1e3"] {
+            let body = format!(r#"{{"access_token":"a","expires_in":{bad}}}"#);
+            assert!(
+                parse(&body).is_err_and(|e| e.contains("expires_in")),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::models::{token_from_py, Out};
 use super::session::{on_token_callback, CoreUserSession};
 use super::store::PyTokenStore;
 use crate::api::Client;
-use crate::auth::authorize::AuthorizationRequest;
+use crate::auth::authorize::{AuthorizationRequest, AuthorizeParams};
 use crate::auth::TokenStore;
 use crate::config::ClientConfig;
 use crate::error::Error;
@@ -231,28 +231,36 @@ impl CoreClient {
         })
     }
 
-    /// Returns `(url, state, redirect_uri)`.
-    #[pyo3(signature = (redirect_uri, state = None))]
+    /// Returns `(url, state, redirect_uri, code_verifier)`.
+    #[pyo3(signature = (redirect_uri, state = None, scope = None, pkce = true))]
     fn authorization_url(
         &self,
         redirect_uri: &Bound<'_, PyAny>,
         state: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<(String, String, String)> {
+        scope: Option<&Bound<'_, PyAny>>,
+        pkce: bool,
+    ) -> PyResult<(String, String, String, Option<String>)> {
         let redirect_uri = text(redirect_uri, "redirect_uri")?;
         let state = opt_text(state, "state")?;
-        let a = guard(|| {
-            self.inner
-                .authorization_url(&redirect_uri, state.as_deref())
-        })?;
-        Ok((a.url, a.state, a.redirect_uri))
+        let scope = opt_text(scope, "scope")?.unwrap_or_else(|| "gca-aisp".to_owned());
+        let params = AuthorizeParams {
+            redirect_uri: &redirect_uri,
+            state: state.as_deref(),
+            scope: &scope,
+            pkce,
+        };
+        let a = guard(|| self.inner.authorization_url(&params))?;
+        Ok((a.url, a.state, a.redirect_uri, a.code_verifier))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn exchange_code(
         &self,
         py: Python<'_>,
         url: &Bound<'_, PyAny>,
         state: &Bound<'_, PyAny>,
         redirect_uri: &Bound<'_, PyAny>,
+        code_verifier: Option<&Bound<'_, PyAny>>,
         callback: &Bound<'_, PyAny>,
         aio: bool,
     ) -> PyResult<Py<PyAny>> {
@@ -260,6 +268,7 @@ impl CoreClient {
             url: text(url, "auth.url")?,
             state: text(state, "auth.state")?,
             redirect_uri: text(redirect_uri, "auth.redirect_uri")?,
+            code_verifier: opt_text(code_verifier, "auth.code_verifier")?,
         };
         let callback = text(callback, "callback")?;
         let (c, obs) = (self.inner.clone(), observer(py));

@@ -158,18 +158,25 @@ static QUOTE: PyOnceLock<Maker> = PyOnceLock::new();
 static FREEBIES: PyOnceLock<Maker> = PyOnceLock::new();
 
 fn quote<'py>(py: Python<'py>, q: &Quote, raw_text: &str) -> PyResult<Bound<'py, PyAny>> {
-    let freebies = FREEBIES
-        .get_or_try_init(py, || {
-            Maker::new(py, "Freebies", &["total", "claimed", "remaining"])
-        })?
-        .make(
-            py,
-            [
-                count(py, &q.freebies.total)?,
-                count(py, &q.freebies.claimed)?,
-                count(py, &q.freebies.remaining)?,
-            ],
-        )?;
+    let freebies = match &q.freebies {
+        Some(f) => FREEBIES
+            .get_or_try_init(py, || {
+                Maker::new(py, "Freebies", &["total", "claimed", "remaining"])
+            })?
+            .make(
+                py,
+                [
+                    count(py, &f.total)?,
+                    count(py, &f.claimed)?,
+                    count(py, &f.remaining)?,
+                ],
+            )?,
+        None => py.None().into_bound(py),
+    };
+    let fee = match &q.fee {
+        Some(d) => decimal_to_py(py, d)?,
+        None => py.None().into_bound(py),
+    };
     let values = [
         q.id.as_str().into_pyobject(py)?.into_any(),
         q.buy_currency.as_str().into_pyobject(py)?.into_any(),
@@ -178,8 +185,8 @@ fn quote<'py>(py: Python<'py>, q: &Quote, raw_text: &str) -> PyResult<Bound<'py,
         decimal_to_py(py, &q.sell_amount)?,
         decimal_to_py(py, &q.customer_rate)?,
         decimal_to_py(py, &q.inverse_customer_rate)?,
-        decimal_to_py(py, &q.fee)?,
-        q.fee_currency.as_str().into_pyobject(py)?.into_any(),
+        fee,
+        q.fee_currency.as_deref().into_pyobject(py)?.into_any(),
         freebies,
     ];
     let maker = QUOTE.get_or_try_init(py, || {

@@ -10,15 +10,21 @@
 //! A code is single-use and bound to its client and redirect URI; redeeming it twice revokes
 //! the tokens it gave. Refresh tokens rotate: only the newest of a family is accepted.
 //! A client without registered redirect URIs may only use `client_credentials`.
+//! PKCE (RFC 7636, `S256` only): a code whose authorization request carried a
+//! `code_challenge` is redeemed only with the `code_verifier` whose SHA-256 it is; a missing
+//! or wrong verifier gets `invalid_grant` and leaves the code unused. A `code_verifier` for a
+//! code issued without a challenge is refused too (`invalid_grant`), so a client that thinks
+//! it uses PKCE never silently runs without it.
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State as AxState};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
-use base64::engine::general_purpose::STANDARD;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::body::{form_pairs, is_form, read_limited, single, BodyError};
@@ -282,6 +288,10 @@ fn authorization_code(
             ));
         }
         check_scope(pairs, Scope::GcaAisp)?;
+        check_verifier(
+            record.code_challenge.as_deref(),
+            param(pairs, "code_verifier")?,
+        )?;
         record.redeemed = Some(next_family);
         let user = record.user.clone();
         oauth.next_family += 1;
@@ -295,6 +305,36 @@ fn authorization_code(
         Some(family),
         "authorization_code",
     ))
+}
+
+/// RFC 7636 §4.6: the verifier's `S256` transform must equal the code's challenge.
+fn check_verifier(challenge: Option<&str>, verifier: Option<&str>) -> Result<(), OAuthError> {
+    match (challenge, verifier) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => Err(OAuthError::bad(
+            "invalid_grant",
+            "code_verifier was sent, but the authorization request carried no code_challenge",
+        )),
+        (Some(_), None) => Err(OAuthError::bad(
+            "invalid_grant",
+            "code_verifier is required: the authorization request carried a code_challenge",
+        )),
+        (Some(challenge), Some(verifier)) => {
+            let well_formed = (43..=128).contains(&verifier.len())
+                && verifier
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b));
+            let computed = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
+            if well_formed && bool::from(computed.as_bytes().ct_eq(challenge.as_bytes())) {
+                Ok(())
+            } else {
+                Err(OAuthError::bad(
+                    "invalid_grant",
+                    "code_verifier does not match the code_challenge",
+                ))
+            }
+        }
+    }
 }
 
 fn refresh_token(
@@ -419,6 +459,26 @@ pub async fn token(AxState(state): AxState<Arc<State>>, req: Request) -> Respons
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pkce_verifier_rules() {
+        // The challenge computed by an independent implementation (Python's hashlib + base64).
+        let v = "dBjftJeZ4CVP-mB92K27uhbUpdlFXOIBA4NRMB1nlFk";
+        let c = "bMHnTem_XcD1k1oumh_cdFWAN3WTn9pip-01ooSUmbM";
+        assert!(check_verifier(None, None).is_ok());
+        assert!(check_verifier(Some(c), Some(v)).is_ok());
+        for (ch, ve) in [
+            (Some(c), None),
+            (None, Some(v)),
+            (Some(c), Some("dBjftJeZ4CVP-mB92K27uhbUpdlFXOIBA4NRMB1nlFK")),
+            (Some(c), Some(&v[..42])),
+            (Some(c), Some(c)),
+            (Some("short"), Some("short")),
+        ] {
+            let err = check_verifier(ch, ve).err().map(|e| e.error);
+            assert_eq!(err, Some("invalid_grant"), "{ch:?} {ve:?}");
+        }
+    }
 
     #[test]
     fn basic_is_decoded() {

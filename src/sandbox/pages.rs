@@ -9,6 +9,13 @@
 //! `POST /v1/oauth/consent` redirects with `code`+`state` (allow) or
 //! `error=access_denied`+`state` (deny); an unknown, expired or answered consent id gets a 404
 //! page and a missing or wrong session cookie a 403 page.
+//!
+//! PKCE (RFC 7636): a request may carry `code_challenge` with `code_challenge_method=S256`;
+//! the code it yields is then redeemed only with the matching `code_verifier`. `plain` (and a
+//! challenge without a method, which RFC 7636 reads as `plain`) is refused with
+//! `invalid_request`: every client can compute SHA-256, and with `plain` anyone who sees the
+//! authorization request (browser history, logs, an app that claims the same custom scheme)
+//! also holds the verifier, which is what PKCE is there to prevent.
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -31,6 +38,8 @@ struct AuthRequest {
     client_id: String,
     redirect_uri: String,
     state: Option<String>,
+    /// The `S256` PKCE challenge, if the request carried one.
+    code_challenge: Option<String>,
 }
 
 impl AuthRequest {
@@ -41,6 +50,10 @@ impl AuthRequest {
         s.push_str(&html::hidden("scope", "gca-aisp"));
         if let Some(st) = &self.state {
             s.push_str(&html::hidden("state", st));
+        }
+        if let Some(ch) = &self.code_challenge {
+            s.push_str(&html::hidden("code_challenge", ch));
+            s.push_str(&html::hidden("code_challenge_method", "S256"));
         }
         s
     }
@@ -212,11 +225,40 @@ fn validate(state: &State, pairs: &[(String, String)]) -> Result<AuthRequest, Re
             ))
         }
     }
+    let code_challenge = pkce_challenge(pairs)
+        .map_err(|d| error_redirect(redirect_uri, "invalid_request", d, st_ref))?;
     Ok(AuthRequest {
         client_id: client.id,
         redirect_uri: redirect_uri.to_owned(),
         state: st,
+        code_challenge,
     })
+}
+
+/// The request's PKCE challenge: none, or an `S256` challenge (43 base64url characters, the
+/// encoding of a SHA-256). `Err` describes why the parameters are refused.
+fn pkce_challenge(pairs: &[(String, String)]) -> Result<Option<String>, &'static str> {
+    let challenge = single(pairs, "code_challenge").map_err(|()| "code_challenge is repeated")?;
+    let method =
+        single(pairs, "code_challenge_method").map_err(|()| "code_challenge_method is repeated")?;
+    match (challenge, method) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err("code_challenge_method was sent without a code_challenge"),
+        (Some(_), None | Some("plain")) => {
+            Err("code_challenge_method must be S256: this service does not support plain PKCE")
+        }
+        (Some(_), Some(m)) if m != "S256" => Err("code_challenge_method must be S256"),
+        (Some(c), Some(_)) => {
+            let ok = c.len() == 43
+                && c.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if ok {
+                Ok(Some(c.to_owned()))
+            } else {
+                Err("code_challenge must be the base64url (no padding) SHA-256 of the verifier: 43 characters")
+            }
+        }
+    }
 }
 
 fn refuse(r: Refusal) -> Response<Body> {
@@ -307,6 +349,7 @@ pub async fn login(AxState(state): AxState<Arc<State>>, req: Request) -> Respons
                 state: ar.state.clone(),
                 user: username.to_owned(),
                 expires_at: now + CONSENT_TTL,
+                code_challenge: ar.code_challenge.clone(),
             },
         );
     }
@@ -378,6 +421,7 @@ pub async fn consent(AxState(state): AxState<Arc<State>>, req: Request) -> Respo
                     user: c.user.clone(),
                     expires_at: now + CODE_TTL,
                     redeemed: None,
+                    code_challenge: c.code_challenge.clone(),
                 },
             );
             (c, Some(code))

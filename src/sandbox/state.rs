@@ -85,6 +85,8 @@ pub struct AuthCode {
     pub expires_at: f64,
     /// Set once redeemed: the family of the tokens it gave.
     pub redeemed: Option<u64>,
+    /// The RFC 7636 `S256` challenge of the authorization request, if it carried one.
+    pub code_challenge: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -111,6 +113,8 @@ pub struct Consent {
     pub state: Option<String>,
     pub user: String,
     pub expires_at: f64,
+    /// The RFC 7636 `S256` challenge of the authorization request, if it carried one.
+    pub code_challenge: Option<String>,
 }
 
 #[derive(Debug, Default)]

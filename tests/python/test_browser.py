@@ -87,3 +87,65 @@ def test_wrong_password_stays_on_the_login_page(browser: Any, fxpay_sandbox: Any
     html = drive(browser, fxpay_sandbox, auth.url, decision="allow", tmp_path=tmp_path, password="wrong")
     assert 'id="login-form"' in html
     assert fxpay_sandbox.stats()["tokens_issued"]["authorization_code"] == 0
+
+
+def test_pkce_in_a_real_browser(browser: Any, fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """The S256 challenge travels through the browser's login and consent pages; the code it
+    yields is redeemed only with the verifier."""
+    import base64
+    import hashlib
+    from urllib.parse import parse_qs, urlsplit
+
+    c = fxpay_sandbox.client()
+    auth = c.authorization_url(fxpay_sandbox.redirect_uri)  # pkce=True is the default
+    challenge = parse_qs(urlsplit(auth.url).query)["code_challenge"][0]
+    expected = base64.urlsafe_b64encode(hashlib.sha256(auth.code_verifier.encode()).digest()).rstrip(b"=").decode()
+    assert challenge == expected
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(auth.url)
+    assert page.get_attribute("input[name=code_challenge]", "value") == challenge
+    assert page.get_attribute("input[name=code_challenge_method]", "value") == "S256"
+    context.close()
+    callback = drive(browser, fxpay_sandbox, auth.url, decision="allow", tmp_path=tmp_path)
+    without = fxpay.AuthorizationRequest(**{**auth.to_dict(), "code_verifier": None})
+    with pytest.raises(fxpay.OAuthError) as ei:
+        c.exchange_code(without, callback)
+    assert ei.value.error == "invalid_grant"
+    token = c.exchange_code(auth, callback)
+    assert token.scope == "gca-aisp" and token.refresh_token
+
+
+def test_plain_pkce_is_refused_in_a_real_browser(browser: Any, fxpay_sandbox: Any) -> None:
+    import html
+    from urllib.parse import parse_qs, urlencode, urlsplit
+
+    sb = fxpay_sandbox
+    query = {
+        "response_type": "code",
+        "client_id": sb.client_id,
+        "redirect_uri": sb.redirect_uri,
+        "scope": "gca-aisp",
+        "state": "st-plain",
+        "code_challenge": "p" * 43,
+        "code_challenge_method": "plain",
+    }
+    landed: list[str] = []
+    context = browser.new_context()
+    page = context.new_page()
+
+    def catch(route: Any) -> None:
+        landed.append(route.request.url)
+        route.fulfill(status=200, content_type="text/html", body="<p>back at the app</p>")
+
+    page.route("https://app.example.test/**", catch)
+    # Followed from a link, as a user would: the redirect it ends in reaches the route above.
+    href = html.escape(f"{sb.base_url}/v1/oauth/authorize?{urlencode(query)}")
+    page.set_content(f'<a id="go" href="{href}">sign in</a>')
+    page.click("#go")
+    page.wait_for_url("https://app.example.test/**")
+    context.close()
+    assert len(landed) == 1
+    q = parse_qs(urlsplit(landed[0]).query)
+    assert q["error"] == ["invalid_request"] and q["state"] == ["st-plain"]
+    assert "S256" in q["error_description"][0]

@@ -24,7 +24,7 @@ def test_no_secret_anywhere(fxpay_sandbox, caplog: pytest.LogCaptureFixture) -> 
     )
     texts += [repr(q), repr(spot), str(spot)]
     auth = c.authorization_url(fxpay_sandbox.redirect_uri)
-    texts.append(repr(auth))
+    texts += [repr(auth), str(auth), auth._repr_html_()]
     token = c.exchange_code(auth, fxpay_sandbox.approve(auth.url))
     session = c.user_session(token)
     texts += [repr(token), str(token), repr(session)]
@@ -50,6 +50,7 @@ def test_no_secret_anywhere(fxpay_sandbox, caplog: pytest.LogCaptureFixture) -> 
         payments_token.access_token,
         spot.callback_nonce,
         auth.state,
+        auth.code_verifier,
         "not-a-real-refresh-token",
     ]
     haystack = "\n".join(texts + records)
