@@ -72,7 +72,7 @@ class CoreClient:
         aio: bool,
     ) -> Any: ...
     def authorization_url(
-        self, redirect_uri: str, state: str | None = None, scope: str = "gca-aisp", pkce: bool = True
+        self, redirect_uri: str, state: str | None = None, scope: str | None = None, pkce: bool = True
     ) -> tuple[str, str, str, str | None]: ...
     def exchange_code(
         self, url: str, state: str, redirect_uri: str, code_verifier: str | None, callback: str, aio: bool

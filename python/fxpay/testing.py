@@ -211,9 +211,8 @@ def _need(name: str, value: object, kind: type | tuple[type, ...], what: str) ->
         raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
 
 
-def _seconds(name: str, value: object) -> float:
-    _need(name, value, (int, float), "a number")
-    seconds = float(value)  # type: ignore[arg-type]
+def _nonneg_seconds(name: str, value: object) -> float:
+    seconds = _seconds(name, value)
     if not (math.isfinite(seconds) and seconds >= 0):
         raise InvalidRequestError(f"{name} must be a finite number >= 0")
     return seconds
@@ -250,7 +249,7 @@ class RemoteSandbox:
                 raise InvalidRequestError(f"{name} must not be empty")
         if ca_bundle is not None and not isinstance(ca_bundle, (str, os.PathLike)):
             raise TypeError(f"ca_bundle must be a path or None, got {type(ca_bundle).__name__}")
-        if _seconds("timeout", timeout) == 0:
+        if _nonneg_seconds("timeout", timeout) == 0:
             raise InvalidRequestError("timeout must be > 0")
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
@@ -380,7 +379,7 @@ class RemoteSandbox:
 
     def advance(self, seconds: float) -> None:
         """Moves the sandbox clock forward."""
-        self._call("POST", "advance", {"seconds": _seconds("seconds", seconds)})
+        self._call("POST", "advance", {"seconds": _nonneg_seconds("seconds", seconds)})
 
     def now(self) -> float:
         """The sandbox clock, in unix seconds."""
@@ -425,7 +424,7 @@ class RemoteSandbox:
     def delay_next(self, path: str, seconds: float) -> None:
         """Delays the next request to ``path`` by ``seconds`` (real time)."""
         _need("path", path, str, "a str")
-        self._call("POST", "delay_next", {"path": path, "seconds": _seconds("seconds", seconds)})
+        self._call("POST", "delay_next", {"path": path, "seconds": _nonneg_seconds("seconds", seconds)})
 
     # -- lifecycle (nothing to close: the server belongs to its own process) ---------------
 
