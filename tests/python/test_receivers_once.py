@@ -56,6 +56,28 @@ class Failing(SeenSet):
         self.inner.release(key)
 
 
+class AsyncSeen:
+    """A seen-set whose methods are coroutine functions."""
+
+    def __init__(self) -> None:
+        self.inner = MemorySeenSet()
+
+    async def claim(self, key: str) -> Any:
+        return self.inner.claim(key)
+
+    async def commit(self, key: str) -> None:
+        self.inner.commit(key)
+
+    async def release(self, key: str) -> None:
+        self.inner.release(key)
+
+
+class Bogus(MemorySeenSet):
+    def claim(self, key: str) -> Any:
+        super().claim(key)
+        return True
+
+
 class App:
     def __init__(self) -> None:
         self.rec = tw.Recorder()
@@ -86,6 +108,8 @@ class App:
             ("/fixed-once", {"nonce": NONCE, "on_event": rec.record}),
             ("/gated", {"nonce": NONCE, "on_event": lambda ev: self.gate(rec, ev)}),
             ("/fail-once", {"nonce": NONCE, "on_event": self.fail_once}),
+            ("/async-seen", {"nonce": NONCE, "on_event": self.fail_once, "seen": AsyncSeen()}),
+            ("/bogus-seen", {"nonce": NONCE, "on_event": rec.record, "seen": Bogus()}),
             ("/claim-down", {"nonce": NONCE, "on_event": rec.record, "seen": Failing("claim")}),
             ("/commit-down", {"nonce": NONCE, "on_event": rec.record, "seen": Failing("commit")}),
             ("/by-ref", {"nonce_for_ref": self.refs.get, "on_event": self.on_ref_event}),
@@ -175,6 +199,14 @@ def test_a_failed_on_event_leaves_the_process_id_unseen(served: tuple[httpx.Clie
     assert len(app.rec.events) == 1
 
 
+def test_a_seen_set_may_be_async(served: tuple[httpx.Client, App]) -> None:
+    http, app = served
+    assert post(http, "/async-seen", success()).status_code == 500
+    assert post(http, "/async-seen", success()).json() == {"ok": True}
+    assert post(http, "/async-seen", success()).json() == {"ok": True, "duplicate": True}
+    assert len(app.rec.events) == 1
+
+
 def test_an_unverified_delivery_neither_marks_seen_nor_passes_as_a_repeat(served: tuple[httpx.Client, App]) -> None:
     http, app = served
     assert post(http, "/once", success(), nonce="forged").status_code == 401
@@ -188,6 +220,10 @@ def test_an_unverified_delivery_neither_marks_seen_nor_passes_as_a_repeat(served
 def test_a_failing_seen_set(served: tuple[httpx.Client, App]) -> None:
     http, app = served
     r = post(http, "/claim-down", success())
+    assert r.status_code == 500 and "seen-set" in r.json()["error"]
+    assert app.rec.events == []
+    # A claim that is none of "claimed", "seen", "busy" is a failure of the seen-set too.
+    r = post(http, "/bogus-seen", success())
     assert r.status_code == 500 and "seen-set" in r.json()["error"]
     assert app.rec.events == []
     # on_event ran, so the answer is 200 even though the seen-set could not record it.

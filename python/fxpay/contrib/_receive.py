@@ -17,6 +17,7 @@ __all__ = [
     "Answer",
     "NonceFor",
     "Settings",
+    "after_claim",
     "check_nonce_settings",
     "logger",
     "nonce_for_unknown",
@@ -92,6 +93,16 @@ def settings(
 def seen_key(event: DealCreated) -> str:
     """The seen-set key of an event: its ``processId`` (a UUID, so its case does not matter)."""
     return event.process_id.lower()
+
+
+def after_claim(claim: Any, event: DealCreated) -> Answer:
+    """The answer when the seen-set did not give this delivery the claim."""
+    if claim == "seen":
+        return DUPLICATE
+    if claim == "busy":
+        return BUSY
+    logger.error("the seen-set's claim returned %r for DealCreated %s", claim, event.process_id)
+    return SEEN_FAILED
 
 
 def parse_unverified(body: bytes) -> DealCreated:

@@ -63,7 +63,7 @@ def deal_created_view(
     by_id = _sync(nonce_for) if nonce_for is not None else None
     by_ref = _sync(nonce_for_ref) if nonce_for_ref is not None else None
     handle = _sync(on_event)
-    seen_set = conf.seen
+    seen_claim, seen_commit, seen_release = (_sync(conf.seen.claim), _sync(conf.seen.commit), _sync(conf.seen.release))
 
     @csrf_exempt
     @require_POST
@@ -96,14 +96,12 @@ def deal_created_view(
 
         key = _receive.seen_key(event)
         try:
-            claim = seen_set.claim(key)
+            claim = seen_claim(key)
         except Exception:
             _receive.logger.exception("the seen-set failed to claim DealCreated %s", event.process_id)
             return _answer(_receive.SEEN_FAILED)
-        if claim == "seen":
-            return _answer(_receive.DUPLICATE)
         if claim != "claimed":
-            return _answer(_receive.BUSY)
+            return _answer(_receive.after_claim(claim, event))
         try:
             if ref is None:
                 handle(event)
@@ -112,12 +110,12 @@ def deal_created_view(
         except Exception:
             _receive.logger.exception("on_event failed for DealCreated %s", event.process_id)
             try:
-                seen_set.release(key)
+                seen_release(key)
             except Exception:
                 _receive.logger.exception("the seen-set failed to release DealCreated %s", event.process_id)
             return _answer(_receive.HANDLER_FAILED)
         try:
-            seen_set.commit(key)
+            seen_commit(key)
         except Exception:
             # on_event did run: answer 200, so the service does not send it again.
             _receive.logger.exception("the seen-set failed to commit DealCreated %s", event.process_id)

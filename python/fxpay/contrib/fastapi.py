@@ -117,10 +117,8 @@ def deal_created_router(
         except Exception:
             _receive.logger.exception("the seen-set failed to claim DealCreated %s", event.process_id)
             return _answer(_receive.SEEN_FAILED)
-        if claim == "seen":
-            return _answer(_receive.DUPLICATE)
         if claim != "claimed":
-            return _answer(_receive.BUSY)
+            return _answer(_receive.after_claim(claim, event))
         try:
             await (_call(on_event, event) if ref is None else _call(on_event, event, ref))
         except Exception:
