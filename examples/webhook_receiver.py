@@ -1,12 +1,15 @@
 """Receiving DealCreated: a FastAPI app that books a spot deal and takes its notification.
 
-The app stores each spot deal's nonce next to its process id; the receiver looks it up to
-verify the notification. Run it and it serves the app next to an embedded sandbox, books one
-spot deal and waits for the sandbox's notification.
+The race-free pattern: the app chooses a reference and a nonce and stores them *before* it
+books the deal; the callback URL carries the reference, and the receiver looks the nonce up
+by it, so a notification that arrives before create_spot_deal has returned is still
+verified. Run it and it serves the app next to an embedded sandbox, books one spot deal and
+waits for the sandbox's notification.
 """
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 
@@ -16,22 +19,20 @@ from fastapi import FastAPI
 from fxpay.contrib.fastapi import deal_created_router
 from fxpay.testing import Sandbox
 
-nonces: dict[str, str] = {}  # a real app keeps these in its database, next to the deal
-outcomes: dict[str, fxpay.DealCreated] = {}
-saving = threading.Lock()
+nonces: dict[str, str] = {}  # ref -> nonce; a real app keeps these in its database
+outcomes: dict[str, fxpay.DealCreated] = {}  # ref -> the event
 
 
-def nonce_for(process_id: str) -> str | None:
-    with saving:
-        return nonces.get(process_id)
+def nonce_for_ref(ref: str) -> str | None:
+    return nonces.get(ref)
 
 
-def on_event(event: fxpay.DealCreated) -> None:
-    outcomes[event.process_id] = event
+def on_event(event: fxpay.DealCreated, ref: str) -> None:
+    outcomes[ref] = event  # runs at most once per processId
 
 
 app = FastAPI()
-app.include_router(deal_created_router(nonce_for=nonce_for, on_event=on_event, path="/hooks/deal-created"))
+app.include_router(deal_created_router(nonce_for_ref=nonce_for_ref, on_event=on_event, path="/hooks/deal-created"))
 
 
 def main() -> None:
@@ -58,19 +59,20 @@ def main() -> None:
                                       state_province="NSW", post_code="2000", country="AU"),
             )
         )
-        with saving:  # store the nonce in the same step that books the deal
-            spot = client.create_spot_deal(
-                quote_id=quote_id,
-                funding_source="Own account",
-                beneficiaries=[fxpay.DealBeneficiary(beneficiary_id, quote.sell_amount, "Invoice 7", "INV-7")],
-                callback_url=f"http://127.0.0.1:{port}/hooks/deal-created",
-            )
-            assert spot.callback_nonce is not None
-            nonces[spot.process_id] = spot.callback_nonce
+        ref = "order-7"
+        nonces[ref] = secrets.token_urlsafe(32)  # saved before the deal is booked
+        spot = client.create_spot_deal(
+            quote_id=quote_id,
+            funding_source="Own account",
+            beneficiaries=[fxpay.DealBeneficiary(beneficiary_id, quote.sell_amount, "Invoice 7", "INV-7")],
+            callback_url=f"http://127.0.0.1:{port}/hooks/deal-created?ref={ref}",
+            callback_nonce=nonces[ref],
+        )
         deadline = time.monotonic() + 10
-        while spot.process_id not in outcomes and time.monotonic() < deadline:
+        while ref not in outcomes and time.monotonic() < deadline:
             time.sleep(0.02)
-        event = outcomes[spot.process_id]
+        event = outcomes[ref]
+        assert event.process_id == spot.process_id
         print(f"DealCreated {event.status}: process {event.process_id} -> deal {event.deal_id}")
         server.should_exit = True
         thread.join(5)

@@ -17,7 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from ..errors import WebhookPayloadError, WebhookVerificationError
-from ..models import DealCreated
+from ..seen import SeenSet
 from . import _receive
 
 __all__ = ["deal_created_view"]
@@ -32,48 +32,97 @@ def deal_created_view(
     *,
     nonce: str | None = None,
     nonce_for: Callable[[str], Any] | None = None,
-    on_event: Callable[[DealCreated], Any],
+    nonce_for_ref: Callable[[str], Any] | None = None,
+    on_event: Callable[..., Any],
+    ref_param: str = "ref",
+    seen: SeenSet | None = None,
 ) -> Callable[[HttpRequest], JsonResponse]:
     """A view (CSRF-exempt, POST only: anything else gets 405) that receives ``DealCreated``.
 
-    Give exactly one of ``nonce`` (one nonce for every notification) and ``nonce_for``
+    Give exactly one of ``nonce`` (one nonce for every notification), ``nonce_for``
     (called with the event's ``processId``, returns the ``callback_nonce`` stored with that
-    ``SpotDeal``, or ``None`` when the process is unknown). ``on_event`` receives each
-    verified event; a coroutine function is run with ``async_to_sync``.
+    ``SpotDeal``, or ``None`` when the process is unknown) and ``nonce_for_ref`` (called
+    with the ``ref_param`` query parameter of the callback URL, a reference the application
+    chose and stored with its nonce *before* ``create_spot_deal``: the race-free pattern).
+    ``on_event`` receives each verified event, and with ``nonce_for_ref`` the reference too:
+    ``on_event(event, ref)``. Coroutine functions are run with ``async_to_sync``.
 
-    Answers: 200 ``{"ok": true}`` after ``on_event`` returned; 401 when the nonce is missing,
-    wrong or unknown; 400 when the body is not a valid event; 500 when ``nonce_for`` or
-    ``on_event`` raised (logged on the ``fxpay.webhooks`` logger), so the sender retries.
+    ``on_event`` runs at most once per ``processId`` (``seen``: a :class:`fxpay.seen.SeenSet`,
+    a :class:`fxpay.seen.MemorySeenSet` of this view by default; give every worker the same
+    :class:`fxpay.seen.RedisSeenSet` when there are several).
+
+    Answers: 200 ``{"ok": true}`` after ``on_event`` returned, or without calling it when the
+    ``processId`` was handled before (``"duplicate": true``); 409 while another delivery of
+    it is being handled; 401 when the nonce is missing, wrong or unknown; 400 when the body
+    is not a valid event; 500 when a lookup, the seen-set or ``on_event`` raised (logged on
+    the ``fxpay.webhooks`` logger; the ``processId`` is not marked seen), so the sender retries.
     """
-    _receive.check_nonce_settings(nonce, nonce_for)
-    lookup = _sync(nonce_for) if nonce_for is not None else None
+    conf = _receive.settings(
+        nonce=nonce, nonce_for=nonce_for, nonce_for_ref=nonce_for_ref, ref_param=ref_param, seen=seen, on_event=on_event
+    )
+    by_id = _sync(nonce_for) if nonce_for is not None else None
+    by_ref = _sync(nonce_for_ref) if nonce_for_ref is not None else None
     handle = _sync(on_event)
+    seen_claim, seen_commit, seen_release = (_sync(conf.seen.claim), _sync(conf.seen.commit), _sync(conf.seen.release))
 
     @csrf_exempt
     @require_POST
     def receive_deal_created(request: HttpRequest) -> JsonResponse:
         # One byte past the limit is enough for the parser to refuse the body.
         body = request.read(_receive.MAX_BODY_BYTES + 1)
+        ref: str | None = None
         try:
+            lookup: Callable[[str], Any] | None = None
+            if by_ref is not None:
+                ref = request.GET.get(ref_param)
+                if not ref:
+                    raise _receive.no_ref(ref_param)
+                lookup, by = by_ref, ref
+            elif by_id is not None:
+                lookup, by = by_id, _receive.parse_unverified(body).process_id
             if lookup is None:
                 event = _receive.verify(body, request.headers, nonce)
             else:
-                process_id = _receive.parse_unverified(body).process_id
                 try:
-                    expected = lookup(process_id)
+                    expected = lookup(by)
                 except Exception:
-                    _receive.logger.exception("nonce_for failed for a DealCreated notification")
-                    return JsonResponse({"ok": False, "error": "nonce lookup failed"}, status=500)
+                    _receive.logger.exception("nonce lookup failed for a DealCreated notification")
+                    return _answer(_receive.LOOKUP_FAILED)
                 event = _receive.verify(body, request.headers, expected)
         except WebhookVerificationError as e:
             return JsonResponse({"ok": False, "error": str(e)}, status=401)
         except WebhookPayloadError as e:
             return JsonResponse({"ok": False, "error": str(e)}, status=400)
+
+        key = _receive.seen_key(event)
         try:
-            handle(event)
+            claim = seen_claim(key)
+        except Exception:
+            _receive.logger.exception("the seen-set failed to claim DealCreated %s", event.process_id)
+            return _answer(_receive.SEEN_FAILED)
+        if claim != "claimed":
+            return _answer(_receive.after_claim(claim, event))
+        try:
+            if ref is None:
+                handle(event)
+            else:
+                handle(event, ref)
         except Exception:
             _receive.logger.exception("on_event failed for DealCreated %s", event.process_id)
-            return JsonResponse({"ok": False, "error": "the event handler failed"}, status=500)
-        return JsonResponse({"ok": True})
+            try:
+                seen_release(key)
+            except Exception:
+                _receive.logger.exception("the seen-set failed to release DealCreated %s", event.process_id)
+            return _answer(_receive.HANDLER_FAILED)
+        try:
+            seen_commit(key)
+        except Exception:
+            # on_event did run: answer 200, so the service does not send it again.
+            _receive.logger.exception("the seen-set failed to commit DealCreated %s", event.process_id)
+        return _answer(_receive.OK)
 
     return receive_deal_created
+
+
+def _answer(answer: _receive.Answer) -> JsonResponse:
+    return JsonResponse(answer[1], status=answer[0])

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import WebhookPayloadError, WebhookVerificationError
-from ..models import DealCreated
+from ..seen import SeenSet
 from . import _receive
 
 __all__ = ["deal_created_router"]
@@ -49,46 +49,94 @@ def deal_created_router(
     *,
     nonce: str | None = None,
     nonce_for: Callable[[str], Any] | None = None,
-    on_event: Callable[[DealCreated], Any],
+    nonce_for_ref: Callable[[str], Any] | None = None,
+    on_event: Callable[..., Any],
     path: str = "/fxpay/deal-created",
+    ref_param: str = "ref",
+    seen: SeenSet | None = None,
 ) -> APIRouter:
     """An ``APIRouter`` with one ``POST path`` route that receives ``DealCreated``.
 
-    Give exactly one of ``nonce`` (one nonce for every notification) and ``nonce_for``
+    Give exactly one of ``nonce`` (one nonce for every notification), ``nonce_for``
     (called with the event's ``processId``, returns the ``callback_nonce`` stored with that
-    ``SpotDeal``, or ``None`` when the process is unknown; sync or async). ``on_event``
-    (sync, run in the thread pool, or async) receives each verified event.
+    ``SpotDeal``, or ``None`` when the process is unknown) and ``nonce_for_ref`` (called
+    with the ``ref_param`` query parameter of the callback URL, a reference the application
+    chose and stored with its nonce *before* ``create_spot_deal``: the race-free pattern).
+    Lookups may be sync or async. ``on_event`` (sync, run in the thread pool, or async)
+    receives each verified event, and with ``nonce_for_ref`` the reference too:
+    ``on_event(event, ref)``.
 
-    Answers: 200 ``{"ok": true}`` after ``on_event`` returned; 401 when the nonce is missing,
-    wrong or unknown; 400 when the body is not a valid event; 500 when ``nonce_for`` or
-    ``on_event`` raised (logged on the ``fxpay.webhooks`` logger), so the sender retries.
+    ``on_event`` runs at most once per ``processId`` (``seen``: a :class:`fxpay.seen.SeenSet`,
+    a :class:`fxpay.seen.MemorySeenSet` of this router by default; give every worker the same
+    :class:`fxpay.seen.RedisSeenSet` when there are several).
+
+    Answers: 200 ``{"ok": true}`` after ``on_event`` returned, or without calling it when the
+    ``processId`` was handled before (``"duplicate": true``); 409 while another delivery of
+    it is being handled; 401 when the nonce is missing, wrong or unknown; 400 when the body
+    is not a valid event; 500 when a lookup, the seen-set or ``on_event`` raised (logged on
+    the ``fxpay.webhooks`` logger; the ``processId`` is not marked seen), so the sender retries.
     """
-    _receive.check_nonce_settings(nonce, nonce_for)
+    conf = _receive.settings(
+        nonce=nonce, nonce_for=nonce_for, nonce_for_ref=nonce_for_ref, ref_param=ref_param, seen=seen, on_event=on_event
+    )
     router = APIRouter()
+
+    async def seen_call(method: Callable[[str], Any], key: str) -> Any:
+        return method(key) if conf.seen_inline else await _call(method, key)
 
     @router.post(path, name="fxpay_deal_created")
     async def receive_deal_created(request: Request) -> JSONResponse:
         body = await _read_body(request)
+        ref: str | None = None
         try:
-            if nonce_for is None:
+            lookup: Callable[[str], Any] | None = None
+            if nonce_for_ref is not None:
+                ref = request.query_params.get(ref_param)
+                if not ref:
+                    raise _receive.no_ref(ref_param)
+                lookup, by = nonce_for_ref, ref
+            elif nonce_for is not None:
+                lookup, by = nonce_for, _receive.parse_unverified(body).process_id
+            if lookup is None:
                 event = _receive.verify(body, request.headers, nonce)
             else:
-                process_id = _receive.parse_unverified(body).process_id
                 try:
-                    expected = await _call(nonce_for, process_id)
+                    expected = await _call(lookup, by)
                 except Exception:
-                    _receive.logger.exception("nonce_for failed for a DealCreated notification")
-                    return JSONResponse({"ok": False, "error": "nonce lookup failed"}, status_code=500)
+                    _receive.logger.exception("nonce lookup failed for a DealCreated notification")
+                    return _answer(_receive.LOOKUP_FAILED)
                 event = _receive.verify(body, request.headers, expected)
         except WebhookVerificationError as e:
             return JSONResponse({"ok": False, "error": str(e)}, status_code=401)
         except WebhookPayloadError as e:
             return JSONResponse({"ok": False, "error": str(e)}, status_code=400)
+
+        key = _receive.seen_key(event)
         try:
-            await _call(on_event, event)
+            claim = await seen_call(conf.seen.claim, key)
+        except Exception:
+            _receive.logger.exception("the seen-set failed to claim DealCreated %s", event.process_id)
+            return _answer(_receive.SEEN_FAILED)
+        if claim != "claimed":
+            return _answer(_receive.after_claim(claim, event))
+        try:
+            await (_call(on_event, event) if ref is None else _call(on_event, event, ref))
         except Exception:
             _receive.logger.exception("on_event failed for DealCreated %s", event.process_id)
-            return JSONResponse({"ok": False, "error": "the event handler failed"}, status_code=500)
-        return JSONResponse({"ok": True})
+            try:
+                await seen_call(conf.seen.release, key)
+            except Exception:
+                _receive.logger.exception("the seen-set failed to release DealCreated %s", event.process_id)
+            return _answer(_receive.HANDLER_FAILED)
+        try:
+            await seen_call(conf.seen.commit, key)
+        except Exception:
+            # on_event did run: answer 200, so the service does not send it again.
+            _receive.logger.exception("the seen-set failed to commit DealCreated %s", event.process_id)
+        return _answer(_receive.OK)
 
     return router
+
+
+def _answer(answer: _receive.Answer) -> JSONResponse:
+    return JSONResponse(answer[1], status_code=answer[0])
