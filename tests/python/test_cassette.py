@@ -13,11 +13,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import fxpay
-import httpx
 import pytest
 from conftest import all_at_once, make_beneficiary
-from fxpay.testing import Cassette, CassetteMismatchError, Sandbox
-from sandbox_http_support import browser_code
+from fxpay.testing import Cassette, CassetteMismatchError, RemoteSandbox, Sandbox
 
 CALLBACK = "https://hooks.example.test/fx"
 GIVEN_NONCE = "given-nonce-0123456789abcdef"
@@ -32,7 +30,7 @@ class Served:
         )
         env: dict[str, str] = {}
         assert self.proc.stdout is not None
-        while len(env) < 6:
+        while "FXPAY_ADMIN_TOKEN" not in env:
             line = self.proc.stdout.readline()
             assert line, "the sandbox exited before printing its settings"
             key, _, value = line.strip().partition("=")
@@ -43,6 +41,7 @@ class Served:
         self.redirect_uri = env["FXPAY_REDIRECT_URI"]
         self.username = env["FXPAY_USERNAME"]
         self.password = env["FXPAY_PASSWORD"]
+        self.admin_token = env["FXPAY_ADMIN_TOKEN"]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -66,10 +65,15 @@ def nothing_listens(base_url: str) -> bool:
 
 
 def approve(served: Served, auth: fxpay.AuthorizationRequest) -> str:
-    """Logs in and consents over HTTP like a browser; returns the callback URL."""
-    with httpx.Client(base_url=served.base_url, follow_redirects=False, timeout=10, trust_env=False) as h:
-        code = browser_code(h, served, auth.redirect_uri, auth.state)
-    return f"{auth.redirect_uri}?code={code}&state={auth.state}"
+    """Logs in and consents over HTTP like a browser, through the served sandbox's admin API
+    (the authorization URL carries the PKCE challenge); returns the callback URL."""
+    remote = RemoteSandbox(
+        served.base_url,
+        client_id=served.client_id,
+        client_secret=served.client_secret,
+        admin_token=served.admin_token,
+    )
+    return remote.approve(auth.url)
 
 
 def flow(c: fxpay.Client, callback: Any) -> dict[str, Any]:
