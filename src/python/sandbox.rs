@@ -258,7 +258,8 @@ impl CoreSandbox {
     }
 
     fn drop_next(&self, path: &Bound<'_, PyAny>, after_processing: bool) -> PyResult<()> {
-        self.served()?.drop_next(&text(path, "path")?, after_processing);
+        self.served()?
+            .drop_next(&text(path, "path")?, after_processing);
         Ok(())
     }
 
