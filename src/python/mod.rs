@@ -8,6 +8,7 @@ mod models;
 mod sandbox;
 mod session;
 mod store;
+mod trace;
 mod webhook;
 
 use pyo3::prelude::*;

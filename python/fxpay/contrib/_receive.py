@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._otel import receiving as traced
 from ..errors import ConfigurationError, WebhookVerificationError
 from ..models import DealCreated
 from ..webhooks import MAX_BODY_BYTES, parse_deal_created
@@ -17,6 +18,7 @@ __all__ = [
     "logger",
     "nonce_for_unknown",
     "parse_unverified",
+    "traced",
     "verify",
 ]
 
