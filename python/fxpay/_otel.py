@@ -31,6 +31,8 @@ __all__ = ["call_trace", "receiving", "tracer"]
 #: ``opentelemetry.trace``.
 _ENV_PROVIDER = bool(os.environ.get("OTEL_PYTHON_TRACER_PROVIDER"))
 
+_UNSET = object()
+
 #: The last provider seen and its tracer: getting a tracer is not free.
 _tracer_of: tuple[object, Tracer] | None = None
 
@@ -49,6 +51,11 @@ def tracer() -> Tracer | None:
     """fxpay's tracer, or ``None`` when no tracer provider is configured."""
     trace = _trace_module()
     if trace is None:
+        return None
+    # The global provider as the API keeps it: None until one is set. Reading it spares the
+    # common "API imported, no provider" case the environment look-up get_tracer_provider()
+    # makes on every call; any other value goes through the public function.
+    if getattr(trace, "_TRACER_PROVIDER", _UNSET) is None and not _ENV_PROVIDER:
         return None
     provider = trace.get_tracer_provider()
     if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
