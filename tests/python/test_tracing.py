@@ -39,7 +39,16 @@ def _reset_global_provider() -> None:
 ENDED = threading.Condition()
 
 
+#: Names of the spans started, in order.
+STARTED: list[str] = []
+
+
 class Notify(SpanProcessor):
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        with ENDED:
+            STARTED.append(span.name)
+            ENDED.notify_all()
+
     def on_end(self, span: ReadableSpan) -> None:
         with ENDED:
             ENDED.notify_all()
@@ -59,6 +68,7 @@ def spans() -> Iterator[InMemorySpanExporter]:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     provider.add_span_processor(Notify())
+    STARTED.clear()
     _reset_global_provider()
     trace.set_tracer_provider(provider)
     try:
@@ -401,3 +411,39 @@ def test_receivers_start_a_trace_without_traceparent(
     assert span.parent is None or span.parent.span_id in others
     (ctx,) = rec.contexts
     assert span.context is not None and ctx.span_id == span.context.span_id
+
+
+def test_a_cancelled_call_still_ends_its_span(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:
+    async def main() -> None:
+        async with sandbox.client() as c:
+            qid = await c.create_quote_async(buy_currency="AUD", buy_amount="100.00", sell_currency="USD")
+            await c.get_quote_async(qid)
+            spans.clear()
+            STARTED.clear()
+            sandbox.delay_next(f"/v1/payments/quotes/{qid}", 5)
+            task = asyncio.ensure_future(c.get_quote_async(qid))
+            loop = asyncio.get_running_loop()
+
+            def started() -> None:
+                with ENDED:
+                    assert ENDED.wait_for(lambda: f"GET {QUOTE}" in STARTED, timeout=10)
+
+            await loop.run_in_executor(None, started)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(main())
+    (span,) = wait_for(spans, lambda got: any(s.name == f"GET {QUOTE}" for s in got))
+    assert (span.attributes or {})["error.type"] == "cancelled"
+    assert "http.response.status_code" not in (span.attributes or {})
+
+
+def test_debug_logging_and_tracing_together(
+    spans: InMemorySpanExporter, sandbox: Sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("DEBUG", logger="fxpay"), sandbox.client() as c:
+        new_quote(c)
+    assert [s.name for s in client_spans(spans)] == ["POST /v1/oauth/token", "POST /v1/payments/quotes"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "fxpay"]
+    assert any("/v1/payments/quotes -> 200" in m or "/v1/payments/quotes -> 201" in m for m in lines), lines
