@@ -447,3 +447,29 @@ def test_debug_logging_and_tracing_together(
     assert [s.name for s in client_spans(spans)] == ["POST /v1/oauth/token", "POST /v1/payments/quotes"]
     lines = [r.getMessage() for r in caplog.records if r.name == "fxpay"]
     assert any("/v1/payments/quotes -> 200" in m or "/v1/payments/quotes -> 201" in m for m in lines), lines
+
+
+def test_the_consent_flow_is_traced_without_its_secrets(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:
+    from urllib.parse import parse_qs, urlsplit
+
+    from test_oauth import login
+
+    with sandbox.client() as c:
+        auth, callback = login(sandbox, c)
+        token = c.exchange_code(auth, callback)
+        session = c.user_session(token)
+        session.list_virtual_accounts()
+        assert token.refresh_token
+        refreshed = c.refresh_token(token.refresh_token)
+    code = parse_qs(urlsplit(callback).query)["code"][0]
+    assert [s.name for s in client_spans(spans)] == [
+        "POST /v1/oauth/token",
+        "GET /v1/gca/virtual-accounts",
+        "POST /v1/oauth/token",
+    ]
+    secrets = [sandbox.client_secret, code, token.access_token, token.refresh_token, refreshed.access_token]
+    secrets += [auth.code_verifier] if getattr(auth, "code_verifier", None) else []
+    for s in spans.get_finished_spans():
+        text = repr((s.name, dict(s.attributes or {}), s.status.description))
+        for secret in secrets:
+            assert secret and secret not in text, s.name
