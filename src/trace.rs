@@ -62,10 +62,17 @@ fn template_of(path: &str) -> Option<&'static str> {
 }
 
 pub fn span_start(a: &AttemptStart<'_>) -> SpanStart {
-    let url = reqwest::Url::parse(a.url).ok();
+    let parsed;
+    let url = match a.parsed {
+        Some(u) => Some(u),
+        None => {
+            parsed = reqwest::Url::parse(a.url).ok();
+            parsed.as_ref()
+        }
+    };
     let template = template_of(a.path).map(|t| {
         // The URL's path is the base's path, `/v1`, then `a.path`: keep what comes first.
-        let full = url.as_ref().map(|u| u.path()).unwrap_or("");
+        let full = url.map(|u| u.path()).unwrap_or("");
         let bare = a.path.split(['?', '#']).next().unwrap_or(a.path);
         let prefix = full.strip_suffix(bare).unwrap_or("/v1");
         format!("{}{t}", prefix.trim_end_matches('/'))
@@ -79,10 +86,9 @@ pub fn span_start(a: &AttemptStart<'_>) -> SpanStart {
         method: a.method.to_string(),
         template,
         address: url
-            .as_ref()
             .and_then(|u| u.host_str())
             .map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string()),
-        port: url.as_ref().and_then(|u| u.port_or_known_default()),
+        port: url.and_then(|u| u.port_or_known_default()),
         resend_count: a.attempt.saturating_sub(1),
     }
 }
@@ -107,12 +113,24 @@ mod tests {
     use std::time::Duration;
 
     fn start(method: &str, path: &str, url: &str, attempt: u32) -> SpanStart {
-        span_start(&AttemptStart {
+        let text = span_start(&AttemptStart {
             method,
             path,
             url,
+            parsed: None,
             attempt,
-        })
+        });
+        if let Ok(parsed) = reqwest::Url::parse(url) {
+            let from_parsed = span_start(&AttemptStart {
+                method,
+                path,
+                url,
+                parsed: Some(&parsed),
+                attempt,
+            });
+            assert_eq!(text, from_parsed);
+        }
+        text
     }
 
     #[test]

@@ -105,6 +105,8 @@ pub struct AttemptStart<'a> {
     pub method: &'a str,
     pub path: &'a str,
     pub url: &'a str,
+    /// `url`, when the transport has it parsed already.
+    pub parsed: Option<&'a reqwest::Url>,
     pub attempt: u32,
 }
 
@@ -128,6 +130,13 @@ impl Target {
         match self {
             Target::Parsed(u) => u.as_str(),
             Target::Text(t) => t,
+        }
+    }
+
+    fn parsed(&self) -> Option<&reqwest::Url> {
+        match self {
+            Target::Parsed(u) => Some(u),
+            Target::Text(_) => None,
         }
     }
 }
@@ -224,6 +233,7 @@ impl Transport {
                     method: req.method.as_str(),
                     path: req.path,
                     url: url.as_str(),
+                    parsed: url.parsed(),
                     attempt,
                 }),
                 None => Vec::new(),
