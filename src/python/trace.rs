@@ -10,6 +10,7 @@ use crate::transport::{AttemptLog, AttemptStart, Observer};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyList;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -26,6 +27,35 @@ fn call_trace(py: Python<'_>) -> Option<Bound<'_, PyAny>> {
     (!call.is_none()).then_some(call)
 }
 
+thread_local! {
+    /// This thread has been given a Python thread state of its own ([`keep_thread_state`]).
+    static KEPT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Gives a thread Python does not know (a runtime thread running an awaitable's attempts) a
+/// Python thread state that it keeps, so that taking the GIL there is cheap: otherwise each
+/// time creates a thread state (and its frame stack) and deletes it on release. The state
+/// is made once per thread and kept; the shared runtime's threads live as long as the
+/// process. A Python thread (one that has a state already) is left alone.
+fn keep_thread_state() {
+    let _ = KEPT.try_with(|kept| {
+        if kept.replace(true) {
+            return;
+        }
+        // SAFETY: called without the GIL (pyo3's attach count is zero on this thread: the
+        // hooks run outside any `Python::attach`). With no thread state yet, `Ensure`
+        // creates one and takes the GIL, and `SaveThread` gives the GIL back while the
+        // state stays registered for this thread; later `Ensure`/`Release` pairs (pyo3's
+        // `attach`) then only take and give back the GIL.
+        unsafe {
+            if pyo3::ffi::PyGILState_GetThisThreadState().is_null() {
+                let _ = pyo3::ffi::PyGILState_Ensure();
+                let _ = pyo3::ffi::PyEval_SaveThread();
+            }
+        }
+    });
+}
+
 /// Makes the spans of one call's attempts (attempts of a call run one after the other).
 struct PyTraceObserver {
     call: Py<PyAny>,
@@ -38,6 +68,7 @@ impl PyTraceObserver {
         if !self.open.swap(false, Ordering::AcqRel) {
             return;
         }
+        keep_thread_state();
         Python::attach(|py| {
             let _ = self
                 .call
@@ -50,6 +81,7 @@ impl PyTraceObserver {
 impl Observer for PyTraceObserver {
     fn start(&self, start: &AttemptStart<'_>) -> Vec<(String, String)> {
         let s = span_start(start);
+        keep_thread_state();
         Python::attach(|py| {
             let headers = self.call.bind(py).call_method1(
                 pyo3::intern!(py, "start"),
