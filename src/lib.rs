@@ -12,6 +12,7 @@ pub mod models;
 pub mod money;
 pub mod runtime;
 pub mod sandbox;
+pub mod trace;
 pub mod transport;
 pub mod webhook;
 

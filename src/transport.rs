@@ -98,11 +98,28 @@ pub struct AttemptLog<'a> {
     pub status: Option<u16>,
     pub duration: Duration,
     pub error: Option<String>,
+    /// The error of an attempt that got no answer.
+    pub failure: Option<&'a Error>,
     pub retry_in: Option<Duration>,
 }
 
-/// Receives one `AttemptLog` per attempt.
+/// Where one attempt is about to go, for tracing. Carries no secret.
+#[derive(Debug, Clone)]
+pub struct AttemptStart<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub url: &'a str,
+    /// `url`, when the transport has it parsed already.
+    pub parsed: Option<&'a reqwest::Url>,
+    pub attempt: u32,
+}
+
+/// Receives one `AttemptLog` per attempt; tracing also sees each attempt start.
 pub trait Observer: Send + Sync {
+    /// Called as an attempt starts; the headers returned are sent with it.
+    fn start(&self, _start: &AttemptStart<'_>) -> Vec<(String, String)> {
+        Vec::new()
+    }
     fn attempt(&self, log: &AttemptLog<'_>);
 }
 
@@ -110,6 +127,22 @@ pub trait Observer: Send + Sync {
 enum Target {
     Parsed(reqwest::Url),
     Text(String),
+}
+
+impl Target {
+    fn as_str(&self) -> &str {
+        match self {
+            Target::Parsed(u) => u.as_str(),
+            Target::Text(t) => t,
+        }
+    }
+
+    fn parsed(&self) -> Option<&reqwest::Url> {
+        match self {
+            Target::Parsed(u) => Some(u),
+            Target::Text(_) => None,
+        }
+    }
 }
 
 /// The connection pools of one process. A forked child makes its own on first use and
@@ -231,7 +264,17 @@ impl Transport {
         loop {
             attempt += 1;
             let started = Instant::now();
-            let outcome = self.attempt(http, remote, &url, req, bearer).await;
+            let extra = match observer {
+                Some(obs) => obs.start(&AttemptStart {
+                    method: req.method.as_str(),
+                    path: req.path,
+                    url: url.as_str(),
+                    parsed: url.parsed(),
+                    attempt,
+                }),
+                None => Vec::new(),
+            };
+            let outcome = self.attempt(http, remote, &url, req, bearer, &extra).await;
             let may_retry = attempt <= policy.max_retries;
             let (retry_in, result) = match outcome {
                 Ok(resp) => {
@@ -258,6 +301,7 @@ impl Transport {
                     status: result.as_ref().ok().map(|r| r.status),
                     duration: started.elapsed(),
                     error: result.as_ref().err().map(|e| e.to_string()),
+                    failure: result.as_ref().err(),
                     retry_in,
                 });
             }
@@ -276,6 +320,7 @@ impl Transport {
         url: &Target,
         req: &Request<'_>,
         bearer: Option<&str>,
+        extra: &[(String, String)],
     ) -> std::result::Result<Response, reqwest::Error> {
         let rb = match url {
             Target::Parsed(u) => http.request(req.method.clone(), u.clone()),
@@ -300,6 +345,9 @@ impl Transport {
         }
         for (name, value) in &req.headers {
             rb = rb.header(*name, value.as_str());
+        }
+        for (name, value) in extra {
+            rb = rb.header(name.as_str(), value.as_str());
         }
         if !remote {
             return exchange(rb).await;

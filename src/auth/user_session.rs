@@ -312,6 +312,8 @@ impl Recorder {
                 status: a.status,
                 duration: a.duration,
                 error: a.error,
+                // The error itself stayed with the task that made the attempt.
+                failure: None,
                 retry_in: a.retry_in,
             });
         }

@@ -4,10 +4,10 @@
 use super::bridge::{guard, run};
 use super::convert::{amount_text, int, opt_text, text};
 use super::errors::to_pyerr;
-use super::logging::observer;
 use super::models::{token_from_py, Out};
 use super::session::{on_token_callback, CoreUserSession};
 use super::store::PyTokenStore;
+use super::trace::observer;
 use crate::api::Client;
 use crate::auth::authorize::{AuthorizationRequest, AuthorizeParams};
 use crate::auth::TokenStore;

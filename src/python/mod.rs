@@ -9,6 +9,7 @@ mod models;
 mod sandbox;
 mod session;
 mod store;
+mod trace;
 mod webhook;
 
 use pyo3::prelude::*;

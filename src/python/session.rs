@@ -1,7 +1,7 @@
 //! `fxpay._fxpay.CoreUserSession`: a user's account-information session.
 use super::bridge::run;
-use super::logging::observer;
 use super::models::{token, Out};
+use super::trace::observer;
 use crate::auth::user_session::OnToken;
 use crate::auth::UserSession;
 use crate::error::Error;

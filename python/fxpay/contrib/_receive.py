@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._otel import receiving as traced
 from ..errors import ConfigurationError, WebhookVerificationError
 from ..models import DealCreated
 from ..seen import MemorySeenSet, SeenSet
@@ -24,6 +25,7 @@ __all__ = [
     "parse_unverified",
     "seen_key",
     "settings",
+    "traced",
     "verify",
 ]
 

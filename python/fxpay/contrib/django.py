@@ -68,6 +68,11 @@ def deal_created_view(
     @csrf_exempt
     @require_POST
     def receive_deal_created(request: HttpRequest) -> JsonResponse:
+        # Continues the sender's trace when a traceparent came (and tracing is on).
+        with _receive.traced(request.headers):
+            return receive(request)
+
+    def receive(request: HttpRequest) -> JsonResponse:
         # One byte past the limit is enough for the parser to refuse the body.
         body = request.read(_receive.MAX_BODY_BYTES + 1)
         ref: str | None = None

@@ -86,6 +86,11 @@ def deal_created_router(
 
     @router.post(path, name="fxpay_deal_created")
     async def receive_deal_created(request: Request) -> JSONResponse:
+        # Continues the sender's trace when a traceparent came (and tracing is on).
+        with _receive.traced(request.headers):
+            return await receive(request)
+
+    async def receive(request: Request) -> JSONResponse:
         body = await _read_body(request)
         ref: str | None = None
         try:

@@ -1,0 +1,213 @@
+//! What a tracing span says about one attempt, worked out from the transport's hooks: its
+//! name, and the HTTP semantic-convention attributes. Knows nothing of Python; the binding
+//! (`crate::python::trace`) makes the spans. Nothing here carries a secret: the attributes
+//! are the method, the route template, the host, the port, the status and the error's type.
+use crate::error::Error;
+use crate::transport::{AttemptLog, AttemptStart};
+
+/// The service's routes, below `/v1`. A path that matches none gets no `url.template`, so
+/// no identifier ever lands in a span name.
+const TEMPLATES: &[&str] = &[
+    "/oauth/token",
+    "/payments/quotes",
+    "/payments/quotes/{quote_id}",
+    "/payments/beneficiaries",
+    "/payments/deals",
+    "/payments/deals/spot",
+    "/gca/virtual-accounts",
+];
+
+/// The attributes known when an attempt starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpanStart {
+    /// `"{METHOD} {url.template}"`, or just the method when the route is unknown.
+    pub name: String,
+    pub method: String,
+    /// The full path template, with the base URL's own path in front (`/v1/...`).
+    pub template: Option<String>,
+    pub address: Option<String>,
+    pub port: Option<u16>,
+    /// `http.request.resend_count`: 0 on the first attempt (then left out), 1 on the next...
+    pub resend_count: u32,
+}
+
+/// The attributes known when an attempt ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpanEnd {
+    pub status: Option<u16>,
+    /// The status code as text for a 4xx/5xx answer; the Python exception's name when no
+    /// answer came.
+    pub error_type: Option<String>,
+}
+
+/// The route template of `path` (below `/v1`, query ignored), if it is a known route.
+fn template_of(path: &str) -> Option<&'static str> {
+    let path = path.split(['?', '#']).next().unwrap_or(path);
+    TEMPLATES.iter().copied().find(|t| {
+        let mut want = t.split('/');
+        let mut got = path.split('/');
+        loop {
+            match (want.next(), got.next()) {
+                (None, None) => return true,
+                (Some(w), Some(g)) if w.starts_with('{') => {
+                    if g.is_empty() {
+                        return false;
+                    }
+                }
+                (Some(w), Some(g)) if w == g => {}
+                _ => return false,
+            }
+        }
+    })
+}
+
+pub fn span_start(a: &AttemptStart<'_>) -> SpanStart {
+    let parsed;
+    let url = match a.parsed {
+        Some(u) => Some(u),
+        None => {
+            parsed = reqwest::Url::parse(a.url).ok();
+            parsed.as_ref()
+        }
+    };
+    let template = template_of(a.path).map(|t| {
+        // The URL's path is the base's path, `/v1`, then `a.path`: keep what comes first.
+        let full = url.map(|u| u.path()).unwrap_or("");
+        let bare = a.path.split(['?', '#']).next().unwrap_or(a.path);
+        let prefix = full.strip_suffix(bare).unwrap_or("/v1");
+        format!("{}{t}", prefix.trim_end_matches('/'))
+    });
+    let name = match &template {
+        Some(t) => format!("{} {t}", a.method),
+        None => a.method.to_string(),
+    };
+    SpanStart {
+        name,
+        method: a.method.to_string(),
+        template,
+        address: url
+            .and_then(|u| u.host_str())
+            .map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string()),
+        port: url.and_then(|u| u.port_or_known_default()),
+        resend_count: a.attempt.saturating_sub(1),
+    }
+}
+
+pub fn span_end(log: &AttemptLog<'_>) -> SpanEnd {
+    let error_type = match (log.status, log.failure) {
+        (Some(s), _) if s >= 400 => Some(s.to_string()),
+        (Some(_), _) => None,
+        (None, Some(Error::Transport { timeout: true, .. })) => Some("fxpay.TimeoutError".into()),
+        (None, Some(Error::Transport { .. })) => Some("fxpay.TransportError".into()),
+        (None, _) => Some("_OTHER".into()),
+    };
+    SpanEnd {
+        status: log.status,
+        error_type,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn start(method: &str, path: &str, url: &str, attempt: u32) -> SpanStart {
+        let text = span_start(&AttemptStart {
+            method,
+            path,
+            url,
+            parsed: None,
+            attempt,
+        });
+        if let Ok(parsed) = reqwest::Url::parse(url) {
+            let from_parsed = span_start(&AttemptStart {
+                method,
+                path,
+                url,
+                parsed: Some(&parsed),
+                attempt,
+            });
+            assert_eq!(text, from_parsed);
+        }
+        text
+    }
+
+    #[test]
+    fn ids_become_the_template() {
+        let s = start(
+            "GET",
+            "/payments/quotes/q-123",
+            "http://127.0.0.1:8080/v1/payments/quotes/q-123",
+            1,
+        );
+        assert_eq!(s.name, "GET /v1/payments/quotes/{quote_id}");
+        assert_eq!(
+            s.template.as_deref(),
+            Some("/v1/payments/quotes/{quote_id}")
+        );
+        assert_eq!(s.address.as_deref(), Some("127.0.0.1"));
+        assert_eq!(s.port, Some(8080));
+        assert_eq!(s.resend_count, 0);
+    }
+
+    #[test]
+    fn base_paths_queries_and_default_ports() {
+        let s = start(
+            "GET",
+            "/gca/virtual-accounts?page=2",
+            "https://api.example.com/prefix/v1/gca/virtual-accounts?page=2",
+            3,
+        );
+        assert_eq!(s.name, "GET /prefix/v1/gca/virtual-accounts");
+        assert_eq!(s.port, Some(443));
+        assert_eq!(s.resend_count, 2);
+        let s = start("POST", "/oauth/token", "http://[::1]:9/v1/oauth/token", 1);
+        assert_eq!(s.address.as_deref(), Some("::1"));
+        assert_eq!(s.name, "POST /v1/oauth/token");
+    }
+
+    #[test]
+    fn unknown_routes_have_no_template() {
+        for path in ["/payments/quotes/", "/payments/quotes/a/b", "/secret-thing"] {
+            let s = start("GET", path, "http://h/v1", 1);
+            assert_eq!(s.template, None, "{path}");
+            assert_eq!(s.name, "GET");
+        }
+    }
+
+    #[test]
+    fn error_types() {
+        let log = |status, failure| AttemptLog {
+            method: "GET",
+            path: "/x",
+            attempt: 1,
+            status,
+            duration: Duration::ZERO,
+            error: None,
+            failure,
+            retry_in: None,
+        };
+        assert_eq!(span_end(&log(Some(200), None)).error_type, None);
+        assert_eq!(
+            span_end(&log(Some(503), None)).error_type.as_deref(),
+            Some("503")
+        );
+        let t = Error::Transport {
+            message: "m".into(),
+            timeout: true,
+        };
+        assert_eq!(
+            span_end(&log(None, Some(&t))).error_type.as_deref(),
+            Some("fxpay.TimeoutError")
+        );
+        let c = Error::Transport {
+            message: "m".into(),
+            timeout: false,
+        };
+        assert_eq!(
+            span_end(&log(None, Some(&c))).error_type.as_deref(),
+            Some("fxpay.TransportError")
+        );
+    }
+}
