@@ -117,7 +117,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     faults = sorted({f for row in cells.values() for f in row})
     width = max(len(op) for _, op in cells)
     lines = ["| " + "operation".ljust(width) + " | " + " | ".join(f.ljust(14) for _, f in faults) + " |"]
-    lines.append("|" + "-" * (width + 1) + "|" + "|".join("-" * 16 for _ in faults) + "|")
+    lines.append("|" + "-" * (width + 2) + "|" + "|".join("-" * 16 for _ in faults) + "|")
     for key in sorted(cells):
         row = cells[key]
         lines.append(f"| {key[1].ljust(width)} | " + " | ".join(row.get(f, "-").ljust(14) for f in faults) + " |")

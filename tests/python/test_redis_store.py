@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -19,32 +18,29 @@ redis = need("redis")
 WORKER = Path(__file__).with_name("redis_worker.py")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     redis_server = need_program("redis-server")
-    port = free_port()
+    # A Unix socket in this session's own temporary directory, no TCP port: parallel runs
+    # (xdist workers, other checkouts) cannot collide.
+    sock = tmp_path_factory.mktemp("redis") / "redis.sock"
     proc = subprocess.Popen(
-        [redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        [redis_server, "--port", "0", "--unixsocket", str(sock), "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    url = f"redis://127.0.0.1:{port}/0"
+    url = f"unix://{sock}?db=0"
     client = redis.Redis.from_url(url)
-    for _ in range(100):
+    deadline = time.monotonic() + 60
+    while True:
         try:
             client.ping()
             break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.fail("redis-server did not start")
+        except (redis.ConnectionError, FileNotFoundError):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail("redis-server did not start")
+            time.sleep(0.02)
     yield url
     proc.terminate()
     proc.wait(5)
