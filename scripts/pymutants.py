@@ -182,7 +182,9 @@ def _changes(node: ast.AST) -> Iterator[tuple[str, object]]:  # noqa: C901 - one
 
 
 def run_tests(tests: list[str], timeout: float) -> str:
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *tests]
+    # A mutant that makes a test hang (a lock never released) fails that test after 60 s
+    # (pytest-timeout) rather than using up the whole run's time.
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=60", *tests]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     try:
         r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)

@@ -217,3 +217,10 @@ def wait_until(cond, seconds: float = 30.0) -> None:  # type: ignore[no-untyped-
     while not cond():
         assert time.monotonic() < end, "condition not reached"
         time.sleep(0.01)
+
+
+def test_memory_store_repr_counts_keys_and_shows_no_token() -> None:
+    store = fxpay.MemoryTokenStore()
+    assert repr(store) == "MemoryTokenStore(keys=0)"
+    store.save("k", fxpay.Token.from_dict({"access_token": "SECRET-A", "expires_in": 60}))
+    assert repr(store) == "MemoryTokenStore(keys=1)"
