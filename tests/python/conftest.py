@@ -47,7 +47,7 @@ def need_program(*names: str) -> str:
     _missing(f"the program {' or '.join(repr(n) for n in names)}")
 
 
-def all_at_once(n: int, call: Callable[[], T]) -> list[T]:
+def all_at_once(n: int, call: Callable[[], T], timeout: float = 120.0) -> list[T]:
     """Runs ``call`` on ``n`` threads released together; returns the results, raises the first error."""
     barrier = threading.Barrier(n)
     results: list[T] = []
@@ -60,11 +60,15 @@ def all_at_once(n: int, call: Callable[[], T]) -> list[T]:
         except BaseException as e:  # noqa: BLE001 - re-raised below
             errors.append(e)
 
-    threads = [threading.Thread(target=worker) for _ in range(n)]
+    # Daemon threads with a bounded join: a call that never returns (a lock never released)
+    # fails the test instead of hanging the session at exit.
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(n)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(timeout)
+        if t.is_alive():
+            raise AssertionError(f"a call on one of {n} threads did not return within {timeout} s")
     if errors:
         raise errors[0]
     return results

@@ -133,3 +133,18 @@ def test_rotated_refresh_token_is_never_used_twice(fxpay_sandbox: Any, redis_url
     assert fxpay_sandbox.stats()["tokens_issued"]["refresh_token"] == 1
     stored = fxpay.RedisTokenStore(url=redis_url, prefix="u4:").load(f"fxpay:{fxpay_sandbox.base_url}:user:user-1")
     assert stored is not None and stored.refresh_token != token.refresh_token
+
+
+def test_a_given_redis_client_is_used_as_it_is(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    store = fxpay.RedisTokenStore(client, prefix="given:")
+    token = fxpay.Token.from_dict({"access_token": "a", "expires_in": 60, "expires_at": time.time() + 60})
+    store.save("k", token)
+    assert client.get("given:k") is not None
+    assert store.load("k") == token
+    assert repr(store) == "RedisTokenStore(prefix='given:')"
+
+
+def test_a_store_needs_a_client_or_a_url() -> None:
+    with pytest.raises(fxpay.ConfigurationError, match="client or a url"):
+        fxpay.RedisTokenStore()

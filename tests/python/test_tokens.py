@@ -151,7 +151,9 @@ def test_two_clients_sharing_a_store_contend_for_its_lock(fxpay_sandbox) -> None
     b = fxpay_sandbox.client(token_store=store)
     fxpay_sandbox.delay_next("POST /v1/oauth/token", 3.0)
     done: list[str] = []
-    t = threading.Thread(target=lambda: done.append(a.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")))
+    t = threading.Thread(
+        target=lambda: done.append(a.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")), daemon=True
+    )
     t.start()
     wait_until(lambda: fxpay_sandbox.stats()["token_requests"] == 1)
     b.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")
