@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import importlib
+import os
+import shutil
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from types import ModuleType
+from typing import NoReturn, TypeVar
 
 import fxpay
 import pytest
@@ -10,7 +14,40 @@ import pytest
 T = TypeVar("T")
 
 
-def all_at_once(n: int, call: Callable[[], T]) -> list[T]:
+def in_ci() -> bool:
+    """True when the suite runs in CI (``CI`` set, as `.ci/run` runs it), where nothing may skip for want of a tool."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _missing(what: str) -> NoReturn:
+    message = f"{what} is not installed (scripts/setup installs it)"
+    if in_ci():
+        pytest.fail(message + "; in CI a missing test dependency is a failure, not a skip", pytrace=False)
+    pytest.skip(message, allow_module_level=True)
+
+
+def need(module: str) -> ModuleType:
+    """Imports an optional test dependency: a skip on a developer's machine, a failure in CI.
+
+    Use it instead of ``pytest.importorskip``, which skips silently everywhere. At module
+    level it fails (or skips) the whole module; inside a test or fixture, that test.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        _missing(f"the Python package {module!r}")
+
+
+def need_program(*names: str) -> str:
+    """The path of the first of ``names`` found on PATH; a skip when none is, a failure in CI."""
+    for name in names:
+        found = shutil.which(name)
+        if found is not None:
+            return found
+    _missing(f"the program {' or '.join(repr(n) for n in names)}")
+
+
+def all_at_once(n: int, call: Callable[[], T], timeout: float = 120.0) -> list[T]:
     """Runs ``call`` on ``n`` threads released together; returns the results, raises the first error."""
     barrier = threading.Barrier(n)
     results: list[T] = []
@@ -23,11 +60,15 @@ def all_at_once(n: int, call: Callable[[], T]) -> list[T]:
         except BaseException as e:  # noqa: BLE001 - re-raised below
             errors.append(e)
 
-    threads = [threading.Thread(target=worker) for _ in range(n)]
+    # Daemon threads with a bounded join: a call that never returns (a lock never released)
+    # fails the test instead of hanging the session at exit.
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(n)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(timeout)
+        if t.is_alive():
+            raise AssertionError(f"a call on one of {n} threads did not return within {timeout} s")
     if errors:
         raise errors[0]
     return results
@@ -58,3 +99,33 @@ def make_beneficiary(currency: str = "AUD", **overrides: object) -> fxpay.Benefi
 @pytest.fixture
 def beneficiary() -> fxpay.Beneficiary:
     return make_beneficiary()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Prints the fault matrix from the cells of test_fault_matrix.py that ran in this session.
+
+    Each cell reports its outcome as a test property, so this works under any order, a
+    subset (-k) and xdist (properties travel with the workers' reports).
+    """
+    cells: dict[tuple[int, str], dict[tuple[int, str], str]] = {}
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            if getattr(rep, "when", None) != "call":
+                continue
+            for name, value in getattr(rep, "user_properties", ()):
+                if name == "fault_matrix_cell":
+                    op_i, op, fault_i, fault, got = value
+                    cells.setdefault((op_i, op), {})[(fault_i, fault)] = got
+    if not cells:
+        return
+    faults = sorted({f for row in cells.values() for f in row})
+    width = max(len(op) for _, op in cells)
+    lines = ["| " + "operation".ljust(width) + " | " + " | ".join(f.ljust(14) for _, f in faults) + " |"]
+    lines.append("|" + "-" * (width + 2) + "|" + "|".join("-" * 16 for _ in faults) + "|")
+    for key in sorted(cells):
+        row = cells[key]
+        lines.append(f"| {key[1].ljust(width)} | " + " | ".join(row.get(f, "-").ljust(14) for f in faults) + " |")
+    terminalreporter.write_line("")
+    terminalreporter.write_line("fault matrix (typed outcome per cell):")
+    for line in lines:
+        terminalreporter.write_line(line)

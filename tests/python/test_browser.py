@@ -3,28 +3,23 @@ code exchange."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import fxpay
 import pytest
+from conftest import need, need_program
 
-playwright_sync = pytest.importorskip("playwright.sync_api")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+playwright_sync = need("playwright.sync_api")
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
 def browser() -> Any:
-    if CHROMIUM is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (scripts/setup installs it)")
-        pytest.skip("chromium is not installed")
+    chromium = need_program("chromium", "chromium-browser")
     with playwright_sync.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        b = p.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
         yield b
         b.close()
 

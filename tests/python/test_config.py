@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import os
 import shutil
 import ssl
 import subprocess
@@ -17,6 +18,7 @@ from typing import Any
 
 import fxpay
 import pytest
+from conftest import need_program
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):
@@ -124,9 +126,7 @@ def test_user_agent_suffix(recorder: str) -> None:
 
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl is not installed")
+    openssl = need_program("openssl")
     d = tmp_path_factory.mktemp("tls")
     ca_key, ca, key, csr, cert = d / "ca.key", d / "ca.pem", d / "key.pem", d / "req.csr", d / "cert.pem"
     ext = d / "ext.cnf"
@@ -188,3 +188,49 @@ def test_top_level_await_in_the_asyncio_repl(fxpay_sandbox: Any) -> None:
 
     r = subprocess.run([sys.executable, "-m", "asyncio"], input=code, capture_output=True, text=True, timeout=60)
     assert "AMOUNT 7" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_from_env_uses_every_variable(fxpay_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FXPAY_CLIENT_ID", fxpay_sandbox.client_id)
+    monkeypatch.setenv("FXPAY_CLIENT_SECRET", fxpay_sandbox.client_secret)
+    monkeypatch.setenv("FXPAY_BASE_URL", fxpay_sandbox.base_url)
+    c = fxpay.Client.from_env()
+    assert c.base_url == fxpay_sandbox.base_url
+    assert c.client_id == fxpay_sandbox.client_id
+    # The secret came from the environment too: the sandbox issues a token for it.
+    assert c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")
+    assert fxpay_sandbox.stats()["tokens_issued"]["client_credentials"] == 1
+    monkeypatch.setenv("FXPAY_BASE_URL", "https://fxpay-from-env.example.com/prefix")
+    assert fxpay.Client.from_env().base_url == "https://fxpay-from-env.example.com/prefix"
+    monkeypatch.delenv("FXPAY_BASE_URL")
+    with pytest.raises(fxpay.ConfigurationError, match="FXPAY_BASE_URL"):
+        fxpay.Client.from_env()
+
+
+def test_close_refuses_later_calls_without_sending(fxpay_sandbox: Any) -> None:
+    c = fxpay_sandbox.client()
+    qid = c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")
+    c.close()
+    before = fxpay_sandbox.stats()["requests"]
+    with pytest.raises(fxpay.ConfigurationError, match="closed"):
+        c.get_quote(qid)
+    with pytest.raises(fxpay.ConfigurationError, match="closed"):
+        c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")
+    with fxpay_sandbox.client() as d:
+        d.get_quote(qid)
+    with pytest.raises(fxpay.ConfigurationError, match="closed"):
+        d.get_quote(qid)
+    assert fxpay_sandbox.stats()["requests"] - before == 2  # d's token and its one read
+
+
+async def test_aclose_refuses_later_calls(fxpay_sandbox: Any) -> None:
+    async with fxpay_sandbox.client() as c:
+        qid = await c.create_quote_async(buy_currency="USD", buy_amount=1, sell_currency="EUR")
+    before = fxpay_sandbox.stats()["requests"]
+    with pytest.raises(fxpay.ConfigurationError, match="closed"):
+        await c.get_quote_async(qid)
+    e = fxpay_sandbox.client()
+    await e.aclose()
+    with pytest.raises(fxpay.ConfigurationError, match="closed"):
+        await e.create_quote_async(buy_currency="USD", buy_amount=1, sell_currency="EUR")
+    assert fxpay_sandbox.stats()["requests"] == before

@@ -1,7 +1,8 @@
 """Every operation under every fault: the typed outcome, and never a duplicate deal.
 
 Rows are operations, columns faults injected by the sandbox on the operation's path. The
-client runs with max_retries=2 and a 0.5 s timeout; the delay fault is 1.5 s.
+client runs with max_retries=2 and a 1 s timeout; the delay fault is 5 s, 5x the timeout,
+so a delayed attempt always times out, however loaded the machine.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import fxpay
 import pytest
 from conftest import make_beneficiary
 
-TIMEOUT = 0.5
-DELAY = 1.5
+TIMEOUT = 1.0
+DELAY = 5.0
 
 FAULTS = ["500", "503", "429", "drop-before", "drop-after", "delay"]
 
@@ -100,7 +101,6 @@ OPS: dict[str, tuple[str, Callable[[World], Any], dict[str, Any]]] = {
     "virtual accounts": ("GET /v1/gca/virtual-accounts", lambda w: w.session.list_virtual_accounts(), SAFE_OUTCOME),
 }
 
-RESULTS: dict[tuple[str, str], str] = {}
 
 
 def wait_for(cond: Callable[[], bool], seconds: float = 5.0) -> None:
@@ -111,7 +111,7 @@ def wait_for(cond: Callable[[], bool], seconds: float = 5.0) -> None:
 
 @pytest.mark.parametrize("fault", FAULTS)
 @pytest.mark.parametrize("op", list(OPS))
-def test_cell(fxpay_sandbox: Any, op: str, fault: str) -> None:
+def test_cell(fxpay_sandbox: Any, op: str, fault: str, record_property: Callable[[str, object], None]) -> None:
     path, call, outcomes = OPS[op]
     w = World(fxpay_sandbox)
     deals_before = len(fxpay_sandbox.deals())
@@ -122,9 +122,14 @@ def test_cell(fxpay_sandbox: Any, op: str, fault: str) -> None:
         got: Any = "ok"
     except fxpay.FxPayError as e:
         got = type(e)
-    RESULTS[(op, fault)] = got if got == "ok" else got.__name__
-    if fault == "delay":
-        time.sleep(DELAY + 0.3)  # let a delayed request finish on the sandbox side
+    # Reported with the test (also from xdist workers); conftest prints the matrix at the end.
+    record_property(
+        "fault_matrix_cell", (list(OPS).index(op), op, FAULTS.index(fault), fault, got if got == "ok" else got.__name__)
+    )
+    if fault == "delay" and op in ("create deal", "create spot deal"):
+        # Give the delayed request the time to be processed, were the sandbox to process it
+        # after its client went away: the check below would then see the deal.
+        time.sleep(DELAY + 0.5)
     assert got == expected, f"{op} / {fault}: got {got}, expected {expected}"
     # Deals: at most the one this cell meant to book, and only if the service processed it.
     booked = len(fxpay_sandbox.deals()) - deals_before
@@ -141,16 +146,9 @@ def test_cell(fxpay_sandbox: Any, op: str, fault: str) -> None:
     assert len(ids) == len(set(ids))
 
 
-def test_print_matrix(capsys: pytest.CaptureFixture[str]) -> None:
-    """Prints the matrix gathered by the cells above (run in the same session)."""
-    if not RESULTS:
-        pytest.skip("no cell ran in this session")
-    width = max(len(op) for op in OPS)
-    lines = ["| operation".ljust(width + 2) + " | " + " | ".join(f.ljust(14) for f in FAULTS) + " |"]
-    lines.append("|" + "-" * (width + 1) + "|" + "|".join("-" * 16 for _ in FAULTS) + "|")
-    for op in OPS:
-        cells = [RESULTS.get((op, f), "-").ljust(14) for f in FAULTS]
-        lines.append(f"| {op.ljust(width)} | " + " | ".join(cells) + " |")
-    with capsys.disabled():  # shown in CI's log, not captured
-        print("\nfault matrix (typed outcome per cell):\n" + "\n".join(lines))
-    assert len(RESULTS) == len(OPS) * len(FAULTS)
+def test_every_cell_has_an_expected_outcome() -> None:
+    """The matrix is complete: each operation names an outcome for each fault (the cells
+    above print the typed outcome they got, at the end of the session, through conftest)."""
+    for op, (path, _, outcomes) in OPS.items():
+        assert set(outcomes) == set(FAULTS), op
+        assert path.split(" ", 1)[0] in ("GET", "POST"), op

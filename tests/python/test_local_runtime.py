@@ -21,11 +21,12 @@ from test_oauth import login
 
 
 class IdleCloser(Recorder):
-    """HTTP/1.1 with keep-alive that closes a connection after 0.15 s without a request (as a
-    load balancer's idle timeout does). Records (method, path, client port) per request."""
+    """HTTP/1.1 with keep-alive that closes a connection after 0.3 s without a request (as a
+    load balancer's idle timeout does). Records (method, path, client port) per request.
+    The tests idle 5x that (1.5 s) so that the server has surely closed it."""
 
     protocol_version = "HTTP/1.1"
-    timeout = 0.15
+    timeout = 0.3
     seen: list[tuple[str, str, int]] = []  # type: ignore[assignment]
 
     def do_POST(self) -> None:  # noqa: N802
@@ -63,7 +64,7 @@ def test_a_read_after_the_server_closed_the_idle_connection(idle_closer: str) ->
         c.get_quote("q-1")
         c.get_quote("q-1")
         for _ in range(3):
-            time.sleep(0.5)  # the server closes the connection meanwhile
+            time.sleep(1.5)  # the server closes the connection meanwhile
             assert c.get_quote("q-1").id == "q-1"
     gets = ports("GET", "/payments/quotes/q-1")
     assert len(gets) == 5
@@ -76,7 +77,7 @@ def test_a_create_after_the_server_closed_the_idle_connection(idle_closer: str) 
         ids = []
         for _ in range(3):
             ids.append(c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR"))
-            time.sleep(0.5)
+            time.sleep(1.5)
     assert len(ids) == 3
     assert len(ports("POST", "/payments/quotes")) == 3, "each quote was sent once"
 

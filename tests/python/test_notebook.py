@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import subprocess
+import sys
+
 import fxpay
-import pytest
+from conftest import need
 
 
 def test_to_records_feeds_pandas_without_losing_decimal(fxpay_client: fxpay.Client) -> None:
-    pd = pytest.importorskip("pandas")
+    pd = need("pandas")
     ids = [fxpay_client.create_quote(buy_currency="USD", buy_amount=f"{n}.10", sell_currency="AUD") for n in (1, 2, 3)]
     quotes = [fxpay_client.get_quote(i) for i in ids]
     frame = pd.DataFrame(fxpay.to_records(quotes))
@@ -27,3 +30,28 @@ def test_html_reprs(fxpay_client: fxpay.Client) -> None:
     assert "SECRET" not in token._repr_html_()
     va = fxpay.VirtualAccount({"id": "va1", "currency": "USD", "balance": Decimal("1.00")})
     assert "<td>USD</td>" in va._repr_html_()
+
+
+WITHOUT_PANDAS = """
+import sys
+sys.modules["pandas"] = None  # `import pandas` now fails, as where it is not installed
+from decimal import Decimal
+import fxpay
+
+with fxpay.testing.Sandbox() as sb:
+    c = sb.client()
+    q = c.get_quote(c.create_quote(buy_currency="USD", buy_amount="1.10", sell_currency="AUD"))
+    rows = fxpay.to_records([q, fxpay.DealBeneficiary("b1", Decimal("12.30"), "r", "ref")])
+    money = {k: rows[0][k] for k in ("buy_amount", "sell_amount", "customer_rate", "inverse_customer_rate", "fee")}
+    assert all(type(v) is Decimal for v in money.values()), money
+    assert str(rows[0]["buy_amount"]) == "1.10", rows[0]
+    assert money == {k: getattr(q, k) for k in money}, (money, q)
+    assert type(rows[1]["amount"]) is Decimal and str(rows[1]["amount"]) == "12.30", rows[1]
+    assert "pandas" not in sys.modules or sys.modules["pandas"] is None
+print("DECIMALS KEPT")
+"""
+
+
+def test_to_records_keeps_decimal_without_pandas() -> None:
+    r = subprocess.run([sys.executable, "-c", WITHOUT_PANDAS], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "DECIMALS KEPT" in r.stdout, r.stdout + r.stderr

@@ -39,7 +39,8 @@ def test_local_by_default(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyP
     result.assert_outcomes(passed=3)
 
 
-def test_remote_skips_faults(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("given_by", ["option", "environment"])
+def test_remote_skips_faults(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, given_by: str) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "fxpay.sandbox", "--port", "0"], stdout=subprocess.PIPE, text=True
     )
@@ -54,9 +55,14 @@ def test_remote_skips_faults(pytester: pytest.Pytester, monkeypatch: pytest.Monk
                 env[key] = value
         monkeypatch.setenv("FXPAY_CLIENT_ID", env["FXPAY_CLIENT_ID"])
         monkeypatch.setenv("FXPAY_CLIENT_SECRET", env["FXPAY_CLIENT_SECRET"])
-        monkeypatch.delenv("FXPAY_BASE_URL", raising=False)
         pytester.makepyfile(test_user=USER_SUITE)
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fxpay-base-url", env["FXPAY_BASE_URL"])
+        if given_by == "option":
+            monkeypatch.delenv("FXPAY_BASE_URL", raising=False)
+            result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fxpay-base-url", env["FXPAY_BASE_URL"])
+        else:
+            monkeypatch.setenv("FXPAY_BASE_URL", env["FXPAY_BASE_URL"])
+            result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+        # The quote test ran against the remote sandbox; the fault and local-only tests skipped.
         result.assert_outcomes(passed=1, skipped=2)
     finally:
         proc.terminate()

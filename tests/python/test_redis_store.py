@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -15,41 +12,35 @@ from typing import Any
 
 import fxpay
 import pytest
+from conftest import need, need_program
 
-redis = pytest.importorskip("redis")
+redis = need("redis")
 WORKER = Path(__file__).with_name("redis_worker.py")
-REDIS_SERVER = shutil.which("redis-server")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    if REDIS_SERVER is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is not installed (scripts/setup installs it)")
-        pytest.skip("redis-server is not installed")
-    port = free_port()
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    redis_server = need_program("redis-server")
+    # A Unix socket in this session's own temporary directory, no TCP port: parallel runs
+    # (xdist workers, other checkouts) cannot collide.
+    sock = tmp_path_factory.mktemp("redis") / "redis.sock"
     proc = subprocess.Popen(
-        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        [redis_server, "--port", "0", "--unixsocket", str(sock), "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    url = f"redis://127.0.0.1:{port}/0"
+    url = f"unix://{sock}?db=0"
     client = redis.Redis.from_url(url)
-    for _ in range(100):
+    deadline = time.monotonic() + 60
+    while True:
         try:
             client.ping()
             break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.fail("redis-server did not start")
+        except (redis.ConnectionError, FileNotFoundError):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail("redis-server did not start")
+            time.sleep(0.02)
     yield url
     proc.terminate()
     proc.wait(5)
@@ -79,6 +70,18 @@ def test_store_round_trip(redis_url: str) -> None:
     assert 0 < ttl <= 60_000
     held = store.lock("k")
     held.release()
+
+
+def test_an_entry_with_a_refresh_token_does_not_expire(redis_url: str) -> None:
+    # The access token expires in a minute, but the refresh token outlives it: the entry
+    # must stay, or the user's session is lost with it.
+    store = fxpay.RedisTokenStore(url=redis_url, prefix="rf:")
+    token = fxpay.Token.from_dict(
+        {"access_token": "a", "refresh_token": "r", "token_type": "Bearer", "expires_in": 60, "expires_at": time.time() + 60}
+    )
+    store.save("k", token)
+    assert redis.Redis.from_url(redis_url).pttl("rf:k") == -1  # kept, with no expiry
+    assert store.load("k") == token
 
 
 def test_four_processes_one_token_per_lifetime(fxpay_sandbox: Any, redis_url: str) -> None:
@@ -130,3 +133,18 @@ def test_rotated_refresh_token_is_never_used_twice(fxpay_sandbox: Any, redis_url
     assert fxpay_sandbox.stats()["tokens_issued"]["refresh_token"] == 1
     stored = fxpay.RedisTokenStore(url=redis_url, prefix="u4:").load(f"fxpay:{fxpay_sandbox.base_url}:user:user-1")
     assert stored is not None and stored.refresh_token != token.refresh_token
+
+
+def test_a_given_redis_client_is_used_as_it_is(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    store = fxpay.RedisTokenStore(client, prefix="given:")
+    token = fxpay.Token.from_dict({"access_token": "a", "expires_in": 60, "expires_at": time.time() + 60})
+    store.save("k", token)
+    assert client.get("given:k") is not None
+    assert store.load("k") == token
+    assert repr(store) == "RedisTokenStore(prefix='given:')"
+
+
+def test_a_store_needs_a_client_or_a_url() -> None:
+    with pytest.raises(fxpay.ConfigurationError, match="client or a url"):
+        fxpay.RedisTokenStore()

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import need
 
-pytest.importorskip("schemathesis")
+need("schemathesis")
 CHECKS = ",".join(
     [
         "not_a_server_error",

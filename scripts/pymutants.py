@@ -1,0 +1,236 @@
+"""A small mutation tester for python/fxpay (standard library only).
+
+mutmut 3 mutates only code under `./`, `src/` or `source/` and runs its workers by forking a
+process that has imported the package; fxpay lives under `python/` and its Rust runtime is
+made anew after a fork, so this does the same job plainly: for each mutant it rewrites one
+file in place, runs the tests that cover that file in a fresh pytest process, and puts the
+file back.
+
+Mutations (one at a time, on each function and method):
+- comparison flipped (`==`/`!=`, `<`/`>=`, `<=`/`>`, `is`/`is not`, `in`/`not in`);
+- `and` <-> `or`; `not x` -> `x`; `True` <-> `False`;
+- an `if` condition replaced by `True` and by `False`;
+- a `return x` replaced by `return None`;
+- a statement that calls or assigns replaced by `pass`.
+
+Usage: python scripts/pymutants.py [--only FILE ...] [--timeout S] [--report PATH]
+Exit status: 0 when no mutant is missed (caught or timed out), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "python" / "fxpay"
+
+# Which tests cover which file: the mutant is run against these only.
+TESTS: dict[str, list[str]] = {
+    "stores.py": ["tests/python/test_tokens.py", "tests/python/test_redis_store.py"],
+    "redis_store.py": ["tests/python/test_redis_store.py"],
+    "_client.py": [
+        "tests/python/test_config.py",
+        "tests/python/test_validation.py",
+        "tests/python/test_tokens.py",
+        "tests/python/test_payments.py",
+        "tests/python/test_oauth.py",
+    ],
+    "models.py": [
+        "tests/python/test_payments.py",
+        "tests/python/test_tokens.py",
+        "tests/python/test_notebook.py",
+        "tests/python/test_webhooks.py",
+        "tests/python/test_validation.py",
+    ],
+    "pytest_plugin.py": ["tests/python/test_pytest_plugin.py"],
+    "webhooks.py": ["tests/python/test_webhooks.py", "tests/python/test_webhooks_e2e.py"],
+    "errors.py": ["tests/python/test_payments.py", "tests/python/test_validation.py", "tests/python/test_oauth.py"],
+}
+
+FLIP: dict[type, type] = {
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+}
+
+
+@dataclass
+class Mutant:
+    file: str
+    line: int
+    what: str
+    source: str
+
+
+def _nodes_in_functions(tree: ast.Module) -> Iterator[ast.AST]:
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield from ast.walk(fn)
+
+
+class _Replace(ast.NodeTransformer):
+    """Puts `new` in the place of `old` (found by identity)."""
+
+    def __init__(self, old: ast.AST, new: ast.AST) -> None:
+        self.old, self.new = old, new
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        if node is self.old:
+            return self.new
+        return self.generic_visit(node)
+
+
+def mutants_of(path: Path) -> Iterator[Mutant]:
+    text = path.read_text()
+    tree = ast.parse(text)
+    targets = list(_nodes_in_functions(tree))
+    seen: set[str] = set()
+    for i, node in enumerate(targets):
+        for what, change in _changes(node):
+            mutated = copy.deepcopy(tree)
+            twin = list(_nodes_in_functions(mutated))[i]
+            result = change(twin)  # type: ignore[operator]
+            if result is False:
+                continue
+            if isinstance(result, ast.AST) and result is not twin:
+                mutated = _Replace(twin, result).visit(mutated)
+            ast.fix_missing_locations(mutated)
+            source = ast.unparse(mutated)
+            if source in seen:
+                continue
+            seen.add(source)
+            yield Mutant(path.name, getattr(node, "lineno", 0), what, source)
+
+
+def _changes(node: ast.AST) -> Iterator[tuple[str, object]]:  # noqa: C901 - one case per mutation
+    if isinstance(node, ast.Compare):
+        for k, op in enumerate(node.ops):
+            if type(op) in FLIP:
+
+                def flip(n: ast.Compare, k: int = k) -> bool:
+                    n.ops[k] = FLIP[type(n.ops[k])]()
+                    return True
+
+                yield f"{type(op).__name__} -> {FLIP[type(op)].__name__}", flip
+    elif isinstance(node, ast.BoolOp):
+
+        def swap(n: ast.BoolOp) -> bool:
+            n.op = ast.Or() if isinstance(n.op, ast.And) else ast.And()
+            return True
+
+        yield ("and -> or" if isinstance(node.op, ast.And) else "or -> and"), swap
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+
+        def drop_not(n: ast.UnaryOp) -> ast.AST:
+            return n.operand
+
+        yield "not x -> x", drop_not
+    elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
+
+        def negate(n: ast.Constant) -> bool:
+            n.value = not n.value
+            return True
+
+        yield f"{node.value} -> {not node.value}", negate
+    elif isinstance(node, (ast.If, ast.While, ast.IfExp)):
+        for value in (True, False):
+
+            def fix(n: ast.If, value: bool = value) -> bool:
+                n.test = ast.Constant(value)
+                return True
+
+            yield f"condition -> {value}", fix
+    elif isinstance(node, ast.Return) and node.value is not None and not (
+        isinstance(node.value, ast.Constant) and node.value.value is None
+    ):
+
+        def none(n: ast.Return) -> bool:
+            n.value = ast.Constant(None)
+            return True
+
+        yield "return x -> return None", none
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.If, ast.For, ast.While, ast.With, ast.Try)):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None) or []
+            for k, stmt in enumerate(stmts):
+                if isinstance(stmt, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign)) and not (
+                    isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+                ):
+
+                    def to_pass(n: ast.AST, field: str = field, k: int = k) -> bool:
+                        getattr(n, field)[k] = ast.Pass()
+                        return True
+
+                    yield f"line {stmt.lineno}: {ast.unparse(stmt).splitlines()[0][:60]!r} -> pass", to_pass
+
+
+def run_tests(tests: list[str], timeout: float) -> str:
+    # A mutant that makes a test hang (a lock never released) fails that test after 60 s
+    # (pytest-timeout) rather than using up the whole run's time.
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=60", *tests]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    try:
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    return "missed" if r.returncode == 0 else "caught"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", nargs="*", default=sorted(TESTS), help="files of python/fxpay to mutate")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant's test run")
+    ap.add_argument("--report", default=str(ROOT / "target" / "pymutants.json"))
+    ap.add_argument("--list", action="store_true", help="only list the mutants")
+    args = ap.parse_args()
+
+    results: list[dict[str, object]] = []
+    for name in args.only:
+        path = PKG / name
+        original = path.read_text()
+        tests = TESTS[name]
+        baseline = run_tests(tests, args.timeout) if not args.list else "missed"
+        if baseline != "missed":
+            print(f"{name}: the tests fail without any mutant ({baseline}); skipped", file=sys.stderr)
+            return 2
+        try:
+            for m in mutants_of(path):
+                if args.list:
+                    print(f"{m.file}:{m.line}: {m.what}")
+                    continue
+                path.write_text(m.source)
+                started = time.monotonic()
+                outcome = run_tests(tests, args.timeout)
+                path.write_text(original)
+                results.append({"file": m.file, "line": m.line, "mutation": m.what, "outcome": outcome})
+                print(f"{outcome:8} {m.file}:{m.line}: {m.what} ({time.monotonic() - started:.1f} s)", flush=True)
+        finally:
+            path.write_text(original)
+    if args.list:
+        return 0
+    counts = {k: sum(1 for r in results if r["outcome"] == k) for k in ("caught", "missed", "timeout")}
+    print(json.dumps(counts))
+    Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.report).write_text(json.dumps({"counts": counts, "mutants": results}, indent=1))
+    return 1 if counts["missed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
