@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
-import os
-import shutil
 import ssl
 import subprocess
 import threading
