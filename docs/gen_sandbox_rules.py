@@ -16,6 +16,7 @@ Used two ways:
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 import re
 import sys
 import urllib.request
@@ -31,7 +32,8 @@ def served_document() -> dict[str, Any]:
 
     with Sandbox() as sb:
         with urllib.request.urlopen(sb.base_url + "/openapi.json", timeout=10) as resp:
-            doc: dict[str, Any] = json.load(resp)
+            # Numbers as written (Decimal): an amount or a rate never passes through float.
+            doc: dict[str, Any] = json.load(resp, parse_float=Decimal)
     return doc
 
 
@@ -113,14 +115,17 @@ def render(doc: dict[str, Any]) -> str:
         for branch in schemas.get("QuoteRequest", {}).get("anyOf", []):
             props = branch.get("properties", {})
             steps[props.get("buyCurrency", {}).get("const")] = props.get("buyAmount", {}).get("multipleOf")
+        rates = {r["currency"]: r for r in doc.get("x-fxpay-rates", [])}
         add("## Currencies with a rate\n")
         add(
             "A quote's currencies must be among these (another ISO 4217 code is "
-            "`validation:quote:1006`); an amount's step is the currency's minor unit.\n"
+            "`validation:quote:1006`); a quote's `buyAmount` steps by the buy currency's minor "
+            "unit. The value in US dollars and the flat fee price quotes (see Pricing of quotes).\n"
         )
-        add("| currency | amount step |\n|---|---:|")
+        add("| currency | amount step | value in USD | flat fee |\n|---|---:|---:|---:|")
         for c in supported:
-            add(f"| {c} | {steps.get(c, '')} |")
+            r = rates.get(c, {})
+            add(f"| {c} | {steps.get(c, '')} | {r.get('usdValue', '')} | {r.get('flatFee', '')} |")
         add("")
 
     add("## Endpoints\n")

@@ -63,6 +63,19 @@ fn quote_branches() -> Value {
     Value::Array(branches)
 }
 
+/// The pricing table: each supported currency's value in US dollars, flat fee and minor units.
+fn rate_table() -> Value {
+    let rows: Vec<Value> = rates::supported()
+        .into_iter()
+        .map(|c| {
+            let usd = rates::usd_value(c).map_or(Value::Null, |v| super::fields::number(&v));
+            let fee = rates::flat_fee(c).map_or(Value::Null, |v| super::fields::number(&v));
+            json!({"currency": c, "usdValue": usd, "flatFee": fee, "minorUnits": rates::minor_units(c)})
+        })
+        .collect();
+    Value::Array(rows)
+}
+
 /// The document with enumerations, the default client and the server URL filled in.
 pub fn document(base_url: &str, client_id: &str, redirect_uris: &[&str]) -> Value {
     let mut doc: Value = serde_json::from_str(DOCUMENT).unwrap_or_else(|_| json!({}));
@@ -86,6 +99,7 @@ pub fn document(base_url: &str, client_id: &str, redirect_uris: &[&str]) -> Valu
             s["enum"] = json!(iso_countries());
         }
     }
+    doc["x-fxpay-rates"] = rate_table();
     doc["servers"] = json!([{"url": base_url, "description": "this sandbox"}]);
     doc
 }
@@ -134,6 +148,17 @@ mod tests {
             .unwrap_or(0);
         assert!(countries > 240);
         assert!(iso_currencies().iter().any(|c| c == "JPY"));
+        let rates_served = doc["x-fxpay-rates"].as_array().map(Vec::len);
+        assert_eq!(rates_served, Some(rates::supported().len()));
+        let usd = &doc["x-fxpay-rates"][0];
+        assert_eq!(
+            (
+                usd["currency"].as_str(),
+                usd["flatFee"].to_string(),
+                usd["minorUnits"].as_u64()
+            ),
+            (Some("USD"), "5.00".to_owned(), Some(2))
+        );
     }
 
     /// The `x-fxpay-error-codes` extension lists exactly the codes `errors.rs` defines, with
@@ -272,6 +297,8 @@ mod tests {
                 json!(callbacks::DELIVERY_TIMEOUT.as_secs()),
             ),
             ("admin_prefix", json!(super::super::admin::PREFIX)),
+            ("spread", json!(rates::SPREAD.to_string())),
+            ("rate_decimals", json!(rates::RATE_DP)),
         ];
         for (key, value) in &expected {
             assert_eq!(values.get(*key), Some(value), "x-fxpay-rules {key}");

@@ -91,6 +91,15 @@ def test_every_endpoint_status_is_on_the_page(gen: ModuleType, doc: dict[str, An
     assert count > 60
 
 
+def test_every_currency_and_rate_is_on_the_page(doc: dict[str, Any], page: str) -> None:
+    rates = doc["x-fxpay-rates"]
+    assert [r["currency"] for r in rates] == doc["components"]["schemas"]["SupportedCurrency"]["enum"]
+    for r in rates:
+        # Exactly as served (parsed as Decimal): "5.00" stays "5.00", never 5.0.
+        assert f" | {r['usdValue']} | {r['flatFee']} |" in page, r
+    assert "| USD | 0.01 | 1.000000 | 5.00 |" in page
+
+
 def _answer(req: urllib.request.Request) -> tuple[int, Any]:
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
