@@ -58,6 +58,8 @@ def test_every_rule_is_on_the_page(gen: ModuleType, doc: dict[str, Any], page: s
         "Virtual accounts",
         "PKCE",
         "Admin API",
+        "Pricing of quotes",
+        "Endpoints, deals and notifications",
     }
     for topic in topics:
         assert f"## {topic['topic']}\n" in page
