@@ -25,6 +25,8 @@ pub const BACKOFF: [Duration; 3] = [
     Duration::from_millis(400),
     Duration::from_millis(800),
 ];
+/// Timeout of one delivery attempt (the sandbox's HTTP client is built with it).
+pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where and how to deliver the event.
 #[derive(Debug, Clone)]

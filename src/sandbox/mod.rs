@@ -168,7 +168,7 @@ impl Sandbox {
         let http = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
-            .timeout(Duration::from_secs(5))
+            .timeout(callbacks::DELIVERY_TIMEOUT)
             .user_agent("fxpay-sandbox/0.1")
             .build()
             .map_err(std::io::Error::other)?;
