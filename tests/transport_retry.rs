@@ -330,6 +330,60 @@ async fn a_create_that_cannot_connect_stops_after_max_retries() {
             "{err:?}"
         );
         assert!(err.to_string().contains("could not connect"), "{err}");
+        // The cause is kept in the message.
+        assert!(
+            err.to_string()
+                .to_lowercase()
+                .contains("connection refused"),
+            "{err}"
+        );
         assert_eq!(obs.count(), 1 + n, "max_retries={n}");
     }
+}
+
+/// A server that answers each request with `answer` and keeps each request's head.
+async fn recording(answer: &'static str) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                if let Ok(mut s) = seen.lock() {
+                    s.push(String::from_utf8_lossy(&buf).to_ascii_lowercase());
+                }
+                let _ = conn.write_all(answer.as_bytes()).await;
+                let _ = conn.shutdown().await;
+            });
+        }
+    });
+    (addr, heads)
+}
+
+#[tokio::test]
+async fn every_attempt_carries_the_clients_headers_and_redirects_are_not_followed() {
+    let (addr, heads) = recording(
+        "HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let t = transport(&format!("http://{addr}"), 2, 10.0);
+    let resp = t.send(&read(), Some("tok"), None).await.expect("an answer");
+    assert_eq!(resp.status, 302, "the redirect is returned, not followed");
+    let heads = heads.lock().expect("heads").clone();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    let head = &heads[0];
+    assert!(head.starts_with("get /v1/payments/quotes/q1 "), "{head}");
+    assert!(head.contains("\r\nuser-agent: fxpay/"), "{head}");
+    assert!(head.contains("\r\naccept: application/json"), "{head}");
+    assert!(head.contains("\r\nauthorization: bearer tok"), "{head}");
 }
