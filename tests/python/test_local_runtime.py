@@ -168,3 +168,19 @@ def test_threads_that_end_release_their_runtimes(fxpay_client: fxpay.Client) -> 
     grown = open_fds() - before
     assert grown < 8, f"{grown} descriptors more after 40 threads came and went"
     assert fxpay_client.get_quote(qid).id == qid
+
+
+async def test_an_awaitable_create_after_a_blocking_one_on_the_same_client(fxpay_sandbox: Any) -> None:
+    """A blocking call's connections belong to its thread's runtime, which runs only while the
+    thread is inside a call. A create made blocking must therefore go out from the shared
+    runtime (``Transport::pool``): were it sent on the thread's runtime through the shared
+    pool, the awaitable create after it would pick that connection up and wait on a runtime
+    nobody drives (here the thread is running the event loop) until its timeout."""
+    with fxpay_sandbox.client(timeout=5.0, max_retries=0) as c:
+        c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+        started = time.monotonic()
+        for _ in range(3):
+            await asyncio.wait_for(c.create_quote_async(buy_currency="USD", buy_amount=10, sell_currency="EUR"), 20)
+            c.get_quote(c.create_quote(buy_currency="USD", buy_amount=11, sell_currency="EUR"))
+        # Each call is milliseconds on loopback; a stuck connection costs the 5 s timeout.
+        assert time.monotonic() - started < 4.0
