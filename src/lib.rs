@@ -7,6 +7,7 @@ pub mod cassette_transport;
 pub mod config;
 pub mod error;
 pub mod fork;
+pub mod json_kind;
 pub mod local_runtime;
 pub mod models;
 pub mod money;

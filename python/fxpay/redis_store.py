@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigurationError, FxPayError
+from ._redis import client_from_url
+from .errors import FxPayError
 from .models import Token
 
 if TYPE_CHECKING:
@@ -56,13 +57,7 @@ class RedisTokenStore:
         socket_timeout: float = 5.0,
     ) -> None:
         if client is None:
-            if url is None:
-                raise ConfigurationError("RedisTokenStore needs a redis client or a url")
-            try:
-                import redis as redis_mod
-            except ImportError as e:  # pragma: no cover - depends on the extra
-                raise ConfigurationError("RedisTokenStore needs redis-py: pip install 'fxpay[redis]'") from e
-            client = redis_mod.Redis.from_url(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+            client = client_from_url("RedisTokenStore", url, socket_timeout)
         self._r = client
         self._prefix = prefix
         self._lock_timeout = lock_timeout

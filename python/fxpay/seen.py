@@ -29,6 +29,7 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from ._redis import client_from_url
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -159,13 +160,7 @@ class RedisSeenSet:
         if not isinstance(prefix, str):
             raise TypeError("prefix must be str")
         if client is None:
-            if url is None:
-                raise ConfigurationError("RedisSeenSet needs a redis client or a url")
-            try:
-                import redis as redis_mod
-            except ImportError as e:  # pragma: no cover - depends on the extra
-                raise ConfigurationError("RedisSeenSet needs redis-py: pip install 'fxpay[redis]'") from e
-            client = redis_mod.Redis.from_url(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+            client = client_from_url("RedisSeenSet", url, socket_timeout)
         self._r: Any = client
         self._prefix = prefix
         self._ttl_ms = max(1, int(ttl * 1000))

@@ -60,7 +60,7 @@ fn describe(v: &Value, depth: usize) -> String {
             let mut kinds: Vec<String> = Vec::new();
             for item in a {
                 let k = if depth == 0 {
-                    kind(item).to_string()
+                    crate::json_kind::json_kind(item).to_string()
                 } else {
                     describe(item, depth - 1)
                 };
@@ -92,17 +92,6 @@ fn describe(v: &Value, depth: usize) -> String {
             }
             format!("{{{}}}", parts.join(", "))
         }
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 

@@ -33,18 +33,6 @@ pub fn is_blank(s: &str) -> bool {
     s.chars().all(|c| matches!(c, ' ' | '\t' | '\n' | '\r'))
 }
 
-/// The JSON type name used in messages.
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 /// Collects the validation errors of one request.
 #[derive(Debug)]
 pub struct Checker {
@@ -89,7 +77,10 @@ impl Checker {
         self.push(
             Field::WrongType,
             field,
-            format!("{key} must be a {want}, not {}", type_name(got)),
+            format!(
+                "{key} must be a {want}, not {}",
+                crate::json_kind::json_kind(got)
+            ),
         );
     }
 
