@@ -38,13 +38,6 @@ PKG = ROOT / "python" / "fxpay"
 TESTS: dict[str, list[str]] = {
     "stores.py": ["tests/python/test_tokens.py", "tests/python/test_redis_store.py"],
     "redis_store.py": ["tests/python/test_redis_store.py"],
-    "_client.py": [
-        "tests/python/test_config.py",
-        "tests/python/test_validation.py",
-        "tests/python/test_tokens.py",
-        "tests/python/test_payments.py",
-        "tests/python/test_oauth.py",
-    ],
     "models.py": [
         "tests/python/test_payments.py",
         "tests/python/test_tokens.py",

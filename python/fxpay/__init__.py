@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import _fxpay
-from ._client import Client, UserSession
+from ._fxpay import Client, UserSession
 from .errors import (
     ApiError,
     AuthenticationError,

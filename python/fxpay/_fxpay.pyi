@@ -1,92 +1,161 @@
-"""The compiled core of fxpay. Use the typed facade in ``fxpay`` instead of these classes."""
+"""The compiled core of fxpay: `Client`, `UserSession` and the classes behind `fxpay.testing`. Import them from ``fxpay``."""
 
-from collections.abc import Callable, Iterable, Mapping
+import os
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, final
+from types import TracebackType
+from typing import Any, TypeAlias, final
 
-from .models import DealBeneficiary, DealCreated, Token
+from typing_extensions import Self, disjoint_base
+
+from .models import (
+    AuthorizationRequest,
+    Beneficiary,
+    Deal,
+    DealBeneficiary,
+    DealCreated,
+    Quote,
+    SpotDeal,
+    Token,
+    VirtualAccount,
+)
+from .stores import TokenStore
+from .testing import Cassette
+
+# An amount: exact as given (a float through its shortest repr).
+_Amount: TypeAlias = Decimal | int | str | float
 
 __version__: str
 __all__ = [
     "__version__",
-    "CoreClient",
-    "CoreUserSession",
+    "Client",
+    "UserSession",
     "CoreSandbox",
     "CoreCassette",
     "parse_amount",
     "parse_deal_created",
     "_raise_panic_for_test",
+    "_raise_panic_for_test_async",
 ]
 
 def parse_amount(field: str, value: object) -> Decimal: ...
-def _raise_panic_for_test(aio: bool = False) -> Any: ...
+def _raise_panic_for_test() -> None: ...
+def _raise_panic_for_test_async() -> Coroutine[Any, Any, None]: ...
 def parse_deal_created(
     body: bytes | str, headers: Mapping[str, str] | None = None, *, nonce: str | None = None
 ) -> DealCreated: ...
-@final
-class CoreClient:
-    def __new__(
-        cls,
+@disjoint_base
+class Client:
+    """A client of the payments and account-information service."""
+
+    def __new__(cls, *_args: object, **_kwargs: object) -> Self: ...
+    def __init__(
+        self,
         client_id: str,
         client_secret: str,
+        *,
         base_url: str,
         timeout: float = 30.0,
         max_retries: int = 2,
-        token_store: object | None = None,
+        token_store: TokenStore | None = None,
         user_agent: str | None = None,
-        ca_bundle: str | None = None,
-        cassette: CoreCassette | None = None,
-    ) -> CoreClient: ...
+        ca_bundle: str | os.PathLike[str] | None = None,
+        cassette: Cassette | None = None,
+    ) -> None: ...
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        timeout: float = ...,
+        max_retries: int = ...,
+        token_store: TokenStore | None = ...,
+        user_agent: str | None = ...,
+        ca_bundle: str | os.PathLike[str] | None = ...,
+        cassette: Cassette | None = ...,
+    ) -> Self: ...
     @property
     def base_url(self) -> str: ...
     @property
     def client_id(self) -> str: ...
     @property
-    def timeout(self) -> float: ...
-    @property
-    def max_retries(self) -> int: ...
-    @property
-    def user_agent(self) -> str: ...
-    def payments_token(self, aio: bool) -> Any: ...
-    def create_quote(
-        self, buy_currency: str, buy_amount: object, sell_currency: str, beneficiaries: int, aio: bool
-    ) -> Any: ...
-    def get_quote(self, quote_id: str, aio: bool) -> Any: ...
-    def create_beneficiary(self, body: str, aio: bool) -> Any: ...
+    def closed(self) -> bool: ...
+    def close(self) -> None: ...
+    def aclose(self) -> Coroutine[Any, Any, None]: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self, _exc_type: type[BaseException] | None = None, _exc: BaseException | None = None, _tb: TracebackType | None = None
+    ) -> None: ...
+    def __aenter__(self) -> Coroutine[Any, Any, Self]: ...
+    def __aexit__(
+        self, _exc_type: type[BaseException] | None = None, _exc: BaseException | None = None, _tb: TracebackType | None = None
+    ) -> Coroutine[Any, Any, None]: ...
+    def _payments_token(self) -> Token: ...
+    def _payments_token_async(self) -> Coroutine[Any, Any, Token]: ...
+    def create_quote(self, *, buy_currency: str, buy_amount: _Amount, sell_currency: str, beneficiaries: int = 1) -> str: ...
+    def create_quote_async(
+        self, *, buy_currency: str, buy_amount: _Amount, sell_currency: str, beneficiaries: int = 1
+    ) -> Coroutine[Any, Any, str]: ...
+    def get_quote(self, quote_id: str) -> Quote: ...
+    def get_quote_async(self, quote_id: str) -> Coroutine[Any, Any, Quote]: ...
+    def create_beneficiary(self, beneficiary: Beneficiary) -> str: ...
+    def create_beneficiary_async(self, beneficiary: Beneficiary) -> Coroutine[Any, Any, str]: ...
     def create_deal(
-        self,
-        quote_id: str,
-        funding_source: str,
-        beneficiaries: Iterable[DealBeneficiary],
-        channel: str | None,
-        aio: bool,
-    ) -> Any: ...
+        self, *, quote_id: str, funding_source: str, beneficiaries: Sequence[DealBeneficiary], channel: str | None = None
+    ) -> Deal: ...
+    def create_deal_async(
+        self, *, quote_id: str, funding_source: str, beneficiaries: Sequence[DealBeneficiary], channel: str | None = None
+    ) -> Coroutine[Any, Any, Deal]: ...
     def create_spot_deal(
         self,
+        *,
         quote_id: str,
         funding_source: str,
-        beneficiaries: Iterable[DealBeneficiary],
-        channel: str | None,
-        callback_url: str | None,
-        callback_nonce: str | None,
-        aio: bool,
-    ) -> Any: ...
+        beneficiaries: Sequence[DealBeneficiary],
+        channel: str | None = None,
+        callback_url: str | None = None,
+        callback_nonce: str | None = None,
+    ) -> SpotDeal: ...
+    def create_spot_deal_async(
+        self,
+        *,
+        quote_id: str,
+        funding_source: str,
+        beneficiaries: Sequence[DealBeneficiary],
+        channel: str | None = None,
+        callback_url: str | None = None,
+        callback_nonce: str | None = None,
+    ) -> Coroutine[Any, Any, SpotDeal]: ...
     def authorization_url(
-        self, redirect_uri: str, state: str | None = None, scope: str | None = None, pkce: bool = True
-    ) -> tuple[str, str, str, str | None]: ...
-    def exchange_code(
-        self, url: str, state: str, redirect_uri: str, code_verifier: str | None, callback: str, aio: bool
-    ) -> Any: ...
-    def refresh_token(self, refresh_token: str, aio: bool) -> Any: ...
+        self, redirect_uri: str, *, state: str | None = None, scope: str = "gca-aisp", pkce: bool = True
+    ) -> AuthorizationRequest: ...
+    def exchange_code(self, auth: AuthorizationRequest, callback: str) -> Token: ...
+    def exchange_code_async(self, auth: AuthorizationRequest, callback: str) -> Coroutine[Any, Any, Token]: ...
+    def refresh_token(self, refresh_token: str) -> Token: ...
+    def refresh_token_async(self, refresh_token: str) -> Coroutine[Any, Any, Token]: ...
     def user_session(
-        self, token: Token, on_token: Callable[[Token], None] | None = None, key: str | None = None
-    ) -> CoreUserSession: ...
+        self, token: Token, *, on_token: Callable[[Token], None] | None = None, key: str | None = None
+    ) -> UserSession: ...
 
 @final
-class CoreUserSession:
+class UserSession:
+    """A user's account-information session (scope ``gca-aisp``)."""
+
     @property
     def token(self) -> Token: ...
-    def list_virtual_accounts(self, aio: bool) -> Any: ...
+    @property
+    def closed(self) -> bool: ...
+    def list_virtual_accounts(self) -> list[VirtualAccount]: ...
+    def list_virtual_accounts_async(self) -> Coroutine[Any, Any, list[VirtualAccount]]: ...
+    def close(self) -> None: ...
+    def aclose(self) -> Coroutine[Any, Any, None]: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self, _exc_type: type[BaseException] | None = None, _exc: BaseException | None = None, _tb: TracebackType | None = None
+    ) -> None: ...
+    def __aenter__(self) -> Coroutine[Any, Any, Self]: ...
+    def __aexit__(
+        self, _exc_type: type[BaseException] | None = None, _exc: BaseException | None = None, _tb: TracebackType | None = None
+    ) -> Coroutine[Any, Any, None]: ...
 
 @final
 class CoreCassette:

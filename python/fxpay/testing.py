@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from . import _fxpay
-from ._client import Client
+from ._fxpay import Client
 from .errors import (
     CassetteMismatchError,
     ConfigurationError,

@@ -13,28 +13,37 @@ use futures_util::FutureExt;
 use pyo3::prelude::*;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 
-/// Runs `fut` blocking (GIL released) or returns an asyncio awaitable for it.
-pub fn run<F>(py: Python<'_>, aio: bool, fut: F) -> PyResult<Py<PyAny>>
+/// A call's future, boxed once: it is large, and is only moved as a pointer from then on.
+pub type CallFuture = Pin<Box<dyn Future<Output = Result<Out, Error>> + Send>>;
+
+/// `fut` with a panic turned into an error.
+async fn guarded(fut: CallFuture) -> Result<Out, Error> {
+    match AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(r) => r,
+        Err(payload) => Err(panic_message(payload)),
+    }
+}
+
+/// Runs `fut` to its end with the GIL released and returns its result.
+pub fn block<F>(py: Python<'_>, fut: F) -> PyResult<Py<PyAny>>
 where
     F: Future<Output = Result<Out, Error>> + Send + 'static,
 {
-    // Boxed once here: the call's future is large, and is only moved as a pointer from now on.
-    let fut = Box::pin(fut);
-    let guarded = async move {
-        match AssertUnwindSafe(fut).catch_unwind().await {
-            Ok(r) => r,
-            Err(payload) => Err(panic_message(payload)),
-        }
-    };
-    let result = if aio {
-        return awaitable::spawn(py, guarded);
-    } else if crate::local_runtime::available() {
-        wait_here(py, guarded)?
+    let fut = guarded(Box::pin(fut));
+    let result = if crate::local_runtime::available() {
+        wait_here(py, fut)?
     } else {
-        wait_on_shared(py, guarded)?
+        wait_on_shared(py, fut)?
     };
     Ok(result.map_err(to_pyerr)?.into_pyobject(py)?.unbind())
+}
+
+/// Starts `fut` on the shared runtime and returns the asyncio future of the running loop
+/// that it resolves.
+pub fn awaitable(py: Python<'_>, fut: CallFuture) -> PyResult<Py<PyAny>> {
+    awaitable::spawn(py, guarded(fut))
 }
 
 /// How often a blocking call looks for a pending signal (Ctrl-C).

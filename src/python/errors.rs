@@ -104,16 +104,24 @@ pub fn panic_message(payload: Box<dyn std::any::Any + Send>) -> Error {
 }
 
 /// Panics inside the core on purpose, so a test can prove a panic reaches Python as an
-/// `FxPayError` (blocking) or through an awaitable (when `aio` is true).
+/// `FxPayError` from a blocking call.
 #[pyfunction]
-#[pyo3(signature = (aio = false))]
-pub fn _raise_panic_for_test(py: Python<'_>, aio: bool) -> PyResult<Py<PyAny>> {
-    super::bridge::run(py, aio, async move {
-        if aio {
-            panic!("deliberate test panic (async)");
-        }
+pub fn _raise_panic_for_test(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    super::bridge::block(py, async move {
         panic!("deliberate test panic (blocking)");
         #[allow(unreachable_code)]
         Ok(super::models::Out::None)
+    })
+}
+
+/// As [`_raise_panic_for_test`], through the coroutine of an awaitable call.
+#[pyfunction]
+pub fn _raise_panic_for_test_async(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    super::call::call(py, "_raise_panic_for_test_async", |_| {
+        Box::pin(async move {
+            panic!("deliberate test panic (async)");
+            #[allow(unreachable_code)]
+            Ok(super::models::Out::None)
+        })
     })
 }

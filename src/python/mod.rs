@@ -1,5 +1,6 @@
 //! The pyo3 layer: the only place that knows about Python.
 mod bridge;
+mod call;
 mod cassette;
 mod client;
 mod convert;
@@ -21,12 +22,13 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // forked child, which this hook lets fxpay notice).
     crate::fork::watch();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add_class::<client::CoreClient>()?;
-    m.add_class::<session::CoreUserSession>()?;
+    m.add_class::<client::Client>()?;
+    m.add_class::<session::UserSession>()?;
     m.add_class::<sandbox::CoreSandbox>()?;
     m.add_class::<cassette::CoreCassette>()?;
     m.add_function(wrap_pyfunction!(convert::parse_amount, m)?)?;
     m.add_function(wrap_pyfunction!(errors::_raise_panic_for_test, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::_raise_panic_for_test_async, m)?)?;
     m.add_function(wrap_pyfunction!(webhook::parse_deal_created, m)?)?;
     Ok(())
 }

@@ -1,22 +1,48 @@
-//! `fxpay._fxpay.CoreUserSession`: a user's account-information session.
-use super::bridge::run;
+//! `fxpay.UserSession`: a user's account-information session.
+use super::bridge::block;
+use super::call::{call, ready};
+use super::client::closed_error;
 use super::models::{token, Out};
 use super::trace::observer;
 use crate::auth::user_session::OnToken;
-use crate::auth::UserSession;
+use crate::auth::UserSession as Core;
 use crate::error::Error;
 use crate::models::Token;
 use pyo3::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-#[pyclass(module = "fxpay._fxpay", frozen)]
-pub struct CoreUserSession {
-    inner: Arc<UserSession>,
+/// A user's account-information session (scope ``gca-aisp``), made by
+/// :meth:`Client.user_session`.
+///
+/// Close it with :meth:`close` (or use it as a context manager, ``with`` or ``async with``)
+/// when the user's work is done: later calls raise :class:`fxpay.ConfigurationError`. Closing
+/// a session leaves its client open; closing the client ends its sessions too.
+#[pyclass(module = "fxpay._fxpay", frozen, weakref)]
+pub struct UserSession {
+    inner: Arc<Core>,
+    closed: AtomicBool,
+    /// The client's flag.
+    client_closed: Arc<AtomicBool>,
 }
 
-impl CoreUserSession {
-    pub fn new(s: UserSession) -> Self {
-        CoreUserSession { inner: Arc::new(s) }
+impl UserSession {
+    pub fn new(s: Core, client_closed: Arc<AtomicBool>) -> Self {
+        UserSession {
+            inner: Arc::new(s),
+            closed: AtomicBool::new(false),
+            client_closed,
+        }
+    }
+
+    fn check_open(&self) -> PyResult<Arc<Core>> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(closed_error("UserSession"));
+        }
+        if self.client_closed.load(Ordering::Acquire) {
+            return Err(closed_error("Client"));
+        }
+        Ok(self.inner.clone())
     }
 }
 
@@ -64,17 +90,86 @@ fn call_on_token(cb: &Py<PyAny>, t: &Token) -> Result<(), Error> {
 }
 
 #[pymethods]
-impl CoreUserSession {
+impl UserSession {
+    /// The current token.
     #[getter]
     fn token<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         token(py, &self.inner.current())
     }
 
-    fn list_virtual_accounts(&self, py: Python<'_>, aio: bool) -> PyResult<Py<PyAny>> {
-        let (s, obs) = (self.inner.clone(), observer(py));
-        run(py, aio, async move {
+    /// Whether the session has ended: closed, or its client closed.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire) || self.client_closed.load(Ordering::Acquire)
+    }
+
+    /// The user's virtual accounts.
+    fn list_virtual_accounts(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let (s, obs) = (self.check_open()?, observer(py));
+        block(py, async move {
             let (accounts, _raw) = crate::api::list_virtual_accounts(&s, obs.as_deref()).await?;
             Ok(Out::Accounts(accounts))
         })
+    }
+
+    /// :meth:`list_virtual_accounts`, awaitable.
+    fn list_virtual_accounts_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let s = self.check_open()?;
+        call(py, "list_virtual_accounts_async", move |obs| {
+            Box::pin(async move {
+                let (accounts, _raw) =
+                    crate::api::list_virtual_accounts(&s, obs.as_deref()).await?;
+                Ok(Out::Accounts(accounts))
+            })
+        })
+    }
+
+    /// Ends the session; a call already under way completes. Closing twice is harmless.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// :meth:`close`, as an awaitable.
+    fn aclose(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.close();
+        ready(py, py.None())
+    }
+
+    fn __enter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<Self>> {
+        slf.get().check_open()?;
+        let _ = py;
+        Ok(slf)
+    }
+
+    #[pyo3(signature = (_exc_type = None, _exc = None, _tb = None))]
+    fn __exit__(
+        &self,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) {
+        self.close();
+    }
+
+    fn __aenter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        slf.get().check_open()?;
+        ready(py, slf.into_any())
+    }
+
+    #[pyo3(signature = (_exc_type = None, _exc = None, _tb = None))]
+    fn __aexit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.aclose(py)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let t = token(py, &self.inner.current())?.repr()?;
+        let closed = if self.closed() { ", closed" } else { "" };
+        Ok(format!("UserSession(token={t}{closed})"))
     }
 }

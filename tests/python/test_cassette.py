@@ -94,7 +94,7 @@ def flow(c: fxpay.Client, callback: Any) -> dict[str, Any]:
     )
     with pytest.raises(fxpay.NotFoundError):
         c.get_quote("00000000-0000-0000-0000-000000000000")
-    out["payments_token"] = c._core.payments_token(False)
+    out["payments_token"] = c._payments_token()
     auth = c.authorization_url("https://app.example.test/callback")
     out["auth"] = auth
     out["user_token"] = tok = c.exchange_code(auth, callback(auth))

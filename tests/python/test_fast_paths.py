@@ -81,5 +81,6 @@ def test_one_loop_after_another_and_many_threads(fxpay_client: fxpay.Client) -> 
 
 
 def test_an_awaitable_needs_a_running_loop(fxpay_client: fxpay.Client) -> None:
+    call = fxpay_client.get_quote_async("x")
     with pytest.raises(RuntimeError):
-        fxpay_client._core.get_quote("x", True)
+        call.send(None)

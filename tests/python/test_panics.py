@@ -9,14 +9,14 @@ from fxpay import _fxpay
 
 def test_blocking_panic_is_fxpay_error() -> None:
     with pytest.raises(fxpay.FxPayError, match="panic") as ei:
-        _fxpay._raise_panic_for_test(False)
+        _fxpay._raise_panic_for_test()
     assert type(ei.value) is fxpay.FxPayError
     assert "deliberate test panic" in str(ei.value)
 
 
 async def test_async_panic_is_fxpay_error() -> None:
     with pytest.raises(fxpay.FxPayError, match="deliberate test panic"):
-        await _fxpay._raise_panic_for_test(True)
+        await _fxpay._raise_panic_for_test_async()
 
 
 CTRL_C = """

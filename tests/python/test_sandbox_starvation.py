@@ -86,7 +86,7 @@ def test_stalled_bodies_are_cut_and_do_not_starve_other_requests() -> None:
     with Sandbox(body_timeout=BODY_TIMEOUT) as sb:
         c = sb.client()
         c.create_quote(buy_currency="USD", buy_amount="10", sell_currency="AUD")
-        bearer = c._core.payments_token(False).access_token
+        bearer = c._payments_token().access_token
         before = int(sb.stats()["open_connections"])
         addr = _host_port(sb)
 

@@ -53,7 +53,7 @@ PASSES = [
 
 @pytest.mark.parametrize("extra", PASSES, ids=["all-modes", "coverage-positive"])
 def test_with_a_payments_token(fxpay_sandbox: Any, extra: tuple[str, ...]) -> None:
-    token = fxpay_sandbox.client()._core.payments_token(False).access_token
+    token = fxpay_sandbox.client()._payments_token().access_token
     r = run(fxpay_sandbox, token, *extra)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
     assert " passed" in r.stdout

@@ -29,7 +29,7 @@ def test_no_secret_anywhere(fxpay_sandbox, caplog: pytest.LogCaptureFixture) -> 
     session = c.user_session(token)
     texts += [repr(token), str(token), repr(session)]
     session.list_virtual_accounts()
-    payments_token = c._core.payments_token(False)
+    payments_token = c._payments_token()
     for exc_call in (
         lambda: c.refresh_token("not-a-real-refresh-token"),
         lambda: fxpay.Client(fxpay_sandbox.client_id, "bad-secret-xyz", base_url=fxpay_sandbox.base_url).get_quote(qid),

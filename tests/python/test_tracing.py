@@ -207,7 +207,7 @@ def test_each_retry_is_a_span_with_its_resend_count(spans: InMemorySpanExporter,
 
 def test_a_4xx_answer_sets_error_type(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:
     with sandbox.client() as c:
-        c._core.payments_token(False)
+        c._payments_token()
         spans.clear()
         with pytest.raises(fxpay.NotFoundError):
             c.get_quote("no-such-quote")
@@ -241,7 +241,7 @@ def test_no_secret_in_any_span(spans: InMemorySpanExporter, sandbox: Sandbox, be
         qid = new_quote(c)
         c.get_quote(qid)
         c.create_beneficiary(beneficiary)
-        token = c._core.payments_token(False).access_token
+        token = c._payments_token().access_token
     secrets = [sandbox.client_secret, token]
     assert all(len(s) >= 8 for s in secrets)
     got = spans.get_finished_spans()
@@ -282,7 +282,7 @@ def test_traceparent_arrives_from_asyncio_tasks(spans: InMemorySpanExporter, rec
 
     async def main() -> set[str]:
         async with fxpay.Client("id", "secret", base_url=recorder) as c:
-            await c._core.payments_token(True)
+            await c._payments_token_async()
             Recorder.seen.clear()
 
             async def one(i: int) -> str:

@@ -86,7 +86,8 @@ def test_deal_inputs_send_nothing(fxpay_sandbox) -> None:  # type: ignore[no-unt
         c.create_deal(quote_id="", funding_source="Own account", beneficiaries=[ok])
     with pytest.raises(fxpay.InvalidRequestError):
         c.create_deal(quote_id="q1", funding_source="Own account", beneficiaries=[])
-    with pytest.raises(fxpay.InvalidRequestError):
+    # A wrong type is a TypeError naming the parameter (API.md), not a wrong value.
+    with pytest.raises(TypeError, match=r"beneficiaries\[0\]"):
         c.create_deal(quote_id="q1", funding_source="Own account", beneficiaries=[{"amount": 1}])  # type: ignore[list-item]
     with pytest.raises(fxpay.InvalidRequestError):
         c.create_spot_deal(quote_id="q1", funding_source="Own account", beneficiaries=[ok], callback_url="ftp://x/y")
