@@ -68,17 +68,14 @@ impl Call {
         *self.step.lock().unwrap_or_else(PoisonError::into_inner) = step;
     }
 
-    /// Yields `fut` to the task until it is done, then returns its result (as `await fut`).
-    fn wait(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<Py<PyAny>> {
-        let f = fut.bind(py);
-        if !f.call_method0(intern!(py, "done"))?.is_truthy()? {
-            f.setattr(intern!(py, "_asyncio_future_blocking"), true)?;
-            let yielded = fut.clone_ref(py);
-            self.put(Step::Waiting(fut));
-            return Ok(yielded);
-        }
-        let value = f.call_method0(intern!(py, "result"))?;
-        Err(PyStopIteration::new_err((value.unbind(),)))
+    /// Yields the just-started call's future to the task (as `await future` does). The
+    /// bridge resolves it on the loop's own thread, later: it cannot be done yet.
+    fn park(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<Py<PyAny>> {
+        fut.bind(py)
+            .setattr(intern!(py, "_asyncio_future_blocking"), true)?;
+        let yielded = fut.clone_ref(py);
+        self.put(Step::Waiting(fut));
+        Ok(yielded)
     }
 }
 
@@ -102,10 +99,15 @@ impl Call {
                     ));
                 }
                 let fut = awaitable(py, start(observer(py)))?;
-                self.wait(py, fut)
+                self.park(py, fut)
             }
             Step::Ready(v) => Err(PyStopIteration::new_err((v,))),
-            Step::Waiting(fut) => self.wait(py, fut),
+            // The task steps the coroutine again once the future is done; a future that is
+            // not (a step from elsewhere) raises `InvalidStateError` here.
+            Step::Waiting(fut) => {
+                let value = fut.bind(py).call_method0(intern!(py, "result"))?;
+                Err(PyStopIteration::new_err((value.unbind(),)))
+            }
             Step::Finished => Err(PyRuntimeError::new_err(
                 "cannot reuse already awaited coroutine",
             )),
