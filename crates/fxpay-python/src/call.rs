@@ -1,0 +1,148 @@
+//! The coroutine an `*_async` method returns: `asyncio.run`, `create_task`, `gather` and
+//! `await` take it like the coroutine of an `async def`.
+//!
+//! Nothing starts when the method is called (after its arguments are converted): on its
+//! first step, inside the awaiting task, the call learns its tracing observer (so its parent
+//! span is that task's), starts on the shared runtime through the asyncio bridge and waits
+//! on the asyncio future the bridge resolves, as `await future` does.
+use super::bridge::{awaitable, CallFuture};
+use super::trace::observer;
+use fxpay_core::transport::Observer;
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Makes the call's future once its observer is known.
+pub type Start = Box<dyn FnOnce(Option<Arc<dyn Observer>>) -> CallFuture + Send>;
+
+enum Step {
+    /// Not stepped yet.
+    Start(Start),
+    /// Nothing to run: returns this value on its first step.
+    Ready(Py<PyAny>),
+    /// Started: the asyncio future that the bridge resolves.
+    Waiting(Py<PyAny>),
+    /// Returned, raised or closed.
+    Finished,
+}
+
+#[pyclass(module = "fxpay._fxpay", frozen)]
+pub struct Call {
+    name: &'static str,
+    step: Mutex<Step>,
+}
+
+/// A coroutine that runs the call `start` makes; `name` is the method's, for its `repr`.
+pub fn call(
+    py: Python<'_>,
+    name: &'static str,
+    start: impl FnOnce(Option<Arc<dyn Observer>>) -> CallFuture + Send + 'static,
+) -> PyResult<Py<PyAny>> {
+    let c = Call {
+        name,
+        step: Mutex::new(Step::Start(Box::new(start))),
+    };
+    Ok(Py::new(py, c)?.into_any())
+}
+
+/// A coroutine that returns `value` at once (what `async def f(): return value` makes).
+pub fn ready(py: Python<'_>, value: Py<PyAny>) -> PyResult<Py<PyAny>> {
+    let c = Call {
+        name: "ready",
+        step: Mutex::new(Step::Ready(value)),
+    };
+    Ok(Py::new(py, c)?.into_any())
+}
+
+impl Call {
+    fn take(&self) -> Step {
+        std::mem::replace(
+            &mut *self.step.lock().unwrap_or_else(PoisonError::into_inner),
+            Step::Finished,
+        )
+    }
+
+    fn put(&self, step: Step) {
+        *self.step.lock().unwrap_or_else(PoisonError::into_inner) = step;
+    }
+
+    /// Yields the just-started call's future to the task (as `await future` does). The
+    /// bridge resolves it on the loop's own thread, later: it cannot be done yet.
+    fn park(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<Py<PyAny>> {
+        fut.bind(py)
+            .setattr(intern!(py, "_asyncio_future_blocking"), true)?;
+        let yielded = fut.clone_ref(py);
+        self.put(Step::Waiting(fut));
+        Ok(yielded)
+    }
+}
+
+#[pymethods]
+impl Call {
+    fn __await__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.send(py, &py.None().into_bound(py))
+    }
+
+    /// One step: the first starts the call; later ones return its result once it is there.
+    fn send(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        match self.take() {
+            Step::Start(start) => {
+                if !value.is_none() {
+                    return Err(PyTypeError::new_err(
+                        "can't send non-None value to a just-started coroutine",
+                    ));
+                }
+                let fut = awaitable(py, start(observer(py)))?;
+                self.park(py, fut)
+            }
+            Step::Ready(v) => Err(PyStopIteration::new_err((v,))),
+            // The task steps the coroutine again once the future is done; a future that is
+            // not (a step from elsewhere) raises `InvalidStateError` here.
+            Step::Waiting(fut) => {
+                let value = fut.bind(py).call_method0(intern!(py, "result"))?;
+                Err(PyStopIteration::new_err((value.unbind(),)))
+            }
+            Step::Finished => Err(PyRuntimeError::new_err(
+                "cannot reuse already awaited coroutine",
+            )),
+        }
+    }
+
+    /// Raises `typ` (an exception, or a class and its value) in the coroutine: the call is
+    /// abandoned (its future cancelled, which aborts its task) and the exception leaves.
+    #[pyo3(signature = (typ, val = None, _tb = None))]
+    fn throw(
+        &self,
+        py: Python<'_>,
+        typ: &Bound<'_, PyAny>,
+        val: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.close(py)?;
+        let exc = match val {
+            Some(v) if !v.is_none() && v.is_instance(typ)? => v.clone(),
+            Some(v) if !v.is_none() && typ.is_instance_of::<PyType>() => typ.call1((v,))?,
+            _ if typ.is_instance_of::<PyType>() => typ.call0()?,
+            _ => typ.clone(),
+        };
+        Err(PyErr::from_value(exc))
+    }
+
+    /// Abandons the call: a started one has its future cancelled, which aborts its task.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if let Step::Waiting(fut) = self.take() {
+            fut.bind(py).call_method0(intern!(py, "cancel"))?;
+        }
+        Ok(())
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<fxpay call {}>", self.name)
+    }
+}

@@ -1,0 +1,884 @@
+//! `fxpay.Client`: the client as Python sees it. Each network method has a blocking form
+//! (GIL released while it waits) and an `_async` twin returning a coroutine; both take the
+//! same arguments, converted here (a wrong type is a `TypeError` naming the parameter) and
+//! checked once, by the core.
+use super::bridge::{block, guard};
+use super::call::{call, ready};
+use super::cassette::CoreCassette;
+use super::convert::{amount_text, int, opt_text, text, type_name};
+use super::errors::to_pyerr;
+use super::models::{token_from_py, Out};
+use super::session::{on_token_callback, UserSession};
+use super::store::PyTokenStore;
+use super::trace::observer;
+use fxpay_core::api::Client as Core;
+use fxpay_core::auth::authorize::{AuthorizationRequest, AuthorizeParams};
+use fxpay_core::auth::TokenStore;
+use fxpay_core::cassette::Cassette;
+use fxpay_core::config::ClientConfig;
+use fxpay_core::error::Error;
+use fxpay_core::models::{Beneficiary, DealBeneficiary, DealRequest, QuoteRequest};
+use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+use pyo3::IntoPyObjectExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// A client of the payments and account-information service.
+///
+/// Every network method has an awaitable ``*_async`` twin with the same arguments, result
+/// and exceptions. Blocking calls release the GIL while they wait; one client is safe to
+/// share between threads and asyncio tasks.
+///
+/// ``base_url`` is the service address without ``/v1``; it must be ``https://`` except on
+/// loopback hosts. Payments calls fetch a client-credentials token on first use, reuse it
+/// and renew it before it expires; many concurrent first calls cause one token request.
+#[pyclass(module = "fxpay._fxpay", frozen, subclass, weakref)]
+pub struct Client {
+    /// Set by `__init__` (so a subclass may give `__init__` a signature of its own).
+    open: OnceLock<Open>,
+    /// Shared with the client's sessions: closing the client ends them.
+    closed: Arc<AtomicBool>,
+}
+
+struct Open {
+    core: Core,
+    store: Option<Arc<dyn TokenStore>>,
+    cassette: Option<Arc<Cassette>>,
+}
+
+pub fn closed_error(what: &str) -> PyErr {
+    to_pyerr(Error::config(format!("this {what} is closed")))
+}
+
+impl Client {
+    /// The core client, or `ConfigurationError` when closed (or never initialised).
+    fn core(&self) -> PyResult<&Core> {
+        let open = self.initialised()?;
+        if self.closed.load(Ordering::Acquire) {
+            return Err(closed_error("Client"));
+        }
+        Ok(&open.core)
+    }
+
+    fn quote_request(
+        buy_currency: &Bound<'_, PyAny>,
+        buy_amount: &Bound<'_, PyAny>,
+        sell_currency: &Bound<'_, PyAny>,
+        beneficiaries: &Bound<'_, PyAny>,
+    ) -> PyResult<QuoteRequest> {
+        let buy_currency = text(buy_currency, "buy_currency")?;
+        let amount = amount("buy_amount", buy_amount)?;
+        let sell_currency = text(sell_currency, "sell_currency")?;
+        let beneficiaries = int(beneficiaries, "beneficiaries", Error::InvalidRequest)?;
+        guard(|| QuoteRequest::new(&buy_currency, &amount, &sell_currency, beneficiaries))
+    }
+
+    fn spot_args(
+        callback_url: Option<&Bound<'_, PyAny>>,
+        callback_nonce: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<(Option<String>, Option<String>)> {
+        Ok((
+            opt_text(callback_url, "callback_url")?,
+            opt_text(callback_nonce, "callback_nonce")?,
+        ))
+    }
+}
+
+/// A default argument as the Python object a caller would pass (so that an explicit `None`
+/// is a wrong type, not the default).
+fn default<T>(value: T) -> Py<PyAny>
+where
+    T: for<'py> IntoPyObject<'py>,
+{
+    Python::attach(|py| match value.into_bound_py_any(py) {
+        Ok(v) => v.unbind(),
+        Err(_) => py.None(),
+    })
+}
+
+/// A model class of `fxpay` by name (the public one, wherever it is defined).
+fn fxpay_class<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyType>>,
+    name: &str,
+) -> PyResult<&'py Bound<'py, PyType>> {
+    cell.get_or_try_init(py, || {
+        Ok::<_, PyErr>(
+            py.import("fxpay")?
+                .getattr(name)?
+                .cast_into::<PyType>()?
+                .unbind(),
+        )
+    })
+    .map(|c| c.bind(py))
+}
+
+static BENEFICIARY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static DEAL_BENEFICIARY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static AUTHORIZATION_REQUEST: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static JSON_DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// A `fxpay.Beneficiary` as the core's; anything else is a `TypeError`.
+fn beneficiary(b: &Bound<'_, PyAny>) -> PyResult<Beneficiary> {
+    let py = b.py();
+    if !b.is_instance(fxpay_class(py, &BENEFICIARY, "Beneficiary")?)? {
+        return Err(PyTypeError::new_err(format!(
+            "beneficiary must be a fxpay.Beneficiary, not {}",
+            type_name(b)
+        )));
+    }
+    // Its wire form carries no amounts; the core checks the values.
+    let dumps = JSON_DUMPS.get_or_try_init(py, || {
+        Ok::<_, PyErr>(py.import("json")?.getattr("dumps")?.unbind())
+    })?;
+    let wire = dumps
+        .bind(py)
+        .call1((b.call_method0(intern!(py, "to_dict"))?,))?;
+    let wire = text(&wire, "beneficiary")?;
+    serde_json::from_str(&wire)
+        .map_err(|e| to_pyerr(Error::invalid(format!("the beneficiary is not valid: {e}"))))
+}
+
+/// A deal's arguments as the core's request; `beneficiaries` must be a sequence (list,
+/// tuple or any `collections.abc.Sequence` but text) of `fxpay.DealBeneficiary`.
+fn deal_request(
+    quote_id: &Bound<'_, PyAny>,
+    funding_source: &Bound<'_, PyAny>,
+    beneficiaries: &Bound<'_, PyAny>,
+    channel: Option<&Bound<'_, PyAny>>,
+) -> PyResult<DealRequest> {
+    let py = beneficiaries.py();
+    let quote_id = text(quote_id, "quote_id")?;
+    let funding_source = text(funding_source, "funding_source")?;
+    let channel = opt_text(channel, "channel")?;
+    let is_sequence = beneficiaries.is_instance_of::<PyList>()
+        || beneficiaries.is_instance_of::<PyTuple>()
+        || (!beneficiaries.is_instance_of::<PyString>()
+            && !beneficiaries.is_instance_of::<PyBytes>()
+            && beneficiaries.cast::<pyo3::types::PySequence>().is_ok());
+    if !is_sequence {
+        return Err(PyTypeError::new_err(format!(
+            "beneficiaries must be a sequence of fxpay.DealBeneficiary, not {}",
+            type_name(beneficiaries)
+        )));
+    }
+    let cls = fxpay_class(py, &DEAL_BENEFICIARY, "DealBeneficiary")?;
+    let mut list = Vec::new();
+    for (i, b) in beneficiaries.try_iter()?.enumerate() {
+        let b = b?;
+        if !b.is_instance(cls)? {
+            return Err(PyTypeError::new_err(format!(
+                "beneficiaries[{i}] must be a fxpay.DealBeneficiary, not {}",
+                type_name(&b)
+            )));
+        }
+        let field = format!("beneficiaries[{i}].amount");
+        let amount = amount_text(&field, &b.getattr(intern!(py, "amount"))?)?;
+        let field_text =
+            |name: &str| text(&b.getattr(name)?, &format!("beneficiaries[{i}].{name}"));
+        list.push(DealBeneficiary {
+            beneficiary_id: field_text("beneficiary_id")?,
+            amount: guard(|| fxpay_core::money::parse_amount(&field, &amount))?,
+            pay_reason: field_text("pay_reason")?,
+            pay_reference: field_text("pay_reference")?,
+        });
+    }
+    Ok(DealRequest {
+        quote_id,
+        funding_source,
+        channel,
+        beneficiaries: list,
+    })
+}
+
+/// A `fxpay.AuthorizationRequest` as the core's; anything else is a `TypeError`.
+fn authorization_request(auth: &Bound<'_, PyAny>) -> PyResult<AuthorizationRequest> {
+    let py = auth.py();
+    if !auth.is_instance(fxpay_class(
+        py,
+        &AUTHORIZATION_REQUEST,
+        "AuthorizationRequest",
+    )?)? {
+        return Err(PyTypeError::new_err(format!(
+            "auth must be a fxpay.AuthorizationRequest, not {}",
+            type_name(auth)
+        )));
+    }
+    Ok(AuthorizationRequest {
+        url: text(&auth.getattr(intern!(py, "url"))?, "auth.url")?,
+        state: text(&auth.getattr(intern!(py, "state"))?, "auth.state")?,
+        redirect_uri: text(
+            &auth.getattr(intern!(py, "redirect_uri"))?,
+            "auth.redirect_uri",
+        )?,
+        code_verifier: opt_text(
+            Some(&auth.getattr(intern!(py, "code_verifier"))?),
+            "auth.code_verifier",
+        )?,
+    })
+}
+
+/// An amount argument's text: a `Decimal`, `int` (not a `bool`), `str` or `float`; anything
+/// else is a `TypeError` naming `field`. Its value is the core's to check.
+fn amount(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
+    let py = value.py();
+    static DECIMAL: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let decimal = DECIMAL.get_or_try_init(py, || {
+        Ok::<_, PyErr>(
+            py.import("decimal")?
+                .getattr("Decimal")?
+                .cast_into::<PyType>()?
+                .unbind(),
+        )
+    })?;
+    let typed = !value.is_instance_of::<PyBool>()
+        && (value.is_instance_of::<PyInt>()
+            || value.is_instance_of::<PyFloat>()
+            || value.is_instance_of::<PyString>()
+            || value.is_instance(decimal.bind(py))?);
+    if !typed {
+        return Err(PyTypeError::new_err(format!(
+            "{field} must be a Decimal, int, str or float, not {}",
+            type_name(value)
+        )));
+    }
+    amount_text(field, value)
+}
+
+/// A timeout in seconds: an `int` or `float` (not a `bool`); its range is the core's to check
+/// (an int too large for a float is infinite, which the core refuses).
+fn seconds(obj: &Bound<'_, PyAny>) -> PyResult<f64> {
+    if obj.is_instance_of::<PyBool>()
+        || !(obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>())
+    {
+        return Err(PyTypeError::new_err(format!(
+            "timeout must be a number of seconds, not {}",
+            type_name(obj)
+        )));
+    }
+    Ok(obj.extract::<f64>().unwrap_or(f64::INFINITY))
+}
+
+/// A path given as `str` or `os.PathLike` (or None) as text.
+fn path(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<String>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    let py = obj.py();
+    let os = py.import("os")?;
+    let fspath = os.call_method1("fspath", (obj,)).map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{name} must be a str or an os.PathLike, not {}",
+            type_name(obj)
+        ))
+    })?;
+    let decoded = if fspath.is_instance_of::<PyBytes>() {
+        os.call_method1("fsdecode", (fspath,))?
+    } else {
+        fspath
+    };
+    text(&decoded, name).map(Some)
+}
+
+/// The token store: anything with `load(key)` and `save(key, token)`.
+fn token_store(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Arc<dyn TokenStore>>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    if !(obj.hasattr("load")? && obj.hasattr("save")?) {
+        return Err(PyTypeError::new_err(format!(
+            "token_store must have load(key) and save(key, token), not {}",
+            type_name(obj)
+        )));
+    }
+    Ok(Some(Arc::new(PyTokenStore::new(obj.clone().unbind()))))
+}
+
+/// A `fxpay.testing.Cassette`'s core.
+fn cassette(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Arc<Cassette>>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    let core = obj
+        .getattr(intern!(obj.py(), "_core"))
+        .ok()
+        .and_then(|c| c.cast_into::<CoreCassette>().ok());
+    match core {
+        Some(c) => Ok(Some(c.get().inner.clone())),
+        None => Err(PyTypeError::new_err(format!(
+            "cassette must be a fxpay.testing.Cassette, not {}",
+            type_name(obj)
+        ))),
+    }
+}
+
+#[pymethods]
+impl Client {
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    #[pyo3(
+        text_signature = "(client_id, client_secret, *, base_url, timeout=30.0, max_retries=2, token_store=None, user_agent=None, ca_bundle=None, cassette=None)"
+    )]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
+        Client {
+            open: OnceLock::new(),
+            closed: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    #[pyo3(signature = (client_id, client_secret, *, base_url, timeout = default(30.0), max_retries = default(2),  token_store = None, user_agent = None, ca_bundle = None, cassette = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn __init__(
+        &self,
+        py: Python<'_>,
+        client_id: &Bound<'_, PyAny>,
+        client_secret: &Bound<'_, PyAny>,
+        base_url: &Bound<'_, PyAny>,
+        timeout: Py<PyAny>,
+        max_retries: Py<PyAny>,
+        token_store: Option<&Bound<'_, PyAny>>,
+        user_agent: Option<&Bound<'_, PyAny>>,
+        ca_bundle: Option<&Bound<'_, PyAny>>,
+        cassette: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        if self.open.get().is_some() {
+            return Err(to_pyerr(Error::config(
+                "this Client is initialised already",
+            )));
+        }
+        let client_id = text(client_id, "client_id")?;
+        let client_secret = text(client_secret, "client_secret")?;
+        let base_url = text(base_url, "base_url")?;
+        let timeout = seconds(timeout.bind(py))?;
+        let max_retries = int(max_retries.bind(py), "max_retries", Error::Configuration)?;
+        let store = self::token_store(token_store)?;
+        let user_agent = opt_text(user_agent, "user_agent")?;
+        let ca_bundle = match path(ca_bundle, "ca_bundle")? {
+            Some(p) => Some(p),
+            // As Python's ssl module and requests do.
+            None => std::env::var("SSL_CERT_FILE")
+                .ok()
+                .filter(|p| !p.is_empty()),
+        };
+        let cassette = self::cassette(cassette)?;
+        let (for_core, for_config) = (store.clone(), cassette.clone());
+        let core = py.detach(|| {
+            guard(move || {
+                let mut cfg = ClientConfig::new(&client_id, &client_secret, &base_url)?
+                    .with_timeout(timeout)?
+                    .with_max_retries(max_retries)?;
+                cfg.user_agent_suffix = user_agent;
+                cfg.ca_bundle = ca_bundle;
+                cfg.cassette = for_config;
+                // The HTTP client must be built inside the runtime that will drive it.
+                let _enter = fxpay_core::runtime::runtime().enter();
+                Core::new(cfg, for_core)
+            })
+        })?;
+        let _ = self.open.set(Open {
+            core,
+            store,
+            cassette,
+        });
+        Ok(())
+    }
+
+    /// A client from ``FXPAY_CLIENT_ID``, ``FXPAY_CLIENT_SECRET`` and ``FXPAY_BASE_URL``;
+    /// keyword arguments go to the constructor.
+    #[classmethod]
+    #[pyo3(signature = (**kwargs))]
+    fn from_env<'py>(
+        cls: &Bound<'py, PyType>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = cls.py();
+        let environ = py.import("os")?.getattr("environ")?;
+        let names = ["FXPAY_CLIENT_ID", "FXPAY_CLIENT_SECRET", "FXPAY_BASE_URL"];
+        let mut values = Vec::with_capacity(names.len());
+        let mut missing = Vec::new();
+        for name in names {
+            let v = environ.call_method1("get", (name,))?;
+            if v.is_none() || !v.is_truthy()? {
+                missing.push(name);
+            }
+            values.push(v);
+        }
+        if !missing.is_empty() {
+            return Err(to_pyerr(Error::config(format!(
+                "missing environment variable(s): {}",
+                missing.join(", ")
+            ))));
+        }
+        let all = PyDict::new(py);
+        if let Some(kw) = kwargs {
+            if kw.contains("base_url")? {
+                return Err(PyTypeError::new_err(
+                    "from_env() takes base_url from FXPAY_BASE_URL, not as an argument",
+                ));
+            }
+            all.update(kw.as_mapping())?;
+        }
+        all.set_item("base_url", &values[2])?;
+        cls.call((&values[0], &values[1]), Some(&all))
+    }
+
+    /// The service address, without ``/v1``.
+    #[getter]
+    fn base_url(&self) -> PyResult<String> {
+        Ok(self.initialised()?.core.config().base_url.clone())
+    }
+
+    #[getter]
+    fn client_id(&self) -> PyResult<String> {
+        Ok(self.initialised()?.core.config().client_id.clone())
+    }
+
+    /// Whether :meth:`close` has been called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let py = slf.py();
+        let name = slf.get_type().name()?;
+        match slf.get().open.get() {
+            Some(o) => Ok(format!(
+                "{name}(client_id={}, base_url={})",
+                PyString::new(py, &o.core.config().client_id).repr()?,
+                PyString::new(py, &o.core.config().base_url).repr()?
+            )),
+            None => Ok(format!("{name}(<not initialised>)")),
+        }
+    }
+
+    // -- lifecycle ----------------------------------------------------------------------
+
+    /// Releases the client and ends its sessions; its pooled connections close once no call
+    /// uses them. A recording cassette is written now.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.closed.store(true, Ordering::Release);
+        match self.open.get().and_then(|o| o.cassette.clone()) {
+            Some(cassette) => py.detach(|| guard(|| cassette.save())),
+            None => Ok(()),
+        }
+    }
+
+    /// :meth:`close`, as an awaitable.
+    fn aclose(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.close(py)?;
+        ready(py, py.None())
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (_exc_type = None, _exc = None, _tb = None))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        self.close(py)
+    }
+
+    fn __aenter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        ready(py, slf.into_any())
+    }
+
+    #[pyo3(signature = (_exc_type = None, _exc = None, _tb = None))]
+    fn __aexit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.aclose(py)
+    }
+
+    // -- payments -----------------------------------------------------------------------
+
+    /// The client-credentials token payments calls use (for tests and diagnostics).
+    fn _payments_token(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let (c, obs) = (self.core()?.clone(), observer(py));
+        block(py, async move {
+            let t = c.payments_token(obs.as_deref()).await?;
+            Ok(Out::Token(Box::new((*t).clone())))
+        })
+    }
+
+    fn _payments_token_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let c = self.core()?.clone();
+        call(py, "_payments_token_async", move |obs| {
+            Box::pin(async move {
+                let t = c.payments_token(obs.as_deref()).await?;
+                Ok(Out::Token(Box::new((*t).clone())))
+            })
+        })
+    }
+
+    /// Creates a quote and returns its id.
+    #[pyo3(signature = (*, buy_currency, buy_amount, sell_currency, beneficiaries = default(1)))]
+    #[pyo3(
+        text_signature = "(self, /, *, buy_currency, buy_amount, sell_currency, beneficiaries=1)"
+    )]
+    fn create_quote(
+        &self,
+        py: Python<'_>,
+        buy_currency: &Bound<'_, PyAny>,
+        buy_amount: &Bound<'_, PyAny>,
+        sell_currency: &Bound<'_, PyAny>,
+        beneficiaries: Py<PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let c = self.core()?.clone();
+        let req = Self::quote_request(
+            buy_currency,
+            buy_amount,
+            sell_currency,
+            beneficiaries.bind(py),
+        )?;
+        let obs = observer(py);
+        block(py, async move {
+            Ok(Out::Str(c.create_quote(&req, obs.as_deref()).await?.0))
+        })
+    }
+
+    /// :meth:`create_quote`, awaitable.
+    #[pyo3(signature = (*, buy_currency, buy_amount, sell_currency, beneficiaries = default(1)))]
+    #[pyo3(
+        text_signature = "(self, /, *, buy_currency, buy_amount, sell_currency, beneficiaries=1)"
+    )]
+    fn create_quote_async(
+        &self,
+        py: Python<'_>,
+        buy_currency: &Bound<'_, PyAny>,
+        buy_amount: &Bound<'_, PyAny>,
+        sell_currency: &Bound<'_, PyAny>,
+        beneficiaries: Py<PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let c = self.core()?.clone();
+        let req = Self::quote_request(
+            buy_currency,
+            buy_amount,
+            sell_currency,
+            beneficiaries.bind(py),
+        )?;
+        call(py, "create_quote_async", move |obs| {
+            Box::pin(async move { Ok(Out::Str(c.create_quote(&req, obs.as_deref()).await?.0)) })
+        })
+    }
+
+    /// Reads a quote.
+    fn get_quote(&self, py: Python<'_>, quote_id: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let c = self.core()?.clone();
+        let quote_id = text(quote_id, "quote_id")?;
+        let obs = observer(py);
+        block(py, async move {
+            // `raw` goes to Python as the answer's JSON text, decoded on first use.
+            let (quote, text) = c.get_quote(&quote_id, obs.as_deref()).await?;
+            Ok(Out::Quote(Box::new((quote, text))))
+        })
+    }
+
+    /// :meth:`get_quote`, awaitable.
+    fn get_quote_async(&self, py: Python<'_>, quote_id: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let c = self.core()?.clone();
+        let quote_id = text(quote_id, "quote_id")?;
+        call(py, "get_quote_async", move |obs| {
+            Box::pin(async move {
+                let (quote, text) = c.get_quote(&quote_id, obs.as_deref()).await?;
+                Ok(Out::Quote(Box::new((quote, text))))
+            })
+        })
+    }
+
+    /// Registers a beneficiary and returns its ``beneficiaryId``.
+    fn create_beneficiary(
+        &self,
+        py: Python<'_>,
+        beneficiary: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let c = self.core()?.clone();
+        let b = self::beneficiary(beneficiary)?;
+        let obs = observer(py);
+        block(py, async move {
+            Ok(Out::Str(c.create_beneficiary(&b, obs.as_deref()).await?.0))
+        })
+    }
+
+    /// :meth:`create_beneficiary`, awaitable.
+    fn create_beneficiary_async(
+        &self,
+        py: Python<'_>,
+        beneficiary: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let c = self.core()?.clone();
+        let b = self::beneficiary(beneficiary)?;
+        call(py, "create_beneficiary_async", move |obs| {
+            Box::pin(async move { Ok(Out::Str(c.create_beneficiary(&b, obs.as_deref()).await?.0)) })
+        })
+    }
+
+    /// Books a deal at once. It is never sent twice by the client's own retries.
+    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None))]
+    fn create_deal(
+        &self,
+        py: Python<'_>,
+        quote_id: &Bound<'_, PyAny>,
+        funding_source: &Bound<'_, PyAny>,
+        beneficiaries: &Bound<'_, PyAny>,
+        channel: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let c = self.core()?.clone();
+        let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
+        let obs = observer(py);
+        block(py, async move {
+            Ok(Out::Deal(Box::new(
+                c.create_deal(req, obs.as_deref()).await?,
+            )))
+        })
+    }
+
+    /// :meth:`create_deal`, awaitable.
+    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None))]
+    fn create_deal_async(
+        &self,
+        py: Python<'_>,
+        quote_id: &Bound<'_, PyAny>,
+        funding_source: &Bound<'_, PyAny>,
+        beneficiaries: &Bound<'_, PyAny>,
+        channel: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let c = self.core()?.clone();
+        let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
+        call(py, "create_deal_async", move |obs| {
+            Box::pin(async move {
+                Ok(Out::Deal(Box::new(
+                    c.create_deal(req, obs.as_deref()).await?,
+                )))
+            })
+        })
+    }
+
+    /// Starts a spot deal; its outcome arrives as a ``DealCreated`` notification.
+    ///
+    /// With ``callback_url`` and no ``callback_nonce`` a nonce of 256 random bits is made and
+    /// returned in the result: store it next to ``process_id`` to verify the notification.
+    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, callback_url = None, callback_nonce = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn create_spot_deal(
+        &self,
+        py: Python<'_>,
+        quote_id: &Bound<'_, PyAny>,
+        funding_source: &Bound<'_, PyAny>,
+        beneficiaries: &Bound<'_, PyAny>,
+        channel: Option<&Bound<'_, PyAny>>,
+        callback_url: Option<&Bound<'_, PyAny>>,
+        callback_nonce: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let c = self.core()?.clone();
+        let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
+        let (url, nonce) = Self::spot_args(callback_url, callback_nonce)?;
+        let obs = observer(py);
+        block(py, async move {
+            let out = c.create_spot_deal(req, url, nonce, obs.as_deref()).await?;
+            Ok(Out::Spot(Box::new(out)))
+        })
+    }
+
+    /// :meth:`create_spot_deal`, awaitable.
+    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, callback_url = None, callback_nonce = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn create_spot_deal_async(
+        &self,
+        py: Python<'_>,
+        quote_id: &Bound<'_, PyAny>,
+        funding_source: &Bound<'_, PyAny>,
+        beneficiaries: &Bound<'_, PyAny>,
+        channel: Option<&Bound<'_, PyAny>>,
+        callback_url: Option<&Bound<'_, PyAny>>,
+        callback_nonce: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let c = self.core()?.clone();
+        let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
+        let (url, nonce) = Self::spot_args(callback_url, callback_nonce)?;
+        call(py, "create_spot_deal_async", move |obs| {
+            Box::pin(async move {
+                let out = c.create_spot_deal(req, url, nonce, obs.as_deref()).await?;
+                Ok(Out::Spot(Box::new(out)))
+            })
+        })
+    }
+
+    // -- account information ------------------------------------------------------------
+
+    /// The URL to send the user's browser to, with a fresh random state (256 bits).
+    ///
+    /// With ``pkce`` (the default) the URL carries an RFC 7636 ``S256`` ``code_challenge``;
+    /// its ``code_verifier`` stays in the returned request (``to_dict()`` keeps it, ``repr``
+    /// never shows it) and :meth:`exchange_code` sends it.
+    #[pyo3(signature = (redirect_uri, *, state = None, scope = default("gca-aisp"), pkce = default(true)))]
+    #[pyo3(text_signature = "(self, /, redirect_uri, *, state=None, scope='gca-aisp', pkce=True)")]
+    fn authorization_url<'py>(
+        &self,
+        py: Python<'py>,
+        redirect_uri: &Bound<'py, PyAny>,
+        state: Option<&Bound<'py, PyAny>>,
+        scope: Py<PyAny>,
+        pkce: Py<PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let core = self.initialised()?;
+        let redirect_uri = text(redirect_uri, "redirect_uri")?;
+        let state = opt_text(state, "state")?;
+        let (scope, pkce) = (scope.bind(py), pkce.bind(py));
+        let scope = text(scope, "scope")?;
+        let pkce = pkce.cast::<PyBool>().map(|b| b.is_true()).map_err(|_| {
+            PyTypeError::new_err(format!("pkce must be a bool, not {}", type_name(pkce)))
+        })?;
+        let params = AuthorizeParams {
+            redirect_uri: &redirect_uri,
+            state: state.as_deref(),
+            scope: &scope,
+            pkce,
+        };
+        let a = guard(|| core.core.authorization_url(&params))?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("url", a.url)?;
+        kwargs.set_item("state", a.state)?;
+        kwargs.set_item("redirect_uri", a.redirect_uri)?;
+        kwargs.set_item("code_verifier", a.code_verifier)?;
+        fxpay_class(py, &AUTHORIZATION_REQUEST, "AuthorizationRequest")?.call((), Some(&kwargs))
+    }
+
+    /// Checks the callback (state, ``error=``) and trades its code (and PKCE verifier) for a
+    /// user token.
+    fn exchange_code(
+        &self,
+        py: Python<'_>,
+        auth: &Bound<'_, PyAny>,
+        callback: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let c = self.core()?.clone();
+        let auth = authorization_request(auth)?;
+        let callback = text(callback, "callback")?;
+        let obs = observer(py);
+        block(py, async move {
+            Ok(Out::Token(Box::new(
+                c.exchange_code(&auth, &callback, obs.as_deref()).await?,
+            )))
+        })
+    }
+
+    /// :meth:`exchange_code`, awaitable.
+    fn exchange_code_async(
+        &self,
+        py: Python<'_>,
+        auth: &Bound<'_, PyAny>,
+        callback: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let c = self.core()?.clone();
+        let auth = authorization_request(auth)?;
+        let callback = text(callback, "callback")?;
+        call(py, "exchange_code_async", move |obs| {
+            Box::pin(async move {
+                Ok(Out::Token(Box::new(
+                    c.exchange_code(&auth, &callback, obs.as_deref()).await?,
+                )))
+            })
+        })
+    }
+
+    /// Trades a refresh token for a new token (the old refresh token is then spent).
+    fn refresh_token(
+        &self,
+        py: Python<'_>,
+        refresh_token: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let c = self.core()?.clone();
+        let refresh_token = text(refresh_token, "refresh_token")?;
+        let obs = observer(py);
+        block(py, async move {
+            Ok(Out::Token(Box::new(
+                c.refresh_token(&refresh_token, obs.as_deref()).await?,
+            )))
+        })
+    }
+
+    /// :meth:`refresh_token`, awaitable.
+    fn refresh_token_async(
+        &self,
+        py: Python<'_>,
+        refresh_token: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let c = self.core()?.clone();
+        let refresh_token = text(refresh_token, "refresh_token")?;
+        call(py, "refresh_token_async", move |obs| {
+            Box::pin(async move {
+                Ok(Out::Token(Box::new(
+                    c.refresh_token(&refresh_token, obs.as_deref()).await?,
+                )))
+            })
+        })
+    }
+
+    /// A session over a user's token that refreshes it (with rotation) as needed.
+    ///
+    /// ``on_token(new)`` is called before a new token is first used: no request carries
+    /// ``new`` before ``on_token(new)`` has returned. If it raises, the call fails with that
+    /// exception and the session offers the same token again before its next use. With
+    /// ``key`` (and a ``token_store`` on this client) refreshes are shared across processes
+    /// under that key; a store that fails is passed over (the session refreshes on its own).
+    #[pyo3(signature = (token, *, on_token = None, key = None))]
+    fn user_session(
+        &self,
+        token: &Bound<'_, PyAny>,
+        on_token: Option<&Bound<'_, PyAny>>,
+        key: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<UserSession> {
+        let core = self.core()?;
+        let open = self.initialised()?;
+        let on_token = match on_token.filter(|f| !f.is_none()) {
+            Some(f) if !f.is_callable() => {
+                return Err(PyTypeError::new_err(format!(
+                    "on_token must be callable, not {}",
+                    type_name(f)
+                )))
+            }
+            f => f.map(|f| f.clone().unbind()),
+        };
+        let t = token_from_py(token)?;
+        let shared = match (opt_text(key, "key")?, &open.store) {
+            (Some(k), Some(store)) => Some((
+                store.clone(),
+                format!("fxpay:{}:user:{k}", core.config().base_url),
+            )),
+            (Some(_), None) => {
+                return Err(to_pyerr(Error::config(
+                    "user_session(key=...) needs a Client with a token_store",
+                )));
+            }
+            _ => None,
+        };
+        let session = core.user_session(t, on_token.map(on_token_callback), shared);
+        Ok(UserSession::new(session, self.closed.clone()))
+    }
+}
+
+impl Client {
+    /// The initialised state, closed or not.
+    fn initialised(&self) -> PyResult<&Open> {
+        self.open.get().ok_or_else(|| {
+            to_pyerr(Error::config(
+                "this Client was not initialised (Client.__init__ was not called)",
+            ))
+        })
+    }
+}

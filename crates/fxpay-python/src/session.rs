@@ -1,0 +1,176 @@
+//! `fxpay.UserSession`: a user's account-information session.
+use super::bridge::block;
+use super::call::{call, ready};
+use super::client::closed_error;
+use super::models::{token, Out};
+use super::trace::observer;
+use fxpay_core::auth::user_session::OnToken;
+use fxpay_core::auth::UserSession as Core;
+use fxpay_core::error::Error;
+use fxpay_core::models::Token;
+use pyo3::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// A user's account-information session (scope ``gca-aisp``), made by
+/// :meth:`Client.user_session`.
+///
+/// Close it with :meth:`close` (or use it as a context manager, ``with`` or ``async with``)
+/// when the user's work is done: later calls raise :class:`fxpay.ConfigurationError`. Closing
+/// a session leaves its client open; closing the client ends its sessions too.
+#[pyclass(module = "fxpay._fxpay", frozen, weakref)]
+pub struct UserSession {
+    inner: Arc<Core>,
+    closed: AtomicBool,
+    /// The client's flag.
+    client_closed: Arc<AtomicBool>,
+}
+
+impl UserSession {
+    pub fn new(s: Core, client_closed: Arc<AtomicBool>) -> Self {
+        UserSession {
+            inner: Arc::new(s),
+            closed: AtomicBool::new(false),
+            client_closed,
+        }
+    }
+
+    fn check_open(&self) -> PyResult<Arc<Core>> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(closed_error("UserSession"));
+        }
+        if self.client_closed.load(Ordering::Acquire) {
+            return Err(closed_error("Client"));
+        }
+        Ok(self.inner.clone())
+    }
+}
+
+/// Wraps a Python callable as the core's `on_token` hook. An exception it raises leaves the
+/// call as it was raised; the session keeps the new token and offers it again before its
+/// next use.
+///
+/// A blocking call driven on the caller's own thread runs the callable right there; anywhere
+/// else (awaitable calls) it runs on the shared runtime's blocking pool, so a slow callable
+/// (a database write) never holds up a runtime worker and the calls it serves.
+pub fn on_token_callback(cb: Py<PyAny>) -> OnToken {
+    let cb = Arc::new(cb);
+    Arc::new(move |t| {
+        let (cb, t) = (cb.clone(), t.clone());
+        if fxpay_core::local_runtime::driving() {
+            return Box::pin(std::future::ready(call_on_token(&cb, &t)));
+        }
+        Box::pin(async move {
+            fxpay_core::runtime::runtime()
+                .spawn_blocking(move || call_on_token(&cb, &t))
+                .await
+                .map_err(|e| Error::Internal(format!("on_token did not finish: {e}")))?
+        })
+    })
+}
+
+fn call_on_token(cb: &Py<PyAny>, t: &Token) -> Result<(), Error> {
+    Python::attach(|py| {
+        let py_token = token(py, t)?;
+        cb.bind(py).call1((py_token,))?;
+        Ok::<_, PyErr>(())
+    })
+    .map_err(|e| {
+        let shown = Python::attach(|py| {
+            e.value(py)
+                .repr()
+                .map(|r| r.to_string())
+                .unwrap_or_default()
+        });
+        Error::Callback {
+            message: format!("on_token raised {shown}"),
+            raised: Some(Arc::new(e)),
+        }
+    })
+}
+
+#[pymethods]
+impl UserSession {
+    /// The current token.
+    #[getter]
+    fn token<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        token(py, &self.inner.current())
+    }
+
+    /// Whether the session has ended: closed, or its client closed.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire) || self.client_closed.load(Ordering::Acquire)
+    }
+
+    /// The user's virtual accounts.
+    fn list_virtual_accounts(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let (s, obs) = (self.check_open()?, observer(py));
+        block(py, async move {
+            let (accounts, _raw) =
+                fxpay_core::api::list_virtual_accounts(&s, obs.as_deref()).await?;
+            Ok(Out::Accounts(accounts))
+        })
+    }
+
+    /// :meth:`list_virtual_accounts`, awaitable.
+    fn list_virtual_accounts_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let s = self.check_open()?;
+        call(py, "list_virtual_accounts_async", move |obs| {
+            Box::pin(async move {
+                let (accounts, _raw) =
+                    fxpay_core::api::list_virtual_accounts(&s, obs.as_deref()).await?;
+                Ok(Out::Accounts(accounts))
+            })
+        })
+    }
+
+    /// Ends the session; a call already under way completes. Closing twice is harmless.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// :meth:`close`, as an awaitable.
+    fn aclose(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.close();
+        ready(py, py.None())
+    }
+
+    fn __enter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<Self>> {
+        slf.get().check_open()?;
+        let _ = py;
+        Ok(slf)
+    }
+
+    #[pyo3(signature = (_exc_type = None, _exc = None, _tb = None))]
+    fn __exit__(
+        &self,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) {
+        self.close();
+    }
+
+    fn __aenter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        slf.get().check_open()?;
+        ready(py, slf.into_any())
+    }
+
+    #[pyo3(signature = (_exc_type = None, _exc = None, _tb = None))]
+    fn __aexit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.aclose(py)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let t = token(py, &self.inner.current())?.repr()?;
+        let closed = if self.closed() { ", closed" } else { "" };
+        Ok(format!("UserSession(token={t}{closed})"))
+    }
+}
