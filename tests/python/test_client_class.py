@@ -295,3 +295,33 @@ def test_method_type_errors_name_the_parameter(sb: Sandbox) -> None:
             on_token=3,  # type: ignore[arg-type]
         )
     assert sb.stats()["requests"] == before
+
+
+# -- the GIL ----------------------------------------------------------------------------------
+
+
+def test_a_blocking_call_releases_the_gil_while_it_waits(sb: Sandbox) -> None:
+    import threading
+    import time
+
+    c = sb.client()
+    qid = c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")
+    route = "GET /v1/payments/quotes/{id}"
+    before = sb.stats()["paths"][route]
+    sb.delay_next("GET /v1/payments/quotes/*", 5)
+    returned_at: list[float] = []
+
+    def read() -> None:
+        c.get_quote(qid)
+        returned_at.append(time.monotonic())
+
+    t = threading.Thread(target=read)
+    t.start()
+    # This thread runs Python code (asking the sandbox) while the read is held there for 5 s,
+    # and sees it arrive long before it returns. A call holding the GIL while it waits
+    # would keep this thread from running until the read had returned.
+    while sb.stats()["paths"][route] == before:
+        pass
+    seen_at = time.monotonic()
+    t.join()
+    assert returned_at[0] - seen_at > 1.0, "this thread could not run while the call waited"
