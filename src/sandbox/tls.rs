@@ -1,5 +1,6 @@
 //! https for the sandbox: a CA and a server certificate made at start (rcgen), served with
-//! rustls on the aws-lc-rs provider (the one reqwest already uses). The CA certificate is
+//! rustls on the aws-lc-rs provider (the one reqwest already uses), offering HTTP/2 and
+//! HTTP/1.1 by ALPN. The CA certificate is
 //! written as PEM to a fresh temporary directory, removed when the sandbox goes away.
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -88,7 +89,9 @@ pub fn make(host: IpAddr) -> std::io::Result<Tls> {
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .map_err(other)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // HTTP/2 first, as servers in production offer it; a client that offers only http/1.1 (or
+    // no ALPN at all) gets HTTP/1.1. `server::connection` serves either.
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
 
     let ca_pem = ca_cert.pem();
     let dir = std::env::temp_dir().join(format!("fxpay-sandbox-{}", ids::hex_tag(8)));
