@@ -92,3 +92,17 @@ def test_fxpay_works_over_https_with_http2(sb: fxpay.testing.Sandbox) -> None:
             assert {q.id for q in got} == {qid}
 
         asyncio.run(main())
+
+
+def test_alpn_setting_offers_only_http1(monkeypatch: pytest.MonkeyPatch) -> None:
+    # FXPAY_SANDBOX_ALPN=http/1.1 (the benchmark's "TLS http/1.1" sandbox): a client that
+    # offers h2 gets HTTP/1.1, and fxpay works on it.
+    monkeypatch.setenv("FXPAY_SANDBOX_ALPN", "http/1.1")
+    with fxpay.testing.Sandbox(tls=True) as s:
+        assert s.ca_bundle is not None
+        with httpx.Client(http2=True, verify=ssl.create_default_context(cafile=s.ca_bundle)) as c:
+            r = c.get(f"{s.base_url}/openapi.json")
+            assert r.http_version == "HTTP/1.1" and r.status_code == 200
+        with s.client() as fx:
+            qid = fx.create_quote(buy_currency="USD", buy_amount="10.00", sell_currency="EUR")
+            assert fx.get_quote(qid).id == qid
