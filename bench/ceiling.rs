@@ -3,13 +3,18 @@
 //! by serde_json into a struct of `rust_decimal::Decimal`s.
 //!
 //! Usage: cargo run --release --example ceiling -- <base_url> <client_id> <secret> <quote_id> <n>
-//!        [--ca <pem>] [--http1] [--server-pid <pid>] [--cold]
+//!        [--ca <pem>] [--http1] [--server-pid <pid>] [--cold] [--self-stats] [--only <name>]
 //!
 //! - `--ca`: trust this CA (PEM) besides the system's, for an https sandbox;
 //! - `--http1`: offer only HTTP/1.1 (by default reqwest offers h2 and http/1.1 by ALPN over
 //!   https, as fxpay does);
 //! - `--server-pid`: also print the server's CPU time (clock ticks of `/proc/<pid>/stat`,
 //!   user + system) spent during each timed measurement, as `<name>_server_ticks=`;
+//! - `--self-stats`: also print this process's counters during each timed measurement
+//!   (`<name>_self=utime,stime,vcsw,ivcsw,syscr,syscw`: CPU ticks, context switches, syscalls),
+//!   for `bench/profile.py`;
+//! - `--only loop_mt|async64|loop_ct`: only that measurement (for `bench/profile.py`, which
+//!   counts a whole process's system calls with perf);
 //! - `--cold`: no loop: the time from the start of `main` to the first answered GET (a
 //!   runtime, a client, the TLS handshake, the token, the GET), printed as `cold_s=`.
 //!
@@ -38,14 +43,24 @@ struct Args {
     http1: bool,
     server_pid: Option<u32>,
     cold: bool,
+    self_stats: bool,
+    /// Only this measurement (`loop_mt`, `async64` or `loop_ct`), for `bench/profile.py`.
+    only: Option<String>,
+}
+
+impl Args {
+    fn wants(&self, name: &str) -> bool {
+        self.only.as_deref().is_none_or(|o| o == name)
+    }
 }
 
 const USAGE: &str = "usage: ceiling <base_url> <client_id> <secret> <quote_id> <n> \
-                     [--ca <pem>] [--http1] [--server-pid <pid>] [--cold]";
+                     [--ca <pem>] [--http1] [--server-pid <pid>] [--cold] [--self-stats] [--only loop_mt|async64|loop_ct]";
 
 fn parse_args(raw: &[String]) -> Result<Args, BoxError> {
     let mut positional = Vec::new();
-    let (mut ca, mut http1, mut server_pid, mut cold) = (None, false, None, false);
+    let (mut ca, mut http1, mut server_pid, mut cold, mut self_stats, mut only) =
+        (None, false, None, false, false, None);
     let mut it = raw.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -53,6 +68,8 @@ fn parse_args(raw: &[String]) -> Result<Args, BoxError> {
             "--http1" => http1 = true,
             "--server-pid" => server_pid = Some(it.next().ok_or(USAGE)?.parse()?),
             "--cold" => cold = true,
+            "--self-stats" => self_stats = true,
+            "--only" => only = Some(it.next().ok_or(USAGE)?.clone()),
             _ => positional.push(a.clone()),
         }
     }
@@ -67,6 +84,8 @@ fn parse_args(raw: &[String]) -> Result<Args, BoxError> {
         http1,
         server_pid,
         cold,
+        self_stats,
+        only,
     })
 }
 
@@ -82,16 +101,61 @@ fn server_ticks(pid: Option<u32>) -> Option<u64> {
     Some(utime + stime)
 }
 
-/// Times `f` and prints the server's ticks spent meanwhile as `<name>_server_ticks=`.
+/// This process's counters (for `bench/profile.py`): user and system CPU ticks, voluntary and
+/// involuntary context switches summed over its threads, read-like and write-like syscalls.
+fn self_stats() -> Option<[u64; 6]> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    let (mut vcsw, mut ivcsw) = (0, 0);
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        for line in status.lines() {
+            let value = |l: &str| l.split_whitespace().last()?.parse::<u64>().ok();
+            if line.starts_with("voluntary_ctxt_switches") {
+                vcsw += value(line).unwrap_or(0);
+            } else if line.starts_with("nonvoluntary_ctxt_switches") {
+                ivcsw += value(line).unwrap_or(0);
+            }
+        }
+    }
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    let count = |key: &str| {
+        io.lines()
+            .find_map(|l| l.strip_prefix(key)?.trim().parse::<u64>().ok())
+    };
+    Some([
+        utime,
+        stime,
+        vcsw,
+        ivcsw,
+        count("syscr:")?,
+        count("syscw:")?,
+    ])
+}
+
+/// Times `f`; prints the server's ticks spent meanwhile as `<name>_server_ticks=` and, with
+/// `--self-stats`, this process's counters as `<name>_self=utime,stime,vcsw,ivcsw,syscr,syscw`.
 async fn timed<F: std::future::Future<Output = Result<(), BoxError>>>(
     args: &Args,
     name: &str,
     f: F,
 ) -> Result<Duration, BoxError> {
     let before = server_ticks(args.server_pid);
+    let mine = if args.self_stats { self_stats() } else { None };
     let started = Instant::now();
     f.await?;
     let elapsed = started.elapsed();
+    if let (Some(a), Some(b)) = (mine, self_stats()) {
+        let d: Vec<String> = a
+            .iter()
+            .zip(b.iter())
+            .map(|(x, y)| y.saturating_sub(*x).to_string())
+            .collect();
+        println!("{name}_self={}", d.join(","));
+    }
     if let (Some(a), Some(b)) = (before, server_ticks(args.server_pid)) {
         println!("{name}_server_ticks={}", b.saturating_sub(a));
     }
@@ -253,9 +317,15 @@ async fn run(args: &Args) -> Result<f64, BoxError> {
     });
     let warm = (n / 10).clamp(50, 1000);
 
-    bench.many(warm).await?;
-    let loop_mt = rate(n, timed(args, "loop_mt", bench.many(n)).await?);
-    println!("loop_mt_rps={loop_mt:.1}");
+    let mut loop_mt = 0.0;
+    if args.wants("loop_mt") {
+        bench.many(warm).await?;
+        loop_mt = rate(n, timed(args, "loop_mt", bench.many(n)).await?);
+        println!("loop_mt_rps={loop_mt:.1}");
+    }
+    if !args.wants("async64") {
+        return Ok(loop_mt);
+    }
 
     const TASKS: usize = 64;
     let concurrent = |total: usize| {
@@ -306,6 +376,9 @@ fn main() {
     }
     let loop_mt = rt.block_on(run(&args)).unwrap_or_else(|e| fail(e));
     drop(rt);
+    if !args.wants("loop_ct") {
+        return;
+    }
     let single = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -314,7 +387,9 @@ fn main() {
     match single {
         Ok(loop_ct) => {
             println!("loop_ct_rps={loop_ct:.1}");
-            println!("loop_rps={:.1}", loop_mt.max(loop_ct));
+            if args.only.is_none() {
+                println!("loop_rps={:.1}", loop_mt.max(loop_ct));
+            }
         }
         Err(e) => fail(e),
     }
