@@ -18,7 +18,7 @@
 //! - `--cold`: no loop: the time from the start of `main` to the first answered GET (a
 //!   runtime, a client, the TLS handshake, the token, the GET), printed as `cold_s=`.
 //!
-//! The runtime has as many workers as fxpay's own (`fxpay::runtime::worker_threads`).
+//! The runtime has as many workers as fxpay's own (`fxpay_core::runtime::worker_threads`).
 //! Prints one `name=value` line per measurement (requests per second):
 //! - `loop_mt_rps=`: one request at a time from `block_on` on that multi-threaded runtime
 //!   (what `#[tokio::main]` does), its connection driven by a worker thread;
@@ -360,8 +360,9 @@ fn main() {
     let args = parse_args(&raw).unwrap_or_else(|e| fail(e));
     // As many workers as fxpay's own runtime has on this machine, so that the difference
     // to fxpay is the Python binding and nothing else.
-    let workers =
-        fxpay::runtime::worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let workers = fxpay_core::runtime::worker_threads(
+        std::thread::available_parallelism().map_or(2, |n| n.get()),
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
