@@ -384,45 +384,55 @@ def key(client: str, shape: str, transport: str = "http") -> str:
 
 # -- cold start: one fresh process's first call -------------------------------------------------
 
-# Run with ``python -c``; argv: base_url, client_id, secret, quote_id, ca_bundle. Each prints the
-# seconds from before its import to its first answered GET (the TLS handshake, the token, the GET).
+# Run with ``python -c``; argv: base_url, client_id, secret, quote_id, ca_bundle. Each prints one
+# JSON line: the seconds from before its import to its first answered GET (``total``: the TLS
+# handshake, the token, the GET), and where they went (``import``, ``client``: constructing the
+# client, ``first_call``).
 COLD = {
     "fxpay": """
-import sys, time
+import sys, time, json
 t0 = time.perf_counter()
 import fxpay
+t1 = time.perf_counter()
 base, cid, secret, qid, ca = sys.argv[1:6]
 with fxpay.Client(cid, secret, base_url=base, ca_bundle=ca) as c:
+    t2 = time.perf_counter()
     c.get_quote(qid)
-    print(time.perf_counter() - t0)
+    t3 = time.perf_counter()
+    print(json.dumps({"total": t3 - t0, "import": t1 - t0, "client": t2 - t1, "first_call": t3 - t2}))
 """,
     "httpx": """
-import sys, time
+import sys, time, json
 t0 = time.perf_counter()
 import httpx, ssl
+t1 = time.perf_counter()
 base, cid, secret, qid, ca = sys.argv[1:6]
 with httpx.Client(verify=ssl.create_default_context(cafile=ca)) as c:
+    t2 = time.perf_counter()
     r = c.post(base + "/v1/oauth/token", data={"grant_type": "client_credentials", "client_id": cid,
                "client_secret": secret, "scope": "payments"})
     r.raise_for_status()
     r = c.get(f"{base}/v1/payments/quotes/{qid}", headers={"Authorization": "Bearer " + r.json()["access_token"]})
     r.raise_for_status()
-    print(time.perf_counter() - t0)
+    t3 = time.perf_counter()
+    print(json.dumps({"total": t3 - t0, "import": t1 - t0, "client": t2 - t1, "first_call": t3 - t2}))
 """,
     "pyreqwest": """
-import sys, time
+import sys, time, json
 t0 = time.perf_counter()
-import json
 from urllib.parse import urlencode
 from pyreqwest.client import SyncClientBuilder
+t1 = time.perf_counter()
 base, cid, secret, qid, ca = sys.argv[1:6]
 with SyncClientBuilder().add_root_certificate_pem(open(ca, "rb").read()).build() as c:
+    t2 = time.perf_counter()
     form = urlencode({"grant_type": "client_credentials", "client_id": cid, "client_secret": secret, "scope": "payments"})
     r = c.post(base + "/v1/oauth/token").header("Content-Type", "application/x-www-form-urlencoded").body_text(form).build().send()
     assert r.status == 200, r.status
     auth = "Bearer " + json.loads(r.text())["access_token"]
     r = c.get(f"{base}/v1/payments/quotes/{qid}").header("Authorization", auth).build().send()
     assert r.status == 200, r.status
-    print(time.perf_counter() - t0)
+    t3 = time.perf_counter()
+    print(json.dumps({"total": t3 - t0, "import": t1 - t0, "client": t2 - t1, "first_call": t3 - t2}))
 """,
 }

@@ -283,6 +283,7 @@ def cold_start(t: Target, reps: int) -> dict[str, Any]:
     """Median seconds from import to the first answered call of a fresh process, over https."""
     assert t.ca_bundle
     samples: dict[str, list[float]] = {}
+    phases: dict[str, dict[str, list[float]]] = {}
     errors: dict[str, str] = {}
     runners: dict[str, list[str]] = {}
     for name, code in COLD.items():
@@ -309,9 +310,16 @@ def cold_start(t: Target, reps: int) -> dict[str, Any]:
                 errors[name] = f"failed: {p.stderr.strip()[-300:]}"
                 continue
             out = p.stdout.strip().splitlines()[-1]
-            samples.setdefault(name, []).append(float(out.partition("=")[2] if "=" in out else out))
+            if out.startswith("cold_s="):
+                samples.setdefault(name, []).append(float(out.partition("=")[2]))
+                continue
+            d = json.loads(out)
+            samples.setdefault(name, []).append(float(d["total"]))
+            for part in ("import", "client", "first_call"):
+                phases.setdefault(name, {}).setdefault(part, []).append(float(d[part]))
     return {
         "median_s": {k: statistics.median(v) for k, v in samples.items()},
+        "phases_median_s": {k: {part: statistics.median(v) for part, v in d.items()} for k, d in phases.items()},
         "samples_s": samples,
         "errors": errors,
         "processes": reps,

@@ -180,6 +180,11 @@ def extras_lines(doc: dict[str, Any]) -> list[str]:
             f"- cold start over TLS (a fresh process: from before `import` to its first answered call, i.e. the TLS "
             f"handshake, the token and the GET; median of {cold['processes']} processes each): {parts}"
         )
+        for k, ph in (cold.get("phases_median_s") or {}).items():
+            lines.append(
+                f"  - {k}: import {ph['import'] * 1000:.1f} ms, constructing the client {ph['client'] * 1000:.1f} ms, "
+                f"the first call {ph['first_call'] * 1000:.1f} ms (medians of each phase)"
+            )
         for k, v in (cold.get("errors") or {}).items():
             lines.append(f"  - cold start {k}: {v}")
     tracing = doc.get("tracing") or {}
