@@ -3,6 +3,20 @@
 //! by serde_json into a struct of `rust_decimal::Decimal`s.
 //!
 //! Usage: cargo run --release --example ceiling -- <base_url> <client_id> <secret> <quote_id> <n>
+//!        [--ca <pem>] [--http1] [--server-pid <pid>] [--cold] [--self-stats] [--only <name>]
+//!
+//! - `--ca`: trust this CA (PEM) besides the system's, for an https sandbox;
+//! - `--http1`: offer only HTTP/1.1 (by default reqwest offers h2 and http/1.1 by ALPN over
+//!   https, as fxpay does);
+//! - `--server-pid`: also print the server's CPU time (clock ticks of `/proc/<pid>/stat`,
+//!   user + system) spent during each timed measurement, as `<name>_server_ticks=`;
+//! - `--self-stats`: also print this process's counters during each timed measurement
+//!   (`<name>_self=utime,stime,vcsw,ivcsw,syscr,syscw`: CPU ticks, context switches, syscalls),
+//!   for `bench/profile.py`;
+//! - `--only loop_mt|async64|loop_ct`: only that measurement (for `bench/profile.py`, which
+//!   counts a whole process's system calls with perf);
+//! - `--cold`: no loop: the time from the start of `main` to the first answered GET (a
+//!   runtime, a client, the TLS handshake, the token, the GET), printed as `cold_s=`.
 //!
 //! The runtime has as many workers as fxpay's own (`fxpay_core::runtime::worker_threads`).
 //! Prints one `name=value` line per measurement (requests per second):
@@ -17,6 +31,136 @@ use rust_decimal::Decimal;
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The command line: five positional values and the options above.
+struct Args {
+    base: String,
+    id: String,
+    secret: String,
+    quote: String,
+    n: usize,
+    ca: Option<String>,
+    http1: bool,
+    server_pid: Option<u32>,
+    cold: bool,
+    self_stats: bool,
+    /// Only this measurement (`loop_mt`, `async64` or `loop_ct`), for `bench/profile.py`.
+    only: Option<String>,
+}
+
+impl Args {
+    fn wants(&self, name: &str) -> bool {
+        self.only.as_deref().is_none_or(|o| o == name)
+    }
+}
+
+const USAGE: &str = "usage: ceiling <base_url> <client_id> <secret> <quote_id> <n> \
+                     [--ca <pem>] [--http1] [--server-pid <pid>] [--cold] [--self-stats] [--only loop_mt|async64|loop_ct]";
+
+fn parse_args(raw: &[String]) -> Result<Args, BoxError> {
+    let mut positional = Vec::new();
+    let (mut ca, mut http1, mut server_pid, mut cold, mut self_stats, mut only) =
+        (None, false, None, false, false, None);
+    let mut it = raw.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--ca" => ca = Some(it.next().ok_or(USAGE)?.clone()),
+            "--http1" => http1 = true,
+            "--server-pid" => server_pid = Some(it.next().ok_or(USAGE)?.parse()?),
+            "--cold" => cold = true,
+            "--self-stats" => self_stats = true,
+            "--only" => only = Some(it.next().ok_or(USAGE)?.clone()),
+            _ => positional.push(a.clone()),
+        }
+    }
+    let [base, id, secret, quote, n] = <[String; 5]>::try_from(positional).map_err(|_| USAGE)?;
+    Ok(Args {
+        base,
+        id,
+        secret,
+        quote,
+        n: n.parse()?,
+        ca,
+        http1,
+        server_pid,
+        cold,
+        self_stats,
+        only,
+    })
+}
+
+/// The server's CPU time so far (user + system, clock ticks), if it can be read.
+fn server_ticks(pid: Option<u32>) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?;
+    // The fields after the command name (which may hold spaces) in parentheses; utime and
+    // stime are the 14th and 15th fields of the line, the 12th and 13th after it.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// This process's counters (for `bench/profile.py`): user and system CPU ticks, voluntary and
+/// involuntary context switches summed over its threads, read-like and write-like syscalls.
+fn self_stats() -> Option<[u64; 6]> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    let (mut vcsw, mut ivcsw) = (0, 0);
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        for line in status.lines() {
+            let value = |l: &str| l.split_whitespace().last()?.parse::<u64>().ok();
+            if line.starts_with("voluntary_ctxt_switches") {
+                vcsw += value(line).unwrap_or(0);
+            } else if line.starts_with("nonvoluntary_ctxt_switches") {
+                ivcsw += value(line).unwrap_or(0);
+            }
+        }
+    }
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    let count = |key: &str| {
+        io.lines()
+            .find_map(|l| l.strip_prefix(key)?.trim().parse::<u64>().ok())
+    };
+    Some([
+        utime,
+        stime,
+        vcsw,
+        ivcsw,
+        count("syscr:")?,
+        count("syscw:")?,
+    ])
+}
+
+/// Times `f`; prints the server's ticks spent meanwhile as `<name>_server_ticks=` and, with
+/// `--self-stats`, this process's counters as `<name>_self=utime,stime,vcsw,ivcsw,syscr,syscw`.
+async fn timed<F: std::future::Future<Output = Result<(), BoxError>>>(
+    args: &Args,
+    name: &str,
+    f: F,
+) -> Result<Duration, BoxError> {
+    let before = server_ticks(args.server_pid);
+    let mine = if args.self_stats { self_stats() } else { None };
+    let started = Instant::now();
+    f.await?;
+    let elapsed = started.elapsed();
+    if let (Some(a), Some(b)) = (mine, self_stats()) {
+        let d: Vec<String> = a
+            .iter()
+            .zip(b.iter())
+            .map(|(x, y)| y.saturating_sub(*x).to_string())
+            .collect();
+        println!("{name}_self={}", d.join(","));
+    }
+    if let (Some(a), Some(b)) = (before, server_ticks(args.server_pid)) {
+        println!("{name}_server_ticks={}", b.saturating_sub(a));
+    }
+    Ok(elapsed)
+}
 
 #[derive(Deserialize)]
 #[allow(dead_code)] // the fields are parsed to do the work; nobody reads them
@@ -114,30 +258,47 @@ async fn token(
     Ok(t.access_token)
 }
 
-fn http() -> Result<reqwest::Client, BoxError> {
-    Ok(reqwest::Client::builder()
+fn http(args: &Args) -> Result<reqwest::Client, BoxError> {
+    let mut builder = reqwest::Client::builder()
         .tcp_nodelay(true)
-        .pool_max_idle_per_host(256)
-        .build()?)
+        .pool_max_idle_per_host(256);
+    if let Some(path) = &args.ca {
+        for cert in reqwest::Certificate::from_pem_bundle(&std::fs::read(path)?)? {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    if args.http1 {
+        builder = builder.http1_only();
+    }
+    Ok(builder.build()?)
+}
+
+/// A fresh client's first answered call: the TLS handshake, the token, one GET.
+async fn first_call(args: &Args) -> Result<(), BoxError> {
+    let http = http(args)?;
+    let access = token(&http, &args.base, &args.id, &args.secret).await?;
+    let bench = Bench {
+        http,
+        url: format!("{}/v1/payments/quotes/{}", args.base, args.quote),
+        auth: format!("Bearer {access}"),
+    };
+    std::hint::black_box(bench.one().await?);
+    Ok(())
 }
 
 /// The sequential loop with everything on one thread: its own client, token and warm-up.
-async fn run_single_thread(args: &[String]) -> Result<f64, BoxError> {
-    let [base, id, secret, quote, n] = args else {
-        return Err("usage: ceiling <base_url> <client_id> <secret> <quote_id> <n>".into());
-    };
-    let n: usize = n.parse()?;
-    let http = http()?;
-    let access = token(&http, base, id, secret).await?;
+async fn run_single_thread(args: &Args) -> Result<f64, BoxError> {
+    let http = http(args)?;
+    let access = token(&http, &args.base, &args.id, &args.secret).await?;
     let bench = Bench {
         http,
-        url: format!("{base}/v1/payments/quotes/{quote}"),
+        url: format!("{}/v1/payments/quotes/{}", args.base, args.quote),
         auth: format!("Bearer {access}"),
     };
+    let n = args.n;
     bench.many((n / 10).clamp(50, 1000)).await?;
-    let started = Instant::now();
-    bench.many(n).await?;
-    Ok(rate(n, started.elapsed()))
+    let elapsed = timed(args, "loop_ct", bench.many(n)).await?;
+    Ok(rate(n, elapsed))
 }
 
 fn rate(n: usize, elapsed: Duration) -> f64 {
@@ -145,25 +306,26 @@ fn rate(n: usize, elapsed: Duration) -> f64 {
 }
 
 /// The measurements on the multi-threaded runtime; returns the loop's rate.
-async fn run(args: &[String]) -> Result<f64, BoxError> {
-    let [base, id, secret, quote, n] = args else {
-        return Err("usage: ceiling <base_url> <client_id> <secret> <quote_id> <n>".into());
-    };
-    let n: usize = n.parse()?;
-    let http = http()?;
-    let access = token(&http, base, id, secret).await?;
+async fn run(args: &Args) -> Result<f64, BoxError> {
+    let n = args.n;
+    let http = http(args)?;
+    let access = token(&http, &args.base, &args.id, &args.secret).await?;
     let bench = Arc::new(Bench {
         http,
-        url: format!("{base}/v1/payments/quotes/{quote}"),
+        url: format!("{}/v1/payments/quotes/{}", args.base, args.quote),
         auth: format!("Bearer {access}"),
     });
     let warm = (n / 10).clamp(50, 1000);
 
-    bench.many(warm).await?;
-    let started = Instant::now();
-    bench.many(n).await?;
-    let loop_mt = rate(n, started.elapsed());
-    println!("loop_mt_rps={loop_mt:.1}");
+    let mut loop_mt = 0.0;
+    if args.wants("loop_mt") {
+        bench.many(warm).await?;
+        loop_mt = rate(n, timed(args, "loop_mt", bench.many(n)).await?);
+        println!("loop_mt_rps={loop_mt:.1}");
+    }
+    if !args.wants("async64") {
+        return Ok(loop_mt);
+    }
 
     const TASKS: usize = 64;
     let concurrent = |total: usize| {
@@ -182,38 +344,42 @@ async fn run(args: &[String]) -> Result<f64, BoxError> {
         }
     };
     concurrent(warm.max(TASKS)).await?;
-    let started = Instant::now();
-    concurrent(n).await?;
-    println!("async64_rps={:.1}", rate(n, started.elapsed()));
+    let elapsed = timed(args, "async64", concurrent(n)).await?;
+    println!("async64_rps={:.1}", rate(n, elapsed));
     Ok(loop_mt)
 }
 
+fn fail(e: impl std::fmt::Display) -> ! {
+    eprintln!("ceiling: {e}");
+    std::process::exit(1);
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let started = Instant::now();
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    let args = parse_args(&raw).unwrap_or_else(|e| fail(e));
     // As many workers as fxpay's own runtime has on this machine, so that the difference
     // to fxpay is the Python binding and nothing else.
     let workers = fxpay_core::runtime::worker_threads(
         std::thread::available_parallelism().map_or(2, |n| n.get()),
     );
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("ceiling: cannot start tokio: {e}");
-            std::process::exit(2);
+        .unwrap_or_else(|e| fail(format!("cannot start tokio: {e}")));
+    if args.cold {
+        if let Err(e) = rt.block_on(first_call(&args)) {
+            fail(e);
         }
-    };
-    let loop_mt = match rt.block_on(run(&args)) {
-        Ok(rps) => rps,
-        Err(e) => {
-            eprintln!("ceiling: {e}");
-            std::process::exit(1);
-        }
-    };
+        println!("cold_s={:.6}", started.elapsed().as_secs_f64());
+        return;
+    }
+    let loop_mt = rt.block_on(run(&args)).unwrap_or_else(|e| fail(e));
     drop(rt);
+    if !args.wants("loop_ct") {
+        return;
+    }
     let single = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -222,11 +388,10 @@ fn main() {
     match single {
         Ok(loop_ct) => {
             println!("loop_ct_rps={loop_ct:.1}");
-            println!("loop_rps={:.1}", loop_mt.max(loop_ct));
+            if args.only.is_none() {
+                println!("loop_rps={:.1}", loop_mt.max(loop_ct));
+            }
         }
-        Err(e) => {
-            eprintln!("ceiling: {e}");
-            std::process::exit(1);
-        }
+        Err(e) => fail(e),
     }
 }

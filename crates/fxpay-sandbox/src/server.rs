@@ -1,8 +1,10 @@
 //! The HTTP server: routes, the accept loop, per-connection kill switches, faults and stats.
 //!
-//! Connections are served by hyper (HTTP/1.1, keep-alive) around the axum router, each inside
-//! a `select!` with its own kill signal (fired by a drop fault) and the shutdown signal;
-//! dropping the connection future closes the socket with no response.
+//! Connections are served by hyper around the axum router: plain http with HTTP/1.1
+//! (keep-alive), https with HTTP/1.1 or HTTP/2, whichever the client chose by ALPN (hyper-util's
+//! auto builder reads the connection's preface). Each connection runs inside a `select!` with
+//! its own kill signal (fired by a drop fault) and the shutdown signal; dropping the connection
+//! future closes the socket with no response (for HTTP/2: every stream on it).
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -17,7 +19,8 @@ use axum::routing::{get, post};
 use axum::Router;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
@@ -205,9 +208,14 @@ async fn shut_down(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await;
 }
 
-/// Serves one connection until it ends, is killed, or the sandbox shuts down.
+/// How long a client may take to send a request's headers on an HTTP/1.1 connection.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Serves one connection until it ends, is killed, or the sandbox shuts down. `any_version`:
+/// HTTP/1.1 or HTTP/2 (after a TLS handshake that offered both); otherwise HTTP/1.1 only.
 async fn connection<S>(
     stream: S,
+    any_version: bool,
     state: Arc<State>,
     router: Router,
     shutdown: watch::Receiver<bool>,
@@ -224,14 +232,30 @@ async fn connection<S>(
             async move { Ok::<_, Infallible>(handle(state, router, kill, counted, req).await) }
         })
     };
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .keep_alive(true)
-        .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30));
-    let conn = builder.serve_connection(TokioIo::new(stream), svc);
+    let io = TokioIo::new(stream);
+    let conn: Pin<Box<dyn Future<Output = ()> + Send>> = if any_version {
+        Box::pin(async move {
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .keep_alive(true)
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT);
+            builder.http2().timer(TokioTimer::new());
+            let _ = builder.serve_connection(io, svc).await;
+        })
+    } else {
+        Box::pin(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .keep_alive(true)
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT);
+            let _ = builder.serve_connection(io, svc).await;
+        })
+    };
     tokio::select! {
-        _ = conn => {}
+        () = conn => {}
         _ = kill.notified() => {}
         _ = shut_down(shutdown) => {}
     }
@@ -253,7 +277,7 @@ async fn open_connection(
 ) {
     let _ = stream.set_nodelay(true);
     let Some(acceptor) = tls else {
-        return connection(stream, state, router, shutdown).await;
+        return connection(stream, false, state, router, shutdown).await;
     };
     let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
     let stream = tokio::select! {
@@ -264,7 +288,7 @@ async fn open_connection(
         },
         _ = shut_down(shutdown.clone()) => return,
     };
-    connection(stream, state, router, shutdown).await
+    connection(stream, true, state, router, shutdown).await
 }
 
 /// The accept loop; ends (dropping the listener) when the sandbox shuts down.

@@ -1,5 +1,6 @@
 //! https for the sandbox: a CA and a server certificate made at start (rcgen), served with
-//! rustls on the aws-lc-rs provider (the one reqwest already uses). The CA certificate is
+//! rustls on the aws-lc-rs provider (the one reqwest already uses), offering HTTP/2 and
+//! HTTP/1.1 by ALPN. The CA certificate is
 //! written as PEM to a fresh temporary directory, removed when the sandbox goes away.
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -48,6 +49,21 @@ fn other(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(format!("sandbox TLS: {e}"))
 }
 
+/// `FXPAY_SANDBOX_ALPN=http/1.1` makes an https sandbox offer only HTTP/1.1: the benchmark's
+/// "TLS HTTP/1.1" cells for clients that would choose h2 (fxpay, reqwest). Anything else, or
+/// nothing, offers both.
+pub const ALPN_ENV: &str = "FXPAY_SANDBOX_ALPN";
+
+/// The protocols offered by ALPN: HTTP/2 first, as servers in production offer it; a client
+/// that offers only http/1.1 (or no ALPN at all) gets HTTP/1.1. `server::connection` serves
+/// either.
+fn alpn(setting: Option<&str>) -> Vec<Vec<u8>> {
+    match setting {
+        Some("http/1.1") => vec![b"http/1.1".to_vec()],
+        _ => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+    }
+}
+
 /// Makes a CA, a server certificate for `CERT_NAMES`, loopback and `host`, and the acceptor.
 pub fn make(host: IpAddr) -> std::io::Result<Tls> {
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(other)?;
@@ -88,7 +104,7 @@ pub fn make(host: IpAddr) -> std::io::Result<Tls> {
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .map_err(other)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn(std::env::var(ALPN_ENV).ok().as_deref());
 
     let ca_pem = ca_cert.pem();
     let dir = std::env::temp_dir().join(format!("fxpay-sandbox-{}", ids::hex_tag(8)));
@@ -109,6 +125,13 @@ pub fn make(host: IpAddr) -> std::io::Result<Tls> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offers_h2_unless_told_http1_only() {
+        assert_eq!(alpn(None), vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
+        assert_eq!(alpn(Some("h2")), alpn(None));
+        assert_eq!(alpn(Some("http/1.1")), vec![b"http/1.1".to_vec()]);
+    }
 
     #[test]
     fn makes_a_ca_file_and_removes_it() {

@@ -1,0 +1,358 @@
+"""The report of the benchmark: the tables, the targets (PASS/FAIL), results.{md,json,png} and the
+README's performance table. Works from a :class:`measure.Results` or from a results.json."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clients import CEILING, CELLS, SHAPES, TRANSPORT_LABEL, TRANSPORTS, key
+
+# The baseline each row's ratio is taken against: httpx in the same shape and transport.
+BASELINE_CLIENT = {"loop": "httpx.Client", "8 threads": "httpx.Client", "async 64": "httpx.AsyncClient"}
+CEILING_KEY = {"loop": "loop_rps", "async 64": "async64_rps"}
+README_BEGIN = "<!-- bench:results begin (bench/run.py --write-readme) -->"
+README_END = "<!-- bench:results end -->"
+
+
+def _get(d: dict[str, Any], *path: str) -> Any:
+    for p in path:
+        if not isinstance(d, dict) or p not in d:
+            return None
+        d = d[p]
+    return d
+
+
+@dataclass
+class Check:
+    name: str
+    measured: float | None
+    need: str  # e.g. ">= 2x"
+    ok: bool | None
+    unit: str = "x"
+
+    @property
+    def verdict(self) -> str:
+        return "n/a" if self.ok is None else ("PASS" if self.ok else "FAIL")
+
+
+def checks(doc: dict[str, Any]) -> list[Check]:
+    rps: dict[str, float] = doc["rps"]
+    ceiling: dict[str, dict[str, float]] = doc.get("ceiling") or {}
+
+    def ratio(a: str, b: str) -> float | None:
+        return rps[a] / rps[b] if a in rps and b in rps and rps[b] > 0 else None
+
+    def at_least(name: str, r: float | None, k: float) -> Check:
+        return Check(name, r, f">= {k:g}x", None if r is None else r >= k)
+
+    out = [
+        at_least("blocking fxpay >= 2x httpx.Client", ratio("fxpay / loop", "httpx.Client / loop"), 2),
+        at_least("blocking fxpay >= 2x requests", ratio("fxpay / loop", "requests.Session / loop"), 2),
+        at_least("async fxpay (64) >= 1.5x aiohttp", ratio("fxpay / async 64", "aiohttp / async 64"), 1.5),
+        at_least("async fxpay (64) >= 5x httpx.AsyncClient", ratio("fxpay / async 64", "httpx.AsyncClient / async 64"), 5),
+        at_least("fxpay 8 threads >= 1.5x one thread", ratio("fxpay / 8 threads", "fxpay / loop"), 1.5),
+    ]
+    # Issue 16, like for like (the same transport and protocol on both sides):
+    # fxpay >= 0.9x the pure-Rust ceiling, loop and async, plain and TLS.
+    for tr in TRANSPORTS:
+        for shape in ("loop", "async 64"):
+            fk = key("fxpay", shape, tr)
+            c = _get(ceiling, tr, CEILING_KEY[shape])
+            r = rps[fk] / c if fk in rps and c else None
+            out.append(at_least(f"fxpay >= 0.9x the Rust ceiling: {shape}, {TRANSPORT_LABEL[tr]}", r, 0.9))
+    # Ahead of pyreqwest in every shape.
+    for tr in TRANSPORTS:
+        for shape in SHAPES:
+            r = ratio(key("fxpay", shape, tr), key("pyreqwest", shape, tr))
+            out.append(at_least(f"fxpay ahead of pyreqwest: {shape}, {TRANSPORT_LABEL[tr]}", r, 1))
+    # Over TLS: >= 3x httpx, >= 2x aiohttp.
+    for tr in ("https", "h2"):
+        for shape in SHAPES:
+            hc = BASELINE_CLIENT[shape]
+            r = ratio(key("fxpay", shape, tr), key(hc, shape, tr))
+            out.append(at_least(f"fxpay >= 3x {hc}: {shape}, {TRANSPORT_LABEL[tr]}", r, 3))
+    r = ratio(key("fxpay", "async 64", "https"), key("aiohttp", "async 64", "https"))
+    out.append(at_least(f"fxpay >= 2x aiohttp: async 64, {TRANSPORT_LABEL['https']}", r, 2))
+    cold = _get(doc, "cold", "median_s") or {}
+    if cold:
+        r = cold["fxpay"] / cold["ceiling"] if cold.get("fxpay") and cold.get("ceiling") else None
+        out.append(Check("cold start fxpay within 1.2x of the ceiling's", r, "<= 1.2x", None if r is None else r <= 1.2))
+    imports = doc.get("imports") or {}
+    if imports:
+        r = imports["fxpay"] / imports["httpx"]
+        out.append(Check("import fxpay <= 1/2 import httpx", r, "<= 0.5x", r <= 0.5))
+    tracing = _get(doc, "tracing", "shapes", "blocking") or {}
+    if tracing:
+        r = tracing["sdk"]["wall_ratio"]
+        out.append(Check("tracing on (SDK, in-memory exporter) <= 1.1x off, blocking loop", r, "<= 1.1x", r <= 1.1))
+    rss = doc.get("rss") or {}
+    if rss:
+        g = rss["growth_mib"]
+        out.append(Check(f"RSS growth < 5 MiB ({rss['calls_first']:,} -> {rss['calls_total']:,} calls)", g, "< 5 MiB", g < 5, " MiB"))
+    return out
+
+
+def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per cell and ceiling value: transport, shape, client, rate, ratio vs httpx, server share."""
+    rps: dict[str, float] = doc["rps"]
+    share: dict[str, float] = doc.get("server_share") or {}
+    errors: dict[str, str] = doc.get("errors") or {}
+    ceiling: dict[str, dict[str, float]] = doc.get("ceiling") or {}
+    out = []
+    for tr in TRANSPORTS:
+        for shape in SHAPES:
+            base = rps.get(key(BASELINE_CLIENT[shape], shape, tr))
+            for c in CELLS:
+                if c.transport != tr or c.shape != shape:
+                    continue
+                v = rps.get(c.key)
+                if v is None and c.key not in errors:
+                    continue
+                out.append(
+                    {
+                        "transport": tr,
+                        "shape": shape,
+                        "client": c.client.name,
+                        "rps": v,
+                        "ratio": v / base if v and base else None,
+                        "server_share": share.get(c.key),
+                        "note": errors.get(c.key, ""),
+                    }
+                )
+            ck = CEILING_KEY.get(shape)
+            v = _get(ceiling, tr, ck) if ck else None
+            if v and ck:
+                out.append(
+                    {
+                        "transport": tr,
+                        "shape": shape,
+                        "client": CEILING,
+                        "rps": v,
+                        "ratio": v / base if base else None,
+                        "server_share": _get(ceiling, tr, ck.replace("_rps", "_server_share")),
+                        "note": "",
+                    }
+                )
+    return out
+
+
+def fmt_rate(v: float | None) -> str:
+    return f"{v:,.0f}" if v else "n/a"
+
+
+def _fmt_measured(c: Check) -> str:
+    if c.measured is None:
+        return "n/a"
+    return f"{c.measured:.2f}{c.unit}"
+
+
+def cells_table(doc: dict[str, Any]) -> list[str]:
+    lines = [
+        "| transport | shape | client | requests/s | vs httpx (same shape, transport) | server CPU (cores) |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    for r in rows(doc):
+        name = f"**{r['client']}**" if r["client"] == "fxpay" else r["client"]
+        ratio = f"{r['ratio']:.2f}x" if r["ratio"] else ("n/a" + (f" ({r['note']})" if r["note"] else ""))
+        share = f"{r['server_share']:.2f}" if r["server_share"] is not None else ""
+        lines.append(f"| {TRANSPORT_LABEL[r['transport']]} | {r['shape']} | {name} | {fmt_rate(r['rps'])} | {ratio} | {share} |")
+    return lines
+
+
+def targets_table(cks: list[Check]) -> list[str]:
+    lines = ["| target | measured | needed | result |", "|---|---:|---:|---|"]
+    for c in cks:
+        lines.append(f"| {c.name} | {_fmt_measured(c)} | {c.need} | {c.verdict} |")
+    return lines
+
+
+def extras_lines(doc: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    cold = doc.get("cold") or {}
+    if cold.get("median_s"):
+        parts = ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in cold["median_s"].items())
+        lines.append(
+            f"- cold start over TLS (a fresh process: from before `import` to its first answered call, i.e. the TLS "
+            f"handshake, the token and the GET; median of {cold['processes']} processes each): {parts}"
+        )
+        for k, ph in (cold.get("phases_median_s") or {}).items():
+            lines.append(
+                f"  - {k}: import {ph['import'] * 1000:.1f} ms, constructing the client {ph['client'] * 1000:.1f} ms, "
+                f"the first call {ph['first_call'] * 1000:.1f} ms (medians of each phase)"
+            )
+        for k, v in (cold.get("errors") or {}).items():
+            lines.append(f"  - cold start {k}: {v}")
+    tracing = doc.get("tracing") or {}
+    if tracing.get("shapes"):
+        lines.append(
+            f"- tracing cost (bench/tracing_cost.py's workers, one process each, {tracing['rounds']} interleaved rounds of "
+            f"{tracing['calls']} calls, median per call; ratio to `off`):"
+        )
+        lines.append("")
+        lines.append("  | shape | worker | wall µs/call | vs off | CPU µs/call | vs off |")
+        lines.append("  |---|---|---:|---:|---:|---:|")
+        for shape, modes in tracing["shapes"].items():
+            for m, v in modes.items():
+                lines.append(f"  | {shape} | {m} | {v['wall_us']:.1f} | {v['wall_ratio']:.3f}x | {v['cpu_us']:.1f} | {v['cpu_ratio']:.3f}x |")
+        lines.append("")
+    elif tracing.get("error"):
+        lines.append(f"- tracing cost: n/a ({tracing['error']})")
+    for name, s in (doc.get("sandbox") or {}).items():
+        if s.get("rps"):
+            share = f", server CPU {s['server_share']:.2f} cores" if s.get("server_share") is not None else ""
+            label = TRANSPORT_LABEL["http" if name == "http" else "https"]
+            lines.append(f"- the sandbox alone ({label}, `{s['command']}`, wrk on the same cores): {fmt_rate(s['rps'])} req/s{share}")
+        if s.get("error"):
+            lines.append(f"- the sandbox ({name}): {s['error']}")
+    imports = doc.get("imports") or {}
+    if imports:
+        lines.append(
+            f"- import time (median of 5 fresh processes, `-X importtime` cumulative): "
+            f"fxpay {imports['fxpay'] / 1000:.1f} ms, httpx {imports['httpx'] / 1000:.1f} ms"
+        )
+    rss = doc.get("rss") or {}
+    if rss:
+        q = " (--quick: 1,000 vs 20,000 calls, not 100,000)" if doc.get("quick") else ""
+        lines.append(
+            f"- RSS of a fresh process: {rss['rss_first_mib']:.1f} MiB after {rss['calls_first']:,} get_quote calls, "
+            f"{rss['rss_total_mib']:.1f} MiB after {rss['calls_total']:,}: growth {rss['growth_mib']:.2f} MiB{q}"
+        )
+    for tr, c in (doc.get("ceiling") or {}).items():
+        if c.get("loop_mt_rps") and c.get("loop_ct_rps"):
+            lines.append(
+                f"- the ceiling's loop ({TRANSPORT_LABEL[tr]}) is the faster of two arrangements: `block_on` on a multi-threaded "
+                f"runtime {fmt_rate(c['loop_mt_rps'])} req/s, one `current_thread` runtime {fmt_rate(c['loop_ct_rps'])} req/s"
+            )
+    lines.append(f"- webhook parse rate: {doc.get('webhook')}")
+    if doc.get("ceiling_note") and not doc.get("ceiling"):
+        lines.append(f"- ceiling: {doc['ceiling_note']}")
+    for k, v in (doc.get("errors") or {}).items():
+        lines.append(f"- {k}: {v}")
+    return lines
+
+
+def markdown(doc: dict[str, Any], cks: list[Check]) -> str:
+    e = doc["env"]
+    pk = e["packages"]
+    lines = [
+        f"# fxpay benchmark{' (--quick)' if doc['quick'] else ''}",
+        "",
+        f"- machine: {e['cpu']}, {e['cores']} cores; load average at start {', '.join(f'{x:.2f}' for x in e['load_average'] or [])}",
+        f"- {e['os']}; Python {e['python']}; {e['rustc']}; {e.get('wrk', '')}; fxpay build: {e['fxpay_build']}",
+        "- packages: " + ", ".join(f"{k} {v}" for k, v in pk.items()),
+        f"- up to {doc['requests']:,} requests per cell after a warm-up (slow clients: about "
+        f"{doc.get('cell_seconds', 10):g} s of calls); best of "
+        f"{doc['rounds']} interleaved round(s); one sandbox process per scheme (plain, TLS), its CPU time read from /proc "
+        f"around every timed part; run took {doc['seconds']:.0f} s",
+        "- TLS: every client trusts the sandbox's CA. `TLS http/1.1`: a sandbox that offers only http/1.1 by ALPN; "
+        "`TLS h2`: one that offers h2 and http/1.1, measured for the clients that speak h2 (fxpay and the ceiling by "
+        "default, httpx with `http2=True`, pyreqwest with `http2(True)`); requests and aiohttp speak HTTP/1.1 only",
+        "- server CPU: the sandbox process's CPU time per wall second during the timed calls (its runtime has "
+        "one worker thread per two cores, so about 1.0 on 2 cores means the server is the limit)",
+        "",
+        *cells_table(doc),
+        "",
+        *targets_table(cks),
+        "",
+        *extras_lines(doc),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def chart(doc: dict[str, Any], path: Path) -> None:
+    if importlib.util.find_spec("matplotlib") is None:
+        print("chart: skipped (matplotlib not installed)")
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = [(f"{r['client']} ({r['shape']}, {TRANSPORT_LABEL[r['transport']]})", r["rps"], r["transport"]) for r in rows(doc) if r["rps"]]
+    if not data:
+        return
+    labels, values, trs = zip(*data)
+    colors = ["#d62728" if lbl.startswith("fxpay") else "#7f7f7f" if lbl.startswith("pure-Rust") else "#1f77b4" for lbl in labels]
+    hatches = ["" if tr == "http" else "//" if tr == "https" else ".." for tr in trs]
+    fig, ax = plt.subplots(figsize=(11, 0.32 * len(labels) + 1.5))
+    y = list(range(len(labels)))[::-1]
+    bars = ax.barh(y, values, color=colors)
+    for b, h in zip(bars, hatches):
+        b.set_hatch(h)
+    ax.set_yticks(y, labels, fontsize=8)
+    for yi, v in zip(y, values):
+        ax.text(v, yi, f" {v:,.0f}", va="center", fontsize=7)
+    ax.set_xlabel("requests/s (GET quote + exact Decimal parse), higher is better; hatched: TLS (// http/1.1, .. h2)")
+    e = doc["env"]
+    ax.set_title(f"fxpay benchmark{' (--quick)' if doc['quick'] else ''}: {e['cpu']}, {e['cores']} cores, Python {e['python']}", fontsize=10)
+    ax.set_xlim(0, max(values) * 1.18)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(doc: dict[str, Any], out: Path) -> list[Check]:
+    """results.md, results.json (with the targets) and results.png into ``out``."""
+    cks = checks(doc)
+    md = markdown(doc, cks)
+    print()
+    print(md)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.md").write_text(md)
+    chart(doc, out / "results.png")
+    full = {**doc, "targets": [{"name": c.name, "measured": c.measured, "needed": c.need, "result": c.verdict} for c in cks]}
+    (out / "results.json").write_text(json.dumps(full, indent=2, default=str) + "\n")
+    for c in cks:
+        print(f"{c.verdict:<4}  {c.name}")
+    print(f"wrote {out / 'results.md'}, results.png, results.json")
+    return cks
+
+
+def readme_block(doc: dict[str, Any]) -> str:
+    """The README's performance table: fxpay, the ceiling and the peers, from a results.json."""
+    cks = checks(doc)
+    e = doc["env"]
+    measured = [c for c in cks if c.ok is not None]
+    passed = sum(c.ok is True for c in measured)
+    failed = [c.name for c in measured if c.ok is False]
+    extra = [ln for ln in extras_lines(doc) if ln.startswith(("- cold start", "- the sandbox alone", "- tracing cost"))]
+    lines = [
+        README_BEGIN,
+        f"Last full run: {e['cpu']}, {e['cores']} cores, Python {e['python']}, fxpay build {e['fxpay_build']}; "
+        f"best of {doc['rounds']} interleaved rounds (`bench/results/results.md` has every cell, the server's CPU share and the method).",
+        "",
+        *cells_table(doc),
+        "",
+        *([*extra, ""] if extra else []),
+        f"Targets measured in that run: {passed} of {len(measured)} pass" + (f"; not met: {'; '.join(failed)}." if failed else "."),
+        "",
+        "![benchmark](bench/results/results.png)",
+        README_END,
+    ]
+    return "\n".join(lines)
+
+
+def load(path: Path) -> dict[str, Any]:
+    """A results.json, also one written before the TLS cells (a flat ``ceiling`` of plain http)."""
+    doc: dict[str, Any] = json.loads(path.read_text())
+    ceiling = doc.get("ceiling") or {}
+    if ceiling and all(isinstance(v, (int, float)) for v in ceiling.values()):
+        doc["ceiling"] = {"http": ceiling}
+    doc.setdefault("requests", doc.get("requests_per_cell", 0))
+    return doc
+
+
+def write_readme(results_json: Path, readme: Path) -> None:
+    """Replaces the block between the markers in the README with the table of ``results_json``."""
+    doc = load(results_json)
+    text = readme.read_text()
+    pattern = re.compile(re.escape(README_BEGIN) + r".*?" + re.escape(README_END), re.DOTALL)
+    if not pattern.search(text):
+        raise SystemExit(f"{readme} has no {README_BEGIN!r} ... {README_END!r} block")
+    readme.write_text(pattern.sub(lambda _: readme_block(doc), text))
+    print(f"wrote the results table of {results_json} into {readme}")
