@@ -28,7 +28,7 @@ impl Client {
     pub fn new(config: ClientConfig, store: Option<Arc<dyn TokenStore>>) -> Result<Self> {
         let key = format!("fxpay:{}:{}:payments", config.base_url, config.client_id);
         if let Some(cassette) = &config.cassette {
-            cassette.attach(&config);
+            cassette.attach(&config.base_url, &config.client_id, &config.client_secret);
         }
         Ok(Client {
             transport: Arc::new(Transport::new(config)?),

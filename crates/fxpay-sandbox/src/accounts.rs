@@ -12,15 +12,15 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
-use super::bearer;
-use super::errors::json_response;
-use super::fields::number;
-use super::state::{Scope, State};
+use crate::http::errors::json_response;
+use crate::oauth::bearer;
+use crate::payments::fields::number;
+use crate::state::{Scope, State};
 
 /// Builds the response body of `user`'s accounts.
 pub fn build(display_name: &str, created_at: &str) -> Bytes {
     let eur = json!({
-        "id": super::ids::uuid(),
+        "id": crate::ids::uuid(),
         "currency": "EUR",
         "accountName": format!("{display_name} EUR"),
         "accountNumber": "0532013000",
@@ -33,7 +33,7 @@ pub fn build(display_name: &str, created_at: &str) -> Bytes {
         "createdAt": created_at,
     });
     let gbp = json!({
-        "id": super::ids::uuid(),
+        "id": crate::ids::uuid(),
         "currency": "GBP",
         "accountName": format!("{display_name} GBP"),
         "accountNumber": "31926819",
@@ -47,7 +47,7 @@ pub fn build(display_name: &str, created_at: &str) -> Bytes {
         "createdAt": created_at,
     });
     let usd = json!({
-        "id": super::ids::uuid(),
+        "id": crate::ids::uuid(),
         "currency": "USD",
         "accountName": format!("{display_name} USD"),
         "accountNumber": "000123456789",

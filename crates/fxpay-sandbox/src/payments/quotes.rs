@@ -14,12 +14,12 @@ use bytes::Bytes;
 use rust_decimal::Decimal;
 use serde_json::{json, Map, Value};
 
-use super::bearer;
-use super::body::json_object;
-use super::errors::{code, json_response, ApiError, Field};
-use super::fields::{number, Checker};
-use super::rates::{self, PriceError};
-use super::state::{lock, read, write, Quote, Scope, State};
+use crate::http::body::json_object;
+use crate::http::errors::{code, json_response, ApiError, Field};
+use crate::oauth::bearer;
+use crate::payments::fields::{number, Checker};
+use crate::payments::rates::{self, PriceError};
+use crate::state::{lock, read, write, Quote, Scope, State};
 
 const PREFIX: &str = "/v1/payments/quotes/";
 
@@ -85,7 +85,7 @@ fn create_quote(state: &State, client_id: &str, q: QuoteRequest) -> Result<Strin
         }
         ApiError::validation(c.errors)
     })?;
-    let id = super::ids::uuid();
+    let id = crate::ids::uuid();
     let body = json!({
         "id": id,
         "buyCurrency": q.buy,

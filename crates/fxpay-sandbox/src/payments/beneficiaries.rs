@@ -14,11 +14,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
-use super::bearer;
-use super::body::json_object;
-use super::errors::{json_response, ApiError};
-use super::fields::Checker;
-use super::state::{lock, Beneficiary, Scope, State};
+use crate::http::body::json_object;
+use crate::http::errors::{json_response, ApiError};
+use crate::oauth::bearer;
+use crate::payments::fields::Checker;
+use crate::state::{lock, Beneficiary, Scope, State};
 
 /// Allowed values of `classification`.
 pub const CLASSIFICATIONS: &[&str] = &["Own Account", "Individual", "Business"];
@@ -79,7 +79,7 @@ pub async fn create(AxState(state): AxState<Arc<State>>, req: Request) -> Respon
         Ok(c) => c,
         Err(e) => return e.into_response(),
     };
-    let id = super::ids::uuid();
+    let id = crate::ids::uuid();
     lock(&state.ledger).beneficiaries.insert(
         id.clone(),
         Beneficiary {
