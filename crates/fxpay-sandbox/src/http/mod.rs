@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod body;
 pub mod errors;
+pub mod extract;
 pub mod faults;
 pub mod openapi;
 pub mod server;

@@ -12,19 +12,18 @@
 //! `{processId}` at once and reports them in the `DealCreated` event.
 use std::sync::Arc;
 
-use axum::extract::{Request, State as AxState};
+use axum::extract::State as AxState;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use rust_decimal::Decimal;
 use serde_json::{json, Map, Value};
 
-use crate::http::body::json_object;
 use crate::http::errors::{json_response, ApiError, Field};
-use crate::oauth::bearer;
+use crate::http::extract::{Caller, JsonObject, Payments};
 use crate::payments::booking::{book, DealLine, DealRequest};
 use crate::payments::callbacks::{self, Callback};
 use crate::payments::fields::Checker;
-use crate::state::{DealKind, Scope, State};
+use crate::state::{DealKind, State};
 
 /// Allowed values of `fundingSource`.
 pub const FUNDING_SOURCES: &[&str] = &["Own account", "Direct Debit"];
@@ -87,23 +86,18 @@ fn parse(c: &mut Checker, obj: &Map<String, Value>) -> Option<DealRequest> {
 }
 
 /// `POST /v1/payments/deals`.
-pub async fn create(AxState(state): AxState<Arc<State>>, req: Request) -> Response {
-    let principal = match bearer::check(&state, req.headers(), Scope::Payments) {
-        Ok(p) => p,
-        Err(e) => return e.into_response(),
-    };
-    let (parts, body) = req.into_parts();
-    let obj = match json_object(&parts.headers, body).await {
-        Ok(o) => o,
-        Err(e) => return e.into_response(),
-    };
+pub async fn create(
+    AxState(state): AxState<Arc<State>>,
+    caller: Caller<Payments>,
+    JsonObject(obj): JsonObject,
+) -> Response {
     let mut c = Checker::new("deal");
     let Some(deal_req) = parse(&mut c, &obj) else {
         return ApiError::validation(c.errors).into_response();
     };
     match book(
         &state,
-        &principal.client_id,
+        &caller.principal.client_id,
         &deal_req,
         DealKind::Deal,
         None,
@@ -212,18 +206,14 @@ fn callback_headers(c: &mut Checker, headers: &HeaderMap) -> Option<Option<Callb
 }
 
 /// `POST /v1/payments/deals/spot`.
-pub async fn create_spot(AxState(state): AxState<Arc<State>>, req: Request) -> Response {
-    let principal = match bearer::check(&state, req.headers(), Scope::Payments) {
-        Ok(p) => p,
-        Err(e) => return e.into_response(),
-    };
-    let (parts, body) = req.into_parts();
-    let obj = match json_object(&parts.headers, body).await {
-        Ok(o) => o,
-        Err(e) => return e.into_response(),
-    };
+pub async fn create_spot(
+    AxState(state): AxState<Arc<State>>,
+    caller: Caller<Payments>,
+    headers: HeaderMap,
+    JsonObject(obj): JsonObject,
+) -> Response {
     let mut header_check = Checker::new("callback");
-    let callback = callback_headers(&mut header_check, &parts.headers);
+    let callback = callback_headers(&mut header_check, &headers);
     let mut c = Checker::new("deal");
     let deal_req = parse(&mut c, &obj);
     let (Some(deal_req), Some(callback)) = (deal_req, callback) else {
@@ -235,7 +225,7 @@ pub async fn create_spot(AxState(state): AxState<Arc<State>>, req: Request) -> R
     callbacks::spawn(
         state.clone(),
         process_id.clone(),
-        principal.client_id,
+        caller.principal.client_id,
         deal_req,
         callback,
     );
