@@ -86,4 +86,3 @@ async fn gives_up_after_four_attempts() {
         "the deal is booked even when nobody listens"
     );
 }
-
