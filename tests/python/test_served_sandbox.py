@@ -74,7 +74,8 @@ ADMIN_POSTS = ["advance", "fail_next", "drop_next", "delay_next", "approve", "re
 
 
 @pytest.mark.parametrize("token", [None, "wrong-token", ""])
-def test_every_admin_route_needs_the_token(env: dict[str, str], token: str | None) -> None:
+def test_every_admin_route_needs_the_token(env: dict[str, str], sb: fxpay.testing.RemoteSandbox, token: str | None) -> None:
+    # `sb` resets the served sandbox first: another test may have left a fault pending.
     for path in ADMIN_GETS:
         status, body = raw(env, "GET", f"/_sandbox/{path}", token)
         assert status == 401, path
