@@ -281,7 +281,9 @@ def test_code_expires_after_600_seconds(fxpay_sandbox: Any) -> None:
     with http(sb) as c:
         code = browser_code(c, sb)
         sb.advance(601)
-        oauth_error(token_request(c, code_grant(sb, code)), 400, "invalid_grant")
+        r = token_request(c, code_grant(sb, code))
+        oauth_error(r, 400, "invalid_grant")
+        assert "expired" in r.json()["error_description"]
 
 
 def test_access_token_lives_3599_seconds(fxpay_sandbox: Any) -> None:
@@ -295,6 +297,7 @@ def test_access_token_lives_3599_seconds(fxpay_sandbox: Any) -> None:
         r = c.get(path, headers=bearer(token))
         assert r.status_code == 401
         assert errors_of(r) == [("auth:token:4002", "Authorization")]
+        assert "expired" in r.json()["errors"][0]["message"]
         assert 'error="invalid_token"' in r.headers["www-authenticate"]
 
 
@@ -344,6 +347,26 @@ def test_login_page(fxpay_sandbox: Any) -> None:
             "scope": "gca-aisp",
             "state": "a b&c",
         }
+
+
+def test_login_page_escapes_what_it_echoes(fxpay_sandbox: Any) -> None:
+    sb = fxpay_sandbox
+    with http(sb) as c:
+        r = c.get("/v1/oauth/authorize", params=auth_query(sb, state='"><script>x</script>'))
+        assert r.status_code == 200
+        assert "<script>x" not in r.text
+        assert "&quot;&gt;&lt;script&gt;" in r.text
+        assert '<label for="username">' in r.text
+
+
+def test_login_form_without_password_or_not_a_form_is_an_error_page(fxpay_sandbox: Any) -> None:
+    sb = fxpay_sandbox
+    with http(sb) as c:
+        form = hidden_fields(c.get("/v1/oauth/authorize", params=auth_query(sb)).text)
+        r = c.post("/v1/oauth/login", content=urlencode({**form, "username": sb.username}), headers=FORM)
+        assert r.status_code == 400 and "location" not in r.headers
+        r = c.post("/v1/oauth/login", content="{}", headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and "<!DOCTYPE html>" in r.text
 
 
 def test_wrong_password(fxpay_sandbox: Any) -> None:
@@ -407,6 +430,11 @@ def test_consent_needs_the_session_cookie(fxpay_sandbox: Any) -> None:
 
 def test_approve_helper_matches_the_pages(fxpay_sandbox: Any) -> None:
     sb = fxpay_sandbox
+    url = f"{sb.base_url}/v1/oauth/authorize?{urlencode(auth_query(sb, state='xyz<&>'))}"
+    back = urlsplit(sb.approve(url, allow=True))
+    assert f"{back.scheme}://{back.netloc}{back.path}" == sb.redirect_uri
+    query = parse_qs(back.query)
+    assert query["state"] == ["xyz<&>"] and len(query["code"][0]) >= 32
     url = f"{sb.base_url}/v1/oauth/authorize?{urlencode(auth_query(sb, state='q'))}"
     assert parse_qs(urlsplit(sb.approve(url, allow=False)).query) == {
         "error": ["access_denied"],
@@ -443,6 +471,16 @@ def test_registered_http_redirect_uri_is_still_refused(fxpay_sandbox: Any) -> No
             r = c.get("/v1/oauth/authorize", params=params)
             assert r.status_code == 400 and "location" not in r.headers
             assert "https" in r.text
+
+
+def test_missing_redirect_uri_is_an_error_page(fxpay_sandbox: Any) -> None:
+    sb = fxpay_sandbox
+    with http(sb) as c:
+        params = auth_query(sb)
+        del params["redirect_uri"]
+        r = c.get("/v1/oauth/authorize", params=params)
+        assert r.status_code == 400 and "location" not in r.headers
+        assert 'id="error"' in r.text
 
 
 def test_unknown_client_is_an_error_page(fxpay_sandbox: Any) -> None:
@@ -484,12 +522,15 @@ def test_custom_scheme_redirect_location(fxpay_sandbox: Any) -> None:
         ({"response_type": "token"}, "unsupported_response_type"),
         ({"scope": "payments"}, "invalid_scope"),
         ({"scope": ""}, "invalid_scope"),
+        ({"response_type": None}, "invalid_request"),
+        ({"scope": None}, "invalid_scope"),
     ],
 )
-def test_other_authorize_errors_redirect_back(fxpay_sandbox: Any, change: dict[str, str], error: str) -> None:
+def test_other_authorize_errors_redirect_back(fxpay_sandbox: Any, change: dict[str, str | None], error: str) -> None:
     sb = fxpay_sandbox
     with http(sb) as c:
-        r = c.get("/v1/oauth/authorize", params={**auth_query(sb, state="e1"), **change})
+        params = {k: v for k, v in {**auth_query(sb, state="e1"), **change}.items() if v is not None}
+        r = c.get("/v1/oauth/authorize", params=params)
         assert r.status_code == 302
         loc = urlsplit(r.headers["location"])
         assert f"{loc.scheme}://{loc.netloc}{loc.path}" == sb.redirect_uri

@@ -8,6 +8,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+
+import fxpay
 from sandbox_http_support import (
     FLAT_FEE,
     MINOR,
@@ -163,6 +165,12 @@ def test_quote_made_before_a_claim_keeps_its_freebies(fxpay_sandbox: Any) -> Non
         ({"buyCurrency": "USD", "buyAmount": 10, "sellCurrency": "EUR", "beneficiaries": None}, [("validation:quote:1001", "Beneficiaries")]),
         ({"buyCurrency": "EUR", "buyAmount": 10, "sellCurrency": "EUR"}, [("validation:quote:1014", "SellCurrency")]),
         ({"buyCurrency": "USD", "buyAmount": True, "sellCurrency": "EUR"}, [("validation:quote:1002", "BuyAmount")]),
+        ({"buyCurrency": "BRL", "buyAmount": 10, "sellCurrency": "USD"}, [("validation:quote:1006", "BuyCurrency")]),
+        ({"buyCurrency": "INR", "buyAmount": Decimal("0.99"), "sellCurrency": "KWD"}, [("validation:quote:1009", "BuyAmount")]),
+        (
+            {"buyCurrency": "GBP", "buyAmount": Decimal("0.00000000000000000000000000001"), "sellCurrency": "USD"},
+            [("validation:quote:1011", "BuyAmount")],
+        ),
     ],
 )
 def test_quote_validation_codes(fxpay_sandbox: Any, body: dict[str, Any], expected: list[tuple[str, str]]) -> None:
@@ -171,6 +179,29 @@ def test_quote_validation_codes(fxpay_sandbox: Any, body: dict[str, Any], expect
         assert r.status_code == 400, r.text
         assert sorted(errors_of(r)) == sorted(expected)
         assert fxpay_sandbox.stats()["quotes"] == 0
+
+
+def test_quote_errors_are_listed_in_field_order(fxpay_sandbox: Any) -> None:
+    with api(fxpay_sandbox) as a:
+        r = a.post("/v1/payments/quotes", {})
+        assert errors_of(r) == [
+            ("validation:quote:1001", "BuyCurrency"),
+            ("validation:quote:1001", "SellCurrency"),
+            ("validation:quote:1001", "BuyAmount"),
+        ]
+        r = a.post("/v1/payments/quotes", {"buyCurrency": "usd", "buyAmount": "10", "sellCurrency": "XYZ", "beneficiaries": 0})
+        assert [code for code, _ in errors_of(r)] == [
+            "validation:quote:1005",
+            "validation:quote:1005",
+            "validation:quote:1002",
+            "validation:quote:1012",
+        ]
+
+
+def test_trailing_zeros_are_not_decimal_places(fxpay_sandbox: Any) -> None:
+    with api(fxpay_sandbox) as a:
+        r = a.post("/v1/payments/quotes", {"buyCurrency": "GBP", "buyAmount": Decimal("10.500"), "sellCurrency": "USD"})
+        assert r.status_code == 201, r.text
 
 
 def test_beneficiaries_two_point_zero_counts_as_integer(fxpay_sandbox: Any) -> None:
@@ -330,6 +361,13 @@ def test_beneficiary_value_rules_and_all_errors_listed(fxpay_sandbox: Any) -> No
             assert a.post("/v1/payments/beneficiaries", beneficiary_body(classification=ok)).status_code == 201
 
 
+def test_blank_means_ascii_whitespace_only(fxpay_sandbox: Any) -> None:
+    with api(fxpay_sandbox) as a:
+        r = a.post("/v1/payments/beneficiaries", beneficiary_body(name=" \t\r\n"))
+        assert errors_of(r) == [("validation:beneficiary:1004", "Name")]
+        assert a.post("/v1/payments/beneficiaries", beneficiary_body(name="\u00a0")).status_code == 201
+
+
 def test_beneficiary_malformed_json_and_non_objects(fxpay_sandbox: Any) -> None:
     with api(fxpay_sandbox) as a:
         for raw, code in [
@@ -367,9 +405,12 @@ def test_deal_books_at_once_then_paid_after_a_day(fxpay_sandbox: Any) -> None:
         assert body == {"dealId": body["dealId"], "status": "Booked"}
         deal_id = body["dealId"]
         assert sb.deal_status(deal_id) == "Booked"
+        with pytest.raises(fxpay.InvalidRequestError, match="no deal"):
+            sb.deal_status(str(uuid.uuid4()))
         (deal,) = sb.deals()
         assert deal["dealId"] == deal_id and deal["quoteId"] == quote_id
         assert deal["kind"] == "deal" and deal["processId"] is None
+        assert deal["clientId"] == sb.client_id
         assert deal["fundingSource"] == "Own account" and deal["channel"] == "FxpaySecure"
         assert [(x["beneficiaryId"], str(x["amount"])) for x in deal["beneficiaries"]] == [(b1, "1000.00"), (b2, "519.08")]
         sb.advance(86399)
@@ -509,6 +550,15 @@ def test_deal_lists_every_broken_rule(fxpay_sandbox: Any) -> None:
     ("change", "expected"),
     [
         ({"quoteId": "not-a-uuid"}, [("validation:deal:1013", "QuoteId")]),
+        (
+            {"quoteId": "nope", "fundingSource": "Cash", "channel": "", "beneficiaries": []},
+            [
+                ("validation:deal:1013", "QuoteId"),
+                ("validation:deal:1008", "FundingSource"),
+                ("validation:deal:1004", "Channel"),
+                ("validation:deal:1004", "Beneficiaries"),
+            ],
+        ),
         ({"quoteId": None}, [("validation:deal:1001", "QuoteId")]),
         ({"fundingSource": "own account"}, [("validation:deal:1008", "FundingSource")]),
         ({"fundingSource": "Credit Card"}, [("validation:deal:1008", "FundingSource")]),

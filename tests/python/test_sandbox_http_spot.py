@@ -102,6 +102,20 @@ def test_spot_unknown_quote_fails_in_the_event(fxpay_sandbox: Any) -> None:
         ]
 
 
+def test_spot_on_a_used_quote_fails_in_the_event(fxpay_sandbox: Any) -> None:
+    sb = fxpay_sandbox
+    with api(sb) as a, Receiver() as rx:
+        body = spot_body(a)
+        assert a.post("/v1/payments/deals", body).status_code == 201
+        r = a.post(SPOT, body, **{"callback-location": rx.url})
+        assert r.status_code == 202  # business rules are reported in the event
+        (got,) = rx.wait(1)
+        event = json.loads(got["body"])
+        assert event["status"] == "fail"
+        assert [(e["errorCode"], e["fieldName"]) for e in event["eventBody"]["errors"]] == [("business:deal:2002", "QuoteId")]
+        assert len(sb.deals()) == 1
+
+
 def test_callback_url_header_name_is_accepted(fxpay_sandbox: Any) -> None:
     sb = fxpay_sandbox
     with api(sb) as a, Receiver() as rx:
@@ -134,6 +148,8 @@ def test_receiver_500_then_200_is_retried(fxpay_sandbox: Any) -> None:
         assert all(g["headers"]["callback-nonce"] == "retry-me" for g in got)
         deliveries = wait_for(lambda: sb.deliveries() if len(sb.deliveries()) == 3 else None)
         assert [(d["attempt"], d["status"]) for d in deliveries] == [(1, 500), (2, 503), (3, 200)]
+        # waits of 0.2 s and 0.4 s before attempts 2 and 3
+        assert deliveries[2]["at"] - deliveries[0]["at"] >= 0.55
         assert {d["processId"] for d in deliveries} == {r.json()["processId"]}
         assert all(d["nonce"] == "retry-me" for d in deliveries)
         stats = sb.stats()
@@ -185,6 +201,14 @@ def test_spot_bad_callback_and_field_errors_are_synchronous_400(fxpay_sandbox: A
         assert errors_of(r) == [("validation:callback:1016", "callback-url")]
         r = a.post(SPOT, body, **{"callback-nonce": "x" * 1025})
         assert errors_of(r) == [("validation:callback:1003", "callback-nonce")]
+        # both headers are checked, even when callback-location is the one used
+        r = a.post(SPOT, body, **{"callback-location": "https://a.example/x", "callback-url": "http://example.com/y"})
+        assert errors_of(r) == [("validation:callback:1016", "callback-url")]
+        r = a.c.post(SPOT, content='{"quoteId":', headers={**a.h, "Content-Type": "application/json"})
+        assert r.status_code == 400 and errors_of(r) == [("validation:request:1001", "")]
+        r = a.post(SPOT, {"quoteId": 5, "fundingSource": "Own account", "beneficiaries": {}})
+        assert errors_of(r) == [("validation:deal:1002", "QuoteId"), ("validation:deal:1002", "Beneficiaries")]
+        assert sb.deals() == []
         bad = {**body, "fundingSource": "Cash"}
         r = a.post(SPOT, bad, **{"callback-location": "http://example.com/"})
         assert errors_of(r) == [

@@ -11,6 +11,7 @@ use crate::models::{
 };
 use crate::transport::{api_error, Observer, Request, Response, Transport};
 use serde_json::Value;
+use std::future::Future;
 use std::sync::Arc;
 
 /// A parsed answer with the JSON it came from.
@@ -27,7 +28,7 @@ impl Client {
     pub fn new(config: ClientConfig, store: Option<Arc<dyn TokenStore>>) -> Result<Self> {
         let key = format!("fxpay:{}:{}:payments", config.base_url, config.client_id);
         if let Some(cassette) = &config.cassette {
-            cassette.attach(&config);
+            cassette.attach(&config.base_url, &config.client_id, &config.client_secret);
         }
         Ok(Client {
             transport: Arc::new(Transport::new(config)?),
@@ -54,25 +55,13 @@ impl Client {
         obs: Option<&dyn Observer>,
     ) -> Result<Response> {
         let token = self.payments_token(obs).await?;
-        let resp = self
-            .transport
-            .send(&req, Some(&token.access_token), obs)
-            .await?;
-        let resp = if resp.status == 401 {
-            let t = &self.transport;
-            let renewed = self
-                .tokens
-                .renew_after_reject(&token.access_token, || {
-                    request_token(t, Grant::ClientCredentials, obs)
-                })
-                .await?;
-            self.transport
-                .send(&req, Some(&renewed.access_token), obs)
-                .await?
-        } else {
-            resp
+        let t = &self.transport;
+        let renew = || {
+            self.tokens.renew_after_reject(&token.access_token, || {
+                request_token(t, Grant::ClientCredentials, obs)
+            })
         };
-        success(resp)
+        success(send_authorized(t, &req, &token, renew, obs).await?)
     }
 
     pub async fn create_quote(
@@ -247,19 +236,9 @@ pub async fn list_virtual_accounts(
 ) -> Result<WithRaw<Vec<VirtualAccount>>> {
     const PATH: &str = "/gca/virtual-accounts";
     let token = session.token(obs).await?;
-    let resp = session
-        .transport()
-        .send(&Request::get(PATH), Some(&token.access_token), obs)
-        .await?;
-    let resp = if resp.status == 401 {
-        let renewed = session.renew_after_reject(&token.access_token, obs).await?;
-        session
-            .transport()
-            .send(&Request::get(PATH), Some(&renewed.access_token), obs)
-            .await?
-    } else {
-        resp
-    };
+    let renew = || session.renew_after_reject(&token.access_token, obs);
+    let resp =
+        send_authorized(session.transport(), &Request::get(PATH), &token, renew, obs).await?;
     let resp = success(resp)?;
     let raw = parse_body(&resp)?;
     let accounts = accounts_from_body(&raw).map_err(|shape| {
@@ -269,6 +248,28 @@ pub async fn list_virtual_accounts(
         )
     })?;
     Ok((accounts, raw))
+}
+
+/// Sends `req` with `token`. A 401 means the service no longer takes that token: `renew`
+/// gets a new one (one renewal however many calls saw the same rejection) and the request
+/// is replayed once with it; the replay's answer is the answer.
+async fn send_authorized<F, Fut>(
+    transport: &Transport,
+    req: &Request<'_>,
+    token: &Token,
+    renew: F,
+    obs: Option<&dyn Observer>,
+) -> Result<Response>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<Arc<Token>>>,
+{
+    let resp = transport.send(req, Some(&token.access_token), obs).await?;
+    if resp.status != 401 {
+        return Ok(resp);
+    }
+    let renewed = renew().await?;
+    transport.send(req, Some(&renewed.access_token), obs).await
 }
 
 fn success(resp: Response) -> Result<Response> {

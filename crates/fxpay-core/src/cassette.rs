@@ -12,7 +12,6 @@
 //! Connection failures are recorded and replayed too. The transport hook is in
 //! `crate::cassette_transport`.
 use crate::cassette_scrub::{Kind, Scrubber};
-use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -221,17 +220,16 @@ impl Cassette {
 
     /// Called when a client starts using the cassette: its secret takes the first
     /// client-secret placeholder, and a recording notes its base URL and client id.
-    pub fn attach(&self, config: &ClientConfig) {
+    pub fn attach(&self, base_url: &str, client_id: &str, client_secret: &str) {
         let mut st = self.lock();
-        st.scrub
-            .placeholder(Kind::ClientSecret, &config.client_secret);
+        st.scrub.placeholder(Kind::ClientSecret, client_secret);
         if self.mode == Mode::Record {
             // A client that records writes its file on close, even with no exchange.
             st.dirty = true;
         }
         if self.mode == Mode::Record && st.file.base_url.is_none() {
-            st.file.base_url = Some(config.base_url.clone());
-            st.file.client_id = Some(config.client_id.clone());
+            st.file.base_url = Some(base_url.to_owned());
+            st.file.client_id = Some(client_id.to_owned());
         }
     }
 
@@ -435,6 +433,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ClientConfig;
 
     fn temp_path(name: &str) -> PathBuf {
         let nanos = std::time::SystemTime::now()
@@ -471,7 +470,7 @@ mod tests {
             ClientConfig::new("cid", "the-client-secret", "http://127.0.0.1:9").expect("config");
         let rec = Cassette::open(&path, "once").expect("open");
         assert_eq!(rec.mode(), Mode::Record);
-        rec.attach(&config);
+        rec.attach(&config.base_url, &config.client_id, &config.client_secret);
         let body = br#"{"amount":1000.10,"access_token":"tok-123456789"}"#;
         for (i, status) in [(1, 500), (2, 200)] {
             let req = get(&rec, "/payments/quotes/q1?page=1");

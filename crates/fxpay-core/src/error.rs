@@ -1,6 +1,6 @@
 //! One error enum for the whole core. The Python layer maps each variant onto the
 //! exception tree defined in `python/fxpay/errors.py`.
-use crate::models::FieldError;
+use crate::models::field_error::FieldError;
 
 /// Every failure the core can report.
 #[derive(Debug, Clone, thiserror::Error)]

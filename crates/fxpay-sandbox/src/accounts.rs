@@ -6,21 +6,21 @@
 //! (`Active`), `createdAt` (RFC 3339).
 use std::sync::Arc;
 
-use axum::extract::{Request, State as AxState};
+use axum::extract::State as AxState;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
-use super::bearer;
-use super::errors::json_response;
-use super::fields::number;
-use super::state::{Scope, State};
+use crate::http::errors::json_response;
+use crate::http::extract::{Caller, GcaAisp};
+use crate::payments::fields::number;
+use crate::state::State;
 
 /// Builds the response body of `user`'s accounts.
 pub fn build(display_name: &str, created_at: &str) -> Bytes {
     let eur = json!({
-        "id": super::ids::uuid(),
+        "id": crate::ids::uuid(),
         "currency": "EUR",
         "accountName": format!("{display_name} EUR"),
         "accountNumber": "0532013000",
@@ -33,7 +33,7 @@ pub fn build(display_name: &str, created_at: &str) -> Bytes {
         "createdAt": created_at,
     });
     let gbp = json!({
-        "id": super::ids::uuid(),
+        "id": crate::ids::uuid(),
         "currency": "GBP",
         "accountName": format!("{display_name} GBP"),
         "accountNumber": "31926819",
@@ -47,7 +47,7 @@ pub fn build(display_name: &str, created_at: &str) -> Bytes {
         "createdAt": created_at,
     });
     let usd = json!({
-        "id": super::ids::uuid(),
+        "id": crate::ids::uuid(),
         "currency": "USD",
         "accountName": format!("{display_name} USD"),
         "accountNumber": "000123456789",
@@ -68,12 +68,9 @@ pub fn build(display_name: &str, created_at: &str) -> Bytes {
 }
 
 /// The handler: needs a `gca-aisp` user token.
-pub async fn list(AxState(state): AxState<Arc<State>>, req: Request) -> Response {
-    let principal = match bearer::check(&state, req.headers(), Scope::GcaAisp) {
-        Ok(p) => p,
-        Err(e) => return e.into_response(),
-    };
-    let body = principal
+pub async fn list(AxState(state): AxState<Arc<State>>, caller: Caller<GcaAisp>) -> Response {
+    let body = caller
+        .principal
         .user
         .as_deref()
         .and_then(|u| state.users.get(u))

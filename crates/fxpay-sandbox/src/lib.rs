@@ -11,96 +11,41 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Files: `server.rs` (routes, connections, faults), `state.rs`, `clock.rs`, `oauth.rs`
-//! (token endpoint), `pages.rs` + `html.rs` (authorize/login/consent), `bearer.rs`,
-//! `quotes.rs` + `rates.rs`, `beneficiaries.rs`, `deals.rs`, `callbacks.rs`, `accounts.rs`,
-//! `faults.rs`, `stats.rs`, `errors.rs` (the error-code table), `openapi.rs` + `openapi.json`,
-//! `browser.rs` (`approve`), `body.rs` + `fields.rs` (input parsing), `ids.rs`, `admin.rs`
-//! (the admin API under `/_sandbox/`), `tls.rs` (https with a certificate made at start).
+//! Layout: `oauth/` (the token endpoint, the authorize/login/consent pages, the bearer check,
+//! the browser behind `approve`), `payments/` (quotes and rates, beneficiaries, deals and
+//! their booking, spot-deal callbacks, field validation), `http/` (routes and connections,
+//! bodies, extractors, errors, faults, the admin API under `/_sandbox/`, `/openapi.json`),
+//! `accounts.rs` (virtual accounts), `state.rs`, `clock.rs`, `stats.rs`, `ids.rs`, `tls.rs`
+//! (https with a certificate made at start), `config.rs` and `error.rs`.
 mod accounts;
-mod admin;
-mod bearer;
-mod beneficiaries;
-mod body;
-mod browser;
-mod callbacks;
 mod clock;
-mod deals;
-pub mod errors;
-mod faults;
-mod fields;
-mod html;
+mod config;
+mod error;
+mod http;
 mod ids;
 mod oauth;
-mod openapi;
-mod pages;
-mod quotes;
-pub mod rates;
-mod server;
+mod payments;
 mod state;
 mod stats;
 mod tls;
 
+pub use config::{SandboxConfig, DEFAULT_BODY_TIMEOUT};
+pub use error::SandboxError;
+pub use http::errors;
+pub use payments::rates;
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use faults::Action;
+use http::faults::Action;
+use http::{openapi, server};
+use oauth::browser;
+use payments::callbacks;
 use state::{lock, State, User};
-
-/// Where the sandbox listens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SandboxConfig {
-    /// Interface to bind; default 127.0.0.1.
-    pub host: IpAddr,
-    /// Port; 0 picks a free one.
-    pub port: u16,
-    /// Serve https with a CA and a certificate made at start (`Sandbox::ca_bundle`).
-    pub tls: bool,
-    /// How long a request body may take to arrive in full once its headers are read
-    /// (default [`DEFAULT_BODY_TIMEOUT`]). A body still incomplete then is answered 408 and
-    /// its connection closed, so stalled uploads cannot hold the sandbox's connections.
-    pub body_timeout: Duration,
-}
-
-/// The default [`SandboxConfig::body_timeout`]: 10 seconds.
-pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
-
-impl Default for SandboxConfig {
-    fn default() -> Self {
-        Self {
-            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
-            port: 0,
-            tls: false,
-            body_timeout: DEFAULT_BODY_TIMEOUT,
-        }
-    }
-}
-
-/// Errors of the sandbox's own helpers (`approve`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SandboxError {
-    #[error("invalid URL: {0}")]
-    InvalidUrl(String),
-    #[error("HTTP request to the sandbox failed: {0}")]
-    Http(String),
-    #[error("the {step} step answered HTTP {status}: {message}")]
-    UnexpectedStatus {
-        step: &'static str,
-        status: u16,
-        message: String,
-    },
-    #[error("login failed: wrong username or password")]
-    LoginFailed,
-    #[error("the {0} page has no form")]
-    MissingForm(&'static str),
-    #[error("a redirect without a Location header")]
-    MissingLocation,
-}
 
 /// The registered https redirect URI of the default client.
 pub const DEFAULT_REDIRECT_URI: &str = "https://app.example.test/callback";
@@ -360,6 +305,7 @@ impl Sandbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn send_sync_clone<T: Send + Sync + Clone + 'static>() {}
 

@@ -7,9 +7,9 @@ use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use super::clock::Clock;
-use super::faults::Faults;
-use super::stats::Stats;
+use crate::clock::Clock;
+use crate::http::faults::Faults;
+use crate::stats::Stats;
 
 /// Access-token lifetime in seconds.
 pub const ACCESS_TTL: u64 = 3599;
@@ -268,7 +268,7 @@ impl State {
             shutdown,
             openapi,
             admin: Admin::default(),
-            body_timeout: super::DEFAULT_BODY_TIMEOUT,
+            body_timeout: crate::config::DEFAULT_BODY_TIMEOUT,
         }
     }
 

@@ -15,7 +15,7 @@ use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
 
-use super::ids;
+use crate::ids;
 
 /// The DNS names the server certificate covers besides the bound address: `localhost`, and
 /// a name that is not loopback by its spelling, for tests of the https-only rule.

@@ -1,6 +1,6 @@
 //! A cached token with single-flight renewal: however many threads and tasks ask at once,
 //! one of them fetches and the others wait for its result.
-use super::store::TokenStore;
+use super::store::{KeyLock, TokenStore};
 use crate::error::Result;
 use crate::models::token::unix_now;
 use crate::models::Token;
@@ -117,28 +117,20 @@ impl TokenCache {
             Err(_) => return Shared::Fetched(fetch().await),
         }
         // Another process may be renewing: take the store's lock and look again.
-        let lock = match store.lock(key).await {
-            Ok(lock) => lock,
-            Err(_) => return Shared::Fetched(fetch().await),
+        let Some(lock) = KeyLock::take(store, key).await else {
+            return Shared::Fetched(fetch().await);
         };
-        if lock.is_some() {
+        if lock.is_held() {
             if let Ok(Some(t)) = store.load(key).await {
                 if usable(&t) {
-                    if let Some(l) = lock {
-                        let _ = l.unlock().await;
-                    }
+                    lock.release().await;
                     return Shared::Found(t);
                 }
             }
         }
         let fetched = fetch().await;
-        if let Ok(t) = &fetched {
-            // A failed save leaves the store behind; the next renewal writes again.
-            let _ = store.save(key, t).await;
-        }
-        if let Some(l) = lock {
-            let _ = l.unlock().await;
-        }
+        lock.save_and_release(store, key, fetched.as_ref().ok())
+            .await;
         Shared::Fetched(fetched)
     }
 }

@@ -11,7 +11,7 @@
 //! answer would end the session. It runs as a task on the shared runtime that keeps the
 //! session's single-flight lock (and the store's lock) until the new token is kept.
 use super::grants::{request_token, Grant};
-use super::store::{StoreLock, TokenStore};
+use super::store::{KeyLock, TokenStore};
 use crate::error::{Error, Result};
 use crate::models::token::unix_now;
 use crate::models::Token;
@@ -162,10 +162,9 @@ impl UserSession {
         single_flight: OwnedMutexGuard<()>,
         observer: Option<&dyn Observer>,
     ) -> Result<(Arc<Token>, OwnedMutexGuard<()>)> {
-        let lock = match store.lock(key).await {
-            Ok(lock) => lock,
+        let Some(lock) = KeyLock::take(store.as_ref(), key).await else {
             // The store is down: renew on our own, and leave the store alone this time.
-            Err(_) => return self.refresh_from(t, None, single_flight, observer).await,
+            return self.refresh_from(t, None, single_flight, observer).await;
         };
         let mut base = t;
         if let Ok(Some(stored)) = store.load(key).await {
@@ -179,9 +178,7 @@ impl UserSession {
                 let stored = Arc::new(stored);
                 if usable(&stored) {
                     self.set(stored.clone(), false);
-                    if let Some(l) = lock {
-                        let _ = l.unlock().await;
-                    }
+                    lock.release().await;
                     return Ok((stored, single_flight));
                 }
                 base = stored;
@@ -233,13 +230,10 @@ impl UserSession {
             }
             .await;
             if let Some(save) = save {
-                if let Ok(f) = &fresh {
-                    // A failed save leaves the store behind; the next renewal writes again.
-                    let _ = save.store.save(&save.key, f).await;
-                }
-                if let Some(l) = save.lock {
-                    let _ = l.unlock().await;
-                }
+                let saved = fresh.as_deref().ok();
+                save.lock
+                    .save_and_release(save.store.as_ref(), &save.key, saved)
+                    .await;
             }
             (fresh, single_flight)
         });
@@ -266,7 +260,7 @@ fn set_current(current: &RwLock<Current>, token: Arc<Token>, offered: bool) {
 struct SaveTo {
     store: Arc<dyn TokenStore>,
     key: String,
-    lock: Option<StoreLock>,
+    lock: KeyLock,
 }
 
 /// One attempt's log line, owned, to hand on to the caller's observer later.

@@ -1,5 +1,5 @@
 //! The `DealCreated` notification (spec 6.2), as parsed by `crate::webhook`.
-use super::FieldError;
+use super::field_error::FieldError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventStatus {

@@ -27,17 +27,20 @@ use tokio::sync::{watch, Notify};
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
-use super::body::BodyTimeout;
-use super::errors::{self, code, ApiError};
-use super::faults::Action;
-use super::state::State;
-use super::{accounts, admin, beneficiaries, deals, oauth, openapi, pages, quotes};
+use crate::accounts;
+use crate::http::body::BodyTimeout;
+use crate::http::errors::{code, ApiError};
+use crate::http::faults::Action;
+use crate::http::{admin, errors, openapi};
+use crate::oauth::{pages, token};
+use crate::payments::{beneficiaries, deals, quotes};
+use crate::state::State;
 
 /// Every route of the sandbox.
 pub fn router(state: Arc<State>) -> Router {
     Router::new()
         .route("/openapi.json", get(openapi::serve))
-        .route("/v1/oauth/token", post(oauth::token))
+        .route("/v1/oauth/token", post(token::token))
         .route("/v1/oauth/authorize", get(pages::authorize))
         .route("/v1/oauth/login", post(pages::login))
         .route("/v1/oauth/consent", post(pages::consent))

@@ -24,10 +24,10 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use subtle::ConstantTimeEq;
 
-use super::body::{form_pairs, is_form, read_limited, single, BodyError};
-use super::html;
-use super::ids;
-use super::state::{lock, AuthCode, Consent, State, CODE_TTL, CONSENT_TTL};
+use crate::http::body::{form_pairs, is_form, read_limited, single, BodyError};
+use crate::ids;
+use crate::oauth::html;
+use crate::state::{lock, AuthCode, Consent, State, CODE_TTL, CONSENT_TTL};
 
 /// Name of the login session cookie.
 pub const SESSION_COOKIE: &str = "fxpay_sandbox_session";

@@ -9,9 +9,9 @@ use bytes::Bytes;
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 
-use super::errors::json_response;
-use super::rates;
-use super::state::State;
+use crate::http::errors::json_response;
+use crate::payments::rates;
+use crate::state::State;
 
 const DOCUMENT: &str = include_str!("openapi.json");
 
@@ -43,7 +43,7 @@ pub fn iso_countries() -> Vec<String> {
 
 /// The smallest step of an amount in `code` (1, 0.01, 0.001) as a JSON number.
 fn step(code: &str) -> Value {
-    super::fields::number(&Decimal::new(1, rates::minor_units(code)))
+    crate::payments::fields::number(&Decimal::new(1, rates::minor_units(code)))
 }
 
 /// One `QuoteRequest` branch per buy currency: other sell currencies, minor-unit steps.
@@ -68,8 +68,8 @@ fn rate_table() -> Value {
     let rows: Vec<Value> = rates::supported()
         .into_iter()
         .map(|c| {
-            let usd = rates::usd_value(c).map_or(Value::Null, |v| super::fields::number(&v));
-            let fee = rates::flat_fee(c).map_or(Value::Null, |v| super::fields::number(&v));
+            let usd = rates::usd_value(c).map_or(Value::Null, |v| crate::payments::fields::number(&v));
+            let fee = rates::flat_fee(c).map_or(Value::Null, |v| crate::payments::fields::number(&v));
             json!({"currency": c, "usdValue": usd, "flatFee": fee, "minorUnits": rates::minor_units(c)})
         })
         .collect();
@@ -117,7 +117,7 @@ pub async fn serve(AxState(state): AxState<Arc<State>>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::errors::Field;
+    use crate::http::errors::Field;
 
     #[test]
     fn document_parses_and_has_enums() {
@@ -265,7 +265,10 @@ mod tests {
     /// The numbers of `x-fxpay-rules` are the constants the sandbox runs with.
     #[test]
     fn rules_match_constants() {
-        use super::super::{body, callbacks, fields, state, DEFAULT_BODY_TIMEOUT};
+        use crate::config::DEFAULT_BODY_TIMEOUT;
+        use crate::http::body;
+        use crate::payments::{callbacks, fields};
+        use crate::state;
         let doc: Value = serde_json::from_str(DOCUMENT).unwrap_or(Value::Null);
         let mut values = std::collections::HashMap::new();
         for topic in doc["x-fxpay-rules"].as_array().into_iter().flatten() {
@@ -296,7 +299,7 @@ mod tests {
                 "delivery_timeout",
                 json!(callbacks::DELIVERY_TIMEOUT.as_secs()),
             ),
-            ("admin_prefix", json!(super::super::admin::PREFIX)),
+            ("admin_prefix", json!(crate::http::admin::PREFIX)),
             ("spread", json!(rates::SPREAD.to_string())),
             ("rate_decimals", json!(rates::RATE_DP)),
         ];

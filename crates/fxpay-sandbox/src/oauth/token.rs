@@ -27,9 +27,9 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::body::{form_pairs, is_form, read_limited, single, BodyError};
-use super::ids;
-use super::state::{
+use crate::http::body::{form_pairs, is_form, read_limited, single, BodyError};
+use crate::ids;
+use crate::state::{
     lock, write, AccessToken, Client, Family, RefreshRecord, Scope, State, ACCESS_TTL, REFRESH_TTL,
 };
 

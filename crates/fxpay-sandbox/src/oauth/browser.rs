@@ -5,8 +5,8 @@ use std::time::Duration;
 use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
 use reqwest::redirect::Policy;
 
-use super::html::unescape;
-use super::SandboxError;
+use crate::error::SandboxError;
+use crate::oauth::html::unescape;
 
 /// A parsed HTML form: its action and its fields.
 #[derive(Debug, Clone, PartialEq, Eq)]

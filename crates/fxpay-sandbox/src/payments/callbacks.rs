@@ -13,9 +13,9 @@ use std::time::Duration;
 use axum::http::HeaderValue;
 use serde_json::{json, Value};
 
-use super::deals::{self, DealRequest};
-use super::errors::FieldError;
-use super::state::{lock, DealKind, State};
+use crate::http::errors::FieldError;
+use crate::payments::booking::{book, DealRequest};
+use crate::state::{lock, DealKind, State};
 
 /// Attempts per event.
 pub const ATTEMPTS: u32 = 4;
@@ -63,7 +63,7 @@ pub fn spawn(
     callback: Option<Callback>,
 ) {
     tokio::spawn(async move {
-        let result = deals::book(&state, &client_id, &req, DealKind::Spot, Some(&process_id))
+        let result = book(&state, &client_id, &req, DealKind::Spot, Some(&process_id))
             .map(|d| d.id)
             .map_err(|e| e.errors);
         let body = event(&process_id, result);
@@ -108,7 +108,7 @@ async fn deliver(state: &State, process_id: &str, cb: &Callback, body: &Value) {
             "processId": process_id,
             "url": cb.url.as_str(),
             "attempt": attempt,
-            "nonce": cb.nonce.as_ref().map(deals::header_text),
+            "nonce": cb.nonce.as_ref().map(header_text),
             "body": body,
             "status": status,
             "error": error,
@@ -121,4 +121,9 @@ async fn deliver(state: &State, process_id: &str, cb: &Callback, body: &Value) {
             tokio::time::sleep(*wait).await;
         }
     }
+}
+
+/// A header value as text, for records.
+fn header_text(v: &HeaderValue) -> String {
+    String::from_utf8_lossy(v.as_bytes()).into_owned()
 }

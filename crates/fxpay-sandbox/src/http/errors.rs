@@ -81,7 +81,7 @@
 //! | sandbox:fault:5001 | chosen | failure injected with `fail_next` |
 //! | server:internal:5000 | 500 | internal error (not expected) |
 //!
-//! The token endpoint answers RFC 6749 §5.2 errors instead (see `oauth.rs`).
+//! The token endpoint answers RFC 6749 §5.2 errors instead (see `oauth/token.rs`).
 use axum::body::Body;
 use axum::http::{header, HeaderName, HeaderValue, Response, StatusCode};
 use axum::response::IntoResponse;

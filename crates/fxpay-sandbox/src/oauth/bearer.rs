@@ -1,8 +1,8 @@
 //! Bearer-token checks of the payments and account-information endpoints.
 use axum::http::{header, HeaderMap, StatusCode};
 
-use super::errors::{code, ApiError};
-use super::state::{read, Scope, State};
+use crate::http::errors::{code, ApiError};
+use crate::state::{read, Scope, State};
 
 /// Who a valid token speaks for.
 #[derive(Debug, Clone)]

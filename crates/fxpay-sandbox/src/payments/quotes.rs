@@ -7,19 +7,18 @@
 //! is 0 and a deal on the quote claims it. Quotes do not expire; one deal may use a quote.
 use std::sync::Arc;
 
-use axum::extract::{Request, State as AxState};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::extract::State as AxState;
+use axum::http::{header, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use rust_decimal::Decimal;
 use serde_json::{json, Map, Value};
 
-use super::bearer;
-use super::body::json_object;
-use super::errors::{code, json_response, ApiError, Field};
-use super::fields::{number, Checker};
-use super::rates::{self, PriceError};
-use super::state::{lock, read, write, Quote, Scope, State};
+use crate::http::errors::{code, json_response, ApiError, Field};
+use crate::http::extract::{Caller, JsonObject, Payments};
+use crate::payments::fields::{number, Checker};
+use crate::payments::rates::{self, PriceError};
+use crate::state::{lock, read, write, Quote, State};
 
 const PREFIX: &str = "/v1/payments/quotes/";
 
@@ -85,7 +84,7 @@ fn create_quote(state: &State, client_id: &str, q: QuoteRequest) -> Result<Strin
         }
         ApiError::validation(c.errors)
     })?;
-    let id = super::ids::uuid();
+    let id = crate::ids::uuid();
     let body = json!({
         "id": id,
         "buyCurrency": q.buy,
@@ -114,16 +113,12 @@ fn create_quote(state: &State, client_id: &str, q: QuoteRequest) -> Result<Strin
 }
 
 /// `POST /v1/payments/quotes`.
-pub async fn create(AxState(state): AxState<Arc<State>>, req: Request) -> Response {
-    let principal = match bearer::check(&state, req.headers(), Scope::Payments) {
-        Ok(p) => p,
-        Err(e) => return e.into_response(),
-    };
-    let (parts, body) = req.into_parts();
-    let result = match json_object(&parts.headers, body).await {
-        Ok(obj) => validate(&obj).and_then(|q| create_quote(&state, &principal.client_id, q)),
-        Err(e) => Err(e),
-    };
+pub async fn create(
+    AxState(state): AxState<Arc<State>>,
+    caller: Caller<Payments>,
+    JsonObject(obj): JsonObject,
+) -> Response {
+    let result = validate(&obj).and_then(|q| create_quote(&state, &caller.principal.client_id, q));
     match result {
         Ok(id) => {
             let mut resp = json_response(StatusCode::CREATED, json!({"id": id}).to_string());
@@ -137,12 +132,13 @@ pub async fn create(AxState(state): AxState<Arc<State>>, req: Request) -> Respon
 }
 
 /// `GET /v1/payments/quotes/{id}`: the precomputed body, for the owner only.
-pub async fn get(AxState(state): AxState<Arc<State>>, req: Request) -> Response {
-    let principal = match bearer::check(&state, req.headers(), Scope::Payments) {
-        Ok(p) => p,
-        Err(e) => return e.into_response(),
-    };
-    let raw = req.uri().path().strip_prefix(PREFIX).unwrap_or("");
+pub async fn get(
+    AxState(state): AxState<Arc<State>>,
+    caller: Caller<Payments>,
+    uri: Uri,
+) -> Response {
+    let principal = caller.principal;
+    let raw = uri.path().strip_prefix(PREFIX).unwrap_or("");
     let body = uuid::Uuid::try_parse(raw)
         .ok()
         .filter(|_| raw.len() == 36)

@@ -4,8 +4,8 @@ use std::str::FromStr;
 use rust_decimal::Decimal;
 use serde_json::{Map, Number, Value};
 
-use super::errors::{Field, FieldError};
-use super::rates;
+use crate::http::errors::{Field, FieldError};
+use crate::payments::rates;
 
 /// Largest amount accepted anywhere (1,000,000,000 in the currency's major unit).
 pub const MAX_AMOUNT: i64 = 1_000_000_000;

@@ -16,12 +16,12 @@ use axum::Router;
 use serde_json::{json, Map, Value};
 use subtle::ConstantTimeEq;
 
-use super::bearer::bearer_token;
-use super::body::json_object;
-use super::browser;
-use super::errors::{code, json_response, ApiError};
-use super::faults::Action;
-use super::state::{lock, State};
+use crate::http::body::json_object;
+use crate::http::errors::{code, json_response, ApiError};
+use crate::http::faults::Action;
+use crate::oauth::bearer::bearer_token;
+use crate::oauth::browser;
+use crate::state::{lock, State};
 
 /// The path prefix of the admin API.
 pub const PREFIX: &str = "/_sandbox/";

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::{Map, Value};
 
-use super::errors::{code, ApiError};
+use crate::http::errors::{code, ApiError};
 
 /// Largest accepted request body.
 pub const MAX_BODY: usize = 1 << 20;

@@ -9,16 +9,15 @@
 //! `country` (ISO 3166-1 alpha-2).
 use std::sync::Arc;
 
-use axum::extract::{Request, State as AxState};
+use axum::extract::State as AxState;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
-use super::bearer;
-use super::body::json_object;
-use super::errors::{json_response, ApiError};
-use super::fields::Checker;
-use super::state::{lock, Beneficiary, Scope, State};
+use crate::http::errors::{json_response, ApiError};
+use crate::http::extract::{Caller, JsonObject, Payments};
+use crate::payments::fields::Checker;
+use crate::state::{lock, Beneficiary, State};
 
 /// Allowed values of `classification`.
 pub const CLASSIFICATIONS: &[&str] = &["Own Account", "Individual", "Business"];
@@ -66,20 +65,17 @@ fn validate(obj: &Map<String, Value>) -> Result<String, ApiError> {
 }
 
 /// The handler.
-pub async fn create(AxState(state): AxState<Arc<State>>, req: Request) -> Response {
-    let principal = match bearer::check(&state, req.headers(), Scope::Payments) {
-        Ok(p) => p,
-        Err(e) => return e.into_response(),
-    };
-    let (parts, body) = req.into_parts();
-    let currency = match json_object(&parts.headers, body)
-        .await
-        .and_then(|o| validate(&o))
-    {
+pub async fn create(
+    AxState(state): AxState<Arc<State>>,
+    caller: Caller<Payments>,
+    JsonObject(obj): JsonObject,
+) -> Response {
+    let principal = caller.principal;
+    let currency = match validate(&obj) {
         Ok(c) => c,
         Err(e) => return e.into_response(),
     };
-    let id = super::ids::uuid();
+    let id = crate::ids::uuid();
     lock(&state.ledger).beneficiaries.insert(
         id.clone(),
         Beneficiary {

@@ -3,49 +3,30 @@
 //! Body: `quoteId` (UUID), `fundingSource` (exactly `Own account` or `Direct Debit`),
 //! `channel` (optional, ≤ 64), `beneficiaries` (1..=100 entries of `beneficiaryId` (UUID),
 //! `amount` (> 0, at most 3 decimals), `payReason` (≤ 140), `payReference` (≤ 140)). Field errors are always
-//! synchronous 400s. Business checks (see `errors.rs`, `business:deal:*`): the quote exists
+//! synchronous 400s. Business checks (see `http/errors.rs`, `business:deal:*`): the quote exists
 //! and belongs to the client and has not been used (a quote books one deal: reuse → 409);
 //! each beneficiary exists, belongs to the client, appears once and receives the quote's sell
 //! currency; the count equals the quote's `beneficiaries`; the amounts sum exactly to the
 //! quote's `sellAmount`. The deal endpoint answers them synchronously (404 when the quote or a
 //! beneficiary is unknown, else 422, with every error listed); the spot endpoint answers 202
 //! `{processId}` at once and reports them in the `DealCreated` event.
-use std::collections::HashSet;
 use std::sync::Arc;
 
-use axum::extract::{Request, State as AxState};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::extract::State as AxState;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use rust_decimal::Decimal;
 use serde_json::{json, Map, Value};
 
-use super::bearer;
-use super::body::json_object;
-use super::callbacks::{self, Callback};
-use super::errors::{code, json_response, ApiError, Field, FieldError};
-use super::fields::{number, Checker};
-use super::quotes;
-use super::rates;
-use super::state::{lock, Deal, DealKind, Scope, State, FREEBIES};
+use crate::http::errors::{json_response, ApiError, Field};
+use crate::http::extract::{Caller, JsonObject, Payments};
+use crate::payments::booking::{book, DealLine, DealRequest};
+use crate::payments::callbacks::{self, Callback};
+use crate::payments::fields::Checker;
+use crate::state::{DealKind, State};
 
 /// Allowed values of `fundingSource`.
 pub const FUNDING_SOURCES: &[&str] = &["Own account", "Direct Debit"];
-
-#[derive(Debug, Clone)]
-pub struct DealLine {
-    pub beneficiary_id: String,
-    pub amount: Decimal,
-    pub pay_reason: String,
-    pub pay_reference: String,
-}
-
-#[derive(Debug, Clone)]
-pub struct DealRequest {
-    pub quote_id: String,
-    pub funding_source: &'static str,
-    pub channel: Option<String>,
-    pub lines: Vec<DealLine>,
-}
 
 /// Field validation of a deal body; errors are collected into `c`.
 fn parse(c: &mut Checker, obj: &Map<String, Value>) -> Option<DealRequest> {
@@ -104,176 +85,19 @@ fn parse(c: &mut Checker, obj: &Map<String, Value>) -> Option<DealRequest> {
     }
 }
 
-/// Runs the business checks and books the deal atomically.
-pub fn book(
-    state: &State,
-    client_id: &str,
-    req: &DealRequest,
-    kind: DealKind,
-    process_id: Option<&str>,
-) -> Result<Deal, ApiError> {
-    let quote = quotes::find(state, &req.quote_id).filter(|q| q.client_id == client_id);
-    let mut ledger = lock(&state.ledger);
-    let mut errors = Vec::new();
-    match &quote {
-        None => errors.push(FieldError::new(
-            code::QUOTE_NOT_FOUND,
-            "QuoteId",
-            "no such quote for this client",
-        )),
-        Some(q) => {
-            if let Some(deal) = ledger.used_quotes.get(&q.id) {
-                return Err(ApiError::one(
-                    StatusCode::CONFLICT,
-                    code::QUOTE_USED,
-                    "QuoteId",
-                    format!("the quote was already used by deal {deal}"),
-                ));
-            }
-            if req.lines.len() != q.beneficiaries as usize {
-                errors.push(FieldError::new(
-                    code::COUNT_MISMATCH,
-                    "Beneficiaries",
-                    format!(
-                        "the quote is for {} beneficiaries, the deal lists {}",
-                        q.beneficiaries,
-                        req.lines.len()
-                    ),
-                ));
-            }
-        }
-    }
-    let mut seen = HashSet::new();
-    let mut sum = Some(Decimal::ZERO);
-    for (i, line) in req.lines.iter().enumerate() {
-        let field = format!("Beneficiaries[{i}].BeneficiaryId");
-        if !seen.insert(line.beneficiary_id.as_str()) {
-            errors.push(FieldError::new(
-                code::DUPLICATE_BENEFICIARY,
-                field.clone(),
-                "the same beneficiary is listed twice",
-            ));
-        }
-        match ledger
-            .beneficiaries
-            .get(&line.beneficiary_id)
-            .filter(|b| b.client_id == client_id)
-        {
-            None => errors.push(FieldError::new(
-                code::BENEFICIARY_NOT_FOUND,
-                field,
-                "no such beneficiary for this client",
-            )),
-            Some(b) => {
-                if let Some(q) = &quote {
-                    if b.currency != q.sell_currency {
-                        errors.push(FieldError::new(
-                            code::CURRENCY_MISMATCH,
-                            field,
-                            format!(
-                                "the beneficiary receives {}, the quote sells {}",
-                                b.currency, q.sell_currency
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
-        if let Some(q) = &quote {
-            let places = rates::minor_units(&q.sell_currency);
-            if line.amount.normalize().scale() > places {
-                errors.push(FieldError::new(
-                    code::AMOUNT_DECIMALS,
-                    format!("Beneficiaries[{i}].Amount"),
-                    format!(
-                        "{} amounts have at most {places} decimal places",
-                        q.sell_currency
-                    ),
-                ));
-            }
-        }
-        sum = sum.and_then(|s| s.checked_add(line.amount));
-    }
-    if let Some(q) = &quote {
-        if sum != Some(q.sell_amount) {
-            let got = sum
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| "too much".to_owned());
-            errors.push(FieldError::new(
-                code::SUM_MISMATCH,
-                "Beneficiaries",
-                format!(
-                    "the amounts sum to {got}, the quote's sellAmount is {}",
-                    q.sell_amount
-                ),
-            ));
-        }
-    }
-    let quote = match quote {
-        Some(q) if errors.is_empty() => q,
-        _ => {
-            let missing = errors
-                .iter()
-                .any(|e| e.code == code::QUOTE_NOT_FOUND || e.code == code::BENEFICIARY_NOT_FOUND);
-            let status = if missing {
-                StatusCode::NOT_FOUND
-            } else {
-                StatusCode::UNPROCESSABLE_ENTITY
-            };
-            return Err(ApiError::new(status, errors));
-        }
-    };
-    let deal = Deal {
-        id: super::ids::uuid(),
-        quote_id: quote.id.clone(),
-        process_id: process_id.map(str::to_owned),
-        kind,
-        client_id: client_id.to_owned(),
-        funding_source: req.funding_source.to_owned(),
-        channel: req.channel.clone(),
-        beneficiaries: req
-            .lines
-            .iter()
-            .map(|l| {
-                json!({
-                    "beneficiaryId": l.beneficiary_id,
-                    "amount": number(&l.amount),
-                    "payReason": l.pay_reason,
-                    "payReference": l.pay_reference,
-                })
-            })
-            .collect(),
-        created_at: state.clock.now(),
-    };
-    let index = ledger.deals.len();
-    ledger.deal_index.insert(deal.id.clone(), index);
-    ledger.used_quotes.insert(quote.id.clone(), deal.id.clone());
-    if quote.freebie {
-        let claimed = ledger.claimed.entry(client_id.to_owned()).or_insert(0);
-        *claimed = (*claimed + 1).min(FREEBIES);
-    }
-    ledger.deals.push(deal.clone());
-    Ok(deal)
-}
-
 /// `POST /v1/payments/deals`.
-pub async fn create(AxState(state): AxState<Arc<State>>, req: Request) -> Response {
-    let principal = match bearer::check(&state, req.headers(), Scope::Payments) {
-        Ok(p) => p,
-        Err(e) => return e.into_response(),
-    };
-    let (parts, body) = req.into_parts();
-    let obj = match json_object(&parts.headers, body).await {
-        Ok(o) => o,
-        Err(e) => return e.into_response(),
-    };
+pub async fn create(
+    AxState(state): AxState<Arc<State>>,
+    caller: Caller<Payments>,
+    JsonObject(obj): JsonObject,
+) -> Response {
     let mut c = Checker::new("deal");
     let Some(deal_req) = parse(&mut c, &obj) else {
         return ApiError::validation(c.errors).into_response();
     };
     match book(
         &state,
-        &principal.client_id,
+        &caller.principal.client_id,
         &deal_req,
         DealKind::Deal,
         None,
@@ -382,18 +206,14 @@ fn callback_headers(c: &mut Checker, headers: &HeaderMap) -> Option<Option<Callb
 }
 
 /// `POST /v1/payments/deals/spot`.
-pub async fn create_spot(AxState(state): AxState<Arc<State>>, req: Request) -> Response {
-    let principal = match bearer::check(&state, req.headers(), Scope::Payments) {
-        Ok(p) => p,
-        Err(e) => return e.into_response(),
-    };
-    let (parts, body) = req.into_parts();
-    let obj = match json_object(&parts.headers, body).await {
-        Ok(o) => o,
-        Err(e) => return e.into_response(),
-    };
+pub async fn create_spot(
+    AxState(state): AxState<Arc<State>>,
+    caller: Caller<Payments>,
+    headers: HeaderMap,
+    JsonObject(obj): JsonObject,
+) -> Response {
     let mut header_check = Checker::new("callback");
-    let callback = callback_headers(&mut header_check, &parts.headers);
+    let callback = callback_headers(&mut header_check, &headers);
     let mut c = Checker::new("deal");
     let deal_req = parse(&mut c, &obj);
     let (Some(deal_req), Some(callback)) = (deal_req, callback) else {
@@ -401,11 +221,11 @@ pub async fn create_spot(AxState(state): AxState<Arc<State>>, req: Request) -> R
         errors.extend(c.errors);
         return ApiError::validation(errors).into_response();
     };
-    let process_id = super::ids::uuid();
+    let process_id = crate::ids::uuid();
     callbacks::spawn(
         state.clone(),
         process_id.clone(),
-        principal.client_id,
+        caller.principal.client_id,
         deal_req,
         callback,
     );
@@ -413,11 +233,6 @@ pub async fn create_spot(AxState(state): AxState<Arc<State>>, req: Request) -> R
         StatusCode::ACCEPTED,
         json!({"processId": process_id}).to_string(),
     )
-}
-
-/// A header value as text, for records.
-pub fn header_text(v: &HeaderValue) -> String {
-    String::from_utf8_lossy(v.as_bytes()).into_owned()
 }
 
 #[cfg(test)]

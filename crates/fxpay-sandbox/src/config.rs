@@ -1,0 +1,32 @@
+//! Where and how the sandbox listens.
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+/// Where the sandbox listens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxConfig {
+    /// Interface to bind; default 127.0.0.1.
+    pub host: IpAddr,
+    /// Port; 0 picks a free one.
+    pub port: u16,
+    /// Serve https with a CA and a certificate made at start (`Sandbox::ca_bundle`).
+    pub tls: bool,
+    /// How long a request body may take to arrive in full once its headers are read
+    /// (default [`DEFAULT_BODY_TIMEOUT`]). A body still incomplete then is answered 408 and
+    /// its connection closed, so stalled uploads cannot hold the sandbox's connections.
+    pub body_timeout: Duration,
+}
+
+/// The default [`SandboxConfig::body_timeout`]: 10 seconds.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            tls: false,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+        }
+    }
+}
