@@ -99,6 +99,9 @@ pub fn span_end(log: &AttemptLog<'_>) -> SpanEnd {
         (Some(_), _) => None,
         (None, Some(Error::Transport { timeout: true, .. })) => Some("fxpay.TimeoutError".into()),
         (None, Some(Error::Transport { .. })) => Some("fxpay.TransportError".into()),
+        (None, Some(Error::CassetteMismatch(_))) => {
+            Some("fxpay.testing.CassetteMismatchError".into())
+        }
         (None, _) => Some("_OTHER".into()),
     };
     SpanEnd {

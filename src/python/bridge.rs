@@ -54,6 +54,8 @@ where
                 crate::local_runtime::block_on_for(&mut fut, SIGNAL_CHECK)
             }))
         });
+        // The spans of the attempts that ended meanwhile (their ends wait for the GIL).
+        super::trace::flush_ended(py);
         match waited {
             Ok(Some(result)) => return Ok(result),
             Ok(None) => {

@@ -1,35 +1,81 @@
-//! OpenTelemetry spans, one per attempt, made by `fxpay._otel` from Rust's attempt hooks.
+//! OpenTelemetry spans, one per attempt, made from Rust's attempt hooks with the tracer that
+//! `fxpay._otel` hands over.
 //!
 //! Whether tracing is on is asked once per call, while the caller holds the GIL (and, for an
-//! awaitable, in the calling task, so the parent span is that task's): with no tracer
-//! provider the call gets no tracing observer, and its attempts never touch Python. With
-//! one, each attempt takes the GIL twice: to start its span (and get the `traceparent`
-//! headers to send) and to end it.
-use crate::trace::{span_end, span_start};
+//! awaitable, in the calling task, so the parent span is that task's). With no tracer
+//! provider the answer comes from two dictionary look-ups made here (no Python function
+//! runs), the call gets no tracing observer, and its attempts never touch Python.
+//!
+//! With one, an attempt takes the GIL once to start its span: the attributes are one dict
+//! built here, and the W3C `traceparent`/`tracestate` headers are written here from the
+//! span's context when the global propagator is W3C's (the `baggage` header, which only
+//! depends on the parent, is worked out once per call). Its end is recorded here with its
+//! time and, in a blocking call, handed to Python only when the call returns (or the next
+//! attempt starts) on the same thread, in a crossing the call makes anyway; an awaitable's
+//! attempt, which runs on a runtime thread, ends its span at once. When the sampler does not
+//! record the call's first span, its later attempts reuse its headers with no Python at all.
+use crate::trace::{span_end, span_start, SpanEnd, SpanStart};
 use crate::transport::{AttemptLog, AttemptStart, Observer};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyList;
-use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use pyo3::types::{PyDict, PyList};
+use std::cell::{Cell, RefCell};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-/// `fxpay._otel.call_trace`: None when tracing is off, else the call's span maker.
-static CALL_TRACE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+type Headers = Vec<(String, String)>;
 
-fn call_trace(py: Python<'_>) -> Option<Bound<'_, PyAny>> {
-    let hook = CALL_TRACE
-        .get_or_try_init(py, || {
-            Ok::<_, PyErr>(py.import("fxpay._otel")?.getattr("call_trace")?.unbind())
-        })
-        .ok()?;
-    let call = hook.bind(py).call0().ok()?;
-    (!call.is_none()).then_some(call)
+static OTEL: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+static CLIENT_KIND: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+fn otel(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    OTEL.get_or_try_init(py, || Ok::<_, PyErr>(py.import("fxpay._otel")?.unbind()))
+        .map(|m| m.bind(py))
+}
+
+/// `OTEL_PYTHON_TRACER_PROVIDER` is set: a provider may come from the environment even
+/// before anyone imports `opentelemetry.trace` (as `fxpay._otel` reads it).
+fn env_provider() -> bool {
+    static SET: OnceLock<bool> = OnceLock::new();
+    *SET.get_or_init(|| {
+        std::env::var_os("OTEL_PYTHON_TRACER_PROVIDER").is_some_and(|v| !v.is_empty())
+    })
+}
+
+/// False when tracing is surely off: `opentelemetry.trace` was never imported, or the API
+/// holds no provider yet (the proxy). `fxpay._otel.tracer` decides the rest.
+fn maybe_on(py: Python<'_>) -> bool {
+    if env_provider() {
+        return true;
+    }
+    // SAFETY: with the GIL held, `PyImport_GetModuleDict` returns a borrowed reference to
+    // the interpreter's `sys.modules` dict (never null while the interpreter runs); it is
+    // turned into an owned reference at once.
+    let modules = unsafe {
+        let ptr = pyo3::ffi::PyImport_GetModuleDict();
+        if ptr.is_null() {
+            return true;
+        }
+        Bound::from_borrowed_ptr(py, ptr)
+    };
+    let Ok(modules) = modules.cast_into::<PyDict>() else {
+        return true;
+    };
+    match modules.get_item(pyo3::intern!(py, "opentelemetry.trace")) {
+        Ok(Some(module)) => !module
+            .getattr(pyo3::intern!(py, "_TRACER_PROVIDER"))
+            .is_ok_and(|p| p.is_none()),
+        Ok(None) => false,
+        Err(_) => true,
+    }
 }
 
 thread_local! {
     /// This thread has been given a Python thread state of its own ([`keep_thread_state`]).
     static KEPT: Cell<bool> = const { Cell::new(false) };
+    /// Spans of blocking calls driven on this thread whose attempts are over: ended by
+    /// [`flush_ended`] once the thread holds the GIL again.
+    static ENDED: RefCell<Vec<Ended>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Gives a thread Python does not know (a runtime thread running an awaitable's attempts) a
@@ -56,67 +102,213 @@ fn keep_thread_state() {
     });
 }
 
+/// A span whose attempt is over, with what to end it with.
+struct Ended {
+    span: Py<PyAny>,
+    end: SpanEnd,
+    /// When the attempt ended, in ns since the epoch (the SDK's clock, `time.time_ns()`).
+    at: u128,
+}
+
+impl Ended {
+    fn finish(self, py: Python<'_>) {
+        let Ok(otel) = otel(py) else { return };
+        let _ = otel.call_method1(
+            pyo3::intern!(py, "end"),
+            (self.span, self.end.status, self.end.error_type, self.at),
+        );
+    }
+}
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+/// Ends the spans this thread's blocking calls left to end (see [`ENDED`]).
+pub fn flush_ended(py: Python<'_>) {
+    let pending = ENDED
+        .try_with(|e| {
+            let mut e = e.borrow_mut();
+            if e.is_empty() {
+                Vec::new()
+            } else {
+                std::mem::take(&mut *e)
+            }
+        })
+        .unwrap_or_default();
+    for ended in pending {
+        ended.finish(py);
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// The attempt's span, started and not ended yet.
+    open: Option<Py<PyAny>>,
+    /// The call's first span was not recording: the headers every later attempt sends.
+    unrecorded: Option<Headers>,
+}
+
 /// Makes the spans of one call's attempts (attempts of a call run one after the other).
 struct PyTraceObserver {
-    call: Py<PyAny>,
-    /// A span was started and not ended yet.
-    open: AtomicBool,
+    tracer: Py<PyAny>,
+    parent: Py<PyAny>,
+    /// `Some` when this module writes `traceparent`/`tracestate` (the global propagator is
+    /// W3C's): the other headers to send (`baggage`). `None`: `fxpay._otel.inject` is asked.
+    fixed: Option<Headers>,
+    state: Mutex<State>,
 }
 
 impl PyTraceObserver {
-    fn end(&self, status: Option<u16>, error_type: Option<String>) {
-        if !self.open.swap(false, Ordering::AcqRel) {
-            return;
-        }
-        keep_thread_state();
-        Python::attach(|py| {
-            let _ = self
-                .call
-                .bind(py)
-                .call_method1(pyo3::intern!(py, "end"), (status, error_type));
-        })
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Starts the span; returns it, the headers that carry it and whether it records.
+    fn start_span<'py>(
+        &self,
+        py: Python<'py>,
+        s: &SpanStart,
+    ) -> PyResult<(Bound<'py, PyAny>, Headers, bool)> {
+        use pyo3::intern;
+        let attributes = PyDict::new(py);
+        attributes.set_item(intern!(py, "http.request.method"), &s.method)?;
+        if let Some(t) = &s.template {
+            attributes.set_item(intern!(py, "url.template"), t)?;
+        }
+        if let Some(a) = &s.address {
+            attributes.set_item(intern!(py, "server.address"), a)?;
+        }
+        if let Some(p) = s.port {
+            attributes.set_item(intern!(py, "server.port"), p)?;
+        }
+        if s.resend_count > 0 {
+            attributes.set_item(intern!(py, "http.request.resend_count"), s.resend_count)?;
+        }
+        let kind = CLIENT_KIND.get_or_try_init(py, || {
+            Ok::<_, PyErr>(otel(py)?.call_method0("client_kind")?.unbind())
+        })?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item(intern!(py, "context"), self.parent.bind(py))?;
+        kwargs.set_item(intern!(py, "kind"), kind.bind(py))?;
+        kwargs.set_item(intern!(py, "attributes"), attributes)?;
+        let span = self.tracer.bind(py).call_method(
+            intern!(py, "start_span"),
+            (&s.name,),
+            Some(&kwargs),
+        )?;
+        let headers = match &self.fixed {
+            Some(fixed) => {
+                let mut headers = w3c_headers(py, &span)?;
+                headers.extend(fixed.iter().cloned());
+                headers
+            }
+            None => otel(py)?
+                .call_method1(intern!(py, "inject"), (&span, self.parent.bind(py)))?
+                .cast_into::<PyList>()?
+                .iter()
+                .filter_map(|pair| pair.extract::<(String, String)>().ok())
+                .collect(),
+        };
+        let recording = span
+            .call_method0(intern!(py, "is_recording"))?
+            .is_truthy()?;
+        Ok((span, headers, recording))
+    }
+
+    /// Ends the open span now, taking the GIL (a cancelled call, an awaitable's attempt).
+    fn end_now(&self, end: SpanEnd) {
+        let Some(span) = self.state().open.take() else {
+            return;
+        };
+        let ended = Ended {
+            span,
+            end,
+            at: now_ns(),
+        };
+        keep_thread_state();
+        Python::attach(|py| ended.finish(py));
+    }
+}
+
+/// `traceparent` (and `tracestate`) for `span`, as W3C's propagator writes them: nothing for
+/// the invalid span context.
+fn w3c_headers(py: Python<'_>, span: &Bound<'_, PyAny>) -> PyResult<Headers> {
+    use pyo3::intern;
+    let context = span.call_method0(intern!(py, "get_span_context"))?;
+    let trace_id: u128 = context.getattr(intern!(py, "trace_id"))?.extract()?;
+    let span_id: u64 = context.getattr(intern!(py, "span_id"))?.extract()?;
+    if trace_id == 0 && span_id == 0 {
+        return Ok(Vec::new());
+    }
+    let flags: u8 = context.getattr(intern!(py, "trace_flags"))?.extract()?;
+    let mut headers = vec![(
+        "traceparent".to_string(),
+        format!("00-{trace_id:032x}-{span_id:016x}-{flags:02x}"),
+    )];
+    let state = context.getattr(intern!(py, "trace_state"))?;
+    if state.is_truthy()? {
+        let text: String = state.call_method0(intern!(py, "to_header"))?.extract()?;
+        headers.push(("tracestate".to_string(), text));
+    }
+    Ok(headers)
 }
 
 impl Observer for PyTraceObserver {
     fn start(&self, start: &AttemptStart<'_>) -> Vec<(String, String)> {
+        if let Some(headers) = &self.state().unrecorded {
+            return headers.clone();
+        }
         let s = span_start(start);
         keep_thread_state();
         Python::attach(|py| {
-            let headers = self.call.bind(py).call_method1(
-                pyo3::intern!(py, "start"),
-                (
-                    s.name,
-                    s.method,
-                    s.template,
-                    s.address,
-                    s.port,
-                    s.resend_count,
-                ),
-            );
-            self.open.store(true, Ordering::Release);
-            headers
-                .ok()
-                .and_then(|h| h.cast_into::<PyList>().ok())
-                .map(|list| {
-                    list.iter()
-                        .filter_map(|pair| pair.extract::<(String, String)>().ok())
-                        .collect()
-                })
-                .unwrap_or_default()
+            // The previous attempt's span, when this thread deferred its end.
+            flush_ended(py);
+            match self.start_span(py, &s) {
+                Ok((span, headers, recording)) => {
+                    let mut state = self.state();
+                    if recording {
+                        state.open = Some(span.unbind());
+                    } else {
+                        state.unrecorded = Some(headers.clone());
+                    }
+                    headers
+                }
+                Err(_) => Vec::new(),
+            }
         })
     }
 
     fn attempt(&self, log: &AttemptLog<'_>) {
-        let e = span_end(log);
-        self.end(e.status, e.error_type)
+        let end = span_end(log);
+        if crate::local_runtime::driving() {
+            // A blocking call on its caller's thread: that thread ends the span when it
+            // holds the GIL again (`flush_ended`), at the time taken now.
+            let Some(span) = self.state().open.take() else {
+                return;
+            };
+            let ended = Ended {
+                span,
+                end,
+                at: now_ns(),
+            };
+            let _ = ENDED.try_with(|e| e.borrow_mut().push(ended));
+            return;
+        }
+        self.end_now(end)
     }
 }
 
 impl Drop for PyTraceObserver {
     /// A call dropped mid-attempt (a cancelled awaitable) still ends its span.
     fn drop(&mut self) {
-        self.end(None, Some("cancelled".to_string()))
+        self.end_now(SpanEnd {
+            status: None,
+            error_type: Some("cancelled".to_string()),
+        })
     }
 }
 
@@ -136,16 +328,34 @@ impl Observer for Both {
     }
 }
 
+/// The tracing observer of a call starting now, when a tracer provider is configured.
+fn tracing(py: Python<'_>) -> Option<PyTraceObserver> {
+    if !maybe_on(py) {
+        return None;
+    }
+    let answer = otel(py)
+        .ok()?
+        .call_method0(pyo3::intern!(py, "call_trace"))
+        .ok()?;
+    if answer.is_none() {
+        return None;
+    }
+    let (tracer, parent, fixed) = answer
+        .extract::<(Py<PyAny>, Py<PyAny>, Option<Headers>)>()
+        .ok()?;
+    Some(PyTraceObserver {
+        tracer,
+        parent,
+        fixed,
+        state: Mutex::new(State::default()),
+    })
+}
+
 /// The observer of one call: DEBUG logging when the `fxpay` logger wants it, spans when a
 /// tracer provider is set; None when neither.
 pub fn observer(py: Python<'_>) -> Option<Arc<dyn Observer>> {
     let log = super::logging::observer(py);
-    let trace = call_trace(py).map(|call| {
-        Arc::new(PyTraceObserver {
-            call: call.unbind(),
-            open: AtomicBool::new(false),
-        }) as Arc<dyn Observer>
-    });
+    let trace = tracing(py).map(|t| Arc::new(t) as Arc<dyn Observer>);
     match (log, trace) {
         (Some(l), Some(t)) => Some(Arc::new(Both(l, t))),
         (l, t) => l.or(t),

@@ -473,3 +473,125 @@ def test_the_consent_flow_is_traced_without_its_secrets(spans: InMemorySpanExpor
         text = repr((s.name, dict(s.attributes or {}), s.status.description))
         for secret in secrets:
             assert secret and secret not in text, s.name
+
+
+# -- sampling, propagators, deferred ends, cassettes -------------------------------------------
+
+
+def test_an_unsampled_parent_makes_no_span_and_still_propagates(spans: InMemorySpanExporter, recorder: str) -> None:
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    parent = SpanContext(trace_id=0x1F, span_id=0x2E, is_remote=True, trace_flags=TraceFlags(0))
+    with fxpay.Client("id", "secret", base_url=recorder) as c:
+        with trace.use_span(NonRecordingSpan(parent)):
+            c.get_quote("q1")
+            c.get_quote("q2")
+    assert client_spans(spans) == []
+    sent = [h["traceparent"] for _, _, h in Recorder.seen]
+    assert len(sent) == 3  # the token, then two quotes
+    for header in sent:
+        version, tid, sid, flags = header.split("-")
+        assert (version, tid, flags) == ("00", f"{0x1F:032x}", "00")
+        assert sid != f"{0x2E:016x}"
+
+
+def test_baggage_is_sent_with_each_attempt(spans: InMemorySpanExporter, recorder: str) -> None:
+    from opentelemetry import baggage, context
+
+    token = context.attach(baggage.set_baggage("tenant", "acme co"))
+    try:
+        with fxpay.Client("id", "secret", base_url=recorder) as c:
+            c.get_quote("q1")
+    finally:
+        context.detach(token)
+    assert [h.get("baggage") for _, _, h in Recorder.seen] == ["tenant=acme+co", "tenant=acme+co"]
+    assert all("traceparent" in h for _, _, h in Recorder.seen)
+
+
+class Stamp:
+    """A propagator that is not W3C's: writes the span's ids under its own header."""
+
+    fields = {"x-stamp"}
+
+    def inject(self, carrier: Any, context: Any = None, setter: Any = None) -> None:
+        ctx = trace.get_current_span(context).get_span_context()
+        carrier["x-stamp"] = f"{ctx.trace_id:032x}:{ctx.span_id:016x}"
+
+    def extract(self, carrier: Any, context: Any = None, getter: Any = None) -> Any:
+        return context
+
+
+def test_another_global_propagator_is_asked(spans: InMemorySpanExporter, recorder: str) -> None:
+    from opentelemetry import propagate
+
+    before = propagate.get_global_textmap()
+    propagate.set_global_textmap(Stamp())  # type: ignore[arg-type]
+    try:
+        with fxpay.Client("id", "secret", base_url=recorder) as c:
+            c.get_quote("q1")
+    finally:
+        propagate.set_global_textmap(before)
+    got = client_spans(spans)
+    assert len(got) == 2
+    stamps = [h.get("x-stamp") for _, _, h in Recorder.seen]
+    assert stamps == [f"{s.context.trace_id:032x}:{s.context.span_id:016x}" for s in got if s.context]
+    assert all("traceparent" not in h for _, _, h in Recorder.seen)
+
+
+def test_a_retried_attempts_span_ends_when_its_answer_came(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:
+    """A blocking call's spans are ended when the thread is back in Python, at the time their
+    attempt ended: not after the wait before the retry."""
+    with sandbox.client(max_retries=1) as c:
+        qid = new_quote(c)
+        spans.clear()
+        sandbox.fail_next(f"GET /v1/payments/quotes/{qid}", 429, retry_after=1)
+        c.get_quote(qid)
+    first, second = client_spans(spans, f"GET {QUOTE}")
+    assert first.start_time is not None and first.end_time is not None and second.start_time is not None
+    assert first.start_time <= first.end_time
+    # Retry-After: 1 second between the first answer and the second attempt.
+    assert second.start_time - first.end_time >= 500_000_000
+    assert first.end_time - first.start_time < 500_000_000
+
+
+@pytest.mark.parametrize("aio", [False, True], ids=["blocking", "async"])
+def test_a_replayed_call_is_a_span(
+    spans: InMemorySpanExporter, sandbox: Sandbox, tmp_path: Any, aio: bool
+) -> None:
+    """A call answered from a cassette is still a call: its spans are the live call's (as
+    vcrpy's replays are spans of an instrumented httpx)."""
+    from fxpay.testing import Cassette, CassetteMismatchError
+
+    path = tmp_path / "quote.json"
+    with sandbox.client(cassette=Cassette(path, mode="record")) as c:
+        c.get_quote(new_quote(c))
+    live = [(s.name, dict(s.attributes or {})) for s in client_spans(spans)]
+    assert [name for name, _ in live] == ["POST /v1/oauth/token", "POST /v1/payments/quotes", f"GET {QUOTE}"]
+    spans.clear()
+    tracer = trace.get_tracer("test")
+    replay = Cassette(path, mode="replay")
+
+    async def replayed() -> None:
+        async with replay.client() as c:
+            with tracer.start_as_current_span("checkout"):
+                qid = await c.create_quote_async(buy_currency="AUD", buy_amount="100.00", sell_currency="USD")
+                await c.get_quote_async(qid)
+            with pytest.raises(CassetteMismatchError):
+                await c.get_quote_async(qid)
+
+    if aio:
+        asyncio.run(replayed())
+    else:
+        with replay.client() as c:
+            with tracer.start_as_current_span("checkout"):
+                c.get_quote(new_quote(c))
+            with pytest.raises(CassetteMismatchError):
+                c.get_quote("q-not-recorded")
+    got = client_spans(spans)
+    assert [(s.name, dict(s.attributes or {})) for s in got[:3]] == live
+    (checkout,) = [s for s in spans.get_finished_spans() if s.name == "checkout"]
+    assert checkout.context is not None
+    assert all(s.parent is not None and s.parent.span_id == checkout.context.span_id for s in got[:3])
+    (miss,) = got[3:]
+    assert (miss.attributes or {})["error.type"] == "fxpay.testing.CassetteMismatchError"
+    assert miss.status.status_code == StatusCode.ERROR
