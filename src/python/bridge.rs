@@ -258,6 +258,8 @@ mod awaitable {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner),
             );
+            // The spans of the attempts that ended, before their calls' results are seen.
+            super::super::trace::flush_loop_ended(py);
             for (fut, hook, result) in items {
                 deliver(py, fut.bind(py), hook.bind(py), result);
             }
@@ -402,7 +404,8 @@ mod awaitable {
         let hook = Py::new(py, AbortOnCancel(std::sync::OnceLock::new()))?;
         let hook_back = hook.clone_ref(py);
         let task = crate::runtime::runtime().spawn(async move {
-            let result = fut.await;
+            // Spans of its attempts are ended by the drain below, on the loop's thread.
+            let result = super::super::trace::ended_on_loop(fut).await;
             inbox.push((target, hook_back, result));
         });
         let _ = hook.get().0.set(ProcessBound::new(task.abort_handle()));

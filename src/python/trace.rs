@@ -10,9 +10,10 @@
 //! built here, and the W3C `traceparent`/`tracestate` headers are written here from the
 //! span's context when the global propagator is W3C's (the `baggage` header, which only
 //! depends on the parent, is worked out once per call). Its end is recorded here with its
-//! time and, in a blocking call, handed to Python only when the call returns (or the next
-//! attempt starts) on the same thread, in a crossing the call makes anyway; an awaitable's
-//! attempt, which runs on a runtime thread, ends its span at once. When the sampler does not
+//! time and handed to Python in a crossing the call makes anyway: a blocking call's when
+//! its thread is back in Python (or the next attempt starts); an awaitable's on the event
+//! loop's thread, just before the loop's drain delivers the results (so no runtime thread
+//! waits for the GIL to end a span). When the sampler does not
 //! record the call's first span, its later attempts reuse its headers with no Python at all.
 use crate::trace::{span_end, span_start, SpanEnd, SpanStart};
 use crate::transport::{AttemptLog, AttemptStart, Observer};
@@ -144,6 +145,30 @@ pub fn flush_ended(py: Python<'_>) {
     }
 }
 
+tokio::task_local! {
+    /// Set for an awaitable's task whose result the event loop's drain delivers
+    /// (`super::bridge`): the spans of its attempts wait in [`LOOP_ENDED`] for that drain.
+    static ON_LOOP: bool;
+}
+
+/// Spans of awaitables' attempts that are over, ended on an event loop's thread by
+/// [`flush_loop_ended`] before the results of the calls are delivered (or by the next
+/// attempt to start a span, on any thread).
+static LOOP_ENDED: Mutex<Vec<Ended>> = Mutex::new(Vec::new());
+
+/// Runs an awaitable's call so that its spans are ended on the loop's thread.
+pub async fn ended_on_loop<F: std::future::Future>(fut: F) -> F::Output {
+    ON_LOOP.scope(true, fut).await
+}
+
+/// Ends the spans of awaitables' attempts that are over (see [`LOOP_ENDED`]).
+pub fn flush_loop_ended(py: Python<'_>) {
+    let pending = std::mem::take(&mut *LOOP_ENDED.lock().unwrap_or_else(PoisonError::into_inner));
+    for ended in pending {
+        ended.finish(py);
+    }
+}
+
 #[derive(Default)]
 struct State {
     /// The attempt's span, started and not ended yet.
@@ -265,8 +290,9 @@ impl Observer for PyTraceObserver {
         let s = span_start(start);
         keep_thread_state();
         Python::attach(|py| {
-            // The previous attempt's span, when this thread deferred its end.
+            // The previous attempt's span, when its end was deferred.
             flush_ended(py);
+            flush_loop_ended(py);
             match self.start_span(py, &s) {
                 Ok((span, headers, recording)) => {
                     let mut state = self.state();
@@ -284,21 +310,29 @@ impl Observer for PyTraceObserver {
 
     fn attempt(&self, log: &AttemptLog<'_>) {
         let end = span_end(log);
-        if crate::local_runtime::driving() {
+        let driving = crate::local_runtime::driving();
+        let on_loop = !driving && ON_LOOP.try_with(|on| *on).unwrap_or(false);
+        if !driving && !on_loop {
+            return self.end_now(end);
+        }
+        let Some(span) = self.state().open.take() else {
+            return;
+        };
+        let ended = Ended {
+            span,
+            end,
+            at: now_ns(),
+        };
+        if driving {
             // A blocking call on its caller's thread: that thread ends the span when it
             // holds the GIL again (`flush_ended`), at the time taken now.
-            let Some(span) = self.state().open.take() else {
-                return;
-            };
-            let ended = Ended {
-                span,
-                end,
-                at: now_ns(),
-            };
             let _ = ENDED.try_with(|e| e.borrow_mut().push(ended));
-            return;
+        } else {
+            LOOP_ENDED
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(ended);
         }
-        self.end_now(end)
     }
 }
 

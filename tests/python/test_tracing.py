@@ -595,3 +595,24 @@ def test_a_replayed_call_is_a_span(
     (miss,) = got[3:]
     assert (miss.attributes or {})["error.type"] == "fxpay.testing.CassetteMismatchError"
     assert miss.status.status_code == StatusCode.ERROR
+
+
+def test_spans_have_ended_when_the_call_returns(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:
+    """Ends are handed to Python in a crossing the call makes anyway, but before it returns:
+    a blocking call's on its thread, an awaitable's on the loop's thread before its result."""
+
+    async def main() -> list[list[str]]:
+        seen = []
+        async with sandbox.client() as c:
+            qid = await c.create_quote_async(buy_currency="AUD", buy_amount="100.00", sell_currency="USD")
+            seen.append([s.name for s in client_spans(spans)])
+            spans.clear()
+            await c.get_quote_async(qid)
+            seen.append([s.name for s in client_spans(spans)])
+        return seen
+
+    assert asyncio.run(main()) == [["POST /v1/oauth/token", "POST /v1/payments/quotes"], [f"GET {QUOTE}"]]
+    spans.clear()
+    with sandbox.client() as c:
+        new_quote(c)
+        assert [s.name for s in client_spans(spans)] == ["POST /v1/oauth/token", "POST /v1/payments/quotes"]
