@@ -2,8 +2,10 @@
 
 The Rust core (``fxpay._fxpay``, its ``trace`` module) makes the spans; this module holds
 the few pieces it asks Python for. Per call, while the caller holds the GIL (in the calling
-thread or task): whether a tracer provider is configured, and if so :func:`call_trace`,
-which captures the current context as the parent. Per attempt the core starts a ``CLIENT``
+thread or task), the core finds whether a tracer provider is configured, asking
+:func:`tracer` once per provider (and :func:`_w3c_parts` once per global propagator), and
+captures the current context as the parent (:func:`call_trace` does all that in Python,
+for a provider that only the environment names). Per attempt the core starts a ``CLIENT``
 span with ``tracer.start_span`` (attributes built in Rust, as one dict), writes the W3C
 ``traceparent`` (and ``tracestate``) itself from the span's context when the global
 propagator is W3C's (else it asks :func:`inject`), and ends the span with :func:`end`.
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer
 
-__all__ = ["call_trace", "client_kind", "end", "inject", "receiving", "tracer"]
+__all__ = ["baggage_headers", "call_trace", "client_kind", "end", "inject", "receiving", "tracer"]
 
 #: Set when a tracer provider may come from the environment even before anyone imports
 #: ``opentelemetry.trace``.
@@ -108,8 +110,13 @@ def _fixed_headers(parent: Context) -> list[tuple[str, str]] | None:
         return None
     if cached[2] is None:
         return []
+    return baggage_headers(cached[2], parent)
+
+
+def baggage_headers(propagator: Any, parent: Context) -> list[tuple[str, str]]:
+    """The ``baggage`` header of ``parent`` from W3C's baggage propagator."""
     carrier: dict[str, str] = {}
-    cached[2].inject(carrier, context=parent)
+    propagator.inject(carrier, context=parent)
     return list(carrier.items())
 
 

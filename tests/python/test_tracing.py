@@ -616,3 +616,28 @@ def test_spans_have_ended_when_the_call_returns(spans: InMemorySpanExporter, san
     with sandbox.client() as c:
         new_quote(c)
         assert [s.name for s in client_spans(spans)] == ["POST /v1/oauth/token", "POST /v1/payments/quotes"]
+
+
+def test_the_provider_in_force_at_each_call_is_used(recorder: str) -> None:
+    """fxpay keeps the tracer of the last provider it saw: a new provider (or a no-op one)
+    takes effect from the next call."""
+    first, second = InMemorySpanExporter(), InMemorySpanExporter()
+    providers = []
+    for exporter in (first, second):
+        p = TracerProvider()
+        p.add_span_processor(SimpleSpanProcessor(exporter))
+        providers.append(p)
+    try:
+        with fxpay.Client("id", "secret", base_url=recorder) as c:
+            for provider in (providers[0], trace.NoOpTracerProvider(), providers[1]):
+                _reset_global_provider()
+                trace.set_tracer_provider(provider)
+                c.get_quote("q1")
+    finally:
+        _reset_global_provider()
+        for p in providers:
+            p.shutdown()
+    assert [s.name for s in first.get_finished_spans()] == ["POST /v1/oauth/token", f"GET {QUOTE}"]
+    assert [s.name for s in second.get_finished_spans()] == [f"GET {QUOTE}"]
+    # The no-op provider's call sent no traceparent.
+    assert ["traceparent" in h for _, _, h in Recorder.seen] == [True, True, False, True]
