@@ -37,7 +37,9 @@ import subprocess
 import sys
 import time
 
-MODES = ["off", "off-again", "api", "hooks", "sdk", "httpx", "httpx-sdk"]
+MODES = ["off", "off-again", "api", "hooks", "sdk"]
+#: The same request made with httpx, plain and instrumented (run by this script, not by bench/measure.py).
+HTTPX_MODES = ["httpx", "httpx-sdk"]
 #: The worker each one is compared with.
 BASE = {"httpx-sdk": "httpx"}
 SHAPES = ["blocking", "async"]
@@ -191,6 +193,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=400)
     ap.add_argument("--worker", nargs=4, metavar=("MODE", "URL", "ID", "SECRET"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    modes = MODES + HTTPX_MODES
     if args.worker:
         worker(*args.worker)
         return
@@ -205,7 +208,7 @@ def main() -> None:
                 stdout=subprocess.PIPE,
                 text=True,
             )
-            for m in MODES
+            for m in modes
         }
         for m, p in procs.items():
             assert p.stdout is not None
@@ -219,15 +222,15 @@ def main() -> None:
             p.stdin.flush()
             return dict(json.loads(p.stdout.readline()))
 
-        for m in MODES:  # warm-up: connections, token, caches
+        for m in modes:  # warm-up: connections, token, caches
             for shape in SHAPES:
                 round_of(m, shape, max(20, args.calls // 10))
-        per_call: dict[tuple[str, str], list[float]] = {(m, s): [] for m in MODES for s in SHAPES}
-        cpu_per_call: dict[tuple[str, str], list[float]] = {(m, s): [] for m in MODES for s in SHAPES}
+        per_call: dict[tuple[str, str], list[float]] = {(m, s): [] for m in modes for s in SHAPES}
+        cpu_per_call: dict[tuple[str, str], list[float]] = {(m, s): [] for m in modes for s in SHAPES}
         rng = random.Random(1)
         for _ in range(args.rounds):
             for shape in SHAPES:
-                order = MODES[:]
+                order = modes[:]
                 rng.shuffle(order)
                 for m in order:
                     r = round_of(m, shape, args.calls)
@@ -246,7 +249,7 @@ def main() -> None:
     print("vs: the ratio to `off` (to `httpx` for `httpx-sdk`); +us: the wall time added to it per call")
     print(f"{'shape':<9} {'worker':<10} {'wall us':>9} {'vs':>8} {'+us':>7} {'cpu us':>9} {'vs':>8}")
     for shape in SHAPES:
-        for m in MODES:
+        for m in modes:
             base = statistics.median(per_call[(BASE.get(m, "off"), shape)])
             cbase = statistics.median(cpu_per_call[(BASE.get(m, "off"), shape)])
             med = statistics.median(per_call[(m, shape)])

@@ -641,3 +641,21 @@ def test_the_provider_in_force_at_each_call_is_used(recorder: str) -> None:
     assert [s.name for s in second.get_finished_spans()] == [f"GET {QUOTE}"]
     # The no-op provider's call sent no traceparent.
     assert ["traceparent" in h for _, _, h in Recorder.seen] == [True, True, False, True]
+
+
+def test_a_provider_named_by_the_environment(recorder: str) -> None:
+    """OTEL_PYTHON_TRACER_PROVIDER names a provider before anyone imports the API: the calls
+    are traced (``fxpay._otel`` decides each call there)."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import fxpay\nwith fxpay.Client('id', 'secret', base_url=%r) as c:\n    c.get_quote('q1')\n" % recorder
+    env = {**os.environ, "OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider"}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
+    assert len(Recorder.seen) == 2
+    assert all(h["traceparent"].startswith("00-") for _, _, h in Recorder.seen)
+    without = {k: v for k, v in env.items() if k != "OTEL_PYTHON_TRACER_PROVIDER"}
+    Recorder.seen.clear()
+    subprocess.run([sys.executable, "-c", code], env=without, check=True, timeout=120)
+    assert len(Recorder.seen) == 2 and all("traceparent" not in h for _, _, h in Recorder.seen)
