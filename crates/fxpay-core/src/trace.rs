@@ -212,5 +212,10 @@ mod tests {
             span_end(&log(None, Some(&c))).error_type.as_deref(),
             Some("fxpay.TransportError")
         );
+        let m = Error::CassetteMismatch("GET /x".into());
+        assert_eq!(
+            span_end(&log(None, Some(&m))).error_type.as_deref(),
+            Some("fxpay.testing.CassetteMismatchError")
+        );
     }
 }
