@@ -1,11 +1,14 @@
 """OpenTelemetry spans for fxpay's calls (extra ``fxpay[otel]``: ``opentelemetry-api``).
 
-The Rust core asks :func:`call_trace` once per call, in the calling thread or task. With no
-tracer provider configured (nothing imported ``opentelemetry.trace``, or the global provider
-is still the API's proxy or a no-op one) the answer is ``None`` and the call makes no span.
-Otherwise the answer captures the current context as the parent, and the core calls its
-``start`` and ``end`` around each attempt, from whatever thread runs the attempt: one
-``CLIENT`` span per attempt, whose ``traceparent`` (and ``tracestate``) goes with the request.
+The Rust core (``fxpay._fxpay``, its ``trace`` module) makes the spans; this module holds
+the few pieces it asks Python for. Per call, while the caller holds the GIL (in the calling
+thread or task), the core finds whether a tracer provider is configured, asking
+:func:`tracer` once per provider (and :func:`_w3c_parts` once per global propagator), and
+captures the current context as the parent (:func:`call_trace` does all that in Python,
+for a provider that only the environment names). Per attempt the core starts a ``CLIENT``
+span with ``tracer.start_span`` (attributes built in Rust, as one dict), writes the W3C
+``traceparent`` (and ``tracestate``) itself from the span's context when the global
+propagator is W3C's (else it asks :func:`inject`), and ends the span with :func:`end`.
 
 Attributes follow the HTTP semantic conventions and never carry a secret: the method, the
 route template, the host, the port, the status, the error's type and the resend count.
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer
 
-__all__ = ["call_trace", "receiving", "tracer"]
+__all__ = ["baggage_headers", "call_trace", "client_kind", "end", "inject", "receiving", "tracer"]
 
 #: Set when a tracer provider may come from the environment even before anyone imports
 #: ``opentelemetry.trace``.
@@ -68,14 +71,94 @@ def tracer() -> Tracer | None:
     return cached[1]
 
 
-def call_trace() -> CallTrace | None:
-    """The span maker of a call starting now, or ``None`` when tracing is off."""
+#: The last global propagator seen: (it, fxpay writes its headers itself, its baggage part).
+_textmap_of: tuple[object, bool, Any] | None = None
+
+
+def _w3c_parts(textmap: object) -> tuple[bool, Any]:
+    """Whether ``textmap`` is W3C trace context (and W3C baggage) only, and its baggage propagator."""
+    from opentelemetry.baggage.propagation import W3CBaggagePropagator
+    from opentelemetry.propagators.composite import CompositePropagator
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    if type(textmap) is CompositePropagator:
+        parts = getattr(textmap, "_propagators", None)
+        if not isinstance(parts, (list, tuple)):
+            return False, None
+    else:
+        parts = [textmap]
+    context = [p for p in parts if type(p) is TraceContextTextMapPropagator]
+    baggage = [p for p in parts if type(p) is W3CBaggagePropagator]
+    if len(context) != 1 or len(baggage) > 1 or len(context) + len(baggage) != len(parts):
+        return False, None
+    return True, (baggage[0] if baggage else None)
+
+
+def _fixed_headers(parent: Context) -> list[tuple[str, str]] | None:
+    """The headers every attempt of a call sends besides ``traceparent`` and ``tracestate``
+    (``baggage``) when the global propagator is W3C's, so fxpay writes those two itself;
+    ``None`` when it is another one, which :func:`inject` then asks for each attempt."""
+    from opentelemetry import propagate
+
+    global _textmap_of
+    textmap = propagate.get_global_textmap()
+    cached = _textmap_of
+    if cached is None or cached[0] is not textmap:
+        cached = (textmap, *_w3c_parts(textmap))
+        _textmap_of = cached
+    if not cached[1]:
+        return None
+    if cached[2] is None:
+        return []
+    return baggage_headers(cached[2], parent)
+
+
+def baggage_headers(propagator: Any, parent: Context) -> list[tuple[str, str]]:
+    """The ``baggage`` header of ``parent`` from W3C's baggage propagator."""
+    carrier: dict[str, str] = {}
+    propagator.inject(carrier, context=parent)
+    return list(carrier.items())
+
+
+def call_trace() -> tuple[Tracer, Context, list[tuple[str, str]] | None] | None:
+    """What a call starting now needs to make its spans, or ``None`` when tracing is off:
+    the tracer, the parent context and the fixed headers (see :func:`_fixed_headers`)."""
     t = tracer()
     if t is None:
         return None
     from opentelemetry import context
 
-    return CallTrace(t, context.get_current())
+    parent = context.get_current()
+    return t, parent, _fixed_headers(parent)
+
+
+def client_kind() -> object:
+    """``SpanKind.CLIENT``, for the core."""
+    from opentelemetry.trace import SpanKind
+
+    return SpanKind.CLIENT
+
+
+def inject(span: Span, parent: Context) -> list[tuple[str, str]]:
+    """The headers that carry ``span``, from the global propagator (when it is not W3C's only)."""
+    from opentelemetry import propagate, trace
+
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=trace.set_span_in_context(span, parent))
+    return list(carrier.items())
+
+
+def end(span: Span, status: int | None, error_type: str | None, end_time: int) -> None:
+    """Ends an attempt's span with its answer's status or its error, at ``end_time`` (ns since
+    the epoch, taken when the attempt ended: the core may end it a little later)."""
+    if status is not None:
+        span.set_attribute("http.response.status_code", status)
+    if error_type is not None:
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_attribute("error.type", error_type)
+        span.set_status(Status(StatusCode.ERROR))
+    span.end(end_time=end_time)
 
 
 @contextmanager
@@ -108,57 +191,3 @@ def receiving(headers: Mapping[str, str]) -> Iterator[None]:
         parent, kind = None, trace.SpanKind.SERVER
     with t.start_as_current_span("process DealCreated", context=parent, kind=kind, links=links):
         yield
-
-
-class CallTrace:
-    """Starts and ends the span of each attempt of one call (attempts run one at a time)."""
-
-    __slots__ = ("_parent", "_span", "_tracer")
-
-    def __init__(self, tracer: Tracer, parent: Context) -> None:
-        self._tracer = tracer
-        self._parent = parent
-        self._span: Span | None = None
-
-    def start(
-        self,
-        name: str,
-        method: str,
-        template: str | None,
-        address: str | None,
-        port: int | None,
-        resend_count: int,
-    ) -> list[tuple[str, str]]:
-        """Starts the attempt's span; returns the headers that carry it."""
-        from opentelemetry import propagate, trace
-
-        attributes: dict[str, str | int] = {"http.request.method": method}
-        if template is not None:
-            attributes["url.template"] = template
-        if address is not None:
-            attributes["server.address"] = address
-        if port is not None:
-            attributes["server.port"] = port
-        if resend_count:
-            attributes["http.request.resend_count"] = resend_count
-        span = self._tracer.start_span(
-            name, context=self._parent, kind=trace.SpanKind.CLIENT, attributes=attributes
-        )
-        self._span = span
-        carrier: dict[str, str] = {}
-        propagate.inject(carrier, context=trace.set_span_in_context(span, self._parent))
-        return list(carrier.items())
-
-    def end(self, status: int | None, error_type: str | None) -> None:
-        """Ends the attempt's span with its answer's status or its error."""
-        span, self._span = self._span, None
-        if span is None:
-            return
-        if status is not None:
-            span.set_attribute("http.response.status_code", status)
-        if error_type is not None:
-            from opentelemetry.trace import Status, StatusCode
-
-            span.set_attribute("error.type", error_type)
-            span.set_status(Status(StatusCode.ERROR))
-        span.end()

@@ -473,3 +473,189 @@ def test_the_consent_flow_is_traced_without_its_secrets(spans: InMemorySpanExpor
         text = repr((s.name, dict(s.attributes or {}), s.status.description))
         for secret in secrets:
             assert secret and secret not in text, s.name
+
+
+# -- sampling, propagators, deferred ends, cassettes -------------------------------------------
+
+
+def test_an_unsampled_parent_makes_no_span_and_still_propagates(spans: InMemorySpanExporter, recorder: str) -> None:
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    parent = SpanContext(trace_id=0x1F, span_id=0x2E, is_remote=True, trace_flags=TraceFlags(0))
+    with fxpay.Client("id", "secret", base_url=recorder) as c:
+        with trace.use_span(NonRecordingSpan(parent)):
+            c.get_quote("q1")
+            c.get_quote("q2")
+    assert client_spans(spans) == []
+    sent = [h["traceparent"] for _, _, h in Recorder.seen]
+    assert len(sent) == 3  # the token, then two quotes
+    for header in sent:
+        version, tid, sid, flags = header.split("-")
+        assert (version, tid, flags) == ("00", f"{0x1F:032x}", "00")
+        assert sid != f"{0x2E:016x}"
+
+
+def test_baggage_is_sent_with_each_attempt(spans: InMemorySpanExporter, recorder: str) -> None:
+    from opentelemetry import baggage, context
+
+    token = context.attach(baggage.set_baggage("tenant", "acme co"))
+    try:
+        with fxpay.Client("id", "secret", base_url=recorder) as c:
+            c.get_quote("q1")
+    finally:
+        context.detach(token)
+    assert [h.get("baggage") for _, _, h in Recorder.seen] == ["tenant=acme+co", "tenant=acme+co"]
+    assert all("traceparent" in h for _, _, h in Recorder.seen)
+
+
+class Stamp:
+    """A propagator that is not W3C's: writes the span's ids under its own header."""
+
+    fields = {"x-stamp"}
+
+    def inject(self, carrier: Any, context: Any = None, setter: Any = None) -> None:
+        ctx = trace.get_current_span(context).get_span_context()
+        carrier["x-stamp"] = f"{ctx.trace_id:032x}:{ctx.span_id:016x}"
+
+    def extract(self, carrier: Any, context: Any = None, getter: Any = None) -> Any:
+        return context
+
+
+def test_another_global_propagator_is_asked(spans: InMemorySpanExporter, recorder: str) -> None:
+    from opentelemetry import propagate
+
+    before = propagate.get_global_textmap()
+    propagate.set_global_textmap(Stamp())  # type: ignore[arg-type]
+    try:
+        with fxpay.Client("id", "secret", base_url=recorder) as c:
+            c.get_quote("q1")
+    finally:
+        propagate.set_global_textmap(before)
+    got = client_spans(spans)
+    assert len(got) == 2
+    stamps = [h.get("x-stamp") for _, _, h in Recorder.seen]
+    assert stamps == [f"{s.context.trace_id:032x}:{s.context.span_id:016x}" for s in got if s.context]
+    assert all("traceparent" not in h for _, _, h in Recorder.seen)
+
+
+def test_a_retried_attempts_span_ends_when_its_answer_came(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:
+    """A blocking call's spans are ended when the thread is back in Python, at the time their
+    attempt ended: not after the wait before the retry."""
+    with sandbox.client(max_retries=1) as c:
+        qid = new_quote(c)
+        spans.clear()
+        sandbox.fail_next(f"GET /v1/payments/quotes/{qid}", 429, retry_after=1)
+        c.get_quote(qid)
+    first, second = client_spans(spans, f"GET {QUOTE}")
+    assert first.start_time is not None and first.end_time is not None and second.start_time is not None
+    assert first.start_time <= first.end_time
+    # Retry-After: 1 second between the first answer and the second attempt.
+    assert second.start_time - first.end_time >= 500_000_000
+    assert first.end_time - first.start_time < 500_000_000
+
+
+@pytest.mark.parametrize("aio", [False, True], ids=["blocking", "async"])
+def test_a_replayed_call_is_a_span(
+    spans: InMemorySpanExporter, sandbox: Sandbox, tmp_path: Any, aio: bool
+) -> None:
+    """A call answered from a cassette is still a call: its spans are the live call's (as
+    vcrpy's replays are spans of an instrumented httpx)."""
+    from fxpay.testing import Cassette, CassetteMismatchError
+
+    path = tmp_path / "quote.json"
+    with sandbox.client(cassette=Cassette(path, mode="record")) as c:
+        c.get_quote(new_quote(c))
+    live = [(s.name, dict(s.attributes or {})) for s in client_spans(spans)]
+    assert [name for name, _ in live] == ["POST /v1/oauth/token", "POST /v1/payments/quotes", f"GET {QUOTE}"]
+    spans.clear()
+    tracer = trace.get_tracer("test")
+    replay = Cassette(path, mode="replay")
+
+    async def replayed() -> None:
+        async with replay.client() as c:
+            with tracer.start_as_current_span("checkout"):
+                qid = await c.create_quote_async(buy_currency="AUD", buy_amount="100.00", sell_currency="USD")
+                await c.get_quote_async(qid)
+            with pytest.raises(CassetteMismatchError):
+                await c.get_quote_async(qid)
+
+    if aio:
+        asyncio.run(replayed())
+    else:
+        with replay.client() as c:
+            with tracer.start_as_current_span("checkout"):
+                c.get_quote(new_quote(c))
+            with pytest.raises(CassetteMismatchError):
+                c.get_quote("q-not-recorded")
+    got = client_spans(spans)
+    assert [(s.name, dict(s.attributes or {})) for s in got[:3]] == live
+    (checkout,) = [s for s in spans.get_finished_spans() if s.name == "checkout"]
+    assert checkout.context is not None
+    assert all(s.parent is not None and s.parent.span_id == checkout.context.span_id for s in got[:3])
+    (miss,) = got[3:]
+    assert (miss.attributes or {})["error.type"] == "fxpay.testing.CassetteMismatchError"
+    assert miss.status.status_code == StatusCode.ERROR
+
+
+def test_spans_have_ended_when_the_call_returns(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:
+    """Ends are handed to Python in a crossing the call makes anyway, but before it returns:
+    a blocking call's on its thread, an awaitable's on the loop's thread before its result."""
+
+    async def main() -> list[list[str]]:
+        seen = []
+        async with sandbox.client() as c:
+            qid = await c.create_quote_async(buy_currency="AUD", buy_amount="100.00", sell_currency="USD")
+            seen.append([s.name for s in client_spans(spans)])
+            spans.clear()
+            await c.get_quote_async(qid)
+            seen.append([s.name for s in client_spans(spans)])
+        return seen
+
+    assert asyncio.run(main()) == [["POST /v1/oauth/token", "POST /v1/payments/quotes"], [f"GET {QUOTE}"]]
+    spans.clear()
+    with sandbox.client() as c:
+        new_quote(c)
+        assert [s.name for s in client_spans(spans)] == ["POST /v1/oauth/token", "POST /v1/payments/quotes"]
+
+
+def test_the_provider_in_force_at_each_call_is_used(recorder: str) -> None:
+    """fxpay keeps the tracer of the last provider it saw: a new provider (or a no-op one)
+    takes effect from the next call."""
+    first, second = InMemorySpanExporter(), InMemorySpanExporter()
+    providers = []
+    for exporter in (first, second):
+        p = TracerProvider()
+        p.add_span_processor(SimpleSpanProcessor(exporter))
+        providers.append(p)
+    try:
+        with fxpay.Client("id", "secret", base_url=recorder) as c:
+            for provider in (providers[0], trace.NoOpTracerProvider(), providers[1]):
+                _reset_global_provider()
+                trace.set_tracer_provider(provider)
+                c.get_quote("q1")
+    finally:
+        _reset_global_provider()
+        for p in providers:
+            p.shutdown()
+    assert [s.name for s in first.get_finished_spans()] == ["POST /v1/oauth/token", f"GET {QUOTE}"]
+    assert [s.name for s in second.get_finished_spans()] == [f"GET {QUOTE}"]
+    # The no-op provider's call sent no traceparent.
+    assert ["traceparent" in h for _, _, h in Recorder.seen] == [True, True, False, True]
+
+
+def test_a_provider_named_by_the_environment(recorder: str) -> None:
+    """OTEL_PYTHON_TRACER_PROVIDER names a provider before anyone imports the API: the calls
+    are traced (``fxpay._otel`` decides each call there)."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import fxpay\nwith fxpay.Client('id', 'secret', base_url=%r) as c:\n    c.get_quote('q1')\n" % recorder
+    env = {**os.environ, "OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider"}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
+    assert len(Recorder.seen) == 2
+    assert all(h["traceparent"].startswith("00-") for _, _, h in Recorder.seen)
+    without = {k: v for k, v in env.items() if k != "OTEL_PYTHON_TRACER_PROVIDER"}
+    Recorder.seen.clear()
+    subprocess.run([sys.executable, "-c", code], env=without, check=True, timeout=120)
+    assert len(Recorder.seen) == 2 and all("traceparent" not in h for _, _, h in Recorder.seen)

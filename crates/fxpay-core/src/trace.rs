@@ -99,6 +99,9 @@ pub fn span_end(log: &AttemptLog<'_>) -> SpanEnd {
         (Some(_), _) => None,
         (None, Some(Error::Transport { timeout: true, .. })) => Some("fxpay.TimeoutError".into()),
         (None, Some(Error::Transport { .. })) => Some("fxpay.TransportError".into()),
+        (None, Some(Error::CassetteMismatch(_))) => {
+            Some("fxpay.testing.CassetteMismatchError".into())
+        }
         (None, _) => Some("_OTHER".into()),
     };
     SpanEnd {
@@ -208,6 +211,11 @@ mod tests {
         assert_eq!(
             span_end(&log(None, Some(&c))).error_type.as_deref(),
             Some("fxpay.TransportError")
+        );
+        let m = Error::CassetteMismatch("GET /x".into());
+        assert_eq!(
+            span_end(&log(None, Some(&m))).error_type.as_deref(),
+            Some("fxpay.testing.CassetteMismatchError")
         );
     }
 }

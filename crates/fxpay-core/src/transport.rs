@@ -244,9 +244,48 @@ impl Transport {
     ) -> Result<Response> {
         let live = self.send_live(req, bearer, observer);
         match &self.config.cassette {
+            Some(cassette) if cassette.mode() == crate::cassette::Mode::Replay => {
+                self.replayed(req, observer, cassette.around(req, bearer, live))
+                    .await
+            }
             Some(cassette) => cassette.around(req, bearer, live).await,
             None => live.await,
         }
+    }
+
+    /// A replayed exchange is still one attempt of the call: `observer` sees it start and
+    /// end (a span, a DEBUG line), as it would see the request on the network. No header
+    /// it returns goes anywhere.
+    async fn replayed(
+        &self,
+        req: &Request<'_>,
+        observer: Option<&dyn Observer>,
+        replay: impl std::future::Future<Output = Result<Response>>,
+    ) -> Result<Response> {
+        let Some(obs) = observer else {
+            return replay.await;
+        };
+        let url = self.url(req.path);
+        let started = Instant::now();
+        let _ = obs.start(&AttemptStart {
+            method: req.method.as_str(),
+            path: req.path,
+            url: url.as_str(),
+            parsed: url.parsed(),
+            attempt: 1,
+        });
+        let result = replay.await;
+        obs.attempt(&AttemptLog {
+            method: req.method.as_str(),
+            path: req.path,
+            attempt: 1,
+            status: result.as_ref().ok().map(|r| r.status),
+            duration: started.elapsed(),
+            error: result.as_ref().err().map(|e| e.to_string()),
+            failure: result.as_ref().err(),
+            retry_in: None,
+        });
+        result
     }
 
     /// Sends `req`, retrying as the rules above allow, and returns the last answer whatever

@@ -63,6 +63,8 @@ where
                 fxpay_core::local_runtime::block_on_for(&mut fut, SIGNAL_CHECK)
             }))
         });
+        // The spans of the attempts that ended meanwhile (their ends wait for the GIL).
+        super::trace::flush_ended(py);
         match waited {
             Ok(Some(result)) => return Ok(result),
             Ok(None) => {
@@ -265,6 +267,8 @@ mod awaitable {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner),
             );
+            // The spans of the attempts that ended, before their calls' results are seen.
+            super::super::trace::flush_loop_ended(py);
             for (fut, hook, result) in items {
                 deliver(py, fut.bind(py), hook.bind(py), result);
             }
@@ -409,7 +413,8 @@ mod awaitable {
         let hook = Py::new(py, AbortOnCancel(std::sync::OnceLock::new()))?;
         let hook_back = hook.clone_ref(py);
         let task = fxpay_core::runtime::runtime().spawn(async move {
-            let result = fut.await;
+            // Spans of its attempts are ended by the drain below, on the loop's thread.
+            let result = super::super::trace::ended_on_loop(fut).await;
             inbox.push((target, hook_back, result));
         });
         let _ = hook.get().0.set(ProcessBound::new(task.abort_handle()));

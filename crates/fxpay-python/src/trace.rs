@@ -1,35 +1,190 @@
-//! OpenTelemetry spans, one per attempt, made by `fxpay._otel` from Rust's attempt hooks.
+//! OpenTelemetry spans, one per attempt, made from Rust's attempt hooks with the tracer that
+//! `fxpay._otel` hands over.
 //!
 //! Whether tracing is on is asked once per call, while the caller holds the GIL (and, for an
-//! awaitable, in the calling task, so the parent span is that task's): with no tracer
-//! provider the call gets no tracing observer, and its attempts never touch Python. With
-//! one, each attempt takes the GIL twice: to start its span (and get the `traceparent`
-//! headers to send) and to end it.
-use fxpay_core::trace::{span_end, span_start};
+//! awaitable, in the calling task, so the parent span is that task's). With no tracer
+//! provider the answer comes from two dictionary look-ups made here (no Python function
+//! runs), the call gets no tracing observer, and its attempts never touch Python. With one,
+//! the tracer (per provider) and what the global propagator is (per propagator) are asked
+//! of `fxpay._otel` once and kept here; a call then only reads the current context (and
+//! its baggage, if the propagator sends baggage).
+//!
+//! With one, an attempt takes the GIL once to start its span: the attributes are one dict
+//! built here, and the W3C `traceparent`/`tracestate` headers are written here from the
+//! span's context when the global propagator is W3C's (the `baggage` header, which only
+//! depends on the parent, is worked out once per call). Its end is recorded here with its
+//! time and handed to Python in a crossing the call makes anyway: a blocking call's when
+//! its thread is back in Python (or the next attempt starts); an awaitable's on the event
+//! loop's thread, just before the loop's drain delivers the results (so no runtime thread
+//! waits for the GIL to end a span). When the sampler does not
+//! record the call's first span, its later attempts reuse its headers with no Python at all.
+use fxpay_core::trace::{span_end, span_start, SpanEnd, SpanStart};
 use fxpay_core::transport::{AttemptLog, AttemptStart, Observer};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyList;
-use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use pyo3::types::{PyDict, PyList};
+use std::cell::{Cell, RefCell};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-/// `fxpay._otel.call_trace`: None when tracing is off, else the call's span maker.
-static CALL_TRACE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+type Headers = Vec<(String, String)>;
 
-fn call_trace(py: Python<'_>) -> Option<Bound<'_, PyAny>> {
-    let hook = CALL_TRACE
-        .get_or_try_init(py, || {
-            Ok::<_, PyErr>(py.import("fxpay._otel")?.getattr("call_trace")?.unbind())
-        })
+static OTEL: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+static CLIENT_KIND: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+fn otel(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    OTEL.get_or_try_init(py, || Ok::<_, PyErr>(py.import("fxpay._otel")?.unbind()))
+        .map(|m| m.bind(py))
+}
+
+/// `OTEL_PYTHON_TRACER_PROVIDER` is set: a provider may come from the environment even
+/// before anyone imports `opentelemetry.trace` (as `fxpay._otel` reads it).
+fn env_provider() -> bool {
+    static SET: OnceLock<bool> = OnceLock::new();
+    *SET.get_or_init(|| {
+        std::env::var_os("OTEL_PYTHON_TRACER_PROVIDER").is_some_and(|v| !v.is_empty())
+    })
+}
+
+/// What the API says of the global tracer provider, read without running Python code.
+enum Provider<'py> {
+    /// Surely off: `opentelemetry.trace` was never imported, or holds no provider (the
+    /// API's proxy).
+    Off,
+    /// The provider set with `set_tracer_provider`.
+    Set(Bound<'py, PyAny>),
+    /// Only `fxpay._otel` can tell (a provider from the environment, an unknown API).
+    Ask,
+}
+
+fn provider(py: Python<'_>) -> Provider<'_> {
+    if env_provider() {
+        return Provider::Ask;
+    }
+    // SAFETY: with the GIL held, `PyImport_GetModuleDict` returns a borrowed reference to
+    // the interpreter's `sys.modules` dict (never null while the interpreter runs); it is
+    // turned into an owned reference at once.
+    let modules = unsafe {
+        let ptr = pyo3::ffi::PyImport_GetModuleDict();
+        if ptr.is_null() {
+            return Provider::Ask;
+        }
+        Bound::from_borrowed_ptr(py, ptr)
+    };
+    let Ok(modules) = modules.cast_into::<PyDict>() else {
+        return Provider::Ask;
+    };
+    match modules.get_item(pyo3::intern!(py, "opentelemetry.trace")) {
+        Ok(Some(module)) => match module.getattr(pyo3::intern!(py, "_TRACER_PROVIDER")) {
+            Ok(p) if p.is_none() => Provider::Off,
+            Ok(p) => Provider::Set(p),
+            Err(_) => Provider::Ask,
+        },
+        Ok(None) => Provider::Off,
+        Err(_) => Provider::Ask,
+    }
+}
+
+/// A provider and its tracer (None: the provider means off, e.g. a no-op one).
+type TracerOf = (Py<PyAny>, Option<Py<PyAny>>);
+/// The last provider seen and its tracer.
+static TRACER_OF: Mutex<Option<TracerOf>> = Mutex::new(None);
+
+/// fxpay's tracer from `provider`, asked of `fxpay._otel.tracer` once per provider.
+fn tracer_of(py: Python<'_>, provider: &Bound<'_, PyAny>) -> Option<Py<PyAny>> {
+    if let Some((seen, tracer)) = &*TRACER_OF.lock().unwrap_or_else(PoisonError::into_inner) {
+        if seen.bind(py).is(provider) {
+            return tracer.as_ref().map(|t| t.clone_ref(py));
+        }
+    }
+    // Asked without holding the lock: Python code may let another thread run.
+    let tracer = otel(py)
+        .ok()?
+        .call_method0(pyo3::intern!(py, "tracer"))
         .ok()?;
-    let call = hook.bind(py).call0().ok()?;
-    (!call.is_none()).then_some(call)
+    let tracer = (!tracer.is_none()).then(|| tracer.unbind());
+    *TRACER_OF.lock().unwrap_or_else(PoisonError::into_inner) = Some((
+        provider.clone().unbind(),
+        tracer.as_ref().map(|t| t.clone_ref(py)),
+    ));
+    tracer
+}
+
+/// An OpenTelemetry API function, looked up once.
+fn api_function<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyAny>>,
+    module: &str,
+    name: &str,
+) -> PyResult<&'py Bound<'py, PyAny>> {
+    cell.get_or_try_init(py, || {
+        Ok::<_, PyErr>(py.import(module)?.getattr(name)?.unbind())
+    })
+    .map(|f| f.bind(py))
+}
+
+static GET_CURRENT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static GET_TEXTMAP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static BAGGAGE_OF: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// The last global propagator seen: it, whether it is W3C's only, and its baggage part.
+type Textmap = (Py<PyAny>, bool, Option<Py<PyAny>>);
+static TEXTMAP_OF: Mutex<Option<Textmap>> = Mutex::new(None);
+
+/// See `PyTraceObserver::fixed`: the `baggage` header when the parent has baggage.
+fn fixed_headers(py: Python<'_>, parent: &Bound<'_, PyAny>) -> PyResult<Option<Headers>> {
+    let textmap = api_function(
+        py,
+        &GET_TEXTMAP,
+        "opentelemetry.propagate",
+        "get_global_textmap",
+    )?
+    .call0()?;
+    let mut known = None;
+    if let Some((seen, w3c, baggage)) = &*TEXTMAP_OF.lock().unwrap_or_else(PoisonError::into_inner)
+    {
+        if seen.bind(py).is(&textmap) {
+            known = Some((*w3c, baggage.as_ref().map(|b| b.clone_ref(py))));
+        }
+    }
+    let (w3c, baggage) = match known {
+        Some(k) => k,
+        None => {
+            let (w3c, baggage): (bool, Option<Py<PyAny>>) = otel(py)?
+                .call_method1(pyo3::intern!(py, "_w3c_parts"), (&textmap,))?
+                .extract()?;
+            *TEXTMAP_OF.lock().unwrap_or_else(PoisonError::into_inner) = Some((
+                textmap.unbind(),
+                w3c,
+                baggage.as_ref().map(|b| b.clone_ref(py)),
+            ));
+            (w3c, baggage)
+        }
+    };
+    if !w3c {
+        return Ok(None);
+    }
+    let Some(baggage) = baggage else {
+        return Ok(Some(Vec::new()));
+    };
+    let entries =
+        api_function(py, &BAGGAGE_OF, "opentelemetry.baggage", "get_all")?.call1((parent,))?;
+    if entries.len()? == 0 {
+        return Ok(Some(Vec::new()));
+    }
+    Ok(Some(
+        otel(py)?
+            .call_method1(pyo3::intern!(py, "baggage_headers"), (baggage, parent))?
+            .extract()?,
+    ))
 }
 
 thread_local! {
     /// This thread has been given a Python thread state of its own ([`keep_thread_state`]).
     static KEPT: Cell<bool> = const { Cell::new(false) };
+    /// Spans of blocking calls driven on this thread whose attempts are over: ended by
+    /// [`flush_ended`] once the thread holds the GIL again.
+    static ENDED: RefCell<Vec<Ended>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Gives a thread Python does not know (a runtime thread running an awaitable's attempts) a
@@ -56,67 +211,246 @@ fn keep_thread_state() {
     });
 }
 
+/// A span whose attempt is over, with what to end it with.
+struct Ended {
+    span: Py<PyAny>,
+    end: SpanEnd,
+    /// When the attempt ended, in ns since the epoch (the SDK's clock, `time.time_ns()`).
+    at: u128,
+}
+
+impl Ended {
+    fn finish(self, py: Python<'_>) {
+        let Ok(otel) = otel(py) else { return };
+        let _ = otel.call_method1(
+            pyo3::intern!(py, "end"),
+            (self.span, self.end.status, self.end.error_type, self.at),
+        );
+    }
+}
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+/// Ends the spans this thread's blocking calls left to end (see [`ENDED`]).
+pub fn flush_ended(py: Python<'_>) {
+    let pending = ENDED
+        .try_with(|e| {
+            let mut e = e.borrow_mut();
+            if e.is_empty() {
+                Vec::new()
+            } else {
+                std::mem::take(&mut *e)
+            }
+        })
+        .unwrap_or_default();
+    for ended in pending {
+        ended.finish(py);
+    }
+}
+
+tokio::task_local! {
+    /// Set for an awaitable's task whose result the event loop's drain delivers
+    /// (`super::bridge`): the spans of its attempts wait in [`LOOP_ENDED`] for that drain.
+    static ON_LOOP: bool;
+}
+
+/// Spans of awaitables' attempts that are over, ended on an event loop's thread by
+/// [`flush_loop_ended`] before the results of the calls are delivered (or by the next
+/// attempt to start a span, on any thread).
+static LOOP_ENDED: Mutex<Vec<Ended>> = Mutex::new(Vec::new());
+
+/// Runs an awaitable's call so that its spans are ended on the loop's thread.
+pub async fn ended_on_loop<F: std::future::Future>(fut: F) -> F::Output {
+    ON_LOOP.scope(true, fut).await
+}
+
+/// Ends the spans of awaitables' attempts that are over (see [`LOOP_ENDED`]).
+pub fn flush_loop_ended(py: Python<'_>) {
+    let pending = std::mem::take(&mut *LOOP_ENDED.lock().unwrap_or_else(PoisonError::into_inner));
+    for ended in pending {
+        ended.finish(py);
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// The attempt's span, started and not ended yet.
+    open: Option<Py<PyAny>>,
+    /// The call's first span was not recording: the headers every later attempt sends.
+    unrecorded: Option<Headers>,
+}
+
 /// Makes the spans of one call's attempts (attempts of a call run one after the other).
 struct PyTraceObserver {
-    call: Py<PyAny>,
-    /// A span was started and not ended yet.
-    open: AtomicBool,
+    tracer: Py<PyAny>,
+    parent: Py<PyAny>,
+    /// `Some` when this module writes `traceparent`/`tracestate` (the global propagator is
+    /// W3C's): the other headers to send (`baggage`). `None`: `fxpay._otel.inject` is asked.
+    fixed: Option<Headers>,
+    state: Mutex<State>,
 }
 
 impl PyTraceObserver {
-    fn end(&self, status: Option<u16>, error_type: Option<String>) {
-        if !self.open.swap(false, Ordering::AcqRel) {
-            return;
-        }
-        keep_thread_state();
-        Python::attach(|py| {
-            let _ = self
-                .call
-                .bind(py)
-                .call_method1(pyo3::intern!(py, "end"), (status, error_type));
-        })
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Starts the span; returns it, the headers that carry it and whether it records.
+    fn start_span<'py>(
+        &self,
+        py: Python<'py>,
+        s: &SpanStart,
+    ) -> PyResult<(Bound<'py, PyAny>, Headers, bool)> {
+        use pyo3::intern;
+        let attributes = PyDict::new(py);
+        attributes.set_item(intern!(py, "http.request.method"), &s.method)?;
+        if let Some(t) = &s.template {
+            attributes.set_item(intern!(py, "url.template"), t)?;
+        }
+        if let Some(a) = &s.address {
+            attributes.set_item(intern!(py, "server.address"), a)?;
+        }
+        if let Some(p) = s.port {
+            attributes.set_item(intern!(py, "server.port"), p)?;
+        }
+        if s.resend_count > 0 {
+            attributes.set_item(intern!(py, "http.request.resend_count"), s.resend_count)?;
+        }
+        let kind = CLIENT_KIND.get_or_try_init(py, || {
+            Ok::<_, PyErr>(otel(py)?.call_method0("client_kind")?.unbind())
+        })?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item(intern!(py, "context"), self.parent.bind(py))?;
+        kwargs.set_item(intern!(py, "kind"), kind.bind(py))?;
+        kwargs.set_item(intern!(py, "attributes"), attributes)?;
+        let span = self.tracer.bind(py).call_method(
+            intern!(py, "start_span"),
+            (&s.name,),
+            Some(&kwargs),
+        )?;
+        let headers = match &self.fixed {
+            Some(fixed) => {
+                let mut headers = w3c_headers(py, &span)?;
+                headers.extend(fixed.iter().cloned());
+                headers
+            }
+            None => otel(py)?
+                .call_method1(intern!(py, "inject"), (&span, self.parent.bind(py)))?
+                .cast_into::<PyList>()?
+                .iter()
+                .filter_map(|pair| pair.extract::<(String, String)>().ok())
+                .collect(),
+        };
+        let recording = span
+            .call_method0(intern!(py, "is_recording"))?
+            .is_truthy()?;
+        Ok((span, headers, recording))
+    }
+
+    /// Ends the open span now, taking the GIL (a cancelled call, an awaitable's attempt).
+    fn end_now(&self, end: SpanEnd) {
+        let Some(span) = self.state().open.take() else {
+            return;
+        };
+        let ended = Ended {
+            span,
+            end,
+            at: now_ns(),
+        };
+        keep_thread_state();
+        Python::attach(|py| ended.finish(py));
+    }
+}
+
+/// `traceparent` (and `tracestate`) for `span`, as W3C's propagator writes them: nothing for
+/// the invalid span context.
+fn w3c_headers(py: Python<'_>, span: &Bound<'_, PyAny>) -> PyResult<Headers> {
+    use pyo3::intern;
+    let context = span.call_method0(intern!(py, "get_span_context"))?;
+    let trace_id: u128 = context.getattr(intern!(py, "trace_id"))?.extract()?;
+    let span_id: u64 = context.getattr(intern!(py, "span_id"))?.extract()?;
+    if trace_id == 0 && span_id == 0 {
+        return Ok(Vec::new());
+    }
+    let flags: u8 = context.getattr(intern!(py, "trace_flags"))?.extract()?;
+    let mut headers = vec![(
+        "traceparent".to_string(),
+        format!("00-{trace_id:032x}-{span_id:016x}-{flags:02x}"),
+    )];
+    let state = context.getattr(intern!(py, "trace_state"))?;
+    if state.is_truthy()? {
+        let text: String = state.call_method0(intern!(py, "to_header"))?.extract()?;
+        headers.push(("tracestate".to_string(), text));
+    }
+    Ok(headers)
 }
 
 impl Observer for PyTraceObserver {
     fn start(&self, start: &AttemptStart<'_>) -> Vec<(String, String)> {
+        if let Some(headers) = &self.state().unrecorded {
+            return headers.clone();
+        }
         let s = span_start(start);
         keep_thread_state();
         Python::attach(|py| {
-            let headers = self.call.bind(py).call_method1(
-                pyo3::intern!(py, "start"),
-                (
-                    s.name,
-                    s.method,
-                    s.template,
-                    s.address,
-                    s.port,
-                    s.resend_count,
-                ),
-            );
-            self.open.store(true, Ordering::Release);
-            headers
-                .ok()
-                .and_then(|h| h.cast_into::<PyList>().ok())
-                .map(|list| {
-                    list.iter()
-                        .filter_map(|pair| pair.extract::<(String, String)>().ok())
-                        .collect()
-                })
-                .unwrap_or_default()
+            // The previous attempt's span, when its end was deferred.
+            flush_ended(py);
+            flush_loop_ended(py);
+            match self.start_span(py, &s) {
+                Ok((span, headers, recording)) => {
+                    let mut state = self.state();
+                    if recording {
+                        state.open = Some(span.unbind());
+                    } else {
+                        state.unrecorded = Some(headers.clone());
+                    }
+                    headers
+                }
+                Err(_) => Vec::new(),
+            }
         })
     }
 
     fn attempt(&self, log: &AttemptLog<'_>) {
-        let e = span_end(log);
-        self.end(e.status, e.error_type)
+        let end = span_end(log);
+        let driving = fxpay_core::local_runtime::driving();
+        let on_loop = !driving && ON_LOOP.try_with(|on| *on).unwrap_or(false);
+        if !driving && !on_loop {
+            return self.end_now(end);
+        }
+        let Some(span) = self.state().open.take() else {
+            return;
+        };
+        let ended = Ended {
+            span,
+            end,
+            at: now_ns(),
+        };
+        if driving {
+            // A blocking call on its caller's thread: that thread ends the span when it
+            // holds the GIL again (`flush_ended`), at the time taken now.
+            let _ = ENDED.try_with(|e| e.borrow_mut().push(ended));
+        } else {
+            LOOP_ENDED
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(ended);
+        }
     }
 }
 
 impl Drop for PyTraceObserver {
     /// A call dropped mid-attempt (a cancelled awaitable) still ends its span.
     fn drop(&mut self) {
-        self.end(None, Some("cancelled".to_string()))
+        self.end_now(SpanEnd {
+            status: None,
+            error_type: Some("cancelled".to_string()),
+        })
     }
 }
 
@@ -136,16 +470,44 @@ impl Observer for Both {
     }
 }
 
+/// The tracing observer of a call starting now, when a tracer provider is configured.
+fn tracing(py: Python<'_>) -> Option<PyTraceObserver> {
+    let (tracer, parent, fixed) = match provider(py) {
+        Provider::Off => return None,
+        Provider::Set(provider) => {
+            let tracer = tracer_of(py, &provider)?;
+            let parent = api_function(py, &GET_CURRENT, "opentelemetry.context", "get_current")
+                .and_then(|f| f.call0())
+                .ok()?;
+            let fixed = fixed_headers(py, &parent).ok()?;
+            (tracer, parent.unbind(), fixed)
+        }
+        Provider::Ask => {
+            let answer = otel(py)
+                .ok()?
+                .call_method0(pyo3::intern!(py, "call_trace"))
+                .ok()?;
+            if answer.is_none() {
+                return None;
+            }
+            answer
+                .extract::<(Py<PyAny>, Py<PyAny>, Option<Headers>)>()
+                .ok()?
+        }
+    };
+    Some(PyTraceObserver {
+        tracer,
+        parent,
+        fixed,
+        state: Mutex::new(State::default()),
+    })
+}
+
 /// The observer of one call: DEBUG logging when the `fxpay` logger wants it, spans when a
 /// tracer provider is set; None when neither.
 pub fn observer(py: Python<'_>) -> Option<Arc<dyn Observer>> {
     let log = super::logging::observer(py);
-    let trace = call_trace(py).map(|call| {
-        Arc::new(PyTraceObserver {
-            call: call.unbind(),
-            open: AtomicBool::new(false),
-        }) as Arc<dyn Observer>
-    });
+    let trace = tracing(py).map(|t| Arc::new(t) as Arc<dyn Observer>);
     match (log, trace) {
         (Some(l), Some(t)) => Some(Arc::new(Both(l, t))),
         (l, t) => l.or(t),
