@@ -52,7 +52,7 @@ TESTS: dict[str, list[str]] = {
         "tests/python/test_webhooks.py",
         "tests/python/test_validation.py",
     ],
-    "pytest_plugin.py": ["tests/python/test_pytest_plugin.py"],
+    "testing/pytest_plugin.py": ["tests/python/test_pytest_plugin.py"],
     "webhooks.py": ["tests/python/test_webhooks.py", "tests/python/test_webhooks_e2e.py"],
     "errors.py": ["tests/python/test_payments.py", "tests/python/test_validation.py", "tests/python/test_oauth.py"],
 }

@@ -40,9 +40,9 @@ from typing import Any, NoReturn
 
 import pytest
 
-from . import Client
-from .errors import ConfigurationError
-from .testing import Cassette, RemoteSandbox, Sandbox
+from .._client import Client
+from ..errors import ConfigurationError
+from . import Cassette, RemoteSandbox, Sandbox
 
 # The controls a served sandbox answers only with its admin token.
 _CONTROLS = frozenset(
