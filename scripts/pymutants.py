@@ -36,25 +36,25 @@ PKG = ROOT / "python" / "fxpay"
 
 # Which tests cover which file: the mutant is run against these only.
 TESTS: dict[str, list[str]] = {
-    "stores.py": ["tests/python/test_tokens.py", "tests/python/test_redis_store.py"],
-    "redis_store.py": ["tests/python/test_redis_store.py"],
+    "stores.py": ["tests/python/oauth/test_tokens.py", "tests/python/oauth/test_redis_store.py"],
+    "redis_store.py": ["tests/python/oauth/test_redis_store.py"],
     "_client.py": [
-        "tests/python/test_config.py",
-        "tests/python/test_validation.py",
-        "tests/python/test_tokens.py",
-        "tests/python/test_payments.py",
-        "tests/python/test_oauth.py",
+        "tests/python/client/test_config.py",
+        "tests/python/client/test_validation.py",
+        "tests/python/oauth/test_tokens.py",
+        "tests/python/client/test_payments.py",
+        "tests/python/oauth/test_oauth.py",
     ],
     "models.py": [
-        "tests/python/test_payments.py",
-        "tests/python/test_tokens.py",
-        "tests/python/test_notebook.py",
-        "tests/python/test_webhooks.py",
-        "tests/python/test_validation.py",
+        "tests/python/client/test_payments.py",
+        "tests/python/oauth/test_tokens.py",
+        "tests/python/client/test_notebook.py",
+        "tests/python/webhooks/test_webhooks.py",
+        "tests/python/client/test_validation.py",
     ],
-    "testing/pytest_plugin.py": ["tests/python/test_pytest_plugin.py"],
-    "webhooks.py": ["tests/python/test_webhooks.py", "tests/python/test_webhooks_e2e.py"],
-    "errors.py": ["tests/python/test_payments.py", "tests/python/test_validation.py", "tests/python/test_oauth.py"],
+    "testing/pytest_plugin.py": ["tests/python/testing/test_pytest_plugin.py"],
+    "webhooks.py": ["tests/python/webhooks/test_webhooks.py", "tests/python/webhooks/test_webhooks_e2e.py"],
+    "errors.py": ["tests/python/client/test_payments.py", "tests/python/client/test_validation.py", "tests/python/oauth/test_oauth.py"],
 }
 
 FLIP: dict[type, type] = {

@@ -6,10 +6,13 @@ import shutil
 import threading
 from collections.abc import Callable
 from types import ModuleType
-from typing import NoReturn, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import fxpay
 import pytest
+
+if TYPE_CHECKING:
+    from fxpay.testing import RemoteSandbox, Sandbox
 
 T = TypeVar("T")
 
@@ -94,6 +97,13 @@ def make_beneficiary(currency: str = "AUD", **overrides: object) -> fxpay.Benefi
     )
     fields.update(overrides)
     return fxpay.Beneficiary(**fields)  # type: ignore[arg-type]
+
+
+def login(sb: Sandbox | RemoteSandbox, c: fxpay.Client) -> tuple[fxpay.AuthorizationRequest, str]:
+    """Starts the authorization-code flow and consents as the sandbox's user: the request and the callback URL."""
+    auth = c.authorization_url(sb.redirect_uri)
+    callback = sb.approve(auth.url)
+    return auth, callback
 
 
 @pytest.fixture

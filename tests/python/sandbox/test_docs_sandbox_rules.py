@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from fxpay.testing import Sandbox
 
-GENERATOR = Path(__file__).resolve().parents[2] / "docs" / "gen_sandbox_rules.py"
+GENERATOR = Path(__file__).resolve().parents[3] / "docs" / "gen_sandbox_rules.py"
 
 
 def _generator() -> ModuleType:

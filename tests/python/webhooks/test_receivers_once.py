@@ -12,11 +12,11 @@ from typing import Any
 import fxpay
 import httpx
 import pytest
-import test_webhooks as tw
+import webhook_support as tw
 from conftest import all_at_once
 from fxpay.seen import DEFAULT_TTL, MemorySeenSet, RedisSeenSet, SeenSet
 from receiver_support import new_prefix, redis_server, serve, wait_for
-from test_webhooks import DID, NONCE, OTHER_PID, PID, dumps, fail, success
+from webhook_support import DID, NONCE, OTHER_PID, PID, dumps, fail, success
 
 OTHER_DID = "d15ea5e0-0000-4abc-8def-0123456789ab"
 REF = "order-1042"

@@ -1,7 +1,7 @@
 """Fork safety with real processes: import starts nothing; forked children use clients made
 before the fork (blocking and awaitable) and new ones; a child's exit never delays the parent.
 
-Each scenario runs tests/python/deploy_apps/fork_app.py in its own interpreter against the
+Each scenario runs tests/python/deploy/apps/fork_app.py in its own interpreter against the
 test's sandbox, so the forking process is a plain program (not pytest) and its children may
 exit however they like.
 """
@@ -19,7 +19,7 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 
-APP = Path(__file__).parent / "deploy_apps" / "fork_app.py"
+APP = Path(__file__).parent / "apps" / "fork_app.py"
 # Far above what any scenario needs (a few seconds), far below the 30 s a stuck call waits.
 RUN_TIMEOUT = 120
 

@@ -1,5 +1,5 @@
 """A plain WSGI app whose module-level fxpay client books quotes, for
-tests/python/test_deploy_gunicorn.py (run under `gunicorn --preload -w 2`).
+tests/python/deploy/test_deploy_gunicorn.py (run under `gunicorn --preload -w 2`).
 
 With --preload the master imports this module, so the client is made (and used: one quote
 is booked at import) before the workers are forked; every worker then uses it.

@@ -364,7 +364,7 @@ def test_openapi_document(fxpay_sandbox: Any) -> None:
             "/v1/payments/deals": ["post"],
             "/v1/payments/deals/spot": ["post"],
             "/openapi.json": ["get"],
-            # The admin API (tests/python/test_served_sandbox.py).
+            # The admin API (tests/python/sandbox/test_served_sandbox.py).
             **{f"/_sandbox/{p}": ["get"] for p in ("info", "now", "deal_status/{dealId}", "deals", "deliveries", "stats")},
             **{
                 f"/_sandbox/{p}": ["post"]

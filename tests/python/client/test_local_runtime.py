@@ -16,8 +16,8 @@ import fxpay
 import pytest
 from conftest import all_at_once
 
-from test_config import Recorder, serve
-from test_oauth import login
+from recorder_support import Recorder, serve
+from conftest import login
 
 
 class IdleCloser(Recorder):

@@ -22,10 +22,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.util._once import Once
 
 import fxpay
-import test_webhooks as tw
+import webhook_support as tw
 from fxpay import _otel
 from fxpay.testing import Sandbox
-from test_config import Recorder, serve
+from recorder_support import Recorder, serve
 
 QUOTE = "/v1/payments/quotes/{quote_id}"
 
@@ -452,7 +452,7 @@ def test_debug_logging_and_tracing_together(
 def test_the_consent_flow_is_traced_without_its_secrets(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:
     from urllib.parse import parse_qs, urlsplit
 
-    from test_oauth import login
+    from conftest import login
 
     with sandbox.client() as c:
         auth, callback = login(sandbox, c)

@@ -1,5 +1,5 @@
 """A FastAPI app whose module-level fxpay client books quotes, for
-tests/python/test_deploy_gunicorn.py (run under `gunicorn --preload -w 2 -k
+tests/python/deploy/test_deploy_gunicorn.py (run under `gunicorn --preload -w 2 -k
 uvicorn.workers.UvicornWorker`): awaitable calls on each worker's event loop, and blocking
 calls on its thread pool, with a client made in the master before the fork.
 """

@@ -11,7 +11,7 @@ from typing import Any
 import fxpay
 import httpx
 import pytest
-import test_webhooks as tw
+import webhook_support as tw
 from conftest import make_beneficiary
 
 

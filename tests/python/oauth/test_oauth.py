@@ -8,13 +8,7 @@ from decimal import Decimal
 
 import fxpay
 import pytest
-from conftest import all_at_once
-
-
-def login(sb, c):  # type: ignore[no-untyped-def]
-    auth = c.authorization_url(sb.redirect_uri)
-    callback = sb.approve(auth.url)
-    return auth, callback
+from conftest import all_at_once, login
 
 
 def test_code_exchange_and_virtual_accounts(fxpay_sandbox, fxpay_client) -> None:  # type: ignore[no-untyped-def]

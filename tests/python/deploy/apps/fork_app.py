@@ -1,4 +1,4 @@
-"""Forks with fxpay in use, for tests/python/test_fork.py. Run as a script:
+"""Forks with fxpay in use, for tests/python/deploy/test_fork.py. Run as a script:
 
     python fork_app.py pool            # a multiprocessing fork pool after import fxpay
     python fork_app.py exit MODE N     # N children exit by MODE (sys.exit, os._exit, raise)

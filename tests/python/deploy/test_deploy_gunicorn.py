@@ -24,7 +24,7 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="gunicorn needs fork")
 
-APPS = Path(__file__).parent / "deploy_apps"
+APPS = Path(__file__).parent / "apps"
 START_TIMEOUT = 60.0
 
 

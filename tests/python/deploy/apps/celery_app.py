@@ -1,5 +1,5 @@
 """A Celery app whose tasks use a module-level fxpay client, for
-tests/python/test_deploy_celery.py (worker: `--pool=prefork -c 2`, broker: redis-server).
+tests/python/deploy/test_deploy_celery.py (worker: `--pool=prefork -c 2`, broker: redis-server).
 
 The worker's main process imports this module, so the client is made (and used: one quote is
 booked at import) before the pool's children are forked.

@@ -22,7 +22,7 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the prefork pool needs fork")
 
-APPS = Path(__file__).parent / "deploy_apps"
+APPS = Path(__file__).parent / "apps"
 REDIS_SERVER = shutil.which("redis-server")
 RESULT_TIMEOUT = 90.0
 
