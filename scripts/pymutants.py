@@ -119,7 +119,7 @@ def mutants_of(path: Path) -> Iterator[Mutant]:
             yield Mutant(path.name, getattr(node, "lineno", 0), what, source)
 
 
-def _changes(node: ast.AST) -> Iterator[tuple[str, object]]:  # noqa: C901 - one case per mutation
+def _changes(node: ast.AST) -> Iterator[tuple[str, object]]:  # one case per mutation
     if isinstance(node, ast.Compare):
         for k, op in enumerate(node.ops):
             if type(op) in FLIP:
@@ -157,8 +157,8 @@ def _changes(node: ast.AST) -> Iterator[tuple[str, object]]:  # noqa: C901 - one
                 return True
 
             yield f"condition -> {value}", fix
-    elif isinstance(node, ast.Return) and node.value is not None and not (
-        isinstance(node.value, ast.Constant) and node.value.value is None
+    elif (
+        isinstance(node, ast.Return) and node.value is not None and not (isinstance(node.value, ast.Constant) and node.value.value is None)
     ):
 
         def none(n: ast.Return) -> bool:

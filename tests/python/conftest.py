@@ -8,8 +8,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
-import fxpay
 import pytest
+
+import fxpay
 
 if TYPE_CHECKING:
     from fxpay.testing import RemoteSandbox, Sandbox
@@ -60,7 +61,7 @@ def all_at_once(n: int, call: Callable[[], T], timeout: float = 120.0) -> list[T
         try:
             barrier.wait()
             results.append(call())
-        except BaseException as e:  # noqa: BLE001 - re-raised below
+        except BaseException as e:  # re-raised below
             errors.append(e)
 
     # Daemon threads with a bounded join: a call that never returns (a lock never released)
@@ -78,9 +79,7 @@ def all_at_once(n: int, call: Callable[[], T], timeout: float = 120.0) -> list[T
 
 
 def make_beneficiary(currency: str = "AUD", **overrides: object) -> fxpay.Beneficiary:
-    address = fxpay.Address(
-        address_line="1 George St", city_suburb="Sydney", state_province="NSW", post_code="2000", country="AU"
-    )
+    address = fxpay.Address(address_line="1 George St", city_suburb="Sydney", state_province="NSW", post_code="2000", country="AU")
     fields = dict(
         currency=currency,
         name="Acme Pty Ltd",

@@ -136,11 +136,10 @@ def serve_django(rec: Recorder) -> Iterator[str]:
     from django.conf import settings
     from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
     from django.core.wsgi import get_wsgi_application
+    from django.urls import clear_url_caches
     from django.urls import path as url
 
     from fxpay.contrib.django import deal_created_view
-
-    from django.urls import clear_url_caches
 
     urls = types.ModuleType(f"fxpay_webhook_test_urls_{id(rec)}")
     urls.urlpatterns = [url(p.lstrip("/"), deal_created_view(**kw)) for p, kw in routes(rec)]  # type: ignore[attr-defined]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .. import _fxpay
 from .._client import Client
+from .._fxpay import CoreCassette
 from ..errors import ConfigurationError
 
 __all__ = ["Cassette"]
@@ -42,7 +42,7 @@ class Cassette:
             raise TypeError(f"path must be a str or os.PathLike[str], got {type(fspath).__name__}")
         if not isinstance(mode, str):
             raise TypeError(f"mode must be a str, got {type(mode).__name__}")
-        self._core = _fxpay.CoreCassette(fspath, mode)
+        self._core = CoreCassette(fspath, mode)
 
     @property
     def path(self) -> str:

@@ -12,9 +12,7 @@ def check_seconds(name: str, value: object) -> float:
     """A number of seconds as a float: a ``TypeError`` naming ``name`` unless it is an int or
     float; an ``InvalidRequestError`` when it is too large for a float."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
-            f"{name} must be a number of seconds, not {type(value).__name__}"
-        )
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
     try:
         return float(value)
     except OverflowError:
@@ -26,9 +24,7 @@ def check_flag(name: str, value: object) -> None:
         raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
 
 
-def check_type(
-    name: str, value: object, kind: type | tuple[type, ...], what: str
-) -> None:
+def check_type(name: str, value: object, kind: type | tuple[type, ...], what: str) -> None:
     """TypeError naming the parameter unless ``value`` is a ``kind`` (a bool is no number)."""
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):

@@ -14,7 +14,7 @@ from typing import Any
 
 from .._client import Client
 from ..errors import ConfigurationError, FxPayError, InvalidRequestError, TransportError
-from ._checks import check_type, check_nonneg_seconds
+from ._checks import check_nonneg_seconds, check_type
 
 __all__ = ["RemoteSandbox"]
 
@@ -93,9 +93,7 @@ class RemoteSandbox:
             except (ValueError, KeyError, TypeError):
                 pass
             if e.code in (401, 403):
-                raise ConfigurationError(
-                    f"the sandbox at {self._base_url} refused the admin token (HTTP {e.code}): {message}"
-                ) from None
+                raise ConfigurationError(f"the sandbox at {self._base_url} refused the admin token (HTTP {e.code}): {message}") from None
             if e.code in (400, 404):
                 raise InvalidRequestError(message) from None
             raise FxPayError(f"sandbox admin API {method} /_sandbox/{path} answered HTTP {e.code}: {message}") from None

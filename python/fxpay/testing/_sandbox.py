@@ -17,8 +17,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
-from .. import _fxpay
 from .._client import Client
+from .._fxpay import CoreSandbox
 from ._checks import check_flag, check_seconds
 
 __all__ = ["Sandbox"]
@@ -32,11 +32,9 @@ class Sandbox:
     connection closed, so stalled uploads cannot hold the sandbox's connections.
     """
 
-    def __init__(
-        self, *, host: str = "127.0.0.1", port: int = 0, tls: bool = False, body_timeout: float = 10.0
-    ) -> None:
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, tls: bool = False, body_timeout: float = 10.0) -> None:
         check_flag("tls", tls)
-        self._core = _fxpay.CoreSandbox(host, port, tls, check_seconds("body_timeout", body_timeout))
+        self._core = CoreSandbox(host, port, tls, check_seconds("body_timeout", body_timeout))
         self._closed = False
 
     # -- identity --------------------------------------------------------------------------

@@ -78,9 +78,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--fxpay-ca-bundle", default=None, help="CA file of an https sandbox (else FXPAY_CA_BUNDLE)")
     group.addoption("--fxpay-record", action="store_true", help="record the cassettes of fxpay_cassette tests again")
-    group.addoption(
-        "--fxpay-no-cassettes", action="store_true", help="run fxpay_cassette tests live, neither replaying nor recording"
-    )
+    group.addoption("--fxpay-no-cassettes", action="store_true", help="run fxpay_cassette tests live, neither replaying nor recording")
 
 
 @dataclass(frozen=True)
@@ -109,15 +107,9 @@ def _remote(config: pytest.Config) -> _Remote | None:
     ca = _setting(config, "--fxpay-ca-bundle", "FXPAY_CA_BUNDLE")
     if url is None:
         if token is not None:
-            raise pytest.UsageError(
-                "fxpay: an admin token was given without a sandbox: set FXPAY_BASE_URL (or --fxpay-base-url)"
-            )
+            raise pytest.UsageError("fxpay: an admin token was given without a sandbox: set FXPAY_BASE_URL (or --fxpay-base-url)")
         return None
-    missing = [
-        name
-        for name, value in (("FXPAY_CLIENT_ID", cid), ("FXPAY_CLIENT_SECRET", secret))
-        if value is None
-    ]
+    missing = [name for name, value in (("FXPAY_CLIENT_ID", cid), ("FXPAY_CLIENT_SECRET", secret)) if value is None]
     if missing or cid is None or secret is None:
         raise pytest.UsageError(
             f"fxpay: the sandbox at {url} needs credentials: set {' and '.join(missing)} "
@@ -161,10 +153,7 @@ def _uses_controls(fn: object) -> bool:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in names:
             names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
     return any(
-        isinstance(node, ast.Attribute)
-        and node.attr in _CONTROLS
-        and isinstance(node.value, ast.Name)
-        and node.value.id in names
+        isinstance(node, ast.Attribute) and node.attr in _CONTROLS and isinstance(node.value, ast.Name) and node.value.id in names
         for node in ast.walk(tree)
     )
 
@@ -179,9 +168,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     fixtures = set(getattr(item, "fixturenames", ()))
     if "fxpay_local_sandbox" in fixtures:
         pytest.skip("needs the local sandbox")
-    if remote.admin_token is None and "fxpay_sandbox" in fixtures:
-        if _uses_controls(getattr(item, "function", None)):
-            pytest.skip(_LOCAL_ONLY)
+    if remote.admin_token is None and "fxpay_sandbox" in fixtures and _uses_controls(getattr(item, "function", None)):
+        pytest.skip(_LOCAL_ONLY)
 
 
 class _ServedWithoutAdmin(RemoteSandbox):

@@ -8,13 +8,13 @@ import json
 import ssl
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):
     """Answers the token endpoint and a quote; records every request line and header."""
 
-    seen: list[tuple[str, str, dict[str, str]]] = []
+    seen: ClassVar[list[tuple[str, str, dict[str, str]]]] = []
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -27,17 +27,23 @@ class Recorder(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         type(self).seen.append(("POST", self.path, {k.lower(): v for k, v in self.headers.items()}))
         self._send({"access_token": "tok", "token_type": "Bearer", "expires_in": 3599})
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         type(self).seen.append(("GET", self.path, {k.lower(): v for k, v in self.headers.items()}))
         self._send(
             {
-                "buyCurrency": "USD", "buyAmount": 1, "sellCurrency": "EUR", "sellAmount": 0.9,
-                "customerRate": 0.9, "inverseCustomerRate": 1.111111, "fee": 0, "feeCurrency": "USD",
+                "buyCurrency": "USD",
+                "buyAmount": 1,
+                "sellCurrency": "EUR",
+                "sellAmount": 0.9,
+                "customerRate": 0.9,
+                "inverseCustomerRate": 1.111111,
+                "fee": 0,
+                "feeCurrency": "USD",
                 "freebies": {"total": 0, "claimed": 0, "remaining": 0},
             }
         )

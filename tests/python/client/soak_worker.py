@@ -63,7 +63,7 @@ def main() -> None:
             else:
                 session.list_virtual_accounts()
             record(op, None)
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             record(op, e)
 
     async def one_async(i: int) -> None:
@@ -76,7 +76,7 @@ def main() -> None:
             else:
                 await session.list_virtual_accounts_async()
             record(op, None)
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             record(op, e)
 
     calls = int(cfg["calls"])

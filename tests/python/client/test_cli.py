@@ -15,7 +15,8 @@ def test_quote_against_the_embedded_sandbox() -> None:
     r = run("quote", "USD", "AUD", "1000", "--sandbox")
     assert r.returncode == 0, r.stderr
     assert "1000 USD" in r.stdout
-    assert "AUD" in r.stdout and "customer rate" in r.stdout
+    assert "AUD" in r.stdout
+    assert "customer rate" in r.stdout
 
 
 def test_quote_against_a_served_sandbox() -> None:
@@ -39,6 +40,8 @@ def test_errors_are_one_line_and_non_zero() -> None:
     r = run("quote", "usd", "AUD", "1000", "--sandbox")
     assert r.returncode == 1
     assert r.stderr.strip().count("\n") == 0
-    assert "InvalidRequestError" in r.stderr and "ISO 4217" in r.stderr
+    assert "InvalidRequestError" in r.stderr
+    assert "ISO 4217" in r.stderr
     r = run("quote", "USD", "AUD", "1000")
-    assert r.returncode == 1 and "FXPAY_CLIENT_ID" in r.stderr
+    assert r.returncode == 1
+    assert "FXPAY_CLIENT_ID" in r.stderr

@@ -10,10 +10,12 @@ import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+import pytest
 
 import fxpay
-import pytest
+
 from conftest import need_program
 from recorder_support import Recorder, serve
 
@@ -27,7 +29,7 @@ def recorder() -> Iterator[str]:
 class ForwardProxy(http.server.BaseHTTPRequestHandler):
     """A plain-HTTP forward proxy: requests arrive with absolute URIs."""
 
-    hits: list[str] = []
+    hits: ClassVar[list[str]] = []
 
     def log_message(self, *args: Any) -> None:
         pass

@@ -10,8 +10,9 @@ import pickle
 import threading
 from decimal import Decimal
 
-import fxpay
 import pytest
+
+import fxpay
 
 
 def _quote_id(c: fxpay.Client) -> str:
@@ -21,7 +22,8 @@ def _quote_id(c: fxpay.Client) -> str:
 def test_quote_is_the_same_dataclass_as_its_constructor_builds(fxpay_client: fxpay.Client) -> None:
     q = fxpay_client.get_quote(_quote_id(fxpay_client))
     again = fxpay.Quote(**{f.name: getattr(q, f.name) for f in dataclasses.fields(q)})
-    assert q == again and hash(q) == hash(again)
+    assert q == again
+    assert hash(q) == hash(again)
     assert repr(q) == repr(again)
     assert list(vars(q)) == list(vars(again))
     assert type(q.freebies) is fxpay.Freebies
@@ -32,7 +34,8 @@ def test_quote_is_the_same_dataclass_as_its_constructor_builds(fxpay_client: fxp
     for name in ("buy_amount", "sell_amount", "customer_rate", "inverse_customer_rate", "fee"):
         assert type(getattr(q, name)) is Decimal
     # The Decimals of the fields are those of raw, digit for digit.
-    assert q.sell_amount == q.raw["sellAmount"] and str(q.sell_amount) == str(q.raw["sellAmount"])
+    assert q.sell_amount == q.raw["sellAmount"]
+    assert str(q.sell_amount) == str(q.raw["sellAmount"])
     assert str(q.buy_amount) == "1000.00"
 
 

@@ -11,8 +11,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import fxpay
 import pytest
+
+import fxpay
+
 from conftest import make_beneficiary
 
 TIMEOUT = 1.0

@@ -10,14 +10,14 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
+
+import pytest
 
 import fxpay
-import pytest
-from conftest import all_at_once
 
+from conftest import all_at_once, login
 from recorder_support import Recorder, serve
-from conftest import login
 
 
 class IdleCloser(Recorder):
@@ -27,9 +27,9 @@ class IdleCloser(Recorder):
 
     protocol_version = "HTTP/1.1"
     timeout = 0.3
-    seen: list[tuple[str, str, int]] = []  # type: ignore[assignment]
+    seen: ClassVar[list[tuple[str, str, int]]] = []  # type: ignore[assignment]
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         type(self).seen.append(("POST", self.path, self.client_address[1]))
         if self.path.endswith("/oauth/token"):
@@ -37,7 +37,7 @@ class IdleCloser(Recorder):
         else:
             self._send({"id": f"q-{len(type(self).seen)}"})
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         type(self).seen.append(("GET", self.path, self.client_address[1]))
         self._send(
             {

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import subprocess
 import sys
+from decimal import Decimal
 
 import fxpay
+
 from conftest import need
 
 
@@ -18,14 +18,17 @@ def test_to_records_feeds_pandas_without_losing_decimal(fxpay_client: fxpay.Clie
     frame = pd.DataFrame(fxpay.to_records(quotes))
     assert list(frame["buy_amount"]) == [Decimal("1.10"), Decimal("2.10"), Decimal("3.10")]
     assert all(type(v) is Decimal for v in frame["sell_amount"])
-    assert "freebies_remaining" in frame.columns and "raw" not in frame.columns
+    assert "freebies_remaining" in frame.columns
+    assert "raw" not in frame.columns
     assert sum(frame["buy_amount"], Decimal(0)) == Decimal("6.30")
 
 
 def test_html_reprs(fxpay_client: fxpay.Client) -> None:
     q = fxpay_client.get_quote(fxpay_client.create_quote(buy_currency="USD", buy_amount=5, sell_currency="EUR"))
     html = q._repr_html_()
-    assert html.startswith("<table>") and "customer_rate" in html and str(q.customer_rate) in html
+    assert html.startswith("<table>")
+    assert "customer_rate" in html
+    assert str(q.customer_rate) in html
     token = fxpay.Token.from_dict({"access_token": "SECRET-A", "refresh_token": "SECRET-R", "expires_at": 0, "expires_in": 1})
     assert "SECRET" not in token._repr_html_()
     va = fxpay.VirtualAccount({"id": "va1", "currency": "USD", "balance": Decimal("1.00")})
@@ -54,4 +57,5 @@ print("DECIMALS KEPT")
 
 def test_to_records_keeps_decimal_without_pandas() -> None:
     r = subprocess.run([sys.executable, "-c", WITHOUT_PANDAS], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and "DECIMALS KEPT" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "DECIMALS KEPT" in r.stdout, r.stdout + r.stderr

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import fxpay
 import pytest
+
+import fxpay
 from fxpay import _fxpay
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pickle
 from decimal import Decimal
 
-import fxpay
 import pytest
+
+import fxpay
+
 from conftest import make_beneficiary
 
 
@@ -86,7 +88,8 @@ def test_spot_deal_generates_a_nonce(fxpay_client, beneficiary) -> None:  # type
         callback_url="http://127.0.0.1:9/hook",
     )
     assert spot.process_id
-    assert spot.callback_nonce is not None and len(spot.callback_nonce) >= 22  # >= 128 bits in base64url
+    assert spot.callback_nonce is not None
+    assert len(spot.callback_nonce) >= 22
     assert spot.callback_nonce not in repr(spot)
 
 
@@ -131,7 +134,9 @@ def test_deal_amounts_must_add_up(fxpay_client, beneficiary) -> None:  # type: i
         )
     assert ei.value.errors, ei.value.body
     e = ei.value.errors[0]
-    assert e.layer and e.component and isinstance(e.number, int)
+    assert e.layer
+    assert e.component
+    assert isinstance(e.number, int)
     assert e.error_code == f"{e.layer}:{e.component}:{e.number}"
 
 
@@ -144,5 +149,7 @@ def test_models_are_immutable_comparable_and_pickle(fxpay_client, beneficiary) -
     with pytest.raises(AttributeError):
         q.buy_amount = Decimal(1)  # type: ignore[misc]
     assert q.to_dict()["buyAmount"] == q.buy_amount
-    assert "Quote(" in repr(q) and "raw" not in repr(q)
-    assert isinstance(q.raw, dict) and q.raw["buyCurrency"] == "USD"
+    assert "Quote(" in repr(q)
+    assert "raw" not in repr(q)
+    assert isinstance(q.raw, dict)
+    assert q.raw["buyCurrency"] == "USD"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import fxpay
 import pytest
+
+import fxpay
 
 QUOTE = "GET /v1/payments/quotes/{id}"
 CREATE = "POST /v1/payments/quotes"

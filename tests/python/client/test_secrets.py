@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 
-import fxpay
 import pytest
+
+import fxpay
+
 from conftest import make_beneficiary
 
 
@@ -55,4 +57,5 @@ def test_no_secret_anywhere(fxpay_sandbox, caplog: pytest.LogCaptureFixture) -> 
     ]
     haystack = "\n".join(texts + records)
     for s in secrets:
-        assert s and s not in haystack, f"secret leaked: {s[:4]}…"
+        assert s
+        assert s not in haystack, f"secret leaked: {s[:4]}…"

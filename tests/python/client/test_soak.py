@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from conftest import make_beneficiary
 
 CALLS = int(os.environ.get("FXPAY_SOAK_CALLS", "10000"))

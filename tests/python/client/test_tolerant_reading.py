@@ -12,8 +12,9 @@ from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import fxpay
 import pytest
+
+import fxpay
 
 QUOTE_ID = "3f2b6a1e-9c1d-4d7a-8b0e-2f6f1c2d3e4f"
 QUOTE_PATH = f"/v1/payments/quotes/{QUOTE_ID}"
@@ -118,13 +119,18 @@ def test_null_or_missing_optional_quote_fields_are_none(crafted: Crafted, client
     )
     q = client.get_quote(QUOTE_ID)
     assert (q.fee, q.fee_currency, q.freebies) == (None, None, None)
-    assert q.sell_amount == Decimal("1523.45") and str(q.customer_rate) == "1.523450"
+    assert q.sell_amount == Decimal("1523.45")
+    assert str(q.customer_rate) == "1.523450"
     # Unknown fields are kept, exactly; the optional ones appear in to_dict only when given.
     assert q.raw["promotion"] == {"code": "SPRING", "discount": Decimal("0.25")}
-    assert q.raw["fee"] is None and "freebies" not in q.raw
+    assert q.raw["fee"] is None
+    assert "freebies" not in q.raw
     d = q.to_dict()
-    assert "fee" not in d and "feeCurrency" not in d and "freebies" not in d
-    assert "fee=None" in repr(q) and "freebies=None" in repr(q)
+    assert "fee" not in d
+    assert "feeCurrency" not in d
+    assert "freebies" not in d
+    assert "fee=None" in repr(q)
+    assert "freebies=None" in repr(q)
     crafted.set(QUOTE_PATH, full_quote(fee=None, feeCurrency=None, freebies="null"))
     q = client.get_quote(QUOTE_ID)
     assert (q.fee, q.fee_currency, q.freebies) == (None, None, None)
@@ -132,7 +138,8 @@ def test_null_or_missing_optional_quote_fields_are_none(crafted: Crafted, client
     crafted.set(QUOTE_PATH, full_quote())
     with_freebies, without = fxpay.to_records([client.get_quote(QUOTE_ID), q])
     assert with_freebies.keys() == without.keys()
-    assert without["freebies_remaining"] is None and with_freebies["freebies_remaining"] == 2
+    assert without["freebies_remaining"] is None
+    assert with_freebies["freebies_remaining"] == 2
 
 
 @pytest.mark.parametrize("field", ["buyCurrency", "buyAmount", "sellAmount", "customerRate", "inverseCustomerRate"])
@@ -203,7 +210,8 @@ def test_token_answers_are_read_leniently(crafted: Crafted, client: fxpay.Client
     assert t.scope == "gca-aisp"  # filled with the grant's scope when the answer has none
     crafted.set(TOKEN_PATH, {"access_token": "AT3", "token_type": "bearer", "expires_in": None, "scope": None})
     t = client.refresh_token("RT")
-    assert t.access_token == "AT3" and t.expires_in > 0
+    assert t.access_token == "AT3"
+    assert t.expires_in > 0
 
 
 @pytest.mark.parametrize(
@@ -225,15 +233,15 @@ def test_user_session_close(crafted: Crafted, client: fxpay.Client) -> None:
     with user_session(client) as s:
         assert len(s.list_virtual_accounts()) == 2
         assert not s.closed
-    assert s.closed and "closed" in repr(s)
+    assert s.closed
+    assert "closed" in repr(s)
     sent = len(crafted.requests)
     with pytest.raises(fxpay.ConfigurationError, match="closed"):
         s.list_virtual_accounts()
     with pytest.raises(fxpay.ConfigurationError, match="closed"):
         asyncio.run(s.list_virtual_accounts_async())
-    with pytest.raises(fxpay.ConfigurationError, match="closed"):
-        with s:
-            pass
+    with pytest.raises(fxpay.ConfigurationError, match="closed"), s:
+        pass
     assert len(crafted.requests) == sent  # nothing was sent once closed
     s.close()  # closing twice is harmless
     assert s.token.access_token == "AT"

@@ -20,11 +20,12 @@ from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
-import fxpay
 import pytest
-from fxpay.testing import Sandbox
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+import fxpay
+from fxpay.testing import Sandbox
 
 EXAMPLES = int(os.environ.get("FXPAY_TYPED_ERRORS_EXAMPLES", "300"))
 SETTINGS = settings(
@@ -98,11 +99,12 @@ def typed_only(call: Callable[[], Any], args: Args | None = None) -> Any:
     try:
         return call()
     except TypeError as e:
-        if args is not None and args.bad is not None:
-            assert args.bad in str(e), f"a TypeError for a wrong {args.bad} must name it: {e}"
-        return None
+        error = e
     except fxpay.FxPayError:
         return None
+    if args is not None and args.bad is not None:
+        assert args.bad in str(error), f"a TypeError for a wrong {args.bad} must name it: {error}"
+    return None
 
 
 # -- fixtures ---------------------------------------------------------------------------------
@@ -217,7 +219,9 @@ def test_authorization_url(client: fxpay.Client, kw: Args) -> None:
 @given(data=st.data())
 def test_exchange_code(client: fxpay.Client, sb: Sandbox, data: st.DataObject) -> None:
     auth = client.authorization_url(sb.redirect_uri)
-    kw = data.draw(one_wrong(auth=(auth,), callback=(f"{sb.redirect_uri}?code=x&state={auth.state}", "code=x&state=y", "error=access_denied")))
+    kw = data.draw(
+        one_wrong(auth=(auth,), callback=(f"{sb.redirect_uri}?code=x&state={auth.state}", "code=x&state=y", "error=access_denied"))
+    )
     typed_only(lambda: client.exchange_code(kw["auth"], kw["callback"]), kw)
 
 
@@ -250,9 +254,7 @@ INPUT_MODELS: dict[type, dict[str, tuple[Any, ...]]] = {
     fxpay.Address: dict(
         address_line=("1 George St",), city_suburb=("Sydney",), state_province=("NSW",), post_code=("2000",), country=("AU",)
     ),
-    fxpay.BankDetails: dict(
-        bank_name=("B",), bank_branch_name=("G",), branch_code=("1",), account=("2",), bank_address=(ADDRESS,)
-    ),
+    fxpay.BankDetails: dict(bank_name=("B",), bank_branch_name=("G",), branch_code=("1",), account=("2",), bank_address=(ADDRESS,)),
     fxpay.Beneficiary: dict(
         currency=("AUD",),
         name=("Acme",),
@@ -369,7 +371,7 @@ def test_parse_deal_created(body: Any, headers: Any, nonce: Any) -> None:
     ev = typed_only(lambda: fxpay.parse_deal_created(body, headers, nonce=nonce))
     if ev is not None:
         # `raw` never raises for a body that verified.
-        ev.raw
+        _ = ev.raw
         repr(ev)
 
 
@@ -410,7 +412,10 @@ def test_sandbox_controls(control_sb: Sandbox, data: st.DataObject) -> None:
             lambda a: sb.fail_next(a["path"], a["status"], times=a["times"], retry_after=a["retry_after"]),
             dict(path=("/v1/nowhere",), status=(503, 429), times=(1, 2), retry_after=(None, 1)),
         ),
-        "drop_next": (lambda a: sb.drop_next(a["path"], after_processing=a["after_processing"]), dict(path=("/v1/nowhere",), after_processing=(True,))),
+        "drop_next": (
+            lambda a: sb.drop_next(a["path"], after_processing=a["after_processing"]),
+            dict(path=("/v1/nowhere",), after_processing=(True,)),
+        ),
         "delay_next": (lambda a: sb.delay_next(a["path"], a["seconds"]), dict(path=("/v1/nowhere",), seconds=(0.0, 1))),
         "register_client": (
             lambda a: sb.register_client(a["client_id"], a["client_secret"], a["redirect_uris"]),
@@ -430,7 +435,12 @@ def test_the_named_leaks_are_typed(client: fxpay.Client, sb: Sandbox) -> None:
     before = sb.stats()["requests"]
     with pytest.raises(TypeError, match="bank_details"):
         fxpay.Beneficiary(
-            currency="AUD", name="n", classification="Business", payment_reason="r", bank_details=None, address=ADDRESS  # type: ignore[arg-type]
+            currency="AUD",
+            name="n",
+            classification="Business",
+            payment_reason="r",
+            bank_details=None,
+            address=ADDRESS,  # type: ignore[arg-type]
         )
     with pytest.raises(TypeError, match="token"):
         client.user_session("tok")  # type: ignore[arg-type]

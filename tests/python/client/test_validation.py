@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
-import fxpay
 import pytest
+
+import fxpay
+
 from conftest import make_beneficiary
 
 

@@ -7,6 +7,7 @@ forks the pool; the tasks book and read quotes in the pool's children.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -37,14 +38,10 @@ def stop(proc: subprocess.Popen[bytes], grace: float) -> None:
     """SIGTERM (a warm shutdown), then SIGKILL to the whole process group if it lingers."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)  # pool children too, should any be left
-    except ProcessLookupError:
-        pass
     proc.wait(10)
 
 
@@ -122,12 +119,12 @@ def test_celery_prefork_tasks_use_a_module_level_client(worker: tuple[subprocess
     pending = [sender.send_task("celery_app.book_quote", args=(a,)) for a in amounts]
     try:
         results = [p.get(timeout=RESULT_TIMEOUT) for p in pending]
-    except Exception as e:  # noqa: BLE001 - show the worker's log with the failure
+    except Exception as e:  # show the worker's log with the failure
         pytest.fail(f"{type(e).__name__}: {e}\nworker exit: {proc.poll()}\n{log.read_text()}")
     finally:
         sender.close()
     master = proc.pid
-    for amount, r in zip(amounts, results):
+    for amount, r in zip(amounts, results, strict=True):
         assert r["loaded_by"] == master, r  # the client was made in the worker's main process
         assert r["pid"] != master, r  # and used in a forked pool child
         assert r["amounts"] == [amount, amount], r

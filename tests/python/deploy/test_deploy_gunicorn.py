@@ -8,6 +8,7 @@ The sandbox runs in the test process; gunicorn listens on a free port of 127.0.0
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -38,14 +39,10 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM (a graceful stop), then SIGKILL to the whole process group if it lingers."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(20)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)  # the workers too, should any be left
-    except ProcessLookupError:
-        pass
     proc.wait(10)
 
 

@@ -76,7 +76,9 @@ def test_multiprocessing_fork_pool_uses_module_level_and_new_clients(fxpay_sandb
     assert len(children) == 6
     for i, child in enumerate(children):
         assert child["pid"] != out["parent"]
-        assert child["blocking"] and child["awaitable"] and child["fresh"], child
+        assert child["blocking"], child
+        assert child["awaitable"], child
+        assert child["fresh"], child
         assert child["created"] == f"{i + 1}.25"
     assert out["parent_after"] is True
     if not getattr(fxpay_sandbox, "remote", False):
@@ -93,7 +95,8 @@ def test_parent_is_not_delayed_by_a_child_exit(fxpay_sandbox: Any, mode: str) ->
     for r in out["rounds"]:
         assert r["blocking_s"] < 3.0, r
         assert r["awaitable_s"] < 3.0, r
-        assert r["blocking"] and r["awaitable"], r
+        assert r["blocking"], r
+        assert r["awaitable"], r
         assert r["exit_code"] == (1 if mode == "raise" else 0), (r, stderr)
     if mode == "raise":
         assert stderr.count("calls ok: True") == 4, stderr
@@ -117,7 +120,8 @@ def test_fork_while_another_thread_renews_the_token(fxpay_sandbox: Any) -> None:
 def test_a_child_of_the_sandbox_process_calls_it_but_cannot_drive_it(fxpay_sandbox: Any) -> None:
     out, _ = run_app(fxpay_sandbox, "sandbox")
     child = out["child"]
-    assert child.get("call") is True and child.get("new_client") is True, child
+    assert child.get("call") is True, child
+    assert child.get("new_client") is True, child
     assert child["stats"].startswith("ConfigurationError: "), child
     assert "parent process" in child["stats"]
     assert out["exit_code"] == 0

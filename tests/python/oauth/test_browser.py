@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import fxpay
 import pytest
+
+import fxpay
+
 from conftest import need, need_program
 
 playwright_sync = need("playwright.sync_api")
@@ -61,7 +63,8 @@ def test_allow_in_a_real_browser(browser: Any, fxpay_sandbox: Any, tmp_path: Pat
     assert callback.startswith(fxpay_sandbox.redirect_uri + "?")
     assert (tmp_path / "consent.png").stat().st_size > 1000
     token = c.exchange_code(auth, callback)
-    assert token.scope == "gca-aisp" and token.refresh_token
+    assert token.scope == "gca-aisp"
+    assert token.refresh_token
     accounts = c.user_session(token).list_virtual_accounts()
     assert {a["currency"] for a in accounts} >= {"USD"}
 
@@ -108,7 +111,8 @@ def test_pkce_in_a_real_browser(browser: Any, fxpay_sandbox: Any, tmp_path: Path
         c.exchange_code(without, callback)
     assert ei.value.error == "invalid_grant"
     token = c.exchange_code(auth, callback)
-    assert token.scope == "gca-aisp" and token.refresh_token
+    assert token.scope == "gca-aisp"
+    assert token.refresh_token
 
 
 def test_plain_pkce_is_refused_in_a_real_browser(browser: Any, fxpay_sandbox: Any) -> None:
@@ -142,5 +146,6 @@ def test_plain_pkce_is_refused_in_a_real_browser(browser: Any, fxpay_sandbox: An
     context.close()
     assert len(landed) == 1
     q = parse_qs(urlsplit(landed[0]).query)
-    assert q["error"] == ["invalid_request"] and q["state"] == ["st-plain"]
+    assert q["error"] == ["invalid_request"]
+    assert q["state"] == ["st-plain"]
     assert "S256" in q["error_description"][0]

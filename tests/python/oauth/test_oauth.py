@@ -6,8 +6,10 @@ import datetime as dt
 import pickle
 from decimal import Decimal
 
-import fxpay
 import pytest
+
+import fxpay
+
 from conftest import all_at_once, login
 
 
@@ -20,13 +22,15 @@ def test_code_exchange_and_virtual_accounts(fxpay_sandbox, fxpay_client) -> None
     assert token.refresh_token
     assert token.expires_in == 3599
     assert token.expires_at.tzinfo is not None
-    assert token.access_token not in repr(token) and token.refresh_token not in repr(token)
+    assert token.access_token not in repr(token)
+    assert token.refresh_token not in repr(token)
     session = fxpay_client.user_session(token)
     accounts = session.list_virtual_accounts()
     assert len(accounts) >= 1
     va = accounts[0]
     assert isinstance(va, fxpay.VirtualAccount)
-    assert isinstance(va["currency"], str) and len(va["currency"]) == 3
+    assert isinstance(va["currency"], str)
+    assert len(va["currency"]) == 3
     assert va.get("no-such-field") is None
     assert va.raw == dict(va)
     balances = [v for v in va.values() if isinstance(v, Decimal)]
@@ -41,7 +45,8 @@ async def test_code_exchange_async(fxpay_sandbox, fxpay_client) -> None:  # type
     token = await fxpay_client.exchange_code_async(auth, query)  # a bare query string works too
     session = fxpay_client.user_session(token)
     accounts = await session.list_virtual_accounts_async()
-    assert accounts and all(isinstance(a, fxpay.VirtualAccount) for a in accounts)
+    assert accounts
+    assert all(isinstance(a, fxpay.VirtualAccount) for a in accounts)
     refreshed = await fxpay_client.refresh_token_async(token.refresh_token)
     assert refreshed.access_token != token.access_token
 
@@ -56,7 +61,7 @@ def test_denied_consent_is_an_oauth_error(fxpay_sandbox, fxpay_client) -> None: 
 
 
 def test_state_mismatch(fxpay_sandbox, fxpay_client) -> None:  # type: ignore[no-untyped-def]
-    auth, callback = login(fxpay_sandbox, fxpay_client)
+    _, callback = login(fxpay_sandbox, fxpay_client)
     other = fxpay_client.authorization_url(fxpay_sandbox.redirect_uri)
     with pytest.raises(fxpay.StateMismatchError):
         fxpay_client.exchange_code(other, callback)
@@ -81,7 +86,8 @@ def test_given_state_is_used(fxpay_sandbox, fxpay_client) -> None:  # type: igno
 def test_refresh_rotates(fxpay_sandbox, fxpay_client) -> None:  # type: ignore[no-untyped-def]
     token = fxpay_client.exchange_code(*login(fxpay_sandbox, fxpay_client))
     t2 = fxpay_client.refresh_token(token.refresh_token)
-    assert t2.refresh_token and t2.refresh_token != token.refresh_token
+    assert t2.refresh_token
+    assert t2.refresh_token != token.refresh_token
     with pytest.raises(fxpay.OAuthError) as ei:
         fxpay_client.refresh_token(token.refresh_token)
     assert ei.value.error == "invalid_grant"

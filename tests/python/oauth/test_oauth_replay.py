@@ -8,8 +8,9 @@ import logging
 import socket
 from typing import Any
 
-import fxpay
 import pytest
+
+import fxpay
 
 TOKEN = "/v1/oauth/token"
 
@@ -92,10 +93,7 @@ async def test_lost_answer_to_a_session_refresh(fxpay_sandbox: Any, fxpay_client
     before = token_requests(fxpay_sandbox)
     fxpay_sandbox.drop_next(TOKEN, after_processing=True)
     with pytest.raises(fxpay.TransportError) as ei:
-        if aio:
-            await session.list_virtual_accounts_async()
-        else:
-            session.list_virtual_accounts()
+        await session.list_virtual_accounts_async() if aio else session.list_virtual_accounts()
     assert not isinstance(ei.value, fxpay.OAuthError)
     assert token_requests(fxpay_sandbox) - before == 1
     assert fxpay_sandbox.stats()["paths"]["GET /v1/gca/virtual-accounts"] == 0

@@ -8,8 +8,9 @@ import threading
 import time
 from typing import Any
 
-import fxpay
 import pytest
+
+import fxpay
 
 VA = "GET /v1/gca/virtual-accounts"
 
@@ -70,7 +71,7 @@ def test_no_request_carries_a_new_token_before_on_token_returns(fxpay_sandbox: A
             wait()
             session.list_virtual_accounts()
             finished_at.append(time.monotonic())
-        except BaseException as e:  # noqa: BLE001 - checked below
+        except BaseException as e:  # checked below
             errors.append(e)
 
     # Three threads race the renewal; a fourth call starts while on_token is running.

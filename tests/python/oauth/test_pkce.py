@@ -10,8 +10,10 @@ import pickle
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-import fxpay
 import pytest
+
+import fxpay
+
 from sandbox_http_support import auth_query, http
 
 
@@ -26,7 +28,8 @@ def s256(verifier: str) -> str:
 def test_url_carries_an_s256_challenge_of_a_hidden_verifier(fxpay_client: Any, fxpay_sandbox: Any) -> None:
     auth = fxpay_client.authorization_url(fxpay_sandbox.redirect_uri)
     verifier = auth.code_verifier
-    assert isinstance(verifier, str) and len(verifier) == 43  # 256 random bits, base64url
+    assert isinstance(verifier, str)
+    assert len(verifier) == 43
     assert set(verifier) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
     q = query_of(auth.url)
     assert q["code_challenge"] == s256(verifier)
@@ -36,7 +39,8 @@ def test_url_carries_an_s256_challenge_of_a_hidden_verifier(fxpay_client: Any, f
     assert fxpay_client.authorization_url(fxpay_sandbox.redirect_uri).code_verifier != verifier
     # The verifier (and the state) never show in repr/str; to_dict keeps them for the session.
     for shown in (repr(auth), str(auth), auth._repr_html_()):
-        assert verifier not in shown and auth.state not in shown
+        assert verifier not in shown
+        assert auth.state not in shown
     d = auth.to_dict()
     assert d["code_verifier"] == verifier
     assert fxpay.AuthorizationRequest(**d) == auth
@@ -81,7 +85,8 @@ def test_pkce_flow_survives_a_trip_through_the_session(fxpay_client: Any, fxpay_
     assert json.loads(stored)["code_verifier"] == auth.code_verifier
     callback = fxpay_sandbox.approve(auth.url)
     token = fxpay_client.exchange_code(fxpay.AuthorizationRequest(**json.loads(stored)), callback)
-    assert token.scope == "gca-aisp" and token.refresh_token
+    assert token.scope == "gca-aisp"
+    assert token.refresh_token
     assert fxpay_client.user_session(token).list_virtual_accounts()
 
 
@@ -167,19 +172,22 @@ def test_sandbox_pkce_over_plain_http(fxpay_sandbox: Any) -> None:
     with http(sb) as c:
         for extra in ({}, {"code_verifier": verifier.upper()}, {"code_verifier": s256(verifier)}):
             r = c.post("/v1/oauth/token", content=urlencode({**grant, **extra}), headers=headers)
-            assert r.status_code == 400 and r.json()["error"] == "invalid_grant", (extra, r.text)
+            assert r.status_code == 400, (extra, r.text)
+            assert r.json()["error"] == "invalid_grant", (extra, r.text)
         r = c.post("/v1/oauth/token", content=urlencode({**grant, "code_verifier": verifier}), headers=headers)
         assert r.status_code == 200, r.text
         # Single use still holds once the verifier matched.
         r = c.post("/v1/oauth/token", content=urlencode({**grant, "code_verifier": verifier}), headers=headers)
-        assert r.status_code == 400 and r.json()["error"] == "invalid_grant"
+        assert r.status_code == 400
+        assert r.json()["error"] == "invalid_grant"
 
 
 def test_openapi_documents_the_pkce_rules(fxpay_sandbox: Any) -> None:
     with http(fxpay_sandbox) as c:
         doc = c.get("/openapi.json").json()
     authorize = doc["paths"]["/v1/oauth/authorize"]["get"]
-    assert "S256" in authorize["description"] and "plain" in authorize["description"]
+    assert "S256" in authorize["description"]
+    assert "plain" in authorize["description"]
     names = {p["name"] for p in authorize["parameters"]}
     assert {"code_challenge", "code_challenge_method"} <= names
     assert "code_verifier" in doc["components"]["schemas"]["TokenRequest"]["properties"]

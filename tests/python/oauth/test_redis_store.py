@@ -10,8 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import fxpay
 import pytest
+
+import fxpay
+
 from conftest import need, need_program
 
 redis = need("redis")
@@ -132,7 +134,8 @@ def test_rotated_refresh_token_is_never_used_twice(fxpay_sandbox: Any, redis_url
     # Exactly one refresh across 4 processes x 3 threads, so no rotated token was replayed.
     assert fxpay_sandbox.stats()["tokens_issued"]["refresh_token"] == 1
     stored = fxpay.RedisTokenStore(url=redis_url, prefix="u4:").load(f"fxpay:{fxpay_sandbox.base_url}:user:user-1")
-    assert stored is not None and stored.refresh_token != token.refresh_token
+    assert stored is not None
+    assert stored.refresh_token != token.refresh_token
 
 
 def test_a_given_redis_client_is_used_as_it_is(redis_url: str) -> None:

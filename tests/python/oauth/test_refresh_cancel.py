@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import fxpay
 import pytest
+
+import fxpay
 
 
 class TokenService(ThreadingHTTPServer):

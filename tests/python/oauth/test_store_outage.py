@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import fxpay
 import pytest
+
+import fxpay
 
 redis = pytest.importorskip("redis")
 REDIS_SERVER = shutil.which("redis-server")
@@ -114,7 +115,8 @@ def test_payments_keep_working_while_the_store_is_down(
         assert fxpay_sandbox.stats()["tokens_issued"]["client_credentials"] == issued + 2
         warnings = store_warnings(caplog)
         assert len(warnings) == 1, warnings
-        assert "token store" in warnings[0] and "on its own" in warnings[0]
+        assert "token store" in warnings[0]
+        assert "on its own" in warnings[0]
         assert first.access_token not in warnings[0]
 
         redis_server.start()  # empty: nothing was persisted
@@ -123,7 +125,8 @@ def test_payments_keep_working_while_the_store_is_down(
         assert c.get_quote(quote_id).id == quote_id
         # The renewal went through the store again: its token is there now...
         stored = store.load(key)
-        assert stored is not None and stored.access_token != first.access_token
+        assert stored is not None
+        assert stored.access_token != first.access_token
         assert len(store_warnings(caplog)) == 1
         assert any("answers again" in r.getMessage() for r in caplog.records if r.levelno == logging.INFO)
     # ...and another client sharing the store uses it without asking for a token.
@@ -153,7 +156,8 @@ def test_payments_never_replay_an_older_token_the_store_comes_back_with(
         assert c.get_quote(quote_id).id == quote_id
         assert fxpay_sandbox.stats()["tokens_issued"]["client_credentials"] == issued + 1
         t3 = store.load(key)
-        assert t3 is not None and t3.access_token != t1.access_token
+        assert t3 is not None
+        assert t3.access_token != t1.access_token
         assert len(store_warnings(caplog)) == 1
 
 

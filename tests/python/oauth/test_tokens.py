@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 import fxpay
+
 from conftest import all_at_once
 
 
@@ -14,7 +17,8 @@ def test_32_threads_cause_one_token_request(fxpay_sandbox) -> None:  # type: ign
     first = fxpay_sandbox.stats()["token_requests"]
     assert first == 1  # the helper client above
     quotes = all_at_once(32, lambda: c.get_quote(qid))
-    assert len(quotes) == 32 and all(q.id == qid for q in quotes)
+    assert len(quotes) == 32
+    assert all(q.id == qid for q in quotes)
     assert fxpay_sandbox.stats()["token_requests"] - first == 1
 
 
@@ -44,12 +48,9 @@ def test_401_replay_is_not_looped(fxpay_sandbox, fxpay_client) -> None:  # type:
     qid = fxpay_client.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")
     fxpay_sandbox.fail_next(f"/v1/payments/quotes/{qid}", 401, times=3)
     before = fxpay_sandbox.stats()["requests"]
-    try:
+    with pytest.raises(fxpay.AuthenticationError) as info:
         fxpay_client.get_quote(qid)
-    except fxpay.AuthenticationError as e:
-        assert e.status == 401
-    else:
-        raise AssertionError("expected AuthenticationError")
+    assert info.value.status == 401
     # first attempt, one token renewal, one replay: three requests, never more
     assert fxpay_sandbox.stats()["requests"] - before == 3
 
@@ -65,14 +66,12 @@ def test_a_shared_store_shares_the_token(fxpay_sandbox) -> None:  # type: ignore
 
 def test_oauth_errors_from_the_token_endpoint(fxpay_sandbox) -> None:  # type: ignore[no-untyped-def]
     bad = fxpay.Client(fxpay_sandbox.client_id, "wrong-secret", base_url=fxpay_sandbox.base_url)
-    try:
+    with pytest.raises(fxpay.OAuthError) as info:
         bad.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")
-    except fxpay.OAuthError as e:
-        assert e.error == "invalid_client"
-        assert e.status == 401
-        assert "wrong-secret" not in str(e) and "wrong-secret" not in repr(e)
-    else:
-        raise AssertionError("expected OAuthError")
+    assert info.value.error == "invalid_client"
+    assert info.value.status == 401
+    assert "wrong-secret" not in str(info.value)
+    assert "wrong-secret" not in repr(info.value)
 
 
 async def test_200_tasks_cause_one_token_request(fxpay_sandbox) -> None:  # type: ignore[no-untyped-def]
@@ -100,7 +99,8 @@ def test_renewal_before_expiry_is_single_flight(fxpay_sandbox) -> None:  # type:
     all_at_once(16, lambda: c2.get_quote(qid))
     assert fxpay_sandbox.stats()["tokens_issued"]["client_credentials"] == 2
     renewed = store.load(key)
-    assert renewed is not None and renewed.access_token != old.access_token
+    assert renewed is not None
+    assert renewed.access_token != old.access_token
 
 
 def test_token_expired_is_true_only_once_expiry_has_passed() -> None:
@@ -197,7 +197,8 @@ def test_store_lock_is_released_when_the_token_fetch_fails(fxpay_sandbox) -> Non
         pass
     else:
         raise AssertionError("the token fetch was meant to fail")
-    assert store.locked == 1 and store.released == 1
+    assert store.locked == 1
+    assert store.released == 1
     # Nothing holds the lock: another holder gets it at once, and the next call succeeds.
     got = threading.Event()
     threading.Thread(target=lambda: (store.lock(store.keys[0]).release(), got.set()), daemon=True).start()

@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
 from fxpay.testing import Sandbox
 
 GENERATOR = Path(__file__).resolve().parents[3] / "docs" / "gen_sandbox_rules.py"
@@ -25,7 +26,8 @@ GENERATOR = Path(__file__).resolve().parents[3] / "docs" / "gen_sandbox_rules.py
 
 def _generator() -> ModuleType:
     spec = importlib.util.spec_from_file_location("gen_sandbox_rules", GENERATOR)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -144,5 +146,6 @@ def test_codes_the_sandbox_answers_are_in_the_table(doc: dict[str, Any]) -> None
         assert status == 400
         for error in body["errors"]:
             layer, component, number = error["errorCode"].split(":")
-            assert (layer, component) == ("validation", "quote") and int(number) in numbers, error
+            assert (layer, component) == ("validation", "quote"), error
+            assert int(number) in numbers, error
     assert len(seen) == 8

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from sandbox_http_support import (
     FORM,
     api,
@@ -90,7 +91,8 @@ def test_fail_next_by_method_and_prefix(fxpay_sandbox: Any) -> None:
         sb.fail_next("POST /v1/payments/beneficiaries", 429)
         assert a.post("/v1/payments/quotes", {"buyCurrency": "USD", "buyAmount": 10, "sellCurrency": "EUR"}).status_code == 201
         r = a.get(f"/v1/payments/quotes/{quote_id}")
-        assert r.status_code == 500 and "retry-after" not in r.headers
+        assert r.status_code == 500
+        assert "retry-after" not in r.headers
         assert a.get(f"/v1/payments/quotes/{quote_id}").status_code == 200
         r = a.post("/v1/payments/beneficiaries", beneficiary_body())
         assert r.status_code == 429
@@ -318,7 +320,9 @@ def test_bad_input_does_not_corrupt_state(fxpay_sandbox: Any) -> None:
             r = a.c.post(path, content=raw, headers={**a.h, **headers})
             assert r.status_code in (400, 415), (path, raw[:40], r.text)
             assert errors_of(r)
-        r = a.c.post("/v1/payments/quotes", content=b'{"buyCurrency": "USD", "buyAmount": 1e400, "sellCurrency": "EUR"}', headers={**a.h, **JSON})
+        r = a.c.post(
+            "/v1/payments/quotes", content=b'{"buyCurrency": "USD", "buyAmount": 1e400, "sellCurrency": "EUR"}', headers={**a.h, **JSON}
+        )
         assert errors_of(r) == [("validation:quote:1011", "BuyAmount")]
         r = a.c.post("/v1/payments/beneficiaries", content=b"{" * 10000, headers={**a.h, **JSON})
         assert errors_of(r) == [("validation:request:1001", "")]
@@ -376,9 +380,9 @@ def test_openapi_document(fxpay_sandbox: Any) -> None:
         assert "KWD" in schemas["SupportedCurrency"]["enum"]
         assert schemas["ClientId"]["enum"] == [sb.client_id]
         # every documented path answers something other than 404 on its documented method
-        token = token_request(
-            c, {"grant_type": "client_credentials", "client_id": sb.client_id, "client_secret": sb.client_secret}
-        ).json()["access_token"]
+        token = token_request(c, {"grant_type": "client_credentials", "client_id": sb.client_id, "client_secret": sb.client_secret}).json()[
+            "access_token"
+        ]
         for path, ops in doc["paths"].items():
             for method in ops:
                 if method not in {"get", "post"}:

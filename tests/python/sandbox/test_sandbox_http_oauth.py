@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
+
 from sandbox_http_support import (
     FORM,
     NATIVE_REDIRECT_URI,
@@ -56,7 +57,8 @@ def oauth_error(r: Any, status: int, error: str) -> None:
     assert r.status_code == status, r.text
     body = r.json()
     assert body["error"] == error, body
-    assert isinstance(body["error_description"], str) and body["error_description"]
+    assert isinstance(body["error_description"], str)
+    assert body["error_description"]
     assert r.headers["cache-control"] == "no-store"
 
 
@@ -83,7 +85,8 @@ def test_client_credentials_form_fields(fxpay_sandbox: Any) -> None:
         assert len(body["access_token"]) >= 20
         # scope may be left out: the grant gives payments
         r2 = token_request(c, cc(fxpay_sandbox))
-        assert r2.status_code == 200 and r2.json()["scope"] == "payments"
+        assert r2.status_code == 200
+        assert r2.json()["scope"] == "payments"
         assert r2.json()["access_token"] != body["access_token"]
 
 
@@ -336,7 +339,8 @@ def test_login_page(fxpay_sandbox: Any) -> None:
         assert r.headers["x-frame-options"] == "DENY"
         assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
         assert '<form id="login-form" method="post" action="/v1/oauth/login">' in r.text
-        assert 'name="username"' in r.text and 'type="password"' in r.text
+        assert 'name="username"' in r.text
+        assert 'type="password"' in r.text
         assert hidden_fields(r.text) == {
             "response_type": "code",
             "client_id": sb.client_id,
@@ -364,7 +368,8 @@ def test_consent_allow_redirects_with_code_and_state(fxpay_sandbox: Any) -> None
     sb = fxpay_sandbox
     with http(sb) as c:
         consent = browser_login(c, sb, auth_query(sb, state="xyz/1"))
-        assert 'id="consent-form"' in consent.text and "gca-aisp" in consent.text
+        assert 'id="consent-form"' in consent.text
+        assert "gca-aisp" in consent.text
         assert "fxpay_sandbox_session=" in consent.headers["set-cookie"]
         form = hidden_fields(consent.text)
         assert list(form) == ["consent_id"]
@@ -377,7 +382,8 @@ def test_consent_allow_redirects_with_code_and_state(fxpay_sandbox: Any) -> None
         assert query["state"] == ["xyz/1"]
         # the consent id is answered: a second answer is a 404 page, not a redirect
         r2 = c.post("/v1/oauth/consent", content=urlencode({**form, "decision": "allow"}), headers=FORM)
-        assert r2.status_code == 404 and "location" not in r2.headers
+        assert r2.status_code == 404
+        assert "location" not in r2.headers
         assert token_request(c, code_grant(sb, query["code"][0])).status_code == 200
 
 
@@ -402,7 +408,8 @@ def test_consent_needs_the_session_cookie(fxpay_sandbox: Any) -> None:
         form = hidden_fields(consent.text)
     with http(sb) as fresh:  # no cookie jar from the login
         r = fresh.post("/v1/oauth/consent", content=urlencode({**form, "decision": "allow"}), headers=FORM)
-        assert r.status_code == 403 and "location" not in r.headers
+        assert r.status_code == 403
+        assert "location" not in r.headers
 
 
 def test_approve_helper_matches_the_pages(fxpay_sandbox: Any) -> None:
@@ -441,7 +448,8 @@ def test_registered_http_redirect_uri_is_still_refused(fxpay_sandbox: Any) -> No
             params = auth_query(sb, uri)
             params["client_id"] = "web-app"
             r = c.get("/v1/oauth/authorize", params=params)
-            assert r.status_code == 400 and "location" not in r.headers
+            assert r.status_code == 400
+            assert "location" not in r.headers
             assert "https" in r.text
 
 
@@ -451,7 +459,8 @@ def test_unknown_client_is_an_error_page(fxpay_sandbox: Any) -> None:
         params = auth_query(sb)
         params["client_id"] = "nobody"
         r = c.get("/v1/oauth/authorize", params=params)
-        assert r.status_code == 400 and "location" not in r.headers
+        assert r.status_code == 400
+        assert "location" not in r.headers
         assert "unknown client_id" in r.text
 
 
@@ -534,9 +543,11 @@ def test_virtual_accounts_need_a_gca_aisp_user_token(fxpay_sandbox: Any) -> None
     with http(sb) as c:
         payments = payments_token(c, sb.client_id, sb.client_secret)
         r = c.get("/v1/gca/virtual-accounts")
-        assert r.status_code == 401 and errors_of(r) == [("auth:token:4001", "Authorization")]
+        assert r.status_code == 401
+        assert errors_of(r) == [("auth:token:4001", "Authorization")]
         r = c.get("/v1/gca/virtual-accounts", headers=bearer(payments))
-        assert r.status_code == 403 and errors_of(r) == [("auth:scope:4003", "Authorization")]
+        assert r.status_code == 403
+        assert errors_of(r) == [("auth:scope:4003", "Authorization")]
         assert 'scope="gca-aisp"' in r.headers["www-authenticate"]
         user = user_tokens(c, sb)["access_token"]
         assert c.get("/v1/gca/virtual-accounts", headers=bearer(user)).status_code == 200

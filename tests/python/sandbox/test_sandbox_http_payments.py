@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+
 from sandbox_http_support import (
     FLAT_FEE,
     MINOR,
@@ -64,7 +65,7 @@ def test_create_and_read_quote(fxpay_sandbox: Any) -> None:
         assert set(quote) == QUOTE_FIELDS
         assert quote["id"] == body["id"]
         assert (quote["buyCurrency"], quote["sellCurrency"], quote["feeCurrency"]) == ("GBP", "USD", "GBP")
-        # 1.27 × 0.995 = 1.26365; 1000 × 1.26365 = 1263.65; 1 / 1.26365 = 0.791358...
+        # 1.27 * 0.995 = 1.26365; 1000 * 1.26365 = 1263.65; 1 / 1.26365 = 0.791358...
         assert quote["customerRate"] == Decimal("1.26365")
         assert quote["inverseCustomerRate"] == Decimal("0.791358")
         assert str(quote["sellAmount"]) == "1263.65"
@@ -118,7 +119,8 @@ def test_fee_and_freebies(fxpay_sandbox: Any) -> None:
             quote_id = a.quote("GBP", 100, "AUD")
             q = a.read_quote(quote_id)
             assert q["freebies"] == {"total": 3, "claimed": claimed, "remaining": 3 - claimed}
-            assert q["fee"] == 0 and q["feeCurrency"] == "GBP"
+            assert q["fee"] == 0
+            assert q["feeCurrency"] == "GBP"
             r = a.deal(quote_id, [(a.beneficiary("AUD"), q["sellAmount"])])
             assert r.status_code == 201, r.text
         for buy in ["GBP", "JPY", "KWD", "EUR"]:
@@ -148,7 +150,10 @@ def test_quote_made_before_a_claim_keeps_its_freebies(fxpay_sandbox: Any) -> Non
             {"buyCurrency": 840, "buyAmount": "1000", "sellCurrency": None},
             [("validation:quote:1002", "BuyCurrency"), ("validation:quote:1001", "SellCurrency"), ("validation:quote:1002", "BuyAmount")],
         ),
-        ({"buyCurrency": "usd", "buyAmount": 10, "sellCurrency": "ABC"}, [("validation:quote:1005", "BuyCurrency"), ("validation:quote:1005", "SellCurrency")]),
+        (
+            {"buyCurrency": "usd", "buyAmount": 10, "sellCurrency": "ABC"},
+            [("validation:quote:1005", "BuyCurrency"), ("validation:quote:1005", "SellCurrency")],
+        ),
         ({"buyCurrency": "USD", "buyAmount": 10, "sellCurrency": "BRL"}, [("validation:quote:1006", "SellCurrency")]),
         ({"buyCurrency": "USD", "buyAmount": 0.5, "sellCurrency": "EUR"}, [("validation:quote:1009", "BuyAmount")]),
         ({"buyCurrency": "USD", "buyAmount": -5, "sellCurrency": "EUR"}, [("validation:quote:1009", "BuyAmount")]),
@@ -157,10 +162,22 @@ def test_quote_made_before_a_claim_keeps_its_freebies(fxpay_sandbox: Any) -> Non
         ({"buyCurrency": "KWD", "buyAmount": 10.0001, "sellCurrency": "EUR"}, [("validation:quote:1010", "BuyAmount")]),
         ({"buyCurrency": "USD", "buyAmount": 1000000000.01, "sellCurrency": "EUR"}, [("validation:quote:1011", "BuyAmount")]),
         ({"buyCurrency": "USD", "buyAmount": 10, "sellCurrency": "EUR", "beneficiaries": 0}, [("validation:quote:1012", "Beneficiaries")]),
-        ({"buyCurrency": "USD", "buyAmount": 10, "sellCurrency": "EUR", "beneficiaries": 101}, [("validation:quote:1012", "Beneficiaries")]),
-        ({"buyCurrency": "USD", "buyAmount": 10, "sellCurrency": "EUR", "beneficiaries": 1.5}, [("validation:quote:1002", "Beneficiaries")]),
-        ({"buyCurrency": "USD", "buyAmount": 10, "sellCurrency": "EUR", "beneficiaries": "2"}, [("validation:quote:1002", "Beneficiaries")]),
-        ({"buyCurrency": "USD", "buyAmount": 10, "sellCurrency": "EUR", "beneficiaries": None}, [("validation:quote:1001", "Beneficiaries")]),
+        (
+            {"buyCurrency": "USD", "buyAmount": 10, "sellCurrency": "EUR", "beneficiaries": 101},
+            [("validation:quote:1012", "Beneficiaries")],
+        ),
+        (
+            {"buyCurrency": "USD", "buyAmount": 10, "sellCurrency": "EUR", "beneficiaries": 1.5},
+            [("validation:quote:1002", "Beneficiaries")],
+        ),
+        (
+            {"buyCurrency": "USD", "buyAmount": 10, "sellCurrency": "EUR", "beneficiaries": "2"},
+            [("validation:quote:1002", "Beneficiaries")],
+        ),
+        (
+            {"buyCurrency": "USD", "buyAmount": 10, "sellCurrency": "EUR", "beneficiaries": None},
+            [("validation:quote:1001", "Beneficiaries")],
+        ),
         ({"buyCurrency": "EUR", "buyAmount": 10, "sellCurrency": "EUR"}, [("validation:quote:1014", "SellCurrency")]),
         ({"buyCurrency": "USD", "buyAmount": True, "sellCurrency": "EUR"}, [("validation:quote:1002", "BuyAmount")]),
     ],
@@ -209,7 +226,8 @@ def test_create_beneficiary(fxpay_sandbox: Any) -> None:
         assert r.status_code == 201
         assert r.headers["content-type"] == "application/json"
         body = r.json()
-        assert list(body) == ["beneficiaryId"] and UUID_RE.fullmatch(body["beneficiaryId"])
+        assert list(body) == ["beneficiaryId"]
+        assert UUID_RE.fullmatch(body["beneficiaryId"])
         # a currency the rate table lacks is still a valid beneficiary currency
         assert a.post("/v1/payments/beneficiaries", beneficiary_body("BRL", classification="Individual")).status_code == 201
         assert fxpay_sandbox.stats()["beneficiaries"] == 2
@@ -294,7 +312,7 @@ def test_every_beneficiary_field_is_required_and_typed(fxpay_sandbox: Any, path:
 
 @pytest.mark.parametrize(("field", "limit"), list(MAX_LEN.items()))
 def test_beneficiary_lengths(fxpay_sandbox: Any, field: str, limit: int) -> None:
-    path = [p for p, f in REQUIRED if f == field][0]
+    path = next(p for p, f in REQUIRED if f == field)
     with api(fxpay_sandbox) as a:
         r = a.post("/v1/payments/beneficiaries", _set(beneficiary_body(), path, "é" * limit))
         assert r.status_code == 201, r.text  # characters, not bytes
@@ -340,9 +358,7 @@ def test_beneficiary_malformed_json_and_non_objects(fxpay_sandbox: Any) -> None:
             ('"just a string"', "validation:request:1002"),
             ("null", "validation:request:1002"),
         ]:
-            r = a.c.post(
-                "/v1/payments/beneficiaries", content=raw, headers={**a.h, "Content-Type": "application/json"}
-            )
+            r = a.c.post("/v1/payments/beneficiaries", content=raw, headers={**a.h, "Content-Type": "application/json"})
             assert r.status_code == 400, raw
             assert errors_of(r) == [(code, "")]
         r = a.post("/v1/payments/beneficiaries", {**beneficiary_body(), "beneficiaryBankDetails": "Bank of Sydney"})
@@ -358,7 +374,7 @@ def test_deal_books_at_once_then_paid_after_a_day(fxpay_sandbox: Any) -> None:
     with api(sb) as a:
         quote_id = a.quote("USD", 1000, "AUD", beneficiaries=2)
         sell = a.read_quote(quote_id)["sellAmount"]
-        assert sell == Decimal("1519.08")  # 1/0.655 × 0.995 = 1.519084 → 1519.084 → 1519.08
+        assert sell == Decimal("1519.08")  # 1/0.655 * 0.995 = 1.519084 → 1519.084 → 1519.08
         b1, b2 = a.beneficiary(), a.beneficiary()
         r = a.deal(quote_id, [(b1, Decimal("1000.00")), (b2, Decimal("519.08"))])
         assert r.status_code == 201, r.text
@@ -368,9 +384,12 @@ def test_deal_books_at_once_then_paid_after_a_day(fxpay_sandbox: Any) -> None:
         deal_id = body["dealId"]
         assert sb.deal_status(deal_id) == "Booked"
         (deal,) = sb.deals()
-        assert deal["dealId"] == deal_id and deal["quoteId"] == quote_id
-        assert deal["kind"] == "deal" and deal["processId"] is None
-        assert deal["fundingSource"] == "Own account" and deal["channel"] == "FxpaySecure"
+        assert deal["dealId"] == deal_id
+        assert deal["quoteId"] == quote_id
+        assert deal["kind"] == "deal"
+        assert deal["processId"] is None
+        assert deal["fundingSource"] == "Own account"
+        assert deal["channel"] == "FxpaySecure"
         assert [(x["beneficiaryId"], str(x["amount"])) for x in deal["beneficiaries"]] == [(b1, "1000.00"), (b2, "519.08")]
         sb.advance(86399)
         assert sb.deal_status(deal_id) == "Booked"
@@ -517,18 +536,27 @@ def test_deal_lists_every_broken_rule(fxpay_sandbox: Any) -> None:
         ({"beneficiaries": []}, [("validation:deal:1004", "Beneficiaries")]),
         ({"beneficiaries": {}}, [("validation:deal:1002", "Beneficiaries")]),
         ({"beneficiaries": ["x"]}, [("validation:deal:1002", "Beneficiaries[0]")]),
-        ({"beneficiaries": [{}]}, [
-            ("validation:deal:1001", "Beneficiaries[0].BeneficiaryId"),
-            ("validation:deal:1001", "Beneficiaries[0].Amount"),
-            ("validation:deal:1001", "Beneficiaries[0].PayReason"),
-            ("validation:deal:1001", "Beneficiaries[0].PayReference"),
-        ]),
-        ({"beneficiaries": [{"beneficiaryId": str(uuid.uuid4()), "amount": 0, "payReason": "r", "payReference": "f"}]},
-         [("validation:deal:1009", "Beneficiaries[0].Amount")]),
-        ({"beneficiaries": [{"beneficiaryId": str(uuid.uuid4()), "amount": 1.0001, "payReason": "r", "payReference": "f"}]},
-         [("validation:deal:1010", "Beneficiaries[0].Amount")]),
-        ({"beneficiaries": [{"beneficiaryId": str(uuid.uuid4()), "amount": "10", "payReason": "", "payReference": "f"}]},
-         [("validation:deal:1002", "Beneficiaries[0].Amount"), ("validation:deal:1004", "Beneficiaries[0].PayReason")]),
+        (
+            {"beneficiaries": [{}]},
+            [
+                ("validation:deal:1001", "Beneficiaries[0].BeneficiaryId"),
+                ("validation:deal:1001", "Beneficiaries[0].Amount"),
+                ("validation:deal:1001", "Beneficiaries[0].PayReason"),
+                ("validation:deal:1001", "Beneficiaries[0].PayReference"),
+            ],
+        ),
+        (
+            {"beneficiaries": [{"beneficiaryId": str(uuid.uuid4()), "amount": 0, "payReason": "r", "payReference": "f"}]},
+            [("validation:deal:1009", "Beneficiaries[0].Amount")],
+        ),
+        (
+            {"beneficiaries": [{"beneficiaryId": str(uuid.uuid4()), "amount": 1.0001, "payReason": "r", "payReference": "f"}]},
+            [("validation:deal:1010", "Beneficiaries[0].Amount")],
+        ),
+        (
+            {"beneficiaries": [{"beneficiaryId": str(uuid.uuid4()), "amount": "10", "payReason": "", "payReference": "f"}]},
+            [("validation:deal:1002", "Beneficiaries[0].Amount"), ("validation:deal:1004", "Beneficiaries[0].PayReason")],
+        ),
     ],
 )
 def test_deal_field_errors_are_400(fxpay_sandbox: Any, change: dict[str, Any], expected: list[tuple[str, str]]) -> None:

@@ -52,7 +52,9 @@ def test_spot_success_event_with_nonce(fxpay_sandbox: Any) -> None:
         (delivery,) = wait_for(lambda: sb.deliveries())
         assert delivery["processId"] == process_id
         assert delivery["url"] == rx.url
-        assert delivery["attempt"] == 1 and delivery["status"] == 200 and delivery["error"] is None
+        assert delivery["attempt"] == 1
+        assert delivery["status"] == 200
+        assert delivery["error"] is None
         assert delivery["body"] == event
         # the spot deal used the quote: a plain deal on it now conflicts
         r = a.post("/v1/payments/deals", body)

@@ -11,8 +11,9 @@ import selectors
 import socket
 import time
 
-import fxpay
 import pytest
+
+import fxpay
 from fxpay.testing import Sandbox
 
 STALLED = 300

@@ -12,8 +12,10 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import fxpay
 import pytest
+
+import fxpay
+
 from served_support import remote, served
 
 pytestmark = pytest.mark.timeout(120)
@@ -34,9 +36,8 @@ def test_serves_https_with_a_ca_file(sb: fxpay.testing.Sandbox) -> None:
     ctx = ssl.create_default_context(cafile=sb.ca_bundle)
     port = int(sb.base_url.rsplit(":", 1)[1])
     for name in ("localhost", "127.0.0.1"):
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-            with ctx.wrap_socket(raw, server_hostname=name) as tls:
-                assert tls.version() in ("TLSv1.2", "TLSv1.3")
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, ctx.wrap_socket(raw, server_hostname=name) as tls:
+            assert tls.version() in ("TLSv1.2", "TLSv1.3")
     with sb.client() as c:
         qid = c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
         assert c.get_quote(qid).buy_amount == 10
@@ -48,14 +49,17 @@ def test_serves_https_with_a_ca_file(sb: fxpay.testing.Sandbox) -> None:
 
 def test_plain_sandbox_has_no_ca() -> None:
     with fxpay.testing.Sandbox() as s:
-        assert s.base_url.startswith("http://") and s.ca_bundle is None
+        assert s.base_url.startswith("http://")
+        assert s.ca_bundle is None
 
 
 def test_a_client_without_the_ca_gets_a_transport_error(sb: fxpay.testing.Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
-    with fxpay.Client(sb.client_id, sb.client_secret, base_url=sb.base_url, max_retries=0) as c:
-        with pytest.raises(fxpay.TransportError, match="certificate"):
-            c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+    with (
+        fxpay.Client(sb.client_id, sb.client_secret, base_url=sb.base_url, max_retries=0) as c,
+        pytest.raises(fxpay.TransportError, match="certificate"),
+    ):
+        c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
     assert sb.stats()["requests"] == 0
     with pytest.raises(TypeError, match="tls"):
         fxpay.testing.Sandbox(tls="yes")  # type: ignore[arg-type]
@@ -128,18 +132,20 @@ def test_https_to_a_name_that_is_not_loopback(sb: fxpay.testing.Sandbox, monkeyp
         with fxpay.Client(sb.client_id, sb.client_secret, base_url=url, ca_bundle=sb.ca_bundle) as c:
             qid = c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
             assert c.get_quote(qid).id == qid
-        assert proxy.targets and set(proxy.targets) == {f"fxpay-sandbox.test:{port}"}
+        assert proxy.targets
+        assert set(proxy.targets) == {f"fxpay-sandbox.test:{port}"}
         # The certificate is checked against the name: one it does not cover is refused.
         with fxpay.Client(
             sb.client_id, sb.client_secret, base_url=f"https://other.test:{port}", ca_bundle=sb.ca_bundle, max_retries=0
-        ) as c:
-            with pytest.raises(fxpay.TransportError, match="certificate"):
-                c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+        ) as c, pytest.raises(fxpay.TransportError, match="certificate"):
+            c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
         assert f"other.test:{port}" in proxy.targets
         # ...and so is the right name without the CA.
-        with fxpay.Client(sb.client_id, sb.client_secret, base_url=url, max_retries=0) as c:
-            with pytest.raises(fxpay.TransportError, match="certificate"):
-                c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+        with (
+            fxpay.Client(sb.client_id, sb.client_secret, base_url=url, max_retries=0) as c,
+            pytest.raises(fxpay.TransportError, match="certificate"),
+        ):
+            c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
     finally:
         proxy.close()
 

@@ -14,8 +14,10 @@ from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import fxpay
 import pytest
+
+import fxpay
+
 from conftest import make_beneficiary
 from served_support import remote, served
 
@@ -120,11 +122,14 @@ def test_clock_deal_status_deals_stats_and_reset(sb: fxpay.testing.RemoteSandbox
     sb.advance(2)
     assert sb.deal_status(deal.deal_id) == "Paid"
     (d,) = sb.deals()
-    assert d["dealId"] == deal.deal_id and d["status"] == "Paid"
+    assert d["dealId"] == deal.deal_id
+    assert d["status"] == "Paid"
     st = sb.stats()
     assert st["token_requests"] == 1
     assert st["paths"]["POST /v1/payments/deals"] == 1
-    assert st["deals"] == 1 and st["quotes"] == 1 and st["beneficiaries"] == 1
+    assert st["deals"] == 1
+    assert st["quotes"] == 1
+    assert st["beneficiaries"] == 1
     sb.reset()
     assert sb.deals() == []
     st = sb.stats()
@@ -191,7 +196,8 @@ def test_deliveries(sb: fxpay.testing.RemoteSandbox) -> None:
         assert got.wait(20)
         wait_for(lambda: len(sb.deliveries()) == 1)
         (d,) = sb.deliveries()
-        assert d["processId"] == s.process_id and d["status"] == 200
+        assert d["processId"] == s.process_id
+        assert d["status"] == 200
         assert sb.stats()["deliveries_ok"] == 1
     finally:
         hook.shutdown()
@@ -228,9 +234,11 @@ def test_bad_arguments(env: dict[str, str], sb: fxpay.testing.RemoteSandbox) -> 
         sb.delay_next("/x", -1)
     # The server checks too: a raw bad body is a 400 with the field named.
     status, body = raw(env, "POST", "/_sandbox/fail_next", env["FXPAY_ADMIN_TOKEN"], {"path": "/x", "status": 42})
-    assert status == 400 and body["errors"][0]["fieldName"] == "status"
+    assert status == 400
+    assert body["errors"][0]["fieldName"] == "status"
     status, body = raw(env, "POST", "/_sandbox/advance", env["FXPAY_ADMIN_TOKEN"], {"seconds": -5})
-    assert status == 400 and body["errors"][0]["fieldName"] == "seconds"
+    assert status == 400
+    assert body["errors"][0]["fieldName"] == "seconds"
     wrong = fxpay.testing.RemoteSandbox(
         env["FXPAY_BASE_URL"], client_id="a", client_secret="b", admin_token="not-the-token"
     )

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import fxpay
 import pytest
-from conftest import all_at_once, make_beneficiary
+
+import fxpay
 from fxpay.testing import Cassette, CassetteMismatchError, RemoteSandbox, Sandbox
+
+from conftest import all_at_once, make_beneficiary
 
 CALLBACK = "https://hooks.example.test/fx"
 GIVEN_NONCE = "given-nonce-0123456789abcdef"
@@ -176,10 +178,12 @@ def test_record_served_sandbox_then_replay_with_nothing_listening(served: Served
     # Readable JSON in a stable order.
     doc = json.loads(text)
     assert list(doc) == ["fxpay_cassette", "base_url", "client_id", "interactions"]
-    assert doc["client_id"] == served.client_id and doc["base_url"] == served.base_url
+    assert doc["client_id"] == served.client_id
+    assert doc["base_url"] == served.base_url
     first = doc["interactions"][0]
     assert list(first) == ["request", "response"]
-    assert first["request"]["method"] == "POST" and first["request"]["path"] == "/oauth/token"
+    assert first["request"]["method"] == "POST"
+    assert first["request"]["path"] == "/oauth/token"
     assert text.startswith("{\n  ")
     methods = [(x["request"]["method"], x["request"]["path"]) for x in doc["interactions"]]
     assert ("GET", "/gca/virtual-accounts") in methods
@@ -190,7 +194,8 @@ def test_record_served_sandbox_then_replay_with_nothing_listening(served: Served
         assert secret not in text, f"the {name} is in the cassette"
     assert "fxpay-scrubbed-client-secret-1" in text
     assert "Bearer fxpay-scrubbed-access-token-1" in text
-    assert "fxpay-scrubbed-code-1" in text and "fxpay-scrubbed-nonce-1" in text
+    assert "fxpay-scrubbed-code-1" in text
+    assert "fxpay-scrubbed-nonce-1" in text
     assert "fxpay-scrubbed-refresh-token-1" in text
 
     served.stop()
@@ -243,9 +248,10 @@ def test_a_miss_names_method_and_path(recorded: Path) -> None:
         with pytest.raises(CassetteMismatchError) as e:
             c.get_quote("abc-123")
         assert isinstance(e.value, fxpay.FxPayError)
-        assert e.value is not None and "GET /payments/quotes/abc-123" in str(e.value)
+        assert e.value is not None
+        assert "GET /payments/quotes/abc-123" in str(e.value)
         # A different body on a recorded route is a miss too.
-        with pytest.raises(CassetteMismatchError, match="POST /payments/quotes.*body differs"):
+        with pytest.raises(CassetteMismatchError, match=r"POST /payments/quotes.*body differs"):
             c.create_quote(buy_currency="EUR", buy_amount=11, sell_currency="JPY")
         # The recorded exchanges still replay, once each, in order.
         qid = c.create_quote(buy_currency="EUR", buy_amount=10, sell_currency="JPY")
@@ -263,15 +269,18 @@ async def test_a_miss_awaited(recorded: Path) -> None:
 def test_modes_and_bad_arguments(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "once.json"
     cas = Cassette(str(path))
-    assert cas.mode == "record" and cas.base_url is None
+    assert cas.mode == "record"
+    assert cas.base_url is None
     with Sandbox() as sb:
         with sb.client(cassette=cas) as c:
             c.create_quote(buy_currency="EUR", buy_amount=10, sell_currency="JPY")
         again = Cassette(path)
-        assert again.mode == "replay" and again.recorded == 2
-        assert again.client_id == sb.client_id and again.base_url == sb.base_url
+        assert again.mode == "replay"
+        assert again.recorded == 2
+        assert again.client_id == sb.client_id
+        assert again.base_url == sb.base_url
         assert Cassette(path, mode="record").mode == "record"
-    with pytest.raises(fxpay.ConfigurationError, match="missing.json"):
+    with pytest.raises(fxpay.ConfigurationError, match=r"missing\.json"):
         Cassette(tmp_path / "missing.json", mode="replay")
     with pytest.raises(fxpay.InvalidRequestError, match="mode"):
         Cassette(path, mode="rewind")
@@ -313,26 +322,27 @@ def test_connection_failures_replay(tmp_path: Path) -> None:
         port = s.getsockname()[1]  # closed again at once: nothing listens there
     url = f"http://127.0.0.1:{port}"
     path = tmp_path / "down.json"
-    with fxpay.Client("id", "secret", base_url=url, max_retries=0, cassette=Cassette(path, mode="record")) as c:
-        with pytest.raises(fxpay.TransportError):
-            c.create_quote(buy_currency="EUR", buy_amount=10, sell_currency="JPY")
+    with (
+        fxpay.Client("id", "secret", base_url=url, max_retries=0, cassette=Cassette(path, mode="record")) as c,
+        pytest.raises(fxpay.TransportError),
+    ):
+        c.create_quote(buy_currency="EUR", buy_amount=10, sell_currency="JPY")
     doc = json.loads(path.read_text())
     assert "error" in doc["interactions"][0]
-    with fxpay.Client("id", "secret", base_url=url, cassette=Cassette(path, mode="replay")) as c:
-        with pytest.raises(fxpay.TransportError):
-            c.create_quote(buy_currency="EUR", buy_amount=10, sell_currency="JPY")
+    with fxpay.Client("id", "secret", base_url=url, cassette=Cassette(path, mode="replay")) as c, pytest.raises(fxpay.TransportError):
+        c.create_quote(buy_currency="EUR", buy_amount=10, sell_currency="JPY")
 
 
 def test_concurrent_calls_record_and_replay(tmp_path: Path) -> None:
     path = tmp_path / "threads.json"
-    with Sandbox() as sb:
-        with sb.client(cassette=Cassette(path, mode="record")) as c:
-            qid = c.create_quote(buy_currency="EUR", buy_amount=10, sell_currency="JPY")
-            want = all_at_once(8, lambda: c.get_quote(qid))
+    with Sandbox() as sb, sb.client(cassette=Cassette(path, mode="record")) as c:
+        qid = c.create_quote(buy_currency="EUR", buy_amount=10, sell_currency="JPY")
+        want = all_at_once(8, lambda: c.get_quote(qid))
     doc = json.loads(path.read_text())
     assert [x["request"]["path"] for x in doc["interactions"]].count("/oauth/token") == 1
     cas = Cassette(path, mode="replay")
     with cas.client() as c:
         assert c.create_quote(buy_currency="EUR", buy_amount=10, sell_currency="JPY") == qid
         got = all_at_once(8, lambda: c.get_quote(qid))
-    assert got == want and cas.played == cas.recorded == 10
+    assert got == want
+    assert cas.played == cas.recorded == 10

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from served_support import remote, served
 
 pytest_plugins = ["pytester"]
@@ -74,11 +75,11 @@ def book(c):
 
 
 @pytest.fixture
-def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.Pytester]:
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     for name in FXPAY_VARS:
         monkeypatch.delenv(name, raising=False)
     pytester.makepyfile(test_user=USER_SUITE, conftest_user=USER_HELPERS)
-    yield pytester
+    return pytester
 
 
 @pytest.fixture(scope="module")
@@ -180,10 +181,11 @@ def test_xdist_four_workers_each_with_its_own_sandboxes(suite: pytest.Pytester) 
     lines = [ln.split() for ln in (suite.path / "workers.log").read_text().splitlines()]
     assert len(lines) == 16
     workers = {w for w, _, _ in lines}
-    assert workers <= {"gw0", "gw1", "gw2", "gw3"} and len(workers) >= 2
+    assert workers <= {"gw0", "gw1", "gw2", "gw3"}
+    assert len(workers) >= 2
     # Every sandbox lives in one worker process: none is shared between workers.
     owner: dict[str, str] = {}
-    for worker, pid, url in lines:
+    for _worker, pid, url in lines:
         assert owner.setdefault(url, pid) == pid
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+
 from served_support import served
 
 pytest_plugins = ["pytester"]

@@ -9,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import fxpay
 import pytest
+
+import fxpay
 from fxpay.testing import RemoteSandbox, Sandbox
 
 
@@ -28,7 +29,8 @@ def test_same_methods_and_properties_as_sandbox() -> None:
         assert isinstance(other, property) == isinstance(member, property), name
         if callable(member):
             assert inspect.signature(member) == inspect.signature(other), name  # type: ignore[arg-type]
-    assert "__enter__" in vars(RemoteSandbox) and "__exit__" in vars(RemoteSandbox)
+    assert "__enter__" in vars(RemoteSandbox)
+    assert "__exit__" in vars(RemoteSandbox)
 
 
 def test_drives_an_embedded_sandbox_over_http() -> None:
@@ -41,11 +43,13 @@ def test_drives_an_embedded_sandbox_over_http() -> None:
         gauge = "open_connections"
         assert {k: v for k, v in r.stats().items() if k != gauge} == {k: v for k, v in sb.stats().items() if k != gauge}
         # token + quote; the admin calls and their connections are not counted
-        assert sb.stats()["requests"] == 2 and sb.stats()["connections"] in (1, 2)
+        assert sb.stats()["requests"] == 2
+        assert sb.stats()["connections"] in (1, 2)
         r.fail_next("/v1/payments/quotes", 500, times=2)
         assert sb.stats()["faults_pending"] == 1
         sb.reset()
-        assert r.stats()["faults_pending"] == 0 and r.stats()["requests"] == 0
+        assert r.stats()["faults_pending"] == 0
+        assert r.stats()["requests"] == 0
         before = sb.now()
         r.advance(3600)
         assert 3600 <= sb.now() - before < 3660
@@ -57,7 +61,8 @@ def test_drives_an_embedded_sandbox_over_http() -> None:
 
 def test_admin_token_is_per_sandbox() -> None:
     with Sandbox() as a, Sandbox() as b:
-        assert a.admin_token != b.admin_token and len(a.admin_token) >= 43
+        assert a.admin_token != b.admin_token
+        assert len(a.admin_token) >= 43
         wrong = RemoteSandbox(a.base_url, client_id=a.client_id, client_secret=a.client_secret, admin_token=b.admin_token)
         with pytest.raises(fxpay.ConfigurationError):
             wrong.reset()
@@ -79,7 +84,8 @@ def test_constructor_checks_its_arguments() -> None:
 def test_fxpay_testing_is_a_declared_attribute() -> None:
     import fxpay as fresh
 
-    assert fresh.testing.Sandbox is Sandbox and fresh.testing.RemoteSandbox is RemoteSandbox
+    assert fresh.testing.Sandbox is Sandbox
+    assert fresh.testing.RemoteSandbox is RemoteSandbox
 
 
 USES_TESTING = '''

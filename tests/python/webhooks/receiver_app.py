@@ -24,8 +24,9 @@ import types
 from functools import cache
 from typing import Any
 
-import fxpay
 import redis
+
+import fxpay
 from fxpay.seen import RedisSeenSet
 
 PREFIX = os.environ["FXPAY_RECV_PREFIX"]
@@ -41,9 +42,8 @@ def nonce_for(key: str) -> str | None:
 def on_event(event: fxpay.DealCreated, ref: str | None = None) -> None:
     pid = event.process_id
     r.set(PREFIX + "started:" + pid, 1)
-    if r.exists(PREFIX + "hold:" + pid):
-        if r.blpop([PREFIX + "go:" + pid], timeout=60) is None:
-            raise RuntimeError("the test never released this event")
+    if r.exists(PREFIX + "hold:" + pid) and r.blpop([PREFIX + "go:" + pid], timeout=60) is None:
+        raise RuntimeError("the test never released this event")
     if r.delete(PREFIX + "fail:" + pid):
         raise RuntimeError("on_event failed, as the test asked")
     entry = {"processId": pid, "ref": ref, "dealId": event.deal_id, "worker": os.getpid()}
@@ -53,6 +53,7 @@ def on_event(event: fxpay.DealCreated, ref: str | None = None) -> None:
 @cache
 def _fastapi() -> Any:
     from fastapi import FastAPI
+
     from fxpay.contrib.fastapi import deal_created_router
 
     app = FastAPI()
@@ -67,6 +68,7 @@ def _django() -> Any:
     from django.conf import settings
     from django.core.wsgi import get_wsgi_application
     from django.urls import path
+
     from fxpay.contrib.django import deal_created_view
 
     urls = types.ModuleType("receiver_app_urls")

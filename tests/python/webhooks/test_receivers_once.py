@@ -9,12 +9,14 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import fxpay
 import httpx
 import pytest
+
+import fxpay
+from fxpay.seen import DEFAULT_TTL, MemorySeenSet, RedisSeenSet, SeenSet
+
 import webhook_support as tw
 from conftest import all_at_once
-from fxpay.seen import DEFAULT_TTL, MemorySeenSet, RedisSeenSet, SeenSet
 from receiver_support import new_prefix, redis_server, serve, wait_for
 from webhook_support import DID, NONCE, OTHER_PID, PID, dumps, fail, success
 
@@ -181,7 +183,7 @@ def test_racing_deliveries_call_on_event_once(served: tuple[httpx.Client, App]) 
     http, app = served
     for pid in (PID, OTHER_PID):
         nonce = NONCE if pid == PID else "other-" + NONCE
-        answers = all_at_once(16, lambda: post(http, "/once", success(pid=pid), nonce=nonce))
+        answers = all_at_once(16, lambda pid=pid, nonce=nonce: post(http, "/once", success(pid=pid), nonce=nonce))
         handled = [r for r in answers if r.json() == {"ok": True}]
         assert len(handled) == 1, [(r.status_code, r.json()) for r in answers]
         assert all(r.status_code in (200, 409) for r in answers)
@@ -191,7 +193,8 @@ def test_racing_deliveries_call_on_event_once(served: tuple[httpx.Client, App]) 
 def test_a_failed_on_event_leaves_the_process_id_unseen(served: tuple[httpx.Client, App]) -> None:
     http, app = served
     r = post(http, "/fail-once", success())
-    assert r.status_code == 500 and "handler failed" in r.json()["error"]
+    assert r.status_code == 500
+    assert "handler failed" in r.json()["error"]
     assert app.rec.events == []
     # The service's retry runs on_event again, and succeeds; after that it is a repeat.
     assert post(http, "/fail-once", success()).json() == {"ok": True}
@@ -220,11 +223,13 @@ def test_an_unverified_delivery_neither_marks_seen_nor_passes_as_a_repeat(served
 def test_a_failing_seen_set(served: tuple[httpx.Client, App]) -> None:
     http, app = served
     r = post(http, "/claim-down", success())
-    assert r.status_code == 500 and "seen-set" in r.json()["error"]
+    assert r.status_code == 500
+    assert "seen-set" in r.json()["error"]
     assert app.rec.events == []
     # A claim that is none of "claimed", "seen", "busy" is a failure of the seen-set too.
     r = post(http, "/bogus-seen", success())
-    assert r.status_code == 500 and "seen-set" in r.json()["error"]
+    assert r.status_code == 500
+    assert "seen-set" in r.json()["error"]
     assert app.rec.events == []
     # on_event ran, so the answer is 200 even though the seen-set could not record it.
     assert post(http, "/commit-down", success()).json() == {"ok": True}
@@ -238,13 +243,16 @@ def test_nonce_for_ref_looks_the_nonce_up_by_the_callback_url(served: tuple[http
     assert post(http, f"/by-order?x=1&order={REF}", success(pid=OTHER_PID)).json() == {"ok": True}
     assert app.with_ref == [(PID, REF), (OTHER_PID, REF)]
     r = post(http, "/by-ref", success())
-    assert r.status_code == 401 and "no ref query parameter" in r.json()["error"]
+    assert r.status_code == 401
+    assert "no ref query parameter" in r.json()["error"]
     assert post(http, "/by-ref?ref=", success()).status_code == 401
     r = post(http, "/by-ref?ref=order-9", success(pid=OTHER_PID))
-    assert r.status_code == 401 and "no callback-nonce is known" in r.json()["error"]
+    assert r.status_code == 401
+    assert "no callback-nonce is known" in r.json()["error"]
     assert post(http, f"/by-ref?ref={REF}", success(pid=OTHER_PID), nonce="forged").status_code == 401
     r = post(http, f"/by-ref-boom?ref={REF}", success())
-    assert r.status_code == 500 and "lookup failed" in r.json()["error"]
+    assert r.status_code == 500
+    assert "lookup failed" in r.json()["error"]
     assert len(app.with_ref) == 2
 
 
@@ -281,8 +289,9 @@ def test_memory_seen_set_claim_commit_release() -> None:
     assert s.claim("a") == "seen"
     s.release("a")  # releasing a committed key changes nothing
     assert s.claim("a") == "seen"
-    assert s.claim("b") == "claimed" and len(s) == 2
-    assert "MemorySeenSet(ttl=604800, lease=300)" == repr(s)
+    assert s.claim("b") == "claimed"
+    assert len(s) == 2
+    assert repr(s) == "MemorySeenSet(ttl=604800, lease=300)"
 
 
 def test_memory_seen_set_forgets_after_ttl_and_lease() -> None:
@@ -325,11 +334,13 @@ def test_redis_seen_set(redis_url: str, decode: bool) -> None:
     assert a.claim(PID) == "claimed"
     assert b.claim(PID) == "busy"
     b.release(PID)  # b holds no claim on PID: nothing happens
-    assert a.claim(PID) == "busy" and 0 < r.pttl(prefix + PID) <= 300_000
+    assert a.claim(PID) == "busy"
+    assert 0 < r.pttl(prefix + PID) <= 300_000
     a.release(PID)
     assert b.claim(PID) == "claimed"
     b.commit(PID)
-    assert a.claim(PID) == "seen" and b.claim(PID) == "seen"
+    assert a.claim(PID) == "seen"
+    assert b.claim(PID) == "seen"
     assert DEFAULT_TTL - 60 < r.ttl(prefix + PID) <= DEFAULT_TTL == 7 * 24 * 3600
     # A lapsed claim (its holder died) can be taken again.
     short = RedisSeenSet(r, prefix=prefix, lease=0.05)
@@ -394,11 +405,11 @@ def test_two_processes_handle_each_process_id_once(redis_url: str, two_receivers
         barrier = threading.Barrier(2)
         out: dict[str, httpx.Response] = {}
 
-        def go(base: str) -> None:
+        def go(base: str, pid: str, barrier: threading.Barrier, out: dict[str, httpx.Response]) -> None:
             barrier.wait()
             out[base] = deliver(pid, base)
 
-        threads = [threading.Thread(target=go, args=(base,)) for base in (a, b)]
+        threads = [threading.Thread(target=go, args=(base, pid, barrier, out)) for base in (a, b)]
         for t in threads:
             t.start()
         for t in threads:

@@ -9,8 +9,10 @@ import secrets
 from collections.abc import Iterator
 from typing import Any
 
-import fxpay
 import pytest
+
+import fxpay
+
 from conftest import make_beneficiary
 from receiver_support import new_prefix, redis_server, serve, wait_for
 

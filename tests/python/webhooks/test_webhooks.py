@@ -16,6 +16,7 @@ import pytest
 
 import fxpay
 from fxpay import DealCreated, FieldError, WebhookPayloadError, WebhookVerificationError
+
 from webhook_support import DID, NONCE, OTHER_PID, PID, Recorder, dumps, fail, post, serve_django, serve_fastapi, success
 
 MIB = 1_048_576
@@ -62,7 +63,9 @@ def test_instances_match_the_constructor_and_pickle() -> None:
         for e in ev.errors:
             assert set(vars(e)) == {f.name for f in fields(FieldError)}
         rebuilt = DealCreated(ev.status, ev.process_id, ev.deal_id, ev.errors, ev.raw)
-        assert ev == rebuilt and repr(ev) == repr(rebuilt) and hash(ev) == hash(rebuilt)
+        assert ev == rebuilt
+        assert repr(ev) == repr(rebuilt)
+        assert hash(ev) == hash(rebuilt)
         assert pickle.loads(pickle.dumps(ev)) == ev
         with pytest.raises(AttributeError):
             ev.status = "fail"  # type: ignore[misc]
@@ -78,7 +81,8 @@ def test_raw_is_the_whole_json_with_exact_numbers_and_unknown_fields() -> None:
     assert ev.raw == json.loads(text, parse_float=Decimal)
     assert list(ev.raw) == ["status", "eventType", "extra", "eventBody"]
     amount = ev.raw["extra"]["amount"]
-    assert isinstance(amount, Decimal) and str(amount) == "1520.50"
+    assert isinstance(amount, Decimal)
+    assert str(amount) == "1520.50"
     assert ev.raw["extra"]["big"] == 123456789012345678901234567890
     assert ev.raw["eventBody"]["note"] == "hi"
 
@@ -88,12 +92,16 @@ def test_raw_is_built_on_first_use_and_kept(as_text: bool) -> None:
     data = dumps(success())[:-1] + b',"amount":10.50}'
     body: bytes | str = data.decode() if as_text else data
     ev = fxpay.parse_deal_created(body)
-    assert "raw" not in vars(ev) and vars(ev)["_body"] is body
+    assert "raw" not in vars(ev)
+    assert vars(ev)["_body"] is body
     copied = pickle.loads(pickle.dumps(ev))
     raw = ev.raw
-    assert raw == json.loads(data, parse_float=Decimal) and ev.raw is raw
-    assert "_body" not in vars(ev) and vars(ev)["raw"] is raw
-    assert copied.raw == raw and copied == ev
+    assert raw == json.loads(data, parse_float=Decimal)
+    assert ev.raw is raw
+    assert "_body" not in vars(ev)
+    assert vars(ev)["raw"] is raw
+    assert copied.raw == raw
+    assert copied == ev
     assert fxpay.to_records([ev])[0]["process_id"] == PID
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         ev.nope  # noqa: B018
@@ -310,10 +318,13 @@ def test_verification_failures_never_show_either_nonce(headers: Any, message: st
     with pytest.raises(WebhookVerificationError) as info:
         fxpay.parse_deal_created(dumps(success()), headers, nonce=NONCE)
     e = info.value
-    assert isinstance(e, fxpay.WebhookError) and isinstance(e, fxpay.FxPayError)
+    assert isinstance(e, fxpay.WebhookError)
+    assert isinstance(e, fxpay.FxPayError)
     assert str(e) == message
     shown = f"{e} {e!r} {e.args!r} {e.message}"
-    assert NONCE not in shown and NONCE[:-1] not in shown and "forged" not in shown
+    assert NONCE not in shown
+    assert NONCE[:-1] not in shown
+    assert "forged" not in shown
 
 
 def test_an_empty_expected_nonce_is_refused() -> None:
@@ -365,7 +376,8 @@ def test_receiver_accepts_a_fail_event(receiver: tuple[httpx.Client, Recorder]) 
     r = post(http, "/fixed", fail(n=2))
     assert (r.status_code, r.json()) == (200, {"ok": True})
     (ev,) = rec.events
-    assert not ev.ok and [e.number for e in ev.errors] == [1004, 1005]
+    assert not ev.ok
+    assert [e.number for e in ev.errors] == [1004, 1005]
 
 
 @pytest.mark.parametrize("nonce", ["forged", None, NONCE + "x", ""])
@@ -373,7 +385,8 @@ def test_receiver_refuses_a_forged_or_missing_nonce(receiver: tuple[httpx.Client
     http, rec = receiver
     r = post(http, "/fixed", success(), nonce=nonce)
     assert r.status_code == 401
-    assert r.json()["ok"] is False and "callback-nonce" in r.json()["error"]
+    assert r.json()["ok"] is False
+    assert "callback-nonce" in r.json()["error"]
     assert NONCE not in r.text
     assert rec.events == []
 
@@ -390,21 +403,24 @@ def test_receiver_refuses_a_forged_or_missing_nonce(receiver: tuple[httpx.Client
 def test_receiver_refuses_a_tampered_body(receiver: tuple[httpx.Client, Recorder], body: bytes) -> None:
     http, rec = receiver
     r = post(http, "/fixed", body)
-    assert r.status_code == 400 and r.json()["ok"] is False
+    assert r.status_code == 400
+    assert r.json()["ok"] is False
     assert rec.events == []
 
 
 def test_receiver_refuses_a_body_over_one_mib(receiver: tuple[httpx.Client, Recorder]) -> None:
     http, rec = receiver
     r = post(http, "/fixed", dumps(success(pad="a" * MIB)))
-    assert r.status_code == 400 and "1 MiB" in r.json()["error"]
+    assert r.status_code == 400
+    assert "1 MiB" in r.json()["error"]
     assert rec.events == []
 
 
 def test_receiver_answers_500_when_on_event_raises(receiver: tuple[httpx.Client, Recorder]) -> None:
     http, _ = receiver
     r = post(http, "/boom", success())
-    assert r.status_code == 500 and r.json() == {"ok": False, "error": "the event handler failed"}
+    assert r.status_code == 500
+    assert r.json() == {"ok": False, "error": "the event handler failed"}
     assert "database is down" not in r.text
 
 
@@ -424,7 +440,8 @@ def test_receiver_looks_the_nonce_up_by_process_id(receiver: tuple[httpx.Client,
     assert post(http, path, success(pid=PID), nonce="other-" + NONCE).status_code == 401
     unknown = "11111111-2222-4333-8444-555555555555"
     r = post(http, path, success(pid=unknown), nonce=NONCE)
-    assert r.status_code == 401 and "no callback-nonce is known" in r.json()["error"]
+    assert r.status_code == 401
+    assert "no callback-nonce is known" in r.json()["error"]
     assert post(http, path, b"{not json", nonce=NONCE).status_code == 400
     assert [e.process_id for e in rec.events] == [OTHER_PID, PID]
     assert rec.lookups == [OTHER_PID, PID, PID, unknown]
@@ -433,7 +450,8 @@ def test_receiver_looks_the_nonce_up_by_process_id(receiver: tuple[httpx.Client,
 def test_receiver_answers_500_when_the_lookup_raises(receiver: tuple[httpx.Client, Recorder]) -> None:
     http, rec = receiver
     r = post(http, "/lookup-boom", success())
-    assert r.status_code == 500 and "lookup failed" in r.json()["error"]
+    assert r.status_code == 500
+    assert "lookup failed" in r.json()["error"]
     assert rec.events == []
 
 

@@ -8,9 +8,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import fxpay
 import httpx
 import pytest
+
+import fxpay
+
 import webhook_support as tw
 from conftest import make_beneficiary
 
@@ -71,7 +73,9 @@ def wait_for(cond: Callable[[], bool], seconds: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def spot(sb: Any, c: fxpay.Client, url: str, *, app: App | None = None, amount_delta: str = "0", nonce: str | None = None) -> fxpay.SpotDeal:
+def spot(
+    sb: Any, c: fxpay.Client, url: str, *, app: App | None = None, amount_delta: str = "0", nonce: str | None = None
+) -> fxpay.SpotDeal:
     from decimal import Decimal
 
     qid = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD")
@@ -103,7 +107,9 @@ def test_success_event_reaches_the_app(fxpay_sandbox: Any, receiver: tuple[str, 
     s = spot(fxpay_sandbox, c, f"{base}/hooks/deal", app=app)
     wait_for(lambda: len(deliveries_for(fxpay_sandbox, s.process_id)) == 1)
     ev = app.events[0]
-    assert isinstance(ev, fxpay.DealCreated) and ev.ok and ev.status == "success"
+    assert isinstance(ev, fxpay.DealCreated)
+    assert ev.ok
+    assert ev.status == "success"
     assert ev.process_id == s.process_id
     booked = [d for d in fxpay_sandbox.deals() if d["processId"] == s.process_id]
     assert [d["dealId"] for d in booked] == [ev.deal_id]
@@ -116,10 +122,14 @@ def test_fail_event_reaches_the_app(fxpay_sandbox: Any, receiver: tuple[str, App
     s = spot(fxpay_sandbox, c, f"{base}/hooks/deal", app=app, amount_delta="0.01")
     wait_for(lambda: len(app.events) == 1)
     ev = app.events[0]
-    assert not ev.ok and ev.status == "fail" and ev.deal_id is None
+    assert not ev.ok
+    assert ev.status == "fail"
+    assert ev.deal_id is None
     assert ev.process_id == s.process_id
-    assert ev.errors and all(isinstance(e, fxpay.FieldError) for e in ev.errors)
-    assert ev.errors[0].layer == "business" and ev.errors[0].component == "deal"
+    assert ev.errors
+    assert all(isinstance(e, fxpay.FieldError) for e in ev.errors)
+    assert ev.errors[0].layer == "business"
+    assert ev.errors[0].component == "deal"
     assert not [d for d in fxpay_sandbox.deals() if d.get("processId") == s.process_id]
 
 

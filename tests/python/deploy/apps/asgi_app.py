@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import fxpay
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
+
+import fxpay
 
 CLIENT = fxpay.Client.from_env(timeout=30)
 BOOKED_AT_IMPORT = CLIENT.create_quote(buy_currency="USD", buy_amount="10.00", sell_currency="AUD")

@@ -11,8 +11,9 @@ import asyncio
 import os
 from typing import Any
 
-import fxpay
 from celery import Celery  # type: ignore[import-untyped]
+
+import fxpay
 
 app = Celery("celery_app", broker=os.environ["FXPAY_TEST_BROKER"], backend=os.environ["FXPAY_TEST_BROKER"])
 app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"], worker_hijack_root_logger=False)

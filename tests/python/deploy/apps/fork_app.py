@@ -106,7 +106,7 @@ def inflight() -> dict[str, Any]:
             try:
                 CLIENT.get_quote(QUOTE)
                 calls += 1
-            except Exception as e:  # noqa: BLE001 - reported
+            except Exception as e:  # reported
                 errors.append(repr(e))
 
     t = threading.Thread(target=busy)
@@ -120,7 +120,7 @@ def inflight() -> dict[str, Any]:
                     ok = all(CLIENT.get_quote(QUOTE).id == QUOTE for _ in range(3))
                     ok = ok and asyncio.run(_get_async(CLIENT, QUOTE)) == QUOTE
                     os._exit(0 if ok else 3)
-                except BaseException:  # noqa: BLE001 - the exit code says it
+                except BaseException:  # the exit code says it
                     os._exit(4)
             _, status = os.waitpid(pid, 0)
             codes.append(os.waitstatus_to_exitcode(status))
@@ -159,7 +159,7 @@ def renewing() -> dict[str, Any]:
                 ok = client.get_quote(QUOTE).id == QUOTE
                 ok = ok and asyncio.run(_get_async(client, QUOTE)) == QUOTE
                 os._exit(0 if ok else 3)
-            except BaseException:  # noqa: BLE001 - the exit code says it
+            except BaseException:  # the exit code says it
                 os._exit(4)
         started = time.monotonic()
         _, status = os.waitpid(pid, 0)
@@ -192,7 +192,7 @@ def sandbox() -> dict[str, Any]:
             except fxpay.ConfigurationError as e:
                 report["stats"] = "ConfigurationError: " + str(e)
             sb.close()  # a no-op in the child
-        except BaseException as e:  # noqa: BLE001 - reported
+        except BaseException as e:  # reported
             report["error"] = repr(e)
         os.write(w, json.dumps(report).encode())
         os.close(w)
@@ -234,7 +234,7 @@ def fallback() -> dict[str, Any]:
         signal.alarm(20)
         try:
             os._exit(0 if run_on_no_fd_loop(5) else 3)
-        except BaseException:  # noqa: BLE001 - the exit code says it
+        except BaseException:  # the exit code says it
             os._exit(4)
     _, status = os.waitpid(pid, 0)
     return {"parent_before": before, "child_exit_code": os.waitstatus_to_exitcode(status), "parent_after": run_on_no_fd_loop(5)}

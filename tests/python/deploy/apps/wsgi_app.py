@@ -40,7 +40,7 @@ def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable
             "import_quote": CLIENT.get_quote(BOOKED_AT_IMPORT).id,
         }
         status = "200 OK"
-    except Exception as e:  # noqa: BLE001 - shown to the test
+    except Exception as e:  # shown to the test
         body = {"error": f"{type(e).__name__}: {e}"}
         status = "500 Internal Server Error"
     data = json.dumps(body).encode()
