@@ -22,10 +22,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.util._once import Once
 
 import fxpay
+import webhook_support as tw
 from fxpay import _otel
 from fxpay.testing import Sandbox
-
-import webhook_support as tw
 from recorder_support import Recorder, serve
 
 QUOTE = "/v1/payments/quotes/{quote_id}"
@@ -263,8 +262,9 @@ def recorder() -> Iterator[str]:
 
 def test_traceparent_arrives_with_the_parents_trace_id(spans: InMemorySpanExporter, recorder: str) -> None:
     tracer = trace.get_tracer("test")
-    with fxpay.Client("id", "secret", base_url=recorder) as c, tracer.start_as_current_span("checkout") as parent:
-        c.get_quote("q1")
+    with fxpay.Client("id", "secret", base_url=recorder) as c:
+        with tracer.start_as_current_span("checkout") as parent:
+            c.get_quote("q1")
     trace_id = f"{parent.get_span_context().trace_id:032x}"
     sent = {(m, p): h for m, p, h in Recorder.seen}
     got = client_spans(spans)
@@ -307,8 +307,9 @@ def test_tracestate_is_sent_too(spans: InMemorySpanExporter, recorder: str) -> N
         trace_flags=TraceFlags(1),
         trace_state=TraceState([("vendor", "abc")]),
     )
-    with fxpay.Client("id", "secret", base_url=recorder) as c, trace.use_span(NonRecordingSpan(remote)):
-        c.get_quote("q1")
+    with fxpay.Client("id", "secret", base_url=recorder) as c:
+        with trace.use_span(NonRecordingSpan(remote)):
+            c.get_quote("q1")
     (_, _, headers) = Recorder.seen[-1]
     assert headers["traceparent"].split("-")[1] == "0af7651916cd43dd8448eb211c80319c"
     assert headers["tracestate"] == "vendor=abc"
