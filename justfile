@@ -1,0 +1,73 @@
+# fxpay's tasks. `just` itself comes with the dev dependencies (the rust-just package), so on
+# a fresh machine: `bash scripts/setup && .venv/bin/just --list`. `bash scripts/test` (what CI
+# runs) and `bash scripts/demo` set up and then call the recipes below.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+py := ".venv/bin/python"
+
+# Lists the recipes.
+default:
+    @{{ just_executable() }} --list
+
+# Creates .venv, installs the dev dependencies and builds fxpay into it (--release, --wheel).
+setup *args:
+    bash scripts/setup {{ args }}
+
+# Every static check: Rust format and clippy, ruff (lint and format), import contracts, mypy, stubtest, pyright.
+lint:
+    @echo "== cargo fmt --check"
+    cargo fmt --check
+    @echo "== cargo clippy"
+    cargo clippy --workspace --all-targets -- -D warnings
+    @echo "== ruff"
+    .venv/bin/ruff check .
+    .venv/bin/ruff format --check .
+    @echo "== import contracts (lint-imports)"
+    PYTHONPATH=python .venv/bin/lint-imports --no-cache --no-logo
+    @echo "== type checks"
+    {{ py }} -m mypy.stubtest fxpay._fxpay
+    .venv/bin/mypy --strict python/fxpay examples
+    .venv/bin/pyright --pythonpath {{ py }} examples
+
+# The Rust tests, the examples and the Python suite (arguments go to pytest, e.g. `just test -n 4 tests/python/oauth`).
+test *args: test-rust examples (pytest args)
+
+# The Rust tests.
+test-rust:
+    @echo "== cargo test"
+    cargo test --workspace
+
+# Runs every example against the embedded sandbox.
+examples:
+    @echo "== examples"
+    for ex in examples/*.py; do echo "-- $ex"; {{ py }} "$ex"; done
+
+# The Python suite only (arguments go to pytest).
+pytest *args:
+    @echo "== pytest"
+    {{ py }} -m pytest -q -p no:cacheprovider {{ args }}
+
+# Builds the docs site into site/ (mkdocs, strict).
+docs:
+    @echo "== docs"
+    bash scripts/docs
+
+# The benchmark (bench/run.py; `just bench --quick` is the CI gate). Use a release build: `just setup --release`.
+bench *args:
+    {{ py }} bench/run.py {{ args }}
+
+# Books a quote and a deal against the embedded sandbox (examples/demo.py).
+demo:
+    {{ py }} examples/demo.py
+
+# Checks the release wheel in dist/ (auditwheel, clean venvs, the sdist) and the release workflow.
+wheel-check:
+    @echo "== wheel"
+    bash scripts/check_wheel dist/fxpay-*.whl
+    bash scripts/check_workflows
+
+# What CI runs once `just setup --wheel` has built and installed the release wheel.
+ci *args: lint (test args) docs wheel-check
+    @echo "== benchmark (--quick; fails only if blocking fxpay is slower than httpx.Client)"
+    {{ py }} bench/run.py --quick
