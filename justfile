@@ -4,7 +4,11 @@
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
+# Arguments reach the commands as "$@", quoting kept (`just pytest -k "quote and not async"`).
+set positional-arguments
+
 py := ".venv/bin/python"
+pytest := py + " -m pytest -q -p no:cacheprovider"
 
 # Lists the recipes.
 default:
@@ -12,7 +16,7 @@ default:
 
 # Creates .venv, installs the dev dependencies and builds fxpay into it (--release, --wheel).
 setup *args:
-    bash scripts/setup {{ args }}
+    bash scripts/setup "$@"
 
 # Every static check: Rust format and clippy, ruff (lint and format), import contracts, mypy, stubtest, pyright.
 lint:
@@ -31,7 +35,9 @@ lint:
     .venv/bin/pyright --pythonpath {{ py }} examples
 
 # The Rust tests, the examples and the Python suite (arguments go to pytest, e.g. `just test -n 4 tests/python/oauth`).
-test *args: test-rust examples (pytest args)
+test *args: test-rust examples
+    @echo "== pytest"
+    {{ pytest }} "$@"
 
 # The Rust tests.
 test-rust:
@@ -46,7 +52,7 @@ examples:
 # The Python suite only (arguments go to pytest).
 pytest *args:
     @echo "== pytest"
-    {{ py }} -m pytest -q -p no:cacheprovider {{ args }}
+    {{ pytest }} "$@"
 
 # Builds the docs site into site/ (mkdocs, strict).
 docs:
@@ -55,7 +61,7 @@ docs:
 
 # The benchmark (bench/run.py; `just bench --quick` is the CI gate). Use a release build: `just setup --release`.
 bench *args:
-    {{ py }} bench/run.py {{ args }}
+    {{ py }} bench/run.py "$@"
 
 # Books a quote and a deal against the embedded sandbox (examples/demo.py).
 demo:
@@ -67,7 +73,12 @@ wheel-check:
     bash scripts/check_wheel dist/fxpay-*.whl
     bash scripts/check_workflows
 
-# What CI runs once `just setup --wheel` has built and installed the release wheel.
-ci *args: lint (test args) docs wheel-check
+# What CI runs once `just setup --wheel` has built and installed the release wheel (arguments go to pytest).
+ci *args: lint test-rust examples && docs wheel-check bench-gate
+    @echo "== pytest"
+    {{ pytest }} "$@"
+
+# The benchmark's CI gate: fails only if blocking fxpay is slower than httpx.Client.
+bench-gate:
     @echo "== benchmark (--quick; fails only if blocking fxpay is slower than httpx.Client)"
     {{ py }} bench/run.py --quick
