@@ -16,10 +16,10 @@ Used two ways:
 from __future__ import annotations
 
 import json
-from decimal import Decimal
 import re
 import sys
 import urllib.request
+from decimal import Decimal
 from typing import Any
 
 PAGE = "sandbox-rules.md"
@@ -30,10 +30,9 @@ def served_document() -> dict[str, Any]:
     """The document a fresh embedded sandbox serves at ``/openapi.json``."""
     from fxpay.testing import Sandbox
 
-    with Sandbox() as sb:
-        with urllib.request.urlopen(sb.base_url + "/openapi.json", timeout=10) as resp:
-            # Numbers as written (Decimal): an amount or a rate never passes through float.
-            doc: dict[str, Any] = json.load(resp, parse_float=Decimal)
+    with Sandbox() as sb, urllib.request.urlopen(sb.base_url + "/openapi.json", timeout=10) as resp:
+        # Numbers as written (Decimal): an amount or a rate never passes through float.
+        doc: dict[str, Any] = json.load(resp, parse_float=Decimal)
     return doc
 
 

@@ -13,11 +13,12 @@ import threading
 import time
 from typing import Any
 
-import fxpay
 import httpx
 import uvicorn
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import RedirectResponse
+
+import fxpay
 from fxpay.testing import Sandbox
 
 

@@ -13,18 +13,29 @@ def payments(sb: Sandbox) -> None:
     with sb.client() as c:
         quote_id = c.create_quote(buy_currency="USD", buy_amount="1000.00", sell_currency="AUD")
         quote = c.get_quote(quote_id)
-        print(f"quote    {quote.buy_amount} {quote.buy_currency} -> {quote.sell_amount} {quote.sell_currency} "
-              f"at {quote.customer_rate} (fee {quote.fee} {quote.fee_currency})")
-        address = fxpay.Address(address_line="1 George St", city_suburb="Sydney",
-                                state_province="NSW", post_code="2000", country="AU")
-        beneficiary_id = c.create_beneficiary(fxpay.Beneficiary(
-            currency="AUD", name="Acme Pty Ltd", classification="Business", payment_reason="Invoice 42",
-            bank_details=fxpay.BankDetails(bank_name="Bank of Sydney", bank_branch_name="George St",
-                                           branch_code="062000", account="12345678", bank_address=address),
-            address=address))
+        print(
+            f"quote    {quote.buy_amount} {quote.buy_currency} -> {quote.sell_amount} {quote.sell_currency} "
+            f"at {quote.customer_rate} (fee {quote.fee} {quote.fee_currency})"
+        )
+        address = fxpay.Address(address_line="1 George St", city_suburb="Sydney", state_province="NSW", post_code="2000", country="AU")
+        beneficiary_id = c.create_beneficiary(
+            fxpay.Beneficiary(
+                currency="AUD",
+                name="Acme Pty Ltd",
+                classification="Business",
+                payment_reason="Invoice 42",
+                bank_details=fxpay.BankDetails(
+                    bank_name="Bank of Sydney", bank_branch_name="George St", branch_code="062000", account="12345678", bank_address=address
+                ),
+                address=address,
+            )
+        )
         print(f"benef.   {beneficiary_id}")
-        deal = c.create_deal(quote_id=quote_id, funding_source="Own account", beneficiaries=[
-            fxpay.DealBeneficiary(beneficiary_id, quote.sell_amount, "Invoice 42", "INV-42")])
+        deal = c.create_deal(
+            quote_id=quote_id,
+            funding_source="Own account",
+            beneficiaries=[fxpay.DealBeneficiary(beneficiary_id, quote.sell_amount, "Invoice 42", "INV-42")],
+        )
         print(f"deal     {deal.deal_id} {sb.deal_status(deal.deal_id)}")
         sb.advance(86_400)
         print(f"deal     {deal.deal_id} {sb.deal_status(deal.deal_id)} (one sandbox day later)")
@@ -33,7 +44,7 @@ def payments(sb: Sandbox) -> None:
 async def account_information(sb: Sandbox) -> None:
     async with sb.client() as c:
         auth = c.authorization_url(sb.redirect_uri)
-        callback = sb.approve(auth.url)          # a browser would do this
+        callback = sb.approve(auth.url)  # a browser would do this
         token = await c.exchange_code_async(auth, callback)
         session = c.user_session(token, on_token=lambda t: print("refreshed token saved"))
         for va in await session.list_virtual_accounts_async():

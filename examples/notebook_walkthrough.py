@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-import fxpay
 import pandas as pd
+
+import fxpay
 from fxpay.testing import Sandbox
 
 sandbox = Sandbox()
@@ -18,10 +19,7 @@ client = sandbox.client()
 
 # %% Quotes for a few currency pairs, as exact Decimals
 pairs = [("USD", "AUD"), ("USD", "JPY"), ("EUR", "GBP"), ("GBP", "USD")]
-quotes = [
-    client.get_quote(client.create_quote(buy_currency=buy, buy_amount="1000", sell_currency=sell))
-    for buy, sell in pairs
-]
+quotes = [client.get_quote(client.create_quote(buy_currency=buy, buy_amount="1000", sell_currency=sell)) for buy, sell in pairs]
 quotes[0]  # in Jupyter this renders as an HTML table (Quote._repr_html_)
 
 # %% Into pandas without losing a digit

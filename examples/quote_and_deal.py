@@ -28,9 +28,7 @@ def main() -> None:
         quote_id = client.create_quote(buy_currency="GBP", buy_amount=Decimal("2500.00"), sell_currency="EUR")
         quote = client.get_quote(quote_id)
         assert quote.sell_amount == (quote.buy_amount * quote.customer_rate).quantize(Decimal("0.01"))
-        address = fxpay.Address(
-            address_line="10 Rue de Rivoli", city_suburb="Paris", state_province="IDF", post_code="75001", country="FR"
-        )
+        address = fxpay.Address(address_line="10 Rue de Rivoli", city_suburb="Paris", state_province="IDF", post_code="75001", country="FR")
         beneficiary_id = client.create_beneficiary(
             fxpay.Beneficiary(
                 currency="EUR",

@@ -13,9 +13,10 @@ import secrets
 import threading
 import time
 
-import fxpay
 import uvicorn
 from fastapi import FastAPI
+
+import fxpay
 from fxpay.contrib.fastapi import deal_created_router
 from fxpay.testing import Sandbox
 
@@ -48,15 +49,22 @@ def main() -> None:
         quote = client.get_quote(quote_id)
         beneficiary_id = client.create_beneficiary(
             fxpay.Beneficiary(
-                currency="AUD", name="Acme Pty Ltd", classification="Business", payment_reason="Invoice 7",
+                currency="AUD",
+                name="Acme Pty Ltd",
+                classification="Business",
+                payment_reason="Invoice 7",
                 bank_details=fxpay.BankDetails(
-                    bank_name="Bank of Sydney", bank_branch_name="George St", branch_code="062000",
+                    bank_name="Bank of Sydney",
+                    bank_branch_name="George St",
+                    branch_code="062000",
                     account="12345678",
-                    bank_address=fxpay.Address(address_line="1 George St", city_suburb="Sydney",
-                                               state_province="NSW", post_code="2000", country="AU"),
+                    bank_address=fxpay.Address(
+                        address_line="1 George St", city_suburb="Sydney", state_province="NSW", post_code="2000", country="AU"
+                    ),
                 ),
-                address=fxpay.Address(address_line="1 George St", city_suburb="Sydney",
-                                      state_province="NSW", post_code="2000", country="AU"),
+                address=fxpay.Address(
+                    address_line="1 George St", city_suburb="Sydney", state_province="NSW", post_code="2000", country="AU"
+                ),
             )
         )
         ref = "order-7"

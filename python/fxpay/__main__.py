@@ -1,8 +1,8 @@
 """``python -m fxpay``: a small command line.
 
-    python -m fxpay quote USD AUD 1000          # against FXPAY_BASE_URL with FXPAY_CLIENT_ID/SECRET
-    python -m fxpay quote USD AUD 1000 --sandbox   # against a throw-away embedded sandbox
-    python -m fxpay sandbox [--host H] [--port P] [--tls]  # serve the emulator
+python -m fxpay quote USD AUD 1000          # against FXPAY_BASE_URL with FXPAY_CLIENT_ID/SECRET
+python -m fxpay quote USD AUD 1000 --sandbox   # against a throw-away embedded sandbox
+python -m fxpay sandbox [--host H] [--port P] [--tls]  # serve the emulator
 """
 
 from __future__ import annotations

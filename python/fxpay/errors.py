@@ -12,24 +12,24 @@ if TYPE_CHECKING:
     from .models import FieldError
 
 __all__ = [
-    "FxPayError",
-    "ConfigurationError",
-    "InvalidRequestError",
-    "TransportError",
-    "TimeoutError",
-    "OAuthError",
-    "StateMismatchError",
     "ApiError",
-    "BadRequestError",
     "AuthenticationError",
-    "PermissionDeniedError",
+    "BadRequestError",
+    "CassetteMismatchError",
+    "ConfigurationError",
+    "FxPayError",
+    "InvalidRequestError",
     "NotFoundError",
+    "OAuthError",
+    "PermissionDeniedError",
     "RateLimitError",
     "ServerError",
+    "StateMismatchError",
+    "TimeoutError",
+    "TransportError",
     "WebhookError",
-    "WebhookVerificationError",
     "WebhookPayloadError",
-    "CassetteMismatchError",
+    "WebhookVerificationError",
 ]
 
 
@@ -56,7 +56,7 @@ class TransportError(FxPayError):
     """The connection failed, or no complete answer arrived."""
 
 
-class TimeoutError(TransportError):  # noqa: A001 - the name is part of the public API
+class TimeoutError(TransportError):  # the name is part of the public API
     """An attempt took longer than the client's timeout."""
 
 

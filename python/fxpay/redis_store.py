@@ -7,6 +7,7 @@ refresh token is never used twice nor lost.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -29,11 +30,9 @@ class _RedisLock:
     def release(self) -> None:
         from redis.exceptions import LockNotOwnedError
 
-        try:
+        # It may have expired (lock_timeout) and Redis let it go; someone else may hold it now.
+        with contextlib.suppress(LockNotOwnedError):
             self._lock.release()
-        except LockNotOwnedError:
-            # It expired (lock_timeout) and Redis let it go; someone else may hold it now.
-            pass
 
 
 class RedisTokenStore:

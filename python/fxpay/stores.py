@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from .models import Token
 
-__all__ = ["TokenStore", "MemoryTokenStore"]
+__all__ = ["MemoryTokenStore", "TokenStore"]
 
 
 @runtime_checkable

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from . import _fxpay
 from .models import DealCreated
 
 __all__ = ["MAX_BODY_BYTES", "NONCE_HEADER", "parse_deal_created"]
@@ -35,4 +34,4 @@ if TYPE_CHECKING:
 else:
     # The compiled function itself (its docstring says every rule), with no Python frame in
     # between: receivers call it once per notification.
-    parse_deal_created = _fxpay.parse_deal_created
+    from ._fxpay import parse_deal_created

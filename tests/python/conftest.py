@@ -6,10 +6,14 @@ import shutil
 import threading
 from collections.abc import Callable
 from types import ModuleType
-from typing import NoReturn, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
+
+import pytest
 
 import fxpay
-import pytest
+
+if TYPE_CHECKING:
+    from fxpay.testing import RemoteSandbox, Sandbox
 
 T = TypeVar("T")
 
@@ -57,7 +61,7 @@ def all_at_once(n: int, call: Callable[[], T], timeout: float = 120.0) -> list[T
         try:
             barrier.wait()
             results.append(call())
-        except BaseException as e:  # noqa: BLE001 - re-raised below
+        except BaseException as e:  # re-raised below
             errors.append(e)
 
     # Daemon threads with a bounded join: a call that never returns (a lock never released)
@@ -75,9 +79,7 @@ def all_at_once(n: int, call: Callable[[], T], timeout: float = 120.0) -> list[T
 
 
 def make_beneficiary(currency: str = "AUD", **overrides: object) -> fxpay.Beneficiary:
-    address = fxpay.Address(
-        address_line="1 George St", city_suburb="Sydney", state_province="NSW", post_code="2000", country="AU"
-    )
+    address = fxpay.Address(address_line="1 George St", city_suburb="Sydney", state_province="NSW", post_code="2000", country="AU")
     fields = dict(
         currency=currency,
         name="Acme Pty Ltd",
@@ -94,6 +96,13 @@ def make_beneficiary(currency: str = "AUD", **overrides: object) -> fxpay.Benefi
     )
     fields.update(overrides)
     return fxpay.Beneficiary(**fields)  # type: ignore[arg-type]
+
+
+def login(sb: Sandbox | RemoteSandbox, c: fxpay.Client) -> tuple[fxpay.AuthorizationRequest, str]:
+    """Starts the authorization-code flow and consents as the sandbox's user: the request and the callback URL."""
+    auth = c.authorization_url(sb.redirect_uri)
+    callback = sb.approve(auth.url)
+    return auth, callback
 
 
 @pytest.fixture

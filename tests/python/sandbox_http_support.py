@@ -134,7 +134,7 @@ def browser_code(c: httpx.Client, sb: Any, redirect_uri: str | None = None, stat
 def user_tokens(c: httpx.Client, sb: Any) -> dict[str, Any]:
     """A gca-aisp token response (access + refresh) for the sandbox user."""
     callback = sb.approve(
-        "{}/v1/oauth/authorize?{}".format(sb.base_url, urlencode(auth_query(sb))),
+        f"{sb.base_url}/v1/oauth/authorize?{urlencode(auth_query(sb))}",
     )
     code = parse_qs(urlsplit(callback).query)["code"][0]
     r = token_request(
@@ -161,7 +161,8 @@ def errors_of(r: httpx.Response) -> list[tuple[str, str]]:
     for e in body["errors"]:
         assert set(e) == {"errorCode", "fieldName", "message"}, e
         assert re.fullmatch(r"[a-z]+:[a-z]+:\d{4}", e["errorCode"]), e
-        assert isinstance(e["message"], str) and e["message"], e
+        assert isinstance(e["message"], str), e
+        assert e["message"], e
         out.append((e["errorCode"], e["fieldName"]))
     return out
 
@@ -267,7 +268,7 @@ class Receiver:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
                 with outer.cond:

@@ -1,0 +1,86 @@
+# fxpay's tasks. `just` itself comes with the dev dependencies (the rust-just package), so on
+# a fresh machine: `bash scripts/setup && .venv/bin/just --list`. `bash scripts/test` (what CI
+# runs) and `bash scripts/demo` set up and then call the recipes below.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# Arguments reach the commands as "$@", quoting kept (`just pytest -k "quote and not async"`).
+set positional-arguments
+
+py := ".venv/bin/python"
+pytest := py + " -m pytest -q -p no:cacheprovider"
+
+# Lists the recipes.
+default:
+    @{{ just_executable() }} --list
+
+# Creates .venv, installs the dev dependencies and builds fxpay into it (--release, --wheel).
+setup *args:
+    bash scripts/setup "$@"
+
+# Every static check: Rust format, clippy and import circles, ruff (lint and format), import contracts, mypy, stubtest, pyright.
+lint:
+    @echo "== cargo fmt --check"
+    cargo fmt --check
+    @echo "== cargo clippy"
+    cargo clippy --workspace --all-targets -- -D warnings
+    @echo "== import circles between Rust files"
+    python3 scripts/check_circles
+    @echo "== ruff"
+    .venv/bin/ruff check .
+    .venv/bin/ruff format --check .
+    @echo "== import contracts (lint-imports)"
+    PYTHONPATH=python .venv/bin/lint-imports --no-cache --no-logo
+    @echo "== type checks"
+    {{ py }} -m mypy.stubtest fxpay._fxpay
+    .venv/bin/mypy --strict python/fxpay examples
+    .venv/bin/pyright --pythonpath {{ py }} examples
+
+# The Rust tests, the examples and the Python suite (arguments go to pytest, e.g. `just test -n 4 tests/python/oauth`).
+test *args: test-rust examples
+    @echo "== pytest"
+    {{ pytest }} "$@"
+
+# The Rust tests.
+test-rust:
+    @echo "== cargo test"
+    cargo test --workspace
+
+# Runs every example against the embedded sandbox.
+examples:
+    @echo "== examples"
+    for ex in examples/*.py; do echo "-- $ex"; {{ py }} "$ex"; done
+
+# The Python suite only (arguments go to pytest).
+pytest *args:
+    @echo "== pytest"
+    {{ pytest }} "$@"
+
+# Builds the docs site into site/ (mkdocs, strict).
+docs:
+    @echo "== docs"
+    bash scripts/docs
+
+# The benchmark (bench/run.py; `just bench --quick` is the CI gate). Use a release build: `just setup --release`.
+bench *args:
+    {{ py }} bench/run.py "$@"
+
+# Books a quote and a deal against the embedded sandbox (examples/demo.py).
+demo:
+    {{ py }} examples/demo.py
+
+# Checks the release wheel in dist/ (auditwheel, clean venvs, the sdist) and the release workflow.
+wheel-check:
+    @echo "== wheel"
+    bash scripts/check_wheel dist/fxpay-*.whl
+    bash scripts/check_workflows
+
+# What CI runs once `just setup --wheel` has built and installed the release wheel (arguments go to pytest).
+ci *args: lint test-rust examples && docs wheel-check bench-gate
+    @echo "== pytest"
+    {{ pytest }} "$@"
+
+# The benchmark's CI gate: fails only if blocking fxpay is slower than httpx.Client.
+bench-gate:
+    @echo "== benchmark (--quick, one TLS pair; fails if blocking fxpay is slower than httpx.Client or fxpay over TLS fails)"
+    {{ py }} bench/run.py --quick

@@ -1,0 +1,165 @@
+"""``fxpay.testing.Sandbox``: an embedded, stateful emulator of the whole service.
+
+    with fxpay.testing.Sandbox() as sb:
+        c = sb.client()
+        quote_id = c.create_quote(buy_currency="USD", buy_amount=1000, sell_currency="AUD")
+
+The sandbox listens on a random free port of 127.0.0.1 and runs inside this process on
+fxpay's own runtime: no network and no other process are needed. It keeps state (clients,
+tokens, quotes, beneficiaries, deals, deliveries), has its own clock (``advance``) and
+injects faults on demand (``fail_next``, ``drop_next``, ``delay_next``).
+
+``Sandbox(tls=True)`` serves https with a CA made at start (``ca_bundle``).
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+from .._fxpay import Client
+from .._fxpay import CoreSandbox
+from ._checks import check_flag, check_seconds
+
+__all__ = ["Sandbox"]
+
+
+class Sandbox:
+    """The local sandbox. Use it as a context manager, or call :meth:`close`.
+
+    ``body_timeout`` (seconds, default 10) is how long a request body may take to arrive in
+    full once its headers are read: a body still incomplete then is answered 408 and its
+    connection closed, so stalled uploads cannot hold the sandbox's connections.
+    """
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, tls: bool = False, body_timeout: float = 10.0) -> None:
+        check_flag("tls", tls)
+        self._core = CoreSandbox(host, port, tls, check_seconds("body_timeout", body_timeout))
+        self._closed = False
+
+    # -- identity --------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>`` (``https://`` with ``tls``): the address without ``/v1``."""
+        return str(self._core.base_url)
+
+    @property
+    def admin_token(self) -> str:
+        """The token of the admin API under ``/_sandbox/`` (``Authorization: Bearer ...``)."""
+        return str(self._core.admin_token)
+
+    @property
+    def ca_bundle(self) -> str | None:
+        """With ``tls=True``, the path of the CA file (PEM) the certificate chains to."""
+        path = self._core.ca_bundle
+        return None if path is None else str(path)
+
+    @property
+    def client_id(self) -> str:
+        return str(self._core.client_id)
+
+    @property
+    def client_secret(self) -> str:
+        return str(self._core.client_secret)
+
+    @property
+    def redirect_uri(self) -> str:
+        """A registered https redirect URI of the default client."""
+        return str(self._core.redirect_uri)
+
+    @property
+    def username(self) -> str:
+        return str(self._core.username)
+
+    @property
+    def password(self) -> str:
+        return str(self._core.password)
+
+    def client(self, **kwargs: Any) -> Client:
+        """A :class:`fxpay.Client` bound to this sandbox (keyword arguments go to ``Client``).
+
+        With ``tls=True`` the client trusts the sandbox's CA.
+        """
+        if self.ca_bundle is not None:
+            kwargs.setdefault("ca_bundle", self.ca_bundle)
+        return Client(self.client_id, self.client_secret, base_url=self.base_url, **kwargs)
+
+    def reset(self) -> None:
+        """Forgets every quote, beneficiary, deal, delivery and fault; zeroes the counters.
+
+        Clients, users, tokens and the clock stay.
+        """
+        self._core.reset()
+
+    def register_client(self, client_id: str, client_secret: str, redirect_uris: list[str] | None = None) -> None:
+        """Registers another OAuth client."""
+        self._core.register_client(client_id, client_secret, [] if redirect_uris is None else redirect_uris)
+
+    # -- the consent flow ------------------------------------------------------------------
+
+    def approve(self, auth_url: str, *, allow: bool = True) -> str:
+        """Logs in and answers the consent page over HTTP like a browser; returns the redirect URL."""
+        check_flag("allow", allow)
+        return str(self._core.approve(auth_url, allow))
+
+    # -- clock and inspection --------------------------------------------------------------
+
+    def advance(self, seconds: float) -> None:
+        """Moves the sandbox clock forward (deals, tokens and codes age with it)."""
+        self._core.advance(check_seconds("seconds", seconds))
+
+    def now(self) -> float:
+        """The sandbox clock, in unix seconds."""
+        return float(self._core.now())
+
+    def deal_status(self, deal_id: str) -> str:
+        """``"Booked"``, then ``"Paid"`` 86400 s (sandbox clock) after creation."""
+        return str(self._core.deal_status(deal_id))
+
+    def deals(self) -> list[dict[str, Any]]:
+        """Every deal booked, oldest first."""
+        return self._core.deals()
+
+    def deliveries(self) -> list[dict[str, Any]]:
+        """Every ``DealCreated`` delivery attempt, oldest first."""
+        return self._core.deliveries()
+
+    def stats(self) -> dict[str, Any]:
+        """Request counters: at least ``requests`` and ``token_requests``."""
+        return self._core.stats()
+
+    # -- faults ----------------------------------------------------------------------------
+
+    def fail_next(self, path: str, status: int, *, times: int = 1, retry_after: int | None = None) -> None:
+        """Answers the next ``times`` requests to ``path`` with ``status`` without processing them.
+
+        ``path`` is exact (``"/v1/payments/quotes"``), may start with a method
+        (``"POST /v1/payments/deals"``) and may end with ``*`` to match a prefix.
+        """
+        self._core.fail_next(path, status, times, retry_after)
+
+    def drop_next(self, path: str, *, after_processing: bool) -> None:
+        """Closes the connection of the next request to ``path``, before or after acting on it."""
+        check_flag("after_processing", after_processing)
+        self._core.drop_next(path, after_processing)
+
+    def delay_next(self, path: str, seconds: float) -> None:
+        """Delays the next request to ``path`` by ``seconds`` (real time)."""
+        self._core.delay_next(path, check_seconds("seconds", seconds))
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._core.shutdown()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Sandbox(base_url={self.base_url!r})"

@@ -1,0 +1,186 @@
+"""Blocking calls drive their I/O on the calling thread (crates/fxpay-core/src/local_runtime.rs). What that must
+not break: connections a server closed while the thread was in Python, calls made from inside
+a call (a logging handler, an ``on_token`` callback), and threads that come and go."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import os
+import time
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import pytest
+
+import fxpay
+
+from conftest import all_at_once, login
+from recorder_support import Recorder, serve
+
+
+class IdleCloser(Recorder):
+    """HTTP/1.1 with keep-alive that closes a connection after 0.3 s without a request (as a
+    load balancer's idle timeout does). Records (method, path, client port) per request.
+    The tests idle 5x that (1.5 s) so that the server has surely closed it."""
+
+    protocol_version = "HTTP/1.1"
+    timeout = 0.3
+    seen: ClassVar[list[tuple[str, str, int]]] = []  # type: ignore[assignment]
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        type(self).seen.append(("POST", self.path, self.client_address[1]))
+        if self.path.endswith("/oauth/token"):
+            self._send({"access_token": "tok", "token_type": "Bearer", "expires_in": 3599})
+        else:
+            self._send({"id": f"q-{len(type(self).seen)}"})
+
+    def do_GET(self) -> None:
+        type(self).seen.append(("GET", self.path, self.client_address[1]))
+        self._send(
+            {
+                "id": "q-1", "buyCurrency": "USD", "buyAmount": 1, "sellCurrency": "EUR", "sellAmount": 0.9,
+                "customerRate": 0.9, "inverseCustomerRate": 1.111111, "fee": 0, "feeCurrency": "USD",
+                "freebies": {"total": 0, "claimed": 0, "remaining": 0},
+            }
+        )
+
+
+@pytest.fixture
+def idle_closer() -> Iterator[str]:
+    IdleCloser.seen = []
+    yield from serve(IdleCloser)
+
+
+def ports(method: str, suffix: str) -> list[int]:
+    return [port for m, path, port in IdleCloser.seen if m == method and path.endswith(suffix)]
+
+
+def test_a_read_after_the_server_closed_the_idle_connection(idle_closer: str) -> None:
+    # No retries: a read sent on the closed connection would fail outright.
+    with fxpay.Client("id", "secret", base_url=idle_closer, max_retries=0) as c:
+        c.get_quote("q-1")
+        c.get_quote("q-1")
+        for _ in range(3):
+            time.sleep(1.5)  # the server closes the connection meanwhile
+            assert c.get_quote("q-1").id == "q-1"
+    gets = ports("GET", "/payments/quotes/q-1")
+    assert len(gets) == 5
+    assert gets[0] == gets[1], "kept alive between calls made back to back"
+    assert len(set(gets[1:])) == 4, f"each call after idling used a new connection: {gets}"
+
+
+def test_a_create_after_the_server_closed_the_idle_connection(idle_closer: str) -> None:
+    with fxpay.Client("id", "secret", base_url=idle_closer, max_retries=0) as c:
+        ids = []
+        for _ in range(3):
+            ids.append(c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR"))
+            time.sleep(1.5)
+    assert len(ids) == 3
+    assert len(ports("POST", "/payments/quotes")) == 3, "each quote was sent once"
+
+
+class CallsBack(logging.Handler):
+    """On its first DEBUG line, makes a blocking call (from whatever thread logs it)."""
+
+    def __init__(self, call: Any) -> None:
+        super().__init__()
+        self.call, self.started, self.results = call, False, []  # type: list[Any]
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.started:
+            self.started = True
+            self.results.append(self.call())
+
+
+@pytest.fixture
+def debug_handler() -> Iterator[Any]:
+    log = logging.getLogger("fxpay")
+    added: list[logging.Handler] = []
+    level = log.level
+    log.setLevel(logging.DEBUG)
+
+    def add(handler: logging.Handler) -> logging.Handler:
+        log.addHandler(handler)
+        added.append(handler)
+        return handler
+
+    yield add
+    for h in added:
+        log.removeHandler(h)
+    log.setLevel(level)
+
+
+def test_a_blocking_call_from_a_log_handler_inside_a_call(
+    fxpay_client: fxpay.Client, debug_handler: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    qid = fxpay_client.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+    # The DEBUG line is written on the caller's thread, inside its call, and the handler
+    # holds its lock meanwhile: the inner call's own line must not wait for that lock.
+    handler = debug_handler(CallsBack(lambda: fxpay_client.get_quote(qid)))
+    caplog.clear()
+    outer = fxpay_client.get_quote(qid)
+    assert [q.id for q in handler.results] == [qid]
+    assert outer.id == qid
+    gets = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"GET /v1/payments/quotes/{qid}")]
+    assert len(gets) == 2, gets  # the outer call's line and the inner call's, none lost
+
+
+async def test_a_blocking_call_from_a_log_handler_inside_an_awaitable_call(
+    fxpay_client: fxpay.Client, debug_handler: Any
+) -> None:
+    qid = await fxpay_client.create_quote_async(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+    # Here the DEBUG line is written on a runtime thread: the blocking call made there must
+    # neither deadlock the runtime nor fail.
+    handler = debug_handler(CallsBack(lambda: fxpay_client.get_quote(qid)))
+    outer = await asyncio.wait_for(fxpay_client.get_quote_async(qid), 10)
+    assert [q.id for q in handler.results] == [qid]
+    assert outer.id == qid
+    assert (await fxpay_client.get_quote_async(qid)).id == qid
+
+
+def test_a_blocking_call_from_on_token(fxpay_sandbox: Any, fxpay_client: fxpay.Client) -> None:
+    qid = fxpay_client.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+    token = fxpay_client.exchange_code(*login(fxpay_sandbox, fxpay_client))
+    stale = fxpay.Token.from_dict({**token.to_dict(), "expires_at": 0})
+    read_inside: list[str] = []
+    session = fxpay_client.user_session(stale, on_token=lambda t: read_inside.append(fxpay_client.get_quote(qid).id))
+    assert session.list_virtual_accounts()
+    assert read_inside == [qid]
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_threads_that_end_release_their_runtimes(fxpay_client: fxpay.Client) -> None:
+    qid = fxpay_client.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+    fxpay_client.get_quote(qid)
+    before = open_fds()
+    for _ in range(5):
+        all_at_once(8, lambda: fxpay_client.get_quote(qid))
+    gc.collect()
+    # Each of those 40 threads had a runtime (an epoll and an event descriptor) and a
+    # connection; all of them close when the thread ends.
+    grown = open_fds() - before
+    assert grown < 8, f"{grown} descriptors more after 40 threads came and went"
+    assert fxpay_client.get_quote(qid).id == qid
+
+
+async def test_an_awaitable_create_after_a_blocking_one_on_the_same_client(fxpay_sandbox: Any) -> None:
+    """A blocking call's connections belong to its thread's runtime, which runs only while the
+    thread is inside a call. A create made blocking must therefore go out from the shared
+    runtime (``Transport::pool``): were it sent on the thread's runtime through the shared
+    pool, the awaitable create after it would pick that connection up and wait on a runtime
+    nobody drives (here the thread is running the event loop) until its timeout."""
+    with fxpay_sandbox.client(timeout=5.0, max_retries=0) as c:
+        c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+        started = time.monotonic()
+        for _ in range(3):
+            await asyncio.wait_for(c.create_quote_async(buy_currency="USD", buy_amount=10, sell_currency="EUR"), 20)
+            c.get_quote(c.create_quote(buy_currency="USD", buy_amount=11, sell_currency="EUR"))
+        # Each call is milliseconds on loopback; a stuck connection costs the 5 s timeout.
+        assert time.monotonic() - started < 4.0

@@ -1,0 +1,263 @@
+"""Tolerant reading of the service's answers: unknown fields kept, missing optional values
+None, required ones failing clearly. The answers are crafted by a loopback HTTP server of the
+test's own (http.server in a thread on 127.0.0.1), reached by fxpay over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+import fxpay
+
+QUOTE_ID = "3f2b6a1e-9c1d-4d7a-8b0e-2f6f1c2d3e4f"
+QUOTE_PATH = f"/v1/payments/quotes/{QUOTE_ID}"
+ACCOUNTS_PATH = "/v1/gca/virtual-accounts"
+TOKEN_PATH = "/v1/oauth/token"
+
+
+class Crafted:
+    """A loopback server answering each path with the JSON text set for it."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, tuple[int, str]] = {
+            TOKEN_PATH: (200, json.dumps({"access_token": "AT", "token_type": "Bearer", "expires_in": 3600})),
+        }
+        self.requests: list[tuple[str, str]] = []
+        crafted = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                crafted.requests.append((self.command, self.path))
+                status, text = crafted.answers.get(self.path, (404, '{"errors": []}'))
+                body = text.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = answer
+            do_POST = answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def set(self, path: str, body: Any, status: int = 200) -> None:
+        self.answers[path] = (status, body if isinstance(body, str) else json.dumps(body))
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+@pytest.fixture
+def crafted() -> Iterator[Crafted]:
+    s = Crafted()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def client(crafted: Crafted) -> Iterator[fxpay.Client]:
+    with fxpay.Client("cid", "secret", base_url=crafted.base_url, max_retries=0, timeout=10) as c:
+        yield c
+
+
+def full_quote(**changes: Any) -> str:
+    """A quote answer's text, exact numbers included, with fields changed or (None) removed."""
+    fields: dict[str, str] = {
+        "id": json.dumps(QUOTE_ID),
+        "buyCurrency": '"USD"',
+        "buyAmount": "1000.00",
+        "sellCurrency": '"AUD"',
+        "sellAmount": "1523.45",
+        "customerRate": "1.523450",
+        "inverseCustomerRate": "0.656405",
+        "fee": "5.00",
+        "feeCurrency": '"USD"',
+        "freebies": '{"total": 3, "claimed": 1, "remaining": 2}',
+    }
+    for k, v in changes.items():
+        if v is None:
+            fields.pop(k, None)
+        else:
+            fields[k] = v
+    return "{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in fields.items()) + "}"
+
+
+def test_full_quote_is_read_exactly(crafted: Crafted, client: fxpay.Client) -> None:
+    crafted.set(QUOTE_PATH, full_quote())
+    q = client.get_quote(QUOTE_ID)
+    assert (q.fee, q.fee_currency) == (Decimal("5.00"), "USD")
+    assert q.freebies == fxpay.Freebies(total=3, claimed=1, remaining=2)
+    assert q.to_dict()["freebies"] == {"total": 3, "claimed": 1, "remaining": 2}
+
+
+def test_null_or_missing_optional_quote_fields_are_none(crafted: Crafted, client: fxpay.Client) -> None:
+    crafted.set(
+        QUOTE_PATH,
+        full_quote(fee="null", feeCurrency="null", freebies=None, promotion='{"code": "SPRING", "discount": 0.25}'),
+    )
+    q = client.get_quote(QUOTE_ID)
+    assert (q.fee, q.fee_currency, q.freebies) == (None, None, None)
+    assert q.sell_amount == Decimal("1523.45")
+    assert str(q.customer_rate) == "1.523450"
+    # Unknown fields are kept, exactly; the optional ones appear in to_dict only when given.
+    assert q.raw["promotion"] == {"code": "SPRING", "discount": Decimal("0.25")}
+    assert q.raw["fee"] is None
+    assert "freebies" not in q.raw
+    d = q.to_dict()
+    assert "fee" not in d
+    assert "feeCurrency" not in d
+    assert "freebies" not in d
+    assert "fee=None" in repr(q)
+    assert "freebies=None" in repr(q)
+    crafted.set(QUOTE_PATH, full_quote(fee=None, feeCurrency=None, freebies="null"))
+    q = client.get_quote(QUOTE_ID)
+    assert (q.fee, q.fee_currency, q.freebies) == (None, None, None)
+    # Records for pandas keep the same columns whether or not freebies were given.
+    crafted.set(QUOTE_PATH, full_quote())
+    with_freebies, without = fxpay.to_records([client.get_quote(QUOTE_ID), q])
+    assert with_freebies.keys() == without.keys()
+    assert without["freebies_remaining"] is None
+    assert with_freebies["freebies_remaining"] == 2
+
+
+@pytest.mark.parametrize("field", ["buyCurrency", "buyAmount", "sellAmount", "customerRate", "inverseCustomerRate"])
+def test_missing_required_quote_field_fails_clearly(crafted: Crafted, client: fxpay.Client, field: str) -> None:
+    crafted.set(QUOTE_PATH, full_quote(**{field: None}))
+    with pytest.raises(fxpay.ApiError) as ei:
+        client.get_quote(QUOTE_ID)
+    assert ei.value.status == 200
+    assert field in str(ei.value)
+
+
+def user_session(client: fxpay.Client) -> fxpay.UserSession:
+    return client.user_session(client.refresh_token("RT"))
+
+
+ACCOUNTS = [
+    {"id": "va-1", "currency": "USD", "balance": 10.50, "iban": "X1"},
+    {"id": "va-2", "currency": "EUR", "balance": 0, "brandNew": {"nested": [1, 2]}},
+]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        ACCOUNTS,
+        {"virtualAccounts": ACCOUNTS},
+        {"results": ACCOUNTS, "next": None, "count": 2},
+        {"page": {"size": 50, "number": 1}, "entries": ACCOUNTS, "tags": ["a", "b"]},
+        {"data": ACCOUNTS, "links": [{"rel": "next", "href": "/v1/gca/virtual-accounts?page=2"}]},
+    ],
+    ids=["bare", "virtualAccounts", "results", "any-key", "two-lists-known-key"],
+)
+def test_any_object_holding_one_list_of_accounts(crafted: Crafted, client: fxpay.Client, body: Any) -> None:
+    crafted.set(ACCOUNTS_PATH, body)
+    accounts = user_session(client).list_virtual_accounts()
+    assert [a["id"] for a in accounts] == ["va-1", "va-2"]
+    assert accounts[0]["balance"] == Decimal("10.50")
+    assert accounts[1]["brandNew"] == {"nested": [1, 2]}  # unknown fields are kept
+
+
+def test_empty_list_of_accounts(crafted: Crafted, client: fxpay.Client) -> None:
+    crafted.set(ACCOUNTS_PATH, {"results": [], "next": None})
+    assert user_session(client).list_virtual_accounts() == []
+
+
+@pytest.mark.parametrize(
+    ("body", "shape"),
+    [
+        ({"results": [1, 2]}, '{"results": [2 x number]}'),
+        ({"count": 2}, '{"count": number}'),
+        ({"a": [{"id": 1}], "b": [{"id": 2}]}, '{"a": [1 x {"id": number}], "b": [1 x {"id": number}]}'),
+        ('"accounts"', "string"),
+        ([{"id": "x"}, "y"], "[2 x"),
+    ],
+)
+def test_other_shapes_fail_quoting_the_shape(crafted: Crafted, client: fxpay.Client, body: Any, shape: str) -> None:
+    crafted.set(ACCOUNTS_PATH, body)
+    with pytest.raises(fxpay.ApiError) as ei:
+        user_session(client).list_virtual_accounts()
+    assert ei.value.status == 200
+    assert shape in str(ei.value), str(ei.value)
+
+
+def test_token_answers_are_read_leniently(crafted: Crafted, client: fxpay.Client) -> None:
+    crafted.set(TOKEN_PATH, {"access_token": "AT2", "expires_in": "120", "refresh_token": None, "id_token": "x.y.z"})
+    t = client.refresh_token("RT")
+    assert (t.access_token, t.token_type, t.expires_in, t.refresh_token) == ("AT2", "Bearer", 120, None)
+    assert t.scope == "gca-aisp"  # filled with the grant's scope when the answer has none
+    crafted.set(TOKEN_PATH, {"access_token": "AT3", "token_type": "bearer", "expires_in": None, "scope": None})
+    t = client.refresh_token("RT")
+    assert t.access_token == "AT3"
+    assert t.expires_in > 0
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"token_type": "Bearer", "expires_in": 60}, "access_token"),
+        ({"access_token": "A", "expires_in": "soon"}, "expires_in"),
+        ({"access_token": "A", "expires_in": -1}, "expires_in"),
+    ],
+)
+def test_bad_token_answers_fail_clearly(crafted: Crafted, client: fxpay.Client, body: Any, named: str) -> None:
+    crafted.set(TOKEN_PATH, body)
+    with pytest.raises(fxpay.ApiError, match=named):
+        client.refresh_token("RT")
+
+
+def test_user_session_close(crafted: Crafted, client: fxpay.Client) -> None:
+    crafted.set(ACCOUNTS_PATH, ACCOUNTS)
+    with user_session(client) as s:
+        assert len(s.list_virtual_accounts()) == 2
+        assert not s.closed
+    assert s.closed
+    assert "closed" in repr(s)
+    sent = len(crafted.requests)
+    with pytest.raises(fxpay.ConfigurationError, match="closed"):
+        s.list_virtual_accounts()
+    with pytest.raises(fxpay.ConfigurationError, match="closed"):
+        asyncio.run(s.list_virtual_accounts_async())
+    with pytest.raises(fxpay.ConfigurationError, match="closed"), s:
+        pass
+    assert len(crafted.requests) == sent  # nothing was sent once closed
+    s.close()  # closing twice is harmless
+    assert s.token.access_token == "AT"
+    # Closing a session leaves the client open; closing the client ends its sessions.
+    other = user_session(client)
+    assert len(other.list_virtual_accounts()) == 2
+    client.close()
+    with pytest.raises(fxpay.ConfigurationError, match="closed"):
+        other.list_virtual_accounts()
+
+
+async def test_user_session_async_context(crafted: Crafted, client: fxpay.Client) -> None:
+    crafted.set(ACCOUNTS_PATH, {"results": ACCOUNTS})
+    token = await client.refresh_token_async("RT")
+    async with client.user_session(token) as s:
+        assert len(await s.list_virtual_accounts_async()) == 2
+    assert s.closed
+    with pytest.raises(fxpay.ConfigurationError, match="closed"):
+        await s.list_virtual_accounts_async()

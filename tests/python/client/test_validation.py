@@ -1,0 +1,198 @@
+"""Bad inputs raise InvalidRequestError / ConfigurationError and send nothing."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+import pytest
+
+import fxpay
+
+from conftest import make_beneficiary
+
+
+def requests_made(sb: fxpay.testing.Sandbox) -> int:  # type: ignore[name-defined]
+    return int(sb.stats()["requests"])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(buy_currency="usd", buy_amount=1, sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=1, sell_currency="XXY"),
+        dict(buy_currency="US", buy_amount=1, sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=0, sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=-5, sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=Decimal("NaN"), sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=Decimal("Infinity"), sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=math.inf, sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=math.nan, sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount="ten", sell_currency="AUD"),
+        dict(buy_currency="USD", buy_amount=1, sell_currency="AUD", beneficiaries=0),
+    ],
+)
+def test_bad_quote_inputs_send_nothing(fxpay_sandbox, kwargs) -> None:  # type: ignore[no-untyped-def]
+    c = fxpay_sandbox.client()
+    before = requests_made(fxpay_sandbox)
+    with pytest.raises(fxpay.InvalidRequestError) as ei:
+        c.create_quote(**kwargs)
+    assert isinstance(ei.value, ValueError)
+    assert str(ei.value)
+    assert requests_made(fxpay_sandbox) == before
+    assert fxpay_sandbox.stats()["token_requests"] == 0
+
+
+@pytest.mark.parametrize("amount", [True, [1], None, b"10"])
+def test_an_amount_of_a_wrong_type_is_a_type_error_naming_it(fxpay_sandbox, amount) -> None:  # type: ignore[no-untyped-def]
+    # A wrong type is a TypeError naming the parameter (API.md); a wrong value an InvalidRequestError.
+    c = fxpay_sandbox.client()
+    with pytest.raises(TypeError, match="buy_amount"):
+        c.create_quote(buy_currency="USD", buy_amount=amount, sell_currency="AUD")
+    with pytest.raises(TypeError, match="buy_amount"):
+        c.create_quote_async(buy_currency="USD", buy_amount=amount, sell_currency="AUD")
+    assert requests_made(fxpay_sandbox) == 0
+
+
+async def test_bad_inputs_async_send_nothing(fxpay_sandbox) -> None:  # type: ignore[no-untyped-def]
+    c = fxpay_sandbox.client()
+    with pytest.raises(fxpay.InvalidRequestError):
+        await c.create_quote_async(buy_currency="USD", buy_amount=-1, sell_currency="AUD")
+    with pytest.raises(fxpay.InvalidRequestError):
+        await c.get_quote_async("../etc/passwd")
+    assert requests_made(fxpay_sandbox) == 0
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(currency="AUDX"),
+        dict(payment_reason=""),
+        dict(payment_reason="   "),
+        dict(name=""),
+        dict(
+            address=fxpay.Address(
+                address_line="x", city_suburb="y", state_province="z", post_code="1", country="XX"
+            )
+        ),
+    ],
+)
+def test_bad_beneficiaries_send_nothing(fxpay_sandbox, overrides) -> None:  # type: ignore[no-untyped-def]
+    c = fxpay_sandbox.client()
+    with pytest.raises(fxpay.InvalidRequestError):
+        c.create_beneficiary(make_beneficiary(**overrides))
+    assert requests_made(fxpay_sandbox) == 0
+
+
+@pytest.mark.parametrize("amount", [0, -1, "0.00", Decimal("-0.01"), math.nan, "abc", None])
+def test_deal_beneficiary_amounts(amount: object) -> None:
+    with pytest.raises(fxpay.InvalidRequestError):
+        fxpay.DealBeneficiary("b", amount, "r", "x")  # type: ignore[arg-type]
+
+
+def test_deal_inputs_send_nothing(fxpay_sandbox) -> None:  # type: ignore[no-untyped-def]
+    c = fxpay_sandbox.client()
+    ok = fxpay.DealBeneficiary("b1", "10", "r", "x")
+    with pytest.raises(fxpay.InvalidRequestError):
+        c.create_deal(quote_id="", funding_source="Own account", beneficiaries=[ok])
+    with pytest.raises(fxpay.InvalidRequestError):
+        c.create_deal(quote_id="q1", funding_source="Own account", beneficiaries=[])
+    # A wrong type is a TypeError naming the parameter (API.md), not a wrong value.
+    with pytest.raises(TypeError, match=r"beneficiaries\[0\]"):
+        c.create_deal(quote_id="q1", funding_source="Own account", beneficiaries=[{"amount": 1}])  # type: ignore[list-item]
+    with pytest.raises(fxpay.InvalidRequestError):
+        c.create_spot_deal(quote_id="q1", funding_source="Own account", beneficiaries=[ok], callback_url="ftp://x/y")
+    with pytest.raises(fxpay.InvalidRequestError):
+        c.create_spot_deal(quote_id="q1", funding_source="Own account", beneficiaries=[ok], callback_nonce="n")
+    assert requests_made(fxpay_sandbox) == 0
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    ["http://example.com", "ftp://example.com", "example.com", "https://example.com/v1", "http://10.1.2.3:80", ""],
+)
+def test_base_url_rules(base_url: str) -> None:
+    with pytest.raises(fxpay.ConfigurationError):
+        fxpay.Client("id", "secret", base_url=base_url)
+
+
+@pytest.mark.parametrize("base_url", ["https://api.example.com", "http://127.0.0.1:1", "http://localhost:1", "http://[::1]:1"])
+def test_base_url_accepted(base_url: str) -> None:
+    assert fxpay.Client("id", "secret", base_url=base_url).base_url == base_url
+
+
+def test_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FXPAY_CLIENT_ID", raising=False)
+    with pytest.raises(fxpay.ConfigurationError, match="FXPAY_CLIENT_ID"):
+        fxpay.Client.from_env()
+    monkeypatch.setenv("FXPAY_CLIENT_ID", "cid")
+    monkeypatch.setenv("FXPAY_CLIENT_SECRET", "sec")
+    monkeypatch.setenv("FXPAY_BASE_URL", "https://api.example.com")
+    assert fxpay.Client.from_env().client_id == "cid"
+
+
+def test_redirect_uri_rules(fxpay_client: fxpay.Client) -> None:
+    with pytest.raises(fxpay.ConfigurationError):
+        fxpay_client.authorization_url("http://app.example/cb")
+    auth = fxpay_client.authorization_url("com.example.app:/cb")
+    assert auth.redirect_uri == "com.example.app:/cb"
+
+
+def test_fxpay_testing_is_reachable_from_the_package() -> None:
+    import subprocess
+    import sys
+
+    code = "import fxpay\nwith fxpay.testing.Sandbox() as sb: print(sb.base_url.startswith('http://127.0.0.1:'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "True", out.stderr
+
+
+# -- exact, or refused -------------------------------------------------------------------------
+
+INEXACT_AMOUNTS = [
+    # more than 28 significant digits: a core Decimal would round them
+    "1.00000000000000000000000000001",
+    Decimal("1.00000000000000000000000000001"),
+    "12345678901234567890.123456789",
+    Decimal("0.00000000000000000000000000001"),  # 29 decimal places
+    # too large for a core Decimal
+    "1e40",
+    Decimal("1E+29"),
+    10**29,
+    2**96,
+    2**200,
+    10**5000,  # more digits than Python's int-to-str limit
+    "9" * 5000,
+]
+
+
+def _amount_id(a: object) -> str:
+    if isinstance(a, int):
+        return f"int-{a.bit_length()}-bits"
+    return f"{type(a).__name__}-{str(a)[:24]}"
+
+
+@pytest.mark.parametrize("amount", INEXACT_AMOUNTS, ids=_amount_id)
+def test_amounts_are_exact_or_refused(fxpay_sandbox, amount: object) -> None:  # type: ignore[no-untyped-def]
+    c = fxpay_sandbox.client()
+    with pytest.raises(fxpay.InvalidRequestError, match="exactly"):
+        c.create_quote(buy_currency="USD", buy_amount=amount, sell_currency="AUD")
+    with pytest.raises(fxpay.InvalidRequestError, match="exactly"):
+        fxpay.DealBeneficiary("b", amount, "r", "x")  # type: ignore[arg-type]
+    assert requests_made(fxpay_sandbox) == 0
+
+
+@pytest.mark.parametrize(
+    ("amount", "kept"),
+    [
+        ("1.000000000000000000000000001", "1.000000000000000000000000001"),  # 28 digits: kept
+        (Decimal("9999999999999999999999999999"), "9999999999999999999999999999"),
+        (10**27, str(10**27)),
+        ("0.10", "0.10"),
+        (Decimal("1.0000000000000000000000000000000"), "1"),  # only zeros dropped: same value
+    ],
+)
+def test_amounts_that_fit_are_kept_exactly(amount: object, kept: str) -> None:
+    b = fxpay.DealBeneficiary("b", amount, "r", "x")  # type: ignore[arg-type]
+    assert str(b.amount) == kept
+    assert b.amount == Decimal(str(amount))
