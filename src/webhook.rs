@@ -47,12 +47,12 @@ pub fn parse_deal_created(
     body: &[u8],
     headers: &[(&str, &str)],
     nonce: Option<&str>,
-) -> Result<DealCreated> {
+) -> Result<(DealCreated, Value)> {
     check_size(body.len())?;
     if let Some(expected) = nonce {
         verify_nonce(expected, headers.iter().map(|(k, v)| (*k, *v)))?;
     }
-    parse_body(body)
+    parse_body_raw(body)
 }
 
 /// Refuses a body of more than [`MAX_BODY_BYTES`].
@@ -112,6 +112,11 @@ fn ct_equal(expected: &[u8], received: &[u8]) -> Choice {
 
 /// Parses and checks the body (no size or nonce check).
 pub fn parse_body(body: &[u8]) -> Result<DealCreated> {
+    parse_body_raw(body).map(|(event, _)| event)
+}
+
+/// [`parse_body`], with the whole body as parsed (unknown fields included).
+pub fn parse_body_raw(body: &[u8]) -> Result<(DealCreated, Value)> {
     let text = std::str::from_utf8(body)
         .map_err(|_| payload("the body is not valid UTF-8".to_string()))?;
     let raw: Value = serde_json::from_str(text)
@@ -119,13 +124,15 @@ pub fn parse_body(body: &[u8]) -> Result<DealCreated> {
     let event = check_schema(&raw)?;
     check_duplicates(text)?;
     let (status, process_id, deal_id, errors) = event;
-    Ok(DealCreated {
-        status,
-        process_id,
-        deal_id,
-        errors,
+    Ok((
+        DealCreated {
+            status,
+            process_id,
+            deal_id,
+            errors,
+        },
         raw,
-    })
+    ))
 }
 
 fn payload(msg: String) -> Error {
@@ -406,8 +413,22 @@ mod tests {
         )
     }
 
-    fn parse(body: &str) -> Result<DealCreated> {
-        parse_deal_created(body.as_bytes(), &[], None)
+    /// An event with the body it was parsed from.
+    #[derive(Debug)]
+    struct Parsed {
+        ev: DealCreated,
+        raw: Value,
+    }
+
+    impl std::ops::Deref for Parsed {
+        type Target = DealCreated;
+        fn deref(&self) -> &DealCreated {
+            &self.ev
+        }
+    }
+
+    fn parse(body: &str) -> Result<Parsed> {
+        parse_deal_created(body.as_bytes(), &[], None).map(|(ev, raw)| Parsed { ev, raw })
     }
 
     fn payload_msg(body: &str) -> String {

@@ -44,15 +44,30 @@ fn lenient_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>
     })
 }
 
-/// A token with the instant it expires, as unix seconds.
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
-pub struct Token {
-    pub access_token: String,
-    pub token_type: String,
-    pub expires_in: u64,
-    pub expires_at: f64,
-    pub refresh_token: Option<String>,
-    pub scope: Option<String>,
+crate::model! {
+    /// An OAuth access token with the instant it expires (`expires_at`, unix seconds; an
+    /// aware datetime in Python). The token values never show in `Debug` or `repr`.
+    #[derive(Clone, PartialEq, Serialize, Deserialize)]
+    pub struct Token secret(access_token, refresh_token) {
+        pub access_token: String,
+        pub token_type: String,
+        pub expires_in: u64,
+        pub expires_at: f64,
+        pub refresh_token: Option<String>,
+        pub scope: Option<String>,
+    }
+}
+
+/// By value, as `==` compares (the two zeros of `expires_at` hash alike).
+impl std::hash::Hash for Token {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.access_token.hash(state);
+        self.token_type.hash(state);
+        self.expires_in.hash(state);
+        (self.expires_at + 0.0).to_bits().hash(state);
+        self.refresh_token.hash(state);
+        self.scope.hash(state);
+    }
 }
 
 /// Seconds since the unix epoch on this machine's clock.

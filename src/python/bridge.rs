@@ -106,12 +106,7 @@ where
     }
 }
 
-/// Runs a synchronous piece of the binding, turning a panic into an `FxPayError`.
-pub fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> PyResult<T> {
-    std::panic::catch_unwind(AssertUnwindSafe(f))
-        .unwrap_or_else(|payload| Err(panic_message(payload)))
-        .map_err(to_pyerr)
-}
+pub use super::errors::guard;
 
 /// Hands a future that is already panic-guarded to pyo3-async-runtimes: the path for event
 /// loops that cannot watch a file descriptor (Windows' proactor loop).
@@ -407,4 +402,19 @@ mod awaitable {
         py_fut.call_method1(intern!(py, "add_done_callback"), (hook,))?;
         Ok(py_fut.unbind())
     }
+}
+
+/// Panics inside the core on purpose, so a test can prove a panic reaches Python as an
+/// `FxPayError` (blocking) or through an awaitable (when `aio` is true).
+#[pyfunction]
+#[pyo3(signature = (aio = false))]
+pub fn _raise_panic_for_test(py: Python<'_>, aio: bool) -> PyResult<Py<PyAny>> {
+    run(py, aio, async move {
+        if aio {
+            panic!("deliberate test panic (async)");
+        }
+        panic!("deliberate test panic (blocking)");
+        #[allow(unreachable_code)]
+        Ok(Out::None)
+    })
 }

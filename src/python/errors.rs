@@ -22,18 +22,10 @@ pyo3::import_exception!(fxpay.errors, WebhookVerificationError);
 pyo3::import_exception!(fxpay.errors, WebhookPayloadError);
 pyo3::import_exception!(fxpay.errors, CassetteMismatchError);
 
-/// A `FieldError` on its way to Python.
+/// A `FieldError` on its way to Python, as an entry of `ApiError.errors`. It becomes a
+/// `fxpay.FieldError` where that class is declared (`IntoPyObject` in `models.rs`), so this
+/// file needs no model.
 pub struct PyFieldError(pub FieldError);
-
-impl<'py> IntoPyObject<'py> for PyFieldError {
-    type Target = PyAny;
-    type Output = Bound<'py, PyAny>;
-    type Error = PyErr;
-
-    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
-        super::models::field_error(py, &self.0)
-    }
-}
 
 /// Converts a core error into the matching Python exception.
 pub fn to_pyerr(e: Error) -> PyErr {
@@ -91,6 +83,13 @@ pub fn to_pyerr(e: Error) -> PyErr {
     }
 }
 
+/// Runs a synchronous piece of the binding, turning a panic into an `FxPayError`.
+pub fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> PyResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|payload| Err(panic_message(payload)))
+        .map_err(to_pyerr)
+}
+
 /// A panic payload as text.
 pub fn panic_message(payload: Box<dyn std::any::Any + Send>) -> Error {
     let text = payload
@@ -101,19 +100,4 @@ pub fn panic_message(payload: Box<dyn std::any::Any + Send>) -> Error {
     Error::Internal(format!(
         "internal error in fxpay (a Rust panic was caught): {text}"
     ))
-}
-
-/// Panics inside the core on purpose, so a test can prove a panic reaches Python as an
-/// `FxPayError` (blocking) or through an awaitable (when `aio` is true).
-#[pyfunction]
-#[pyo3(signature = (aio = false))]
-pub fn _raise_panic_for_test(py: Python<'_>, aio: bool) -> PyResult<Py<PyAny>> {
-    super::bridge::run(py, aio, async move {
-        if aio {
-            panic!("deliberate test panic (async)");
-        }
-        panic!("deliberate test panic (blocking)");
-        #[allow(unreachable_code)]
-        Ok(super::models::Out::None)
-    })
 }

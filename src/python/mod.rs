@@ -1,10 +1,12 @@
 //! The pyo3 layer: the only place that knows about Python.
+mod account;
 mod bridge;
 mod cassette;
 mod client;
 mod convert;
 mod errors;
 mod logging;
+mod model;
 mod models;
 mod sandbox;
 mod session;
@@ -25,8 +27,8 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::CoreUserSession>()?;
     m.add_class::<sandbox::CoreSandbox>()?;
     m.add_class::<cassette::CoreCassette>()?;
-    m.add_function(wrap_pyfunction!(convert::parse_amount, m)?)?;
-    m.add_function(wrap_pyfunction!(errors::_raise_panic_for_test, m)?)?;
+    models::register(m)?;
+    m.add_function(wrap_pyfunction!(bridge::_raise_panic_for_test, m)?)?;
     m.add_function(wrap_pyfunction!(webhook::parse_deal_created, m)?)?;
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! `fxpay._fxpay.CoreSandbox`: the embedded emulator, served on the shared runtime.
-use super::bridge::guard;
 use super::convert::{int, opt_text, text, type_name, value_to_py};
+use super::errors::guard;
 use super::errors::to_pyerr;
 use crate::error::Error;
 use crate::fork::ProcessBound;
