@@ -113,7 +113,7 @@ impl VirtualAccount {
         Ok(self.dict(py)?.try_iter()?.into_any())
     }
 
-    #[pyo3(signature = (key, default = None))]
+    #[pyo3(signature = (key, default = None, /))]
     fn get<'py>(
         &self,
         py: Python<'py>,

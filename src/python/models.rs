@@ -50,7 +50,8 @@ pymodel! {
 }
 
 pymodel! {
-    /// A booked deal.
+    /// A booked deal: the service's ``deal_id`` with the quote, funding source, channel and
+    /// beneficiaries it was booked with; ``raw`` is the service's answer.
     Deal(core::Deal) { money: true, raw: true } {}
 }
 
