@@ -4,7 +4,7 @@
 //!
 //! Usage: cargo run --release --example ceiling -- <base_url> <client_id> <secret> <quote_id> <n>
 //!
-//! The runtime has as many workers as fxpay's own (`fxpay::runtime::worker_threads`).
+//! The runtime has as many workers as fxpay's own (`fxpay_core::runtime::worker_threads`).
 //! Prints one `name=value` line per measurement (requests per second):
 //! - `loop_mt_rps=`: one request at a time from `block_on` on that multi-threaded runtime
 //!   (what `#[tokio::main]` does), its connection driven by a worker thread;
@@ -192,8 +192,9 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     // As many workers as fxpay's own runtime has on this machine, so that the difference
     // to fxpay is the Python binding and nothing else.
-    let workers =
-        fxpay::runtime::worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let workers = fxpay_core::runtime::worker_threads(
+        std::thread::available_parallelism().map_or(2, |n| n.get()),
+    );
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()

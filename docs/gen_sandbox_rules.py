@@ -4,7 +4,7 @@ The page lists every choice the service's specification leaves open ("not shown"
 sandbox had to make: each endpoint's statuses and error codes, the error-code table, bounds,
 lifetimes, the DealCreated retry policy, virtual-account fields, PKCE, the body timeout and
 the admin API. It is rendered from the document an embedded ``fxpay.testing.Sandbox`` serves,
-so it cannot drift from the sandbox; Rust tests (``src/sandbox/openapi.rs``) check that
+so it cannot drift from the sandbox; Rust tests (``crates/fxpay-sandbox/src/openapi.rs``) check that
 document against ``errors.rs`` and the sandbox's constants.
 
 Used two ways:

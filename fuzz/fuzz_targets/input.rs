@@ -1,5 +1,5 @@
 //! How a fuzz input (or a corpus file) becomes the arguments of `parse_deal_created`.
-//! Shared by the fuzz target and `tests/webhook_corpus.rs`.
+//! Shared by the fuzz target and `crates/fxpay-core/tests/webhook_corpus.rs`.
 //!
 //! An input that starts with `N` is a small HTTP-like message: the rest of the first line is
 //! the expected nonce, each following line up to an empty one is a `name: value` header,

@@ -1,0 +1,18 @@
+//! fxpay-core: the pure-Rust core of fxpay (client, transport, auth, models, money, webhook,
+//! runtime). It knows no pyo3: the binding is the `fxpay-python` crate, the emulator `fxpay-sandbox`.
+pub mod api;
+pub mod auth;
+pub mod cassette;
+pub mod cassette_scrub;
+pub mod cassette_transport;
+pub mod config;
+pub mod error;
+pub mod fork;
+pub mod json_kind;
+pub mod local_runtime;
+pub mod models;
+pub mod money;
+pub mod runtime;
+pub mod trace;
+pub mod transport;
+pub mod webhook;

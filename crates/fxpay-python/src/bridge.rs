@@ -1,0 +1,420 @@
+//! One async core behind both call styles: blocking calls run the future on the shared
+//! runtime with the GIL released; awaitable calls hand it to asyncio. Panics become errors.
+//!
+//! Awaitable calls are resolved on the event loop's own thread. A finished task queues its
+//! result and, if no wake-up is already on its way, writes one byte to a socket pair that
+//! the loop watches (`loop.add_reader`); the loop then turns every queued result into Python
+//! objects in one go. No runtime thread ever waits for the GIL, so a runtime worker is never
+//! stalled by Python code and many concurrent calls share a few wake-ups.
+use super::errors::{panic_message, to_pyerr};
+use super::models::Out;
+use futures_util::FutureExt;
+use fxpay_core::error::Error;
+use pyo3::prelude::*;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+
+/// Runs `fut` blocking (GIL released) or returns an asyncio awaitable for it.
+pub fn run<F>(py: Python<'_>, aio: bool, fut: F) -> PyResult<Py<PyAny>>
+where
+    F: Future<Output = Result<Out, Error>> + Send + 'static,
+{
+    // Boxed once here: the call's future is large, and is only moved as a pointer from now on.
+    let fut = Box::pin(fut);
+    let guarded = async move {
+        match AssertUnwindSafe(fut).catch_unwind().await {
+            Ok(r) => r,
+            Err(payload) => Err(panic_message(payload)),
+        }
+    };
+    let result = if aio {
+        return awaitable::spawn(py, guarded);
+    } else if fxpay_core::local_runtime::available() {
+        wait_here(py, guarded)?
+    } else {
+        wait_on_shared(py, guarded)?
+    };
+    Ok(result.map_err(to_pyerr)?.into_pyobject(py)?.unbind())
+}
+
+/// How often a blocking call looks for a pending signal (Ctrl-C).
+const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Drives the call on this thread's own runtime (`fxpay_core::local_runtime`) with the GIL
+/// released, looking up every SIGNAL_CHECK for a pending signal, so Ctrl-C
+/// (KeyboardInterrupt, e.g. Jupyter's interrupt) ends the wait and abandons the call.
+fn wait_here<F>(py: Python<'_>, fut: F) -> PyResult<Result<Out, Error>>
+where
+    F: Future<Output = Result<Out, Error>> + Send,
+{
+    let mut fut = Box::pin(fut);
+    loop {
+        let waited = py.detach(|| {
+            std::panic::catch_unwind(AssertUnwindSafe(|| {
+                fxpay_core::local_runtime::block_on_for(&mut fut, SIGNAL_CHECK)
+            }))
+        });
+        match waited {
+            Ok(Some(result)) => return Ok(result),
+            Ok(None) => {
+                if let Err(interrupted) = py.check_signals() {
+                    fxpay_core::local_runtime::drop_inside(fut);
+                    return Err(interrupted);
+                }
+            }
+            Err(payload) => {
+                fxpay_core::local_runtime::drop_inside(fut);
+                return Ok(Err(panic_message(payload)));
+            }
+        }
+    }
+}
+
+/// Runs the call as a task on the shared runtime and waits for it with the GIL released,
+/// watching for signals as `wait_here` does: for threads that cannot drive a call
+/// themselves (a call made from inside another call's callback).
+fn wait_on_shared<F>(py: Python<'_>, fut: F) -> PyResult<Result<Out, Error>>
+where
+    F: Future<Output = Result<Out, Error>> + Send + 'static,
+{
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let task = fxpay_core::runtime::runtime().spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    let mut rx = rx;
+    loop {
+        // The receiver goes into the GIL-free closure and comes back out of it.
+        let (waited, back) = py.detach(move || (rx.recv_timeout(SIGNAL_CHECK), rx));
+        rx = back;
+        match waited {
+            Ok(result) => {
+                super::logging::flush_deferred(py);
+                return Ok(result);
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(interrupted) = py.check_signals() {
+                    task.abort();
+                    super::logging::flush_deferred(py);
+                    return Err(interrupted);
+                }
+            }
+            // The future is panic-guarded, so the task cannot have ended without sending.
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Ok(Err(Error::Internal("the call did not finish".into())))
+            }
+        }
+    }
+}
+
+pub use super::errors::guard;
+
+/// Hands a future that is already panic-guarded to pyo3-async-runtimes: the path for event
+/// loops that cannot watch a file descriptor (Windows' proactor loop).
+fn via_pyo3_async_runtimes<F>(py: Python<'_>, fut: F) -> PyResult<Py<PyAny>>
+where
+    F: Future<Output = Result<Out, Error>> + Send + 'static,
+{
+    let awaitable =
+        pyo3_async_runtimes::generic::future_into_py::<SharedRuntime, _, _>(py, async move {
+            fut.await.map_err(to_pyerr)
+        })?;
+    Ok(awaitable.unbind())
+}
+
+/// pyo3-async-runtimes' view of fxpay's shared runtime. Its own tokio module keeps the
+/// runtime it is given for the life of the process, which a forked child cannot use; this
+/// one asks `fxpay_core::runtime` each time, which starts one anew in a child.
+struct SharedRuntime;
+
+tokio::task_local! {
+    static TASK_LOCALS: std::cell::OnceCell<pyo3_async_runtimes::TaskLocals>;
+}
+
+impl pyo3_async_runtimes::generic::Runtime for SharedRuntime {
+    type JoinError = tokio::task::JoinError;
+    type JoinHandle = tokio::task::JoinHandle<()>;
+
+    fn spawn<F>(fut: F) -> Self::JoinHandle
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        fxpay_core::runtime::runtime().spawn(fut)
+    }
+
+    fn spawn_blocking<F>(f: F) -> Self::JoinHandle
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        fxpay_core::runtime::runtime().spawn_blocking(f)
+    }
+}
+
+impl pyo3_async_runtimes::generic::ContextExt for SharedRuntime {
+    fn scope<F, R>(
+        locals: pyo3_async_runtimes::TaskLocals,
+        fut: F,
+    ) -> std::pin::Pin<Box<dyn Future<Output = R> + Send>>
+    where
+        F: Future<Output = R> + Send + 'static,
+    {
+        let cell = std::cell::OnceCell::new();
+        let _ = cell.set(locals);
+        Box::pin(TASK_LOCALS.scope(cell, fut))
+    }
+
+    fn get_task_locals() -> Option<pyo3_async_runtimes::TaskLocals> {
+        TASK_LOCALS
+            .try_with(|c| c.get().cloned())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(not(unix))]
+mod awaitable {
+    use super::*;
+
+    pub fn spawn<F>(py: Python<'_>, fut: F) -> PyResult<Py<PyAny>>
+    where
+        F: Future<Output = Result<Out, Error>> + Send + 'static,
+    {
+        via_pyo3_async_runtimes(py, fut)
+    }
+}
+
+#[cfg(unix)]
+mod awaitable {
+    use super::*;
+    use fxpay_core::fork::ProcessBound;
+    use pyo3::intern;
+    use pyo3::sync::PyOnceLock;
+    use std::cell::RefCell;
+    use std::io::{ErrorKind, Read, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    /// A finished call: the asyncio future to resolve, its cancel hook (removed before the
+    /// result is set, so a completed call schedules no callback of its own on the loop) and
+    /// what to resolve it with.
+    type Done = (Py<PyAny>, Py<AbortOnCancel>, Result<Out, Error>);
+
+    /// One event loop's inbox, shared with the runtime threads.
+    struct Inbox {
+        queue: Mutex<Vec<Done>>,
+        /// A wake-up byte has been written and not yet drained.
+        signalled: AtomicBool,
+        /// Bound to its process: a forked child never closes the parent's socket pair.
+        writer: ProcessBound<UnixStream>,
+    }
+
+    impl Inbox {
+        /// Called on a runtime thread; never touches Python.
+        fn push(&self, done: Done) {
+            self.queue
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(done);
+            if !self.signalled.swap(true, Ordering::SeqCst) {
+                // The socket is non-blocking and holds at most a few bytes: a failed write
+                // can only mean the loop is gone, and then nobody waits for the result.
+                let _ = (&*self.writer).write(&[1]);
+            }
+        }
+    }
+
+    /// The reader callback registered with the loop: resolves every queued future.
+    #[pyclass(frozen, module = "fxpay._fxpay")]
+    struct LoopDrain {
+        inbox: Arc<Inbox>,
+        reader: ProcessBound<UnixStream>,
+    }
+
+    #[pymethods]
+    impl LoopDrain {
+        fn __call__(&self, py: Python<'_>) {
+            let mut buf = [0u8; 64];
+            loop {
+                match (&*self.reader).read(&mut buf) {
+                    Ok(n) if n == buf.len() => continue,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    _ => break,
+                }
+            }
+            // Clear the flag before taking the queue: a result queued after the take then
+            // writes a new byte, so none is ever left waiting.
+            self.inbox.signalled.store(false, Ordering::SeqCst);
+            let items = std::mem::take(
+                &mut *self
+                    .inbox
+                    .queue
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+            for (fut, hook, result) in items {
+                deliver(py, fut.bind(py), hook.bind(py), result);
+            }
+        }
+    }
+
+    fn deliver(
+        py: Python<'_>,
+        fut: &Bound<'_, PyAny>,
+        hook: &Bound<'_, AbortOnCancel>,
+        result: Result<Out, Error>,
+    ) {
+        // A cancelled future takes no result.
+        match fut
+            .call_method0(intern!(py, "done"))
+            .and_then(|d| d.is_truthy())
+        {
+            Ok(false) => {}
+            _ => return,
+        }
+        // The task has finished: there is nothing left to abort, and the hook would only
+        // cost the loop one more scheduled callback.
+        if let Err(e) = fut.call_method1(intern!(py, "remove_done_callback"), (hook,)) {
+            e.write_unraisable(py, Some(fut));
+        }
+        let outcome = result
+            .map_err(to_pyerr)
+            .and_then(|out| out.into_pyobject(py));
+        let set = match outcome {
+            Ok(value) => fut.call_method1(intern!(py, "set_result"), (value,)),
+            Err(e) => fut.call_method1(intern!(py, "set_exception"), (e.into_value(py),)),
+        };
+        if let Err(e) = set {
+            e.write_unraisable(py, Some(fut));
+        }
+    }
+
+    /// `add_done_callback` hook: a cancelled asyncio future aborts its task.
+    #[pyclass(frozen, module = "fxpay._fxpay")]
+    struct AbortOnCancel(std::sync::OnceLock<ProcessBound<tokio::task::AbortHandle>>);
+
+    #[pymethods]
+    impl AbortOnCancel {
+        fn __call__(&self, fut: &Bound<'_, PyAny>) -> PyResult<()> {
+            if fut
+                .call_method0(intern!(fut.py(), "cancelled"))?
+                .is_truthy()?
+            {
+                // In a forked child the task is the parent's, on a runtime the child
+                // never runs: there is nothing to abort.
+                if let Some(handle) = self.0.get().filter(|h| h.is_current()) {
+                    handle.abort();
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// The running loop of this thread and how its futures are resolved.
+    struct LoopEntry {
+        event_loop: Py<PyAny>,
+        create_future: Py<PyAny>,
+        /// None when the loop cannot watch a descriptor: pyo3-async-runtimes is used.
+        inbox: Option<Arc<Inbox>>,
+    }
+
+    thread_local! {
+        // An event loop runs on one thread: remember the last one seen here. In a forked
+        // child the entry (and its socket pair) is the parent's: it is replaced on first use
+        // and forgotten, never closed.
+        static CURRENT: RefCell<Option<ProcessBound<LoopEntry>>> = const { RefCell::new(None) };
+    }
+
+    static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+    fn entry_for(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<LoopEntry> {
+        let create_future = event_loop.getattr(intern!(py, "create_future"))?.unbind();
+        let (reader, writer) = UnixStream::pair()
+            .and_then(|(r, w)| {
+                r.set_nonblocking(true)?;
+                w.set_nonblocking(true)?;
+                Ok((r, w))
+            })
+            .map_err(|e| to_pyerr(Error::Internal(format!("cannot make a socket pair: {e}"))))?;
+        let fd = reader.as_raw_fd();
+        let inbox = Arc::new(Inbox {
+            queue: Mutex::new(Vec::new()),
+            signalled: AtomicBool::new(false),
+            writer: ProcessBound::new(writer),
+        });
+        let drain = Py::new(
+            py,
+            LoopDrain {
+                inbox: inbox.clone(),
+                reader: ProcessBound::new(reader),
+            },
+        )?;
+        // The loop keeps the drain (and so the reader) for as long as it is registered.
+        let inbox = match event_loop.call_method1(intern!(py, "add_reader"), (fd, drain)) {
+            Ok(_) => Some(inbox),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyNotImplementedError>(py) => None,
+            Err(e) => return Err(e),
+        };
+        Ok(LoopEntry {
+            event_loop: event_loop.clone().unbind(),
+            create_future,
+            inbox,
+        })
+    }
+
+    /// This thread's running loop: its `create_future` and inbox, set up on first use.
+    fn current(py: Python<'_>) -> PyResult<(Bound<'_, PyAny>, Option<Arc<Inbox>>)> {
+        let get = GET_RUNNING_LOOP.get_or_try_init(py, || {
+            Ok::<_, PyErr>(py.import("asyncio")?.getattr("get_running_loop")?.unbind())
+        })?;
+        let event_loop = get.bind(py).call0()?;
+        CURRENT.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            match &*slot {
+                Some(e) if e.is_current() && e.event_loop.bind(py).is(&event_loop) => {}
+                _ => *slot = Some(ProcessBound::new(entry_for(py, &event_loop)?)),
+            }
+            match &*slot {
+                Some(e) => Ok((e.create_future.bind(py).clone(), e.inbox.clone())),
+                None => Err(to_pyerr(Error::Internal("no event loop entry".into()))),
+            }
+        })
+    }
+
+    pub fn spawn<F>(py: Python<'_>, fut: F) -> PyResult<Py<PyAny>>
+    where
+        F: Future<Output = Result<Out, Error>> + Send + 'static,
+    {
+        let (create_future, inbox) = current(py)?;
+        let Some(inbox) = inbox else {
+            return via_pyo3_async_runtimes(py, fut);
+        };
+        let py_fut = create_future.call0()?;
+        let target = py_fut.clone().unbind();
+        // The hook is made before the task starts, so the task can hand it back with its
+        // result; it learns the task's abort handle once the task is spawned.
+        let hook = Py::new(py, AbortOnCancel(std::sync::OnceLock::new()))?;
+        let hook_back = hook.clone_ref(py);
+        let task = fxpay_core::runtime::runtime().spawn(async move {
+            let result = fut.await;
+            inbox.push((target, hook_back, result));
+        });
+        let _ = hook.get().0.set(ProcessBound::new(task.abort_handle()));
+        py_fut.call_method1(intern!(py, "add_done_callback"), (hook,))?;
+        Ok(py_fut.unbind())
+    }
+}
+
+/// Panics inside the core on purpose, so a test can prove a panic reaches Python as an
+/// `FxPayError` (blocking) or through an awaitable (when `aio` is true).
+#[pyfunction]
+#[pyo3(signature = (aio = false))]
+pub fn _raise_panic_for_test(py: Python<'_>, aio: bool) -> PyResult<Py<PyAny>> {
+    run(py, aio, async move {
+        if aio {
+            panic!("deliberate test panic (async)");
+        }
+        panic!("deliberate test panic (blocking)");
+        #[allow(unreachable_code)]
+        Ok(Out::None)
+    })
+}

@@ -1,0 +1,103 @@
+//! Core `Error` -> the Python exceptions of `fxpay.errors`, raised lazily (no GIL needed to
+//! build one, so errors can leave async tasks as they are).
+use fxpay_core::error::Error;
+use fxpay_core::models::FieldError;
+use pyo3::prelude::*;
+
+pyo3::import_exception!(fxpay.errors, FxPayError);
+pyo3::import_exception!(fxpay.errors, ConfigurationError);
+pyo3::import_exception!(fxpay.errors, InvalidRequestError);
+pyo3::import_exception!(fxpay.errors, TransportError);
+pyo3::import_exception!(fxpay.errors, TimeoutError);
+pyo3::import_exception!(fxpay.errors, OAuthError);
+pyo3::import_exception!(fxpay.errors, StateMismatchError);
+pyo3::import_exception!(fxpay.errors, ApiError);
+pyo3::import_exception!(fxpay.errors, BadRequestError);
+pyo3::import_exception!(fxpay.errors, AuthenticationError);
+pyo3::import_exception!(fxpay.errors, PermissionDeniedError);
+pyo3::import_exception!(fxpay.errors, NotFoundError);
+pyo3::import_exception!(fxpay.errors, RateLimitError);
+pyo3::import_exception!(fxpay.errors, ServerError);
+pyo3::import_exception!(fxpay.errors, WebhookVerificationError);
+pyo3::import_exception!(fxpay.errors, WebhookPayloadError);
+pyo3::import_exception!(fxpay.errors, CassetteMismatchError);
+
+/// A `FieldError` on its way to Python, as an entry of `ApiError.errors`. It becomes a
+/// `fxpay.FieldError` where that class is declared (`IntoPyObject` in `models.rs`), so this
+/// file needs no model.
+pub struct PyFieldError(pub FieldError);
+
+/// Converts a core error into the matching Python exception.
+pub fn to_pyerr(e: Error) -> PyErr {
+    match e {
+        Error::Configuration(m) => ConfigurationError::new_err((m,)),
+        Error::InvalidRequest(m) => InvalidRequestError::new_err((m,)),
+        Error::Transport {
+            message,
+            timeout: true,
+        } => TimeoutError::new_err((message,)),
+        Error::Transport { message, .. } => TransportError::new_err((message,)),
+        e @ Error::OAuth { .. } => {
+            let message = e.to_string();
+            let Error::OAuth {
+                error,
+                description,
+                status,
+            } = e
+            else {
+                return FxPayError::new_err((message,));
+            };
+            OAuthError::new_err((message, error, description, status))
+        }
+        e @ Error::StateMismatch => StateMismatchError::new_err((e.to_string(),)),
+        Error::Api {
+            status,
+            message,
+            errors,
+            body,
+            retry_after,
+        } => {
+            let errors: Vec<PyFieldError> = errors.into_iter().map(PyFieldError).collect();
+            let args = (message, status, errors, body, retry_after);
+            match status {
+                400 | 422 => BadRequestError::new_err(args),
+                401 => AuthenticationError::new_err(args),
+                403 => PermissionDeniedError::new_err(args),
+                404 => NotFoundError::new_err(args),
+                429 => RateLimitError::new_err(args),
+                500..=599 => ServerError::new_err(args),
+                _ => ApiError::new_err(args),
+            }
+        }
+        Error::WebhookVerification(m) => WebhookVerificationError::new_err((m,)),
+        Error::WebhookPayload(m) => WebhookPayloadError::new_err((m,)),
+        Error::CassetteMismatch(m) => CassetteMismatchError::new_err((m,)),
+        Error::Internal(m) => FxPayError::new_err((m,)),
+        Error::Callback { message, raised } => {
+            match raised.as_deref().and_then(|r| r.downcast_ref::<PyErr>()) {
+                // The callback's own exception, as it raised it.
+                Some(e) => Python::attach(|py| e.clone_ref(py)),
+                None => FxPayError::new_err((message,)),
+            }
+        }
+    }
+}
+
+/// Runs a synchronous piece of the binding, turning a panic into an `FxPayError`.
+pub fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> PyResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|payload| Err(panic_message(payload)))
+        .map_err(to_pyerr)
+}
+
+/// A panic payload as text.
+pub fn panic_message(payload: Box<dyn std::any::Any + Send>) -> Error {
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string());
+    Error::Internal(format!(
+        "internal error in fxpay (a Rust panic was caught): {text}"
+    ))
+}

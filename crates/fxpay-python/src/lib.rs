@@ -1,0 +1,34 @@
+//! The pyo3 layer: the only place that knows about Python.
+mod account;
+mod bridge;
+mod cassette;
+mod client;
+mod convert;
+mod errors;
+mod logging;
+mod model;
+mod models;
+mod sandbox;
+mod session;
+mod store;
+mod trace;
+mod webhook;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+#[pyo3(name = "_fxpay")]
+fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Importing starts no thread, runtime or socket: they start on first use (and anew in a
+    // forked child, which this hook lets fxpay notice).
+    fxpay_core::fork::watch();
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<client::CoreClient>()?;
+    m.add_class::<session::CoreUserSession>()?;
+    m.add_class::<sandbox::CoreSandbox>()?;
+    m.add_class::<cassette::CoreCassette>()?;
+    models::register(m)?;
+    m.add_function(wrap_pyfunction!(bridge::_raise_panic_for_test, m)?)?;
+    m.add_function(wrap_pyfunction!(webhook::parse_deal_created, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,130 @@
+//! DEBUG lines on Python's `fxpay` logger, one per attempt. The check whether DEBUG is on is
+//! made once per call, while the caller holds the GIL, so a quiet logger costs nothing later.
+use fxpay_core::transport::{AttemptLog, Observer};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex, PoisonError};
+
+static LOGGER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+const DEBUG: i32 = 10;
+
+fn logger(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    LOGGER
+        .get_or_try_init(py, || {
+            Ok::<_, PyErr>(
+                py.import("logging")?
+                    .call_method1("getLogger", ("fxpay",))?
+                    .unbind(),
+            )
+        })
+        .map(|l| l.bind(py))
+}
+
+/// One DEBUG line's arguments, owned.
+struct Line {
+    method: String,
+    path: String,
+    status: String,
+    attempt: u32,
+    ms: f64,
+    retry: String,
+}
+
+impl Line {
+    fn of(log: &AttemptLog<'_>) -> Self {
+        let status = match (&log.status, &log.error) {
+            (Some(s), _) => s.to_string(),
+            (None, Some(e)) => format!("error: {e}"),
+            (None, None) => "no answer".to_string(),
+        };
+        let retry = log
+            .retry_in
+            .map(|d| format!("; retrying in {:.0} ms", d.as_secs_f64() * 1000.0))
+            .unwrap_or_default();
+        Line {
+            method: log.method.to_string(),
+            path: log.path.to_string(),
+            status,
+            attempt: log.attempt,
+            ms: log.duration.as_secs_f64() * 1000.0,
+            retry,
+        }
+    }
+
+    fn emit(&self, py: Python<'_>) {
+        let Ok(logger) = logger(py) else { return };
+        let _ = logger.call_method1(
+            "debug",
+            (
+                "%s /v1%s -> %s (attempt %d, %.1f ms)%s",
+                &self.method,
+                &self.path,
+                &self.status,
+                self.attempt,
+                self.ms,
+                &self.retry,
+            ),
+        );
+    }
+}
+
+/// Logs each attempt as it ends, from whatever thread runs the call.
+struct PyLogObserver;
+
+impl Observer for PyLogObserver {
+    fn attempt(&self, log: &AttemptLog<'_>) {
+        let line = Line::of(log);
+        Python::attach(|py| line.emit(py))
+    }
+}
+
+/// Keeps the lines of a call made from inside another blocking call on the same thread (from
+/// a logging handler or an `on_token` callback): that call runs on the shared runtime while
+/// this thread waits, and logging from there could wait for a handler lock this thread holds.
+/// Its lines are written on this thread once it is over ([`flush_deferred`]).
+#[derive(Default)]
+struct DeferredLog(Mutex<Vec<Line>>);
+
+impl Observer for DeferredLog {
+    fn attempt(&self, log: &AttemptLog<'_>) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Line::of(log));
+    }
+}
+
+thread_local! {
+    static DEFERRED: RefCell<Vec<Arc<DeferredLog>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Writes the lines of the calls this thread made from inside another call.
+pub fn flush_deferred(py: Python<'_>) {
+    let pending = DEFERRED
+        .try_with(|d| std::mem::take(&mut *d.borrow_mut()))
+        .unwrap_or_default();
+    for deferred in pending {
+        let lines = std::mem::take(&mut *deferred.0.lock().unwrap_or_else(PoisonError::into_inner));
+        for line in lines {
+            line.emit(py);
+        }
+    }
+}
+
+/// An observer when the `fxpay` logger has DEBUG on, else None.
+pub fn observer(py: Python<'_>) -> Option<Arc<dyn Observer>> {
+    let enabled = logger(py)
+        .and_then(|l| l.call_method1(pyo3::intern!(py, "isEnabledFor"), (DEBUG,)))
+        .and_then(|r| r.extract::<bool>())
+        .unwrap_or(false);
+    if !enabled {
+        return None;
+    }
+    if fxpay_core::local_runtime::driving() {
+        let deferred = Arc::new(DeferredLog::default());
+        let _ = DEFERRED.try_with(|d| d.borrow_mut().push(deferred.clone()));
+        return Some(deferred);
+    }
+    Some(Arc::new(PyLogObserver))
+}

@@ -1,0 +1,455 @@
+//! The model classes of `fxpay._fxpay`, each around its core struct (see `model.rs` for what
+//! every class gets), and how core results become them.
+use super::convert::{instant_to_py, text_of, type_name};
+use super::errors::{to_pyerr, PyFieldError};
+use super::model::{install, into_py, pymodel, ModelClass, Nested, Raw};
+use fxpay_core::error::Error;
+use fxpay_core::models as core;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple};
+use serde_json::Value;
+use std::any::{Any, TypeId};
+
+pymodel! {
+    /// Fee-free deals of a client: ``total``, ``claimed`` and ``remaining``.
+    Freebies(core::Freebies) { money: true, raw: false } {}
+}
+
+pymodel! {
+    /// A currency quote: ``sell_amount`` is ``buy_amount`` at ``customer_rate``.
+    ///
+    /// Money and rates are exact ``Decimal``. ``fee``, ``fee_currency`` and ``freebies`` are
+    /// ``None`` when the service leaves them out (or sends ``null``); fields the service
+    /// adds are kept in ``raw``.
+    Quote(core::Quote) { money: true, raw: true } {}
+}
+
+pymodel! {
+    /// A postal address; ``country`` is an ISO 3166-1 alpha-2 code.
+    Address(core::Address) { money: false, raw: false } {}
+}
+
+pymodel! {
+    /// The beneficiary's bank account.
+    BankDetails(core::BankDetails) { money: false, raw: false } {}
+}
+
+pymodel! {
+    /// A payment recipient, as sent to ``Client.create_beneficiary``.
+    Beneficiary(core::Beneficiary) { money: false, raw: false } {}
+}
+
+pymodel! {
+    /// One recipient of a deal and the amount paid to it.
+    ///
+    /// ``amount`` accepts ``Decimal``, ``int``, ``str`` or a ``float`` (through its shortest
+    /// repr) and is kept as an exact ``Decimal``; zero, negative and non-finite amounts raise
+    /// :class:`fxpay.InvalidRequestError`.
+    DealBeneficiary(core::DealBeneficiary) { money: true, raw: false } {}
+}
+
+pymodel! {
+    /// A booked deal: the service's ``deal_id`` with the quote, funding source, channel and
+    /// beneficiaries it was booked with; ``raw`` is the service's answer.
+    Deal(core::Deal) { money: true, raw: true } {}
+}
+
+pymodel! {
+    /// An accepted spot deal; its outcome arrives in a ``DealCreated`` notification.
+    ///
+    /// Store ``callback_nonce`` next to ``process_id`` to verify that notification; ``repr``
+    /// never shows it.
+    SpotDeal(core::SpotDeal) { money: false, raw: true } {}
+}
+
+pymodel! {
+    /// Where to send the user's browser, with the state to check when it comes back and the
+    /// PKCE ``code_verifier`` to send with the code (``None`` without PKCE).
+    ///
+    /// ``to_dict()`` keeps every field, so ``AuthorizationRequest(**auth.to_dict())`` rebuilds
+    /// it after a trip through the user's session; ``repr`` shows none of the secrets.
+    AuthorizationRequest(core::AuthorizationRequest) { money: false, raw: false } {}
+}
+
+pymodel! {
+    /// An OAuth access token with its expiry (an aware ``datetime``). The token values never
+    /// show in ``repr``.
+    Token(core::Token) { money: false, raw: false } {
+        /// Whether the token's expiry has passed.
+        #[getter]
+        fn expired(&self) -> bool {
+            self.core.expires_at <= core::token::unix_now()
+        }
+
+        /// Rebuilds a token saved with :meth:`to_dict` (``expires_at`` as unix seconds, ISO
+        /// 8601 text or a ``datetime``; without it, ``expires_in`` from now).
+        ///
+        /// A ``d`` that is not a mapping is a ``TypeError``; a missing ``access_token`` or a
+        /// value that cannot be a token's is a :class:`fxpay.InvalidRequestError`.
+        #[classmethod]
+        fn from_dict(
+            cls: &Bound<'_, pyo3::types::PyType>,
+            d: &Bound<'_, PyAny>,
+        ) -> PyResult<Self> {
+            let _ = cls;
+            let core = token_from_dict(d)?;
+            Ok(<Self as ModelClass>::wrap(core, Raw::None))
+        }
+    }
+}
+
+pymodel! {
+    /// One error entry: ``error_code`` is ``<layer>:<component>:<number>`` when well formed,
+    /// and then ``layer``, ``component`` and ``number`` are its parts (else ``None``).
+    FieldError(core::FieldError) { money: false, raw: false } {
+        #[getter]
+        fn layer(&self) -> Option<&str> {
+            self.core.parts().map(|p| p.0)
+        }
+
+        #[getter]
+        fn component(&self) -> Option<&str> {
+            self.core.parts().map(|p| p.1)
+        }
+
+        #[getter]
+        fn number(&self) -> Option<u32> {
+            self.core.parts().map(|p| p.2)
+        }
+    }
+}
+
+pymodel! {
+    /// A verified ``DealCreated`` notification; ``raw`` is the whole JSON body.
+    DealCreated(core::DealCreated) { money: false, raw: true } {
+        /// Whether the deal was booked (``status == "success"``).
+        #[getter]
+        fn ok(&self) -> bool {
+            self.core.status == core::EventStatus::Success
+        }
+    }
+}
+
+/// Registers every model class.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    install::<Freebies>(m)?;
+    install::<Quote>(m)?;
+    install::<Address>(m)?;
+    install::<BankDetails>(m)?;
+    install::<Beneficiary>(m)?;
+    install::<DealBeneficiary>(m)?;
+    install::<Deal>(m)?;
+    install::<SpotDeal>(m)?;
+    install::<AuthorizationRequest>(m)?;
+    install::<Token>(m)?;
+    install::<FieldError>(m)?;
+    install::<DealCreated>(m)?;
+    super::account::register(m)
+}
+
+// -- nested models -------------------------------------------------------------------------
+
+/// The models that are fields of other models.
+pub struct NestedModels;
+
+fn wrap_py<'py, M: ModelClass>(py: Python<'py>, core: &M::Core) -> PyResult<Bound<'py, PyAny>>
+where
+    PyClassInitializer<M>: From<M>,
+{
+    Ok(into_py::<M>(py, core.clone(), Raw::None)?
+        .into_bound(py)
+        .into_any())
+}
+
+/// The core model inside a model object; anything else is a `TypeError` naming `name`.
+pub fn extract<M: ModelClass>(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<M::Core> {
+    match obj.cast::<M>() {
+        Ok(m) => Ok(m.get().core().clone()),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{name} must be a fxpay.{}, not {}",
+            <M::Core as core::Model>::NAME,
+            type_name(obj)
+        ))),
+    }
+}
+
+/// A sequence (not a str) of model objects.
+pub fn extract_list<M: ModelClass>(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<M::Core>> {
+    let model = <M::Core as core::Model>::NAME;
+    if obj.is_instance_of::<PyString>() || obj.cast::<pyo3::types::PySequence>().is_err() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be a sequence of fxpay.{model}, not {}",
+            type_name(obj)
+        )));
+    }
+    obj.try_iter()?
+        .enumerate()
+        .map(|(i, item)| extract::<M>(&item?, &format!("{name}[{i}]")))
+        .collect()
+}
+
+impl Nested for NestedModels {
+    fn to_py<'py>(py: Python<'py>, v: &dyn Any) -> Option<PyResult<Bound<'py, PyAny>>> {
+        if let Some(f) = v.downcast_ref::<core::Freebies>() {
+            return Some(wrap_py::<Freebies>(py, f));
+        }
+        if let Some(f) = v.downcast_ref::<Option<core::Freebies>>() {
+            return Some(match f {
+                Some(f) => wrap_py::<Freebies>(py, f),
+                None => Ok(py.None().into_bound(py)),
+            });
+        }
+        if let Some(a) = v.downcast_ref::<core::Address>() {
+            return Some(wrap_py::<Address>(py, a));
+        }
+        if let Some(b) = v.downcast_ref::<core::BankDetails>() {
+            return Some(wrap_py::<BankDetails>(py, b));
+        }
+        if let Some(list) = v.downcast_ref::<Vec<core::DealBeneficiary>>() {
+            let made = list.iter().map(|b| wrap_py::<DealBeneficiary>(py, b));
+            return Some(
+                made.collect::<PyResult<Vec<_>>>()
+                    .and_then(|l| Ok(PyTuple::new(py, l)?.into_any())),
+            );
+        }
+        if let Some(list) = v.downcast_ref::<Vec<core::FieldError>>() {
+            let made = list.iter().map(|e| wrap_py::<FieldError>(py, e));
+            return Some(
+                made.collect::<PyResult<Vec<_>>>()
+                    .and_then(|l| Ok(PyList::new(py, l)?.into_any())),
+            );
+        }
+        None
+    }
+
+    fn from_py(obj: &Bound<'_, PyAny>, name: &str, ty: TypeId) -> Option<PyResult<Box<dyn Any>>> {
+        fn boxed<T: Any>(r: PyResult<T>) -> PyResult<Box<dyn Any>> {
+            r.map(|v| Box::new(v) as Box<dyn Any>)
+        }
+        if ty == TypeId::of::<core::Freebies>() {
+            return Some(boxed(extract::<Freebies>(obj, name)));
+        }
+        if ty == TypeId::of::<Option<core::Freebies>>() {
+            let r = match obj.is_none() {
+                true => Ok(None),
+                false => extract::<Freebies>(obj, name).map(Some),
+            };
+            return Some(boxed(r));
+        }
+        if ty == TypeId::of::<core::Address>() {
+            return Some(boxed(extract::<Address>(obj, name)));
+        }
+        if ty == TypeId::of::<core::BankDetails>() {
+            return Some(boxed(extract::<BankDetails>(obj, name)));
+        }
+        if ty == TypeId::of::<Vec<core::DealBeneficiary>>() {
+            return Some(boxed(extract_list::<DealBeneficiary>(obj, name)));
+        }
+        if ty == TypeId::of::<Vec<core::FieldError>>() {
+            return Some(boxed(extract_list::<FieldError>(obj, name)));
+        }
+        None
+    }
+}
+
+// -- core results -> Python ----------------------------------------------------------------
+
+/// A quote read from the service, with its answer's JSON text (decoded into `raw` on use).
+pub fn quote_into_py(py: Python<'_>, q: core::Quote, raw_text: String) -> PyResult<Py<Quote>> {
+    into_py::<Quote>(py, q, Raw::Text(raw_text))
+}
+
+pub fn deal_into_py(py: Python<'_>, d: core::Deal, raw: Value) -> PyResult<Py<Deal>> {
+    into_py::<Deal>(py, d, Raw::Value(raw))
+}
+
+pub fn spot_deal_into_py(py: Python<'_>, s: core::SpotDeal, raw: Value) -> PyResult<Py<SpotDeal>> {
+    into_py::<SpotDeal>(py, s, Raw::Value(raw))
+}
+
+pub fn token_into_py(py: Python<'_>, t: core::Token) -> PyResult<Py<Token>> {
+    into_py::<Token>(py, t, Raw::None)
+}
+
+#[allow(dead_code)] // for client.rs, whose typed methods take and return these
+pub fn authorization_into_py(
+    py: Python<'_>,
+    a: core::AuthorizationRequest,
+) -> PyResult<Py<AuthorizationRequest>> {
+    into_py::<AuthorizationRequest>(py, a, Raw::None)
+}
+
+/// A `DealCreated` event with the body object it was parsed from (decoded into `raw` on use).
+pub fn deal_created_into_py(
+    py: Python<'_>,
+    ev: core::DealCreated,
+    body: Py<PyAny>,
+) -> PyResult<Py<DealCreated>> {
+    into_py::<DealCreated>(py, ev, Raw::Body(body))
+}
+
+pub fn field_error_into_py(py: Python<'_>, e: core::FieldError) -> PyResult<Py<FieldError>> {
+    into_py::<FieldError>(py, e, Raw::None)
+}
+
+/// A token as a Python object (for `on_token` callbacks and token stores).
+pub fn token<'py>(py: Python<'py>, t: &core::Token) -> PyResult<Bound<'py, PyAny>> {
+    Ok(token_into_py(py, t.clone())?.into_bound(py).into_any())
+}
+
+/// A `fxpay.Token` -> core token; anything else is a `TypeError` naming `token`.
+pub fn token_from_py(obj: &Bound<'_, PyAny>) -> PyResult<core::Token> {
+    extract::<Token>(obj, "token")
+}
+
+/// A `fxpay.Beneficiary` -> core beneficiary (`TypeError` naming `beneficiary` otherwise).
+#[allow(dead_code)] // for client.rs, whose typed methods take and return these
+pub fn beneficiary_from_py(obj: &Bound<'_, PyAny>) -> PyResult<core::Beneficiary> {
+    extract::<Beneficiary>(obj, "beneficiary")
+}
+
+/// A sequence of `fxpay.DealBeneficiary` -> core list (`TypeError` naming `beneficiaries`).
+#[allow(dead_code)] // for client.rs, whose typed methods take and return these
+pub fn deal_beneficiaries_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Vec<core::DealBeneficiary>> {
+    extract_list::<DealBeneficiary>(obj, "beneficiaries")
+}
+
+/// A `fxpay.AuthorizationRequest` -> core request (`TypeError` naming `auth`).
+#[allow(dead_code)] // for client.rs, whose typed methods take and return these
+pub fn authorization_from_py(obj: &Bound<'_, PyAny>) -> PyResult<core::AuthorizationRequest> {
+    extract::<AuthorizationRequest>(obj, "auth")
+}
+
+impl<'py> IntoPyObject<'py> for PyFieldError {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
+        Ok(field_error_into_py(py, self.0)?.into_bound(py).into_any())
+    }
+}
+
+/// What a core call hands back to Python.
+pub enum Out {
+    None,
+    Str(String),
+    /// A quote and its answer's JSON text (decoded into `raw` on first use).
+    Quote(Box<(core::Quote, String)>),
+    Deal(Box<(core::Deal, Value)>),
+    Spot(Box<(core::SpotDeal, Value)>),
+    Token(Box<core::Token>),
+    Accounts(Vec<core::VirtualAccount>),
+}
+
+impl<'py> IntoPyObject<'py> for Out {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
+        Ok(match self {
+            Out::None => py.None().into_bound(py),
+            Out::Str(s) => s.into_pyobject(py)?.into_any(),
+            Out::Quote(b) => quote_into_py(py, b.0, b.1)?.into_bound(py).into_any(),
+            Out::Deal(b) => deal_into_py(py, b.0, b.1)?.into_bound(py).into_any(),
+            Out::Spot(b) => spot_deal_into_py(py, b.0, b.1)?.into_bound(py).into_any(),
+            Out::Token(t) => token_into_py(py, *t)?.into_bound(py).into_any(),
+            Out::Accounts(list) => super::account::accounts_into_py(py, list)?
+                .into_pyobject(py)?
+                .into_any(),
+        })
+    }
+}
+
+// -- Token.from_dict -----------------------------------------------------------------------
+
+fn token_from_dict(d: &Bound<'_, PyAny>) -> PyResult<core::Token> {
+    let py = d.py();
+    let d = d.cast::<PyMapping>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "d must be a mapping such as Token.to_dict() gives, not {}",
+            type_name(d)
+        ))
+    })?;
+    let get = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+        match d.contains(key)? {
+            true => Ok(Some(d.get_item(key)?)),
+            false => Ok(None),
+        }
+    };
+    let Some(access_token) = get("access_token")? else {
+        return Err(to_pyerr(Error::invalid(
+            "d has no access_token: it is not a saved Token",
+        )));
+    };
+    let expires_in = match get("expires_in")? {
+        // A float count of seconds is taken whole, as servers that send one mean.
+        Some(v) if v.is_instance_of::<pyo3::types::PyFloat>() => {
+            let f: f64 = v.extract()?;
+            if !f.is_finite() {
+                return Err(to_pyerr(Error::invalid(format!(
+                    "d does not hold a valid token expiry: expires_in is {f}"
+                ))));
+            }
+            (f.trunc() as i128).into_pyobject(py)?.into_any()
+        }
+        Some(v) => v,
+        None => 0i64.into_pyobject(py)?.into_any(),
+    };
+    let expires_at = match get("expires_at")? {
+        Some(v) if v.is_instance_of::<pyo3::types::PyBool>() => {
+            return Err(PyTypeError::new_err(
+                "expires_at must be unix seconds, ISO 8601 text or a datetime, not bool",
+            ))
+        }
+        Some(v)
+            if v.is_instance_of::<pyo3::types::PyInt>()
+                || v.is_instance_of::<pyo3::types::PyFloat>() =>
+        {
+            let seconds: f64 = v.extract().map_err(|e| {
+                to_pyerr(Error::invalid(format!(
+                    "d does not hold a valid token expiry: {e}"
+                )))
+            })?;
+            if !seconds.is_finite() {
+                return Err(to_pyerr(Error::invalid(format!(
+                    "d does not hold a valid token expiry: expires_at is {seconds}"
+                ))));
+            }
+            instant_to_py(py, seconds)?
+        }
+        Some(v) if v.is_instance_of::<PyString>() => {
+            let text = text_of(v.cast::<PyString>()?, "expires_at")?;
+            let when = py
+                .import("datetime")?
+                .getattr("datetime")?
+                .call_method1("fromisoformat", (text,))
+                .map_err(|e| {
+                    to_pyerr(Error::invalid(format!(
+                        "d does not hold a valid token expiry: {}",
+                        e.value(py)
+                    )))
+                })?;
+            when
+        }
+        Some(v) if !v.is_none() => v,
+        _ => {
+            let n = super::convert::int(&expires_in, "expires_in", Error::InvalidRequest)?;
+            let seconds = core::token::unix_now() + n as f64;
+            instant_to_py(py, seconds)?
+        }
+    };
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("access_token", access_token)?;
+    kwargs.set_item(
+        "token_type",
+        get("token_type")?.unwrap_or_else(|| PyString::new(py, "Bearer").into_any()),
+    )?;
+    kwargs.set_item("expires_in", expires_in)?;
+    kwargs.set_item("expires_at", expires_at)?;
+    kwargs.set_item("refresh_token", get("refresh_token")?)?;
+    kwargs.set_item("scope", get("scope")?)?;
+    super::model::new::<Token>(&PyTuple::empty(py), Some(&kwargs))
+}

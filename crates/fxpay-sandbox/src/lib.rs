@@ -1,0 +1,385 @@
+//! The local sandbox: an embedded, stateful emulator of the whole service, served on
+//! loopback (axum on the caller's tokio runtime, state in memory, its own movable clock).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use fxpay_sandbox::{Sandbox, SandboxConfig};
+//! let sb = Sandbox::start(SandboxConfig::default()).await?;
+//! println!("{} {} {}", sb.base_url(), sb.client_id(), sb.client_secret());
+//! sb.advance(86_400.0);
+//! sb.shutdown();
+//! # Ok(()) }
+//! ```
+//!
+//! Files: `server.rs` (routes, connections, faults), `state.rs`, `clock.rs`, `oauth.rs`
+//! (token endpoint), `pages.rs` + `html.rs` (authorize/login/consent), `bearer.rs`,
+//! `quotes.rs` + `rates.rs`, `beneficiaries.rs`, `deals.rs`, `callbacks.rs`, `accounts.rs`,
+//! `faults.rs`, `stats.rs`, `errors.rs` (the error-code table), `openapi.rs` + `openapi.json`,
+//! `browser.rs` (`approve`), `body.rs` + `fields.rs` (input parsing), `ids.rs`, `admin.rs`
+//! (the admin API under `/_sandbox/`), `tls.rs` (https with a certificate made at start).
+mod accounts;
+mod admin;
+mod bearer;
+mod beneficiaries;
+mod body;
+mod browser;
+mod callbacks;
+mod clock;
+mod deals;
+pub mod errors;
+mod faults;
+mod fields;
+mod html;
+mod ids;
+mod oauth;
+mod openapi;
+mod pages;
+mod quotes;
+pub mod rates;
+mod server;
+mod state;
+mod stats;
+mod tls;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use faults::Action;
+use state::{lock, State, User};
+
+/// Where the sandbox listens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxConfig {
+    /// Interface to bind; default 127.0.0.1.
+    pub host: IpAddr,
+    /// Port; 0 picks a free one.
+    pub port: u16,
+    /// Serve https with a CA and a certificate made at start (`Sandbox::ca_bundle`).
+    pub tls: bool,
+    /// How long a request body may take to arrive in full once its headers are read
+    /// (default [`DEFAULT_BODY_TIMEOUT`]). A body still incomplete then is answered 408 and
+    /// its connection closed, so stalled uploads cannot hold the sandbox's connections.
+    pub body_timeout: Duration,
+}
+
+/// The default [`SandboxConfig::body_timeout`]: 10 seconds.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            tls: false,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+        }
+    }
+}
+
+/// Errors of the sandbox's own helpers (`approve`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    #[error("invalid URL: {0}")]
+    InvalidUrl(String),
+    #[error("HTTP request to the sandbox failed: {0}")]
+    Http(String),
+    #[error("the {step} step answered HTTP {status}: {message}")]
+    UnexpectedStatus {
+        step: &'static str,
+        status: u16,
+        message: String,
+    },
+    #[error("login failed: wrong username or password")]
+    LoginFailed,
+    #[error("the {0} page has no form")]
+    MissingForm(&'static str),
+    #[error("a redirect without a Location header")]
+    MissingLocation,
+}
+
+/// The registered https redirect URI of the default client.
+pub const DEFAULT_REDIRECT_URI: &str = "https://app.example.test/callback";
+/// The registered custom-scheme redirect URI of the default client (native apps).
+pub const DEFAULT_NATIVE_REDIRECT_URI: &str = "com.example.app:/oauth/callback";
+/// The sandbox user's name.
+pub const DEFAULT_USERNAME: &str = "sandbox-user";
+
+#[derive(Debug)]
+struct Inner {
+    state: Arc<State>,
+    addr: SocketAddr,
+    base_url: String,
+    client_id: String,
+    client_secret: String,
+    username: String,
+    password: String,
+    admin_token: String,
+    /// The TLS material of an https sandbox; dropping it removes the CA file.
+    tls: Option<tls::Tls>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown.send_replace(true);
+    }
+}
+
+/// A running sandbox. Cheap to clone; the server stops on `shutdown()` or when the last
+/// clone is dropped.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+fn base_url_of(addr: SocketAddr, https: bool) -> String {
+    let ip = match addr.ip() {
+        IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    let scheme = if https { "https" } else { "http" };
+    format!("{scheme}://{}", SocketAddr::new(ip, addr.port()))
+}
+
+impl Sandbox {
+    /// Binds and spawns the server on the current tokio runtime; returns once listening.
+    pub async fn start(config: SandboxConfig) -> std::io::Result<Sandbox> {
+        let listener = TcpListener::bind((config.host, config.port)).await?;
+        let addr = listener.local_addr()?;
+        let base_url = base_url_of(addr, config.tls);
+        let tls = if config.tls {
+            Some(tls::make(config.host)?)
+        } else {
+            None
+        };
+        let root = match &tls {
+            Some(t) => Some(
+                reqwest::Certificate::from_pem(t.ca_pem.as_bytes())
+                    .map_err(std::io::Error::other)?,
+            ),
+            None => None,
+        };
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(callbacks::DELIVERY_TIMEOUT)
+            .user_agent("fxpay-sandbox/0.1")
+            .build()
+            .map_err(std::io::Error::other)?;
+        let (tx, rx) = watch::channel(false);
+        let client_id = format!("sandbox-client-{}", ids::hex_tag(4));
+        let client_secret = ids::token();
+        let redirect_uris = [DEFAULT_REDIRECT_URI, DEFAULT_NATIVE_REDIRECT_URI];
+        let doc = openapi::bytes(&base_url, &client_id, &redirect_uris);
+        let mut st = State::new(http, rx.clone(), doc);
+        st.body_timeout = config.body_timeout;
+        let username = DEFAULT_USERNAME.to_owned();
+        let password = format!("pw-{}", ids::hex_tag(8));
+        st.users.insert(
+            username.clone(),
+            User {
+                password: password.clone(),
+                accounts: accounts::build("Sandbox User", &st.clock.now_rfc3339()),
+            },
+        );
+        let admin_token = ids::token();
+        let ca_bundle = tls
+            .as_ref()
+            .map(|t| t.ca_path.to_string_lossy().into_owned());
+        st.admin = state::Admin {
+            token: admin_token.clone(),
+            info: serde_json::json!({
+                "base_url": base_url,
+                "client_id": client_id,
+                "redirect_uri": DEFAULT_REDIRECT_URI,
+                "username": username,
+                "password": password,
+                "ca_bundle": ca_bundle,
+            }),
+            username: username.clone(),
+            password: password.clone(),
+            root,
+        };
+        let state = Arc::new(st);
+        state.register_client(&client_id, &client_secret, &redirect_uris);
+        let acceptor = tls.as_ref().map(|t| t.acceptor.clone());
+        tokio::spawn(server::serve(listener, state.clone(), rx, acceptor));
+        Ok(Sandbox {
+            inner: Arc::new(Inner {
+                state,
+                addr,
+                base_url,
+                client_id,
+                client_secret,
+                username,
+                password,
+                admin_token,
+                tls,
+                shutdown: tx,
+            }),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`, or `https://` with `tls` (no `/v1`).
+    pub fn base_url(&self) -> String {
+        self.inner.base_url.clone()
+    }
+
+    /// The bound socket address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.addr
+    }
+
+    pub fn client_id(&self) -> &str {
+        &self.inner.client_id
+    }
+
+    pub fn client_secret(&self) -> &str {
+        &self.inner.client_secret
+    }
+
+    /// A registered https redirect URI of the default client.
+    pub fn redirect_uri(&self) -> &str {
+        DEFAULT_REDIRECT_URI
+    }
+
+    pub fn username(&self) -> &str {
+        &self.inner.username
+    }
+
+    pub fn password(&self) -> &str {
+        &self.inner.password
+    }
+
+    /// The token of the admin API (`Authorization: Bearer <token>` under `/_sandbox/`).
+    pub fn admin_token(&self) -> &str {
+        &self.inner.admin_token
+    }
+
+    /// The CA file (PEM) an https sandbox's certificate chains to; `None` without `tls`.
+    pub fn ca_bundle(&self) -> Option<&std::path::Path> {
+        self.inner.tls.as_ref().map(|t| t.ca_path.as_path())
+    }
+
+    /// Forgets every quote, beneficiary, deal, delivery and fault; zeroes the counters.
+    pub fn reset(&self) {
+        self.inner.state.reset();
+    }
+
+    /// Registers (or replaces) an OAuth client.
+    pub fn register_client(&self, client_id: &str, client_secret: &str, redirect_uris: &[&str]) {
+        self.inner
+            .state
+            .register_client(client_id, client_secret, redirect_uris);
+    }
+
+    /// Drives login + consent over HTTP like a browser; returns the final redirect URL
+    /// (with `code`&`state`, or `error=access_denied`&`state`).
+    pub async fn approve(&self, auth_url: &str, allow: bool) -> Result<String, SandboxError> {
+        let root = self.inner.state.admin.root.as_ref();
+        browser::approve(
+            auth_url,
+            allow,
+            &self.inner.username,
+            &self.inner.password,
+            root,
+        )
+        .await
+    }
+
+    /// Moves the sandbox clock forward (non-positive or non-finite values are ignored).
+    pub fn advance(&self, seconds: f64) {
+        self.inner.state.clock.advance(seconds);
+    }
+
+    /// The sandbox clock, unix seconds.
+    pub fn now(&self) -> f64 {
+        self.inner.state.clock.now()
+    }
+
+    /// `Booked`, or `Paid` once 86400 s (sandbox clock) have passed since creation.
+    pub fn deal_status(&self, deal_id: &str) -> Option<String> {
+        self.inner.state.deal_status(deal_id)
+    }
+
+    /// Every deal booked, oldest first.
+    pub fn deals(&self) -> Vec<Value> {
+        self.inner.state.deals()
+    }
+
+    /// Every callback delivery attempt, in order.
+    pub fn deliveries(&self) -> Vec<Value> {
+        lock(&self.inner.state.deliveries).clone()
+    }
+
+    /// Request counters: `requests`, `token_requests`, `paths`, `tokens_issued`, deliveries, faults.
+    pub fn stats(&self) -> Value {
+        self.inner.state.stats_json()
+    }
+
+    /// The next `times` requests matching `path` answer `status` without being processed.
+    pub fn fail_next(&self, path: &str, status: u16, times: u32, retry_after: Option<u64>) {
+        self.inner.state.faults.add(
+            path,
+            Action::Fail {
+                status,
+                retry_after,
+            },
+            times,
+        );
+    }
+
+    /// The next request matching `path` loses its connection, before or after processing.
+    pub fn drop_next(&self, path: &str, after_processing: bool) {
+        self.inner
+            .state
+            .faults
+            .add(path, Action::Drop { after_processing }, 1);
+    }
+
+    /// The next request matching `path` waits `seconds` (real time) before processing.
+    pub fn delay_next(&self, path: &str, seconds: f64) {
+        self.inner
+            .state
+            .faults
+            .add(path, Action::Delay { seconds }, 1);
+    }
+
+    /// Stops accepting and ends every connection. Idempotent.
+    pub fn shutdown(&self) {
+        self.inner.shutdown.send_replace(true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_sync_clone<T: Send + Sync + Clone + 'static>() {}
+
+    #[test]
+    fn sandbox_is_shareable() {
+        send_sync_clone::<Sandbox>();
+        send_sync_clone::<SandboxError>();
+    }
+
+    #[test]
+    fn defaults_and_base_urls() {
+        let c = SandboxConfig::default();
+        assert_eq!(
+            (c.host, c.port, c.tls),
+            (IpAddr::V4(Ipv4Addr::LOCALHOST), 0, false)
+        );
+        assert_eq!(c.body_timeout, Duration::from_secs(10));
+        let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080);
+        assert_eq!(base_url_of(any, false), "http://127.0.0.1:8080");
+        let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 9);
+        assert_eq!(base_url_of(v6, true), "https://[::1]:9");
+    }
+}

@@ -1,0 +1,308 @@
+//! `GET /openapi.json`: the OpenAPI 3.1 description of the sandbox (`openapi.json`), with
+//! the currency and country enumerations filled in from the tables the sandbox validates with.
+use std::sync::Arc;
+
+use axum::extract::State as AxState;
+use axum::http::StatusCode;
+use axum::response::Response;
+use bytes::Bytes;
+use rust_decimal::Decimal;
+use serde_json::{json, Value};
+
+use super::errors::json_response;
+use super::rates;
+use super::state::State;
+
+const DOCUMENT: &str = include_str!("openapi.json");
+
+/// Every code `iso_currency` knows, sorted.
+pub fn iso_currencies() -> Vec<String> {
+    let mut out = Vec::new();
+    for a in b'A'..=b'Z' {
+        for b in b'A'..=b'Z' {
+            for c in b'A'..=b'Z' {
+                let code = String::from_utf8_lossy(&[a, b, c]).into_owned();
+                if iso_currency::Currency::from_code(&code).is_some() {
+                    out.push(code);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every ISO 3166-1 alpha-2 code, sorted.
+pub fn iso_countries() -> Vec<String> {
+    let mut out: Vec<String> = isocountry::CountryCode::iter()
+        .map(|c| c.alpha2().to_owned())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The smallest step of an amount in `code` (1, 0.01, 0.001) as a JSON number.
+fn step(code: &str) -> Value {
+    super::fields::number(&Decimal::new(1, rates::minor_units(code)))
+}
+
+/// One `QuoteRequest` branch per buy currency: other sell currencies, minor-unit steps.
+fn quote_branches() -> Value {
+    let all = rates::supported();
+    let branches: Vec<Value> = all
+        .iter()
+        .map(|buy| {
+            let others: Vec<&str> = all.iter().copied().filter(|c| c != buy).collect();
+            json!({"properties": {
+                "buyCurrency": {"const": buy},
+                "sellCurrency": {"enum": others},
+                "buyAmount": {"multipleOf": step(buy)},
+            }})
+        })
+        .collect();
+    Value::Array(branches)
+}
+
+/// The pricing table: each supported currency's value in US dollars, flat fee and minor units.
+fn rate_table() -> Value {
+    let rows: Vec<Value> = rates::supported()
+        .into_iter()
+        .map(|c| {
+            let usd = rates::usd_value(c).map_or(Value::Null, |v| super::fields::number(&v));
+            let fee = rates::flat_fee(c).map_or(Value::Null, |v| super::fields::number(&v));
+            json!({"currency": c, "usdValue": usd, "flatFee": fee, "minorUnits": rates::minor_units(c)})
+        })
+        .collect();
+    Value::Array(rows)
+}
+
+/// The document with enumerations, the default client and the server URL filled in.
+pub fn document(base_url: &str, client_id: &str, redirect_uris: &[&str]) -> Value {
+    let mut doc: Value = serde_json::from_str(DOCUMENT).unwrap_or_else(|_| json!({}));
+    if let Some(schemas) = doc.pointer_mut("/components/schemas") {
+        if let Some(s) = schemas.get_mut("QuoteRequest") {
+            s["anyOf"] = quote_branches();
+        }
+        if let Some(s) = schemas.get_mut("ClientId") {
+            s["enum"] = json!([client_id]);
+        }
+        if let Some(s) = schemas.get_mut("RedirectUri") {
+            s["enum"] = json!(redirect_uris);
+        }
+        if let Some(s) = schemas.get_mut("SupportedCurrency") {
+            s["enum"] = json!(rates::supported());
+        }
+        if let Some(s) = schemas.get_mut("CurrencyCode") {
+            s["enum"] = json!(iso_currencies());
+        }
+        if let Some(s) = schemas.get_mut("CountryCode") {
+            s["enum"] = json!(iso_countries());
+        }
+    }
+    doc["x-fxpay-rates"] = rate_table();
+    doc["servers"] = json!([{"url": base_url, "description": "this sandbox"}]);
+    doc
+}
+
+/// The serialized document.
+pub fn bytes(base_url: &str, client_id: &str, redirect_uris: &[&str]) -> Bytes {
+    Bytes::from(document(base_url, client_id, redirect_uris).to_string())
+}
+
+/// The handler.
+pub async fn serve(AxState(state): AxState<Arc<State>>) -> Response {
+    json_response(StatusCode::OK, state.openapi.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::errors::Field;
+
+    #[test]
+    fn document_parses_and_has_enums() {
+        let doc = document("http://127.0.0.1:1", "c1", &["https://a.test/cb"]);
+        let branches = doc["components"]["schemas"]["QuoteRequest"]["anyOf"]
+            .as_array()
+            .map(Vec::len);
+        assert_eq!(branches, Some(rates::supported().len()));
+        assert_eq!(
+            doc["components"]["schemas"]["ClientId"]["enum"],
+            json!(["c1"])
+        );
+        let jpy = &doc["components"]["schemas"]["QuoteRequest"]["anyOf"][5];
+        assert_eq!(jpy["properties"]["buyCurrency"]["const"], "JPY");
+        assert_eq!(
+            jpy["properties"]["buyAmount"]["multipleOf"].to_string(),
+            "1"
+        );
+        assert_eq!(doc["openapi"], "3.1.0");
+        let currencies = doc["components"]["schemas"]["CurrencyCode"]["enum"]
+            .as_array()
+            .map(Vec::len)
+            .unwrap_or(0);
+        assert!(currencies > 150);
+        let countries = doc["components"]["schemas"]["CountryCode"]["enum"]
+            .as_array()
+            .map(Vec::len)
+            .unwrap_or(0);
+        assert!(countries > 240);
+        assert!(iso_currencies().iter().any(|c| c == "JPY"));
+        let rates_served = doc["x-fxpay-rates"].as_array().map(Vec::len);
+        assert_eq!(rates_served, Some(rates::supported().len()));
+        let usd = &doc["x-fxpay-rates"][0];
+        assert_eq!(
+            (
+                usd["currency"].as_str(),
+                usd["flatFee"].to_string(),
+                usd["minorUnits"].as_u64()
+            ),
+            (Some("USD"), "5.00".to_owned(), Some(2))
+        );
+    }
+
+    /// The `x-fxpay-error-codes` extension lists exactly the codes `errors.rs` defines, with
+    /// the statuses and meanings of its tables, so the docs' "Sandbox rules" page (generated
+    /// from this document) cannot drift from the code.
+    #[test]
+    fn error_code_table_matches_errors_rs() {
+        let doc: Value = serde_json::from_str(DOCUMENT).unwrap_or(Value::Null);
+        let table = &doc["x-fxpay-error-codes"];
+        let listed: Vec<(String, String, String)> = table["codes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|e| {
+                        let status = match &e["status"] {
+                            Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        };
+                        (
+                            e["code"].as_str().unwrap_or("").to_owned(),
+                            status,
+                            e["meaning"].as_str().unwrap_or("").to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let source = include_str!("errors.rs");
+        // Every `pub const X: &str = "<code>";` of `errors::code`.
+        let mut consts: Vec<String> = source
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("pub const "))
+            .filter_map(|l| l.split('"').nth(1))
+            .map(str::to_owned)
+            .collect();
+        consts.sort();
+        let mut codes: Vec<String> = listed.iter().map(|(c, _, _)| c.clone()).collect();
+        codes.sort();
+        assert_eq!(consts, codes, "errors::code and x-fxpay-error-codes differ");
+        // Every row `//! | <code> | <status> | <meaning> |` of the doc tables in errors.rs.
+        let rows: Vec<Vec<String>> = source
+            .lines()
+            .filter_map(|l| l.strip_prefix("//! |"))
+            .map(|l| {
+                l.split(" | ")
+                    .map(|c| c.trim().trim_end_matches('|').trim().to_owned())
+                    .collect()
+            })
+            .collect();
+        let mut documented = 0;
+        for row in rows.iter().filter(|r| r.len() == 3 && r[0].contains(':')) {
+            let entry = listed.iter().find(|(c, _, _)| *c == row[0]);
+            assert_eq!(
+                entry,
+                Some(&(row[0].clone(), row[1].clone(), row[2].clone())),
+                "errors.rs documents {row:?}"
+            );
+            documented += 1;
+        }
+        assert!(documented >= 20, "only {documented} documented codes found");
+        // The field-validation numbers: the `Field` enum and its doc table.
+        let numbers: Vec<(u64, String)> = table["fieldValidation"]["numbers"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|e| {
+                        (
+                            e["number"].as_u64().unwrap_or(0),
+                            e["meaning"].as_str().unwrap_or("").to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let doc_rows: Vec<(u64, String)> = rows
+            .iter()
+            .filter(|r| r.len() == 2)
+            .filter_map(|r| Some((r[0].parse::<u64>().ok()?, r[1].clone())))
+            .collect();
+        assert_eq!(
+            numbers, doc_rows,
+            "Field table of errors.rs and x-fxpay-error-codes differ"
+        );
+        let enum_numbers: Vec<u64> = source
+            .lines()
+            .filter_map(|l| l.trim().strip_suffix(','))
+            .filter_map(|l| l.split(" = ").nth(1))
+            .filter_map(|n| n.parse::<u64>().ok())
+            .collect();
+        let listed_numbers: Vec<u64> = numbers.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            enum_numbers, listed_numbers,
+            "enum Field and x-fxpay-error-codes differ"
+        );
+        for n in [
+            Field::Required as u64,
+            Field::BadCallbackUrl as u64,
+            Field::OutOfRange as u64,
+        ] {
+            assert!(listed_numbers.contains(&n));
+        }
+    }
+
+    /// The numbers of `x-fxpay-rules` are the constants the sandbox runs with.
+    #[test]
+    fn rules_match_constants() {
+        use super::super::{body, callbacks, fields, state, DEFAULT_BODY_TIMEOUT};
+        let doc: Value = serde_json::from_str(DOCUMENT).unwrap_or(Value::Null);
+        let mut values = std::collections::HashMap::new();
+        for topic in doc["x-fxpay-rules"].as_array().into_iter().flatten() {
+            assert!(topic["topic"].is_string());
+            for rule in topic["rules"].as_array().into_iter().flatten() {
+                assert!(rule["rule"].as_str().is_some_and(|r| !r.is_empty()));
+                if let Some(key) = rule["key"].as_str() {
+                    values.insert(key.to_owned(), rule["value"].clone());
+                }
+            }
+        }
+        let backoff: Vec<f64> = callbacks::BACKOFF.iter().map(|d| d.as_secs_f64()).collect();
+        let expected = [
+            ("access_token_lifetime", json!(state::ACCESS_TTL)),
+            ("refresh_token_lifetime", json!(state::REFRESH_TTL)),
+            ("authorization_code_lifetime", json!(state::CODE_TTL as u64)),
+            ("consent_lifetime", json!(state::CONSENT_TTL as u64)),
+            ("deal_paid_after", json!(state::PAID_AFTER as u64)),
+            ("max_amount", json!(fields::MAX_AMOUNT)),
+            ("beneficiaries_min", json!(1)),
+            ("beneficiaries_max", json!(100)),
+            ("freebies", json!(state::FREEBIES)),
+            ("max_body_bytes", json!(body::MAX_BODY)),
+            ("body_timeout", json!(DEFAULT_BODY_TIMEOUT.as_secs())),
+            ("delivery_attempts", json!(callbacks::ATTEMPTS)),
+            ("delivery_backoff", json!(backoff)),
+            (
+                "delivery_timeout",
+                json!(callbacks::DELIVERY_TIMEOUT.as_secs()),
+            ),
+            ("admin_prefix", json!(super::super::admin::PREFIX)),
+            ("spread", json!(rates::SPREAD.to_string())),
+            ("rate_decimals", json!(rates::RATE_DP)),
+        ];
+        for (key, value) in &expected {
+            assert_eq!(values.get(*key), Some(value), "x-fxpay-rules {key}");
+        }
+        assert_eq!(values.len(), expected.len(), "a rule value no test checks");
+    }
+}
