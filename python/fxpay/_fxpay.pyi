@@ -4,9 +4,10 @@ import datetime
 import inspect
 from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
 from decimal import Decimal
-from typing import Any, ClassVar, Literal, final, overload
+from typing import Any, ClassVar, Literal, TypeVar, final, overload
 
 _Amount = Decimal | int | str | float
+_T = TypeVar("_T")
 
 __version__: str
 __all__ = [
@@ -436,6 +437,8 @@ class VirtualAccount(Mapping[str, Any]):
     def get(self, key: str, /) -> Any | None: ...
     @overload
     def get(self, key: str, default: Any, /) -> Any: ...
+    @overload
+    def get(self, key: str, default: _T, /) -> Any | _T: ...  # type: ignore[overload-cannot-match]  # as typeshed's Mapping.get
     def keys(self) -> KeysView[str]: ...
     def values(self) -> ValuesView[Any]: ...
     def items(self) -> ItemsView[str, Any]: ...

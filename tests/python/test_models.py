@@ -142,6 +142,12 @@ def test_a_wrong_type_names_the_field(name: str) -> None:
         cls()
 
 
+def test_equal_amounts_hash_alike() -> None:
+    assert fxpay.Freebies(1, "2.0", Decimal("3.00")) == fxpay.Freebies("1.0", 2, 3)
+    assert hash(fxpay.Freebies(1, "2.0", Decimal("3.00"))) == hash(fxpay.Freebies("1.0", 2, 3))
+    assert fxpay.Freebies(1, 2, 3) != fxpay.Freebies(1, 2, 4)
+
+
 def test_money_is_exact_and_counts_too() -> None:
     q = examples()["Quote"]
     assert type(q.buy_amount) is Decimal and str(q.buy_amount) == "1000.00" and str(q.customer_rate) == "1.523450"
@@ -191,7 +197,7 @@ def test_field_error_parts() -> None:
 
 def test_virtual_account_is_a_read_only_mapping() -> None:
     va = fxpay.VirtualAccount({"id": "va1", "currency": "USD", "balance": Decimal("1.50"), "tags": ["a"]})
-    assert isinstance(va, collections.abc.Mapping)
+    assert issubclass(fxpay.VirtualAccount, collections.abc.Mapping)
     assert va["currency"] == "USD" and va.get("nope") is None and va.get("nope", 1) == 1
     assert list(va) == list(va.keys()) == ["id", "currency", "balance", "tags"] and len(va) == 4 and "id" in va
     assert dict(va.items())["balance"] == Decimal("1.50") and va.raw == dict(va) == va.to_dict()
