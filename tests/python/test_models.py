@@ -8,6 +8,7 @@ import collections.abc
 import copy
 import datetime as dt
 import inspect
+import json
 import pickle
 from decimal import Decimal
 from typing import Any
@@ -219,3 +220,27 @@ def test_models_read_from_the_service(fxpay_client: fxpay.Client) -> None:
     assert back == q and back.raw == raw
     # A copy made by hand has no answer to keep.
     assert q.replace().raw == {} and q.replace() == q
+
+
+class _Keep:
+    """A token store that keeps what the client saves."""
+
+    def __init__(self) -> None:
+        self.saved: list[fxpay.Token] = []
+
+    def load(self, key: str) -> fxpay.Token | None:
+        return None
+
+    def save(self, key: str, token: fxpay.Token) -> None:
+        self.saved.append(token)
+
+
+def test_a_saved_token_equals_the_one_it_was_saved_from(fxpay_sandbox: Any) -> None:
+    # The core's expiry has sub-microsecond digits; a datetime (and so a store) keeps
+    # microseconds: the token read back still equals the one saved.
+    store = _Keep()
+    with fxpay.Client(fxpay_sandbox.client_id, fxpay_sandbox.client_secret, base_url=fxpay_sandbox.base_url, token_store=store) as c:
+        c.create_quote(buy_currency="USD", buy_amount="10", sell_currency="AUD")
+    [token] = store.saved
+    again = fxpay.Token.from_dict(json.loads(json.dumps(token.to_dict())))
+    assert again == token and hash(again) == hash(token)

@@ -47,7 +47,7 @@ fn lenient_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>
 crate::model! {
     /// An OAuth access token with the instant it expires (`expires_at`, unix seconds; an
     /// aware datetime in Python). The token values never show in `Debug` or `repr`.
-    #[derive(Clone, PartialEq, Serialize, Deserialize)]
+    #[derive(Clone, Serialize, Deserialize)]
     pub struct Token secret(access_token, refresh_token) {
         pub access_token: String,
         pub token_type: String,
@@ -58,13 +58,32 @@ crate::model! {
     }
 }
 
-/// By value, as `==` compares (the two zeros of `expires_at` hash alike).
+impl Token {
+    /// `expires_at` to the microsecond, as Python's `datetime` holds it: tokens compare and
+    /// hash by that, so a token that went through a `datetime` (a store, `Token.from_dict`)
+    /// equals the one it came from.
+    fn expires_at_micros(&self) -> i64 {
+        (self.expires_at * 1e6).round() as i64
+    }
+}
+
+impl PartialEq for Token {
+    fn eq(&self, other: &Self) -> bool {
+        self.access_token == other.access_token
+            && self.token_type == other.token_type
+            && self.expires_in == other.expires_in
+            && self.expires_at_micros() == other.expires_at_micros()
+            && self.refresh_token == other.refresh_token
+            && self.scope == other.scope
+    }
+}
+
 impl std::hash::Hash for Token {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.access_token.hash(state);
         self.token_type.hash(state);
         self.expires_in.hash(state);
-        (self.expires_at + 0.0).to_bits().hash(state);
+        self.expires_at_micros().hash(state);
         self.refresh_token.hash(state);
         self.scope.hash(state);
     }
@@ -162,6 +181,20 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn tokens_compare_to_the_microsecond() {
+        let t = |at: f64| Token {
+            access_token: "a".into(),
+            token_type: "Bearer".into(),
+            expires_in: 60,
+            expires_at: at,
+            refresh_token: None,
+            scope: None,
+        };
+        assert_eq!(t(1_795_000_000.123_456_2), t(1_795_000_000.123_456));
+        assert_ne!(t(1_795_000_000.123_457), t(1_795_000_000.123_456));
     }
 
     #[test]
