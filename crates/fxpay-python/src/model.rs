@@ -3,7 +3,7 @@
 //! be left out, which are secret). Nothing here names a field.
 //!
 //! A model class wraps its core struct. Building one from a core result only moves the
-//! struct in; the Python values of its fields are made on first access and kept. Its
+//! struct in; the Python value of each field is made on its first access and kept. Its
 //! attributes are data descriptors ([`Field`]) put on the class at import, one per field
 //! of the core struct; `__match_args__` and `__signature__` come from the same list.
 //!
@@ -69,15 +69,16 @@ pub enum Raw {
 
 /// The per-instance caches of a model class.
 pub struct Slots {
-    values: PyOnceLock<Py<PyTuple>>,
+    /// Each field's Python value, once made.
+    values: Box<[PyOnceLock<Py<PyAny>>]>,
     raw: PyOnceLock<Py<PyAny>>,
     source: Raw,
 }
 
 impl Slots {
-    pub fn new(source: Raw) -> Self {
+    pub fn new(source: Raw, fields: usize) -> Self {
         Slots {
-            values: PyOnceLock::new(),
+            values: (0..fields).map(|_| PyOnceLock::new()).collect(),
             raw: PyOnceLock::new(),
             source,
         }
@@ -164,35 +165,60 @@ pub fn field_from_py<N: Nested, T: FieldType>(obj: &Bound<'_, PyAny>, name: &str
     })
 }
 
-/// Every field's Python value, in order.
-struct Values<'py, N> {
+/// One field's Python value (the visit passes over the others).
+struct One<'py, N> {
     py: Python<'py>,
-    out: Vec<Bound<'py, PyAny>>,
+    want: usize,
+    at: usize,
+    out: Option<Bound<'py, PyAny>>,
     nested: std::marker::PhantomData<N>,
 }
 
-impl<N: Nested> Visit for Values<'_, N> {
+impl<N: Nested> Visit for One<'_, N> {
     type Error = PyErr;
     fn field<T: FieldType>(&mut self, _name: &'static str, value: &T) -> PyResult<()> {
-        self.out.push(field_to_py::<N, T>(self.py, value)?);
+        if self.at == self.want {
+            self.out = Some(field_to_py::<N, T>(self.py, value)?);
+        }
+        self.at += 1;
         Ok(())
     }
 }
 
-/// The fields' Python values, made on first use and kept.
-pub fn values<'py, M: ModelClass>(slf: &Bound<'py, M>) -> PyResult<Bound<'py, PyTuple>> {
+/// A field's Python value, made on first use and kept (reading one field makes only it).
+pub fn field_value<'py, M: ModelClass>(
+    slf: &Bound<'py, M>,
+    index: usize,
+) -> PyResult<Bound<'py, PyAny>> {
     let py = slf.py();
     let m = slf.get();
-    let t = m.slots().values.get_or_try_init(py, || {
-        let mut v = Values::<M::Nested> {
+    let missing = || {
+        to_pyerr(Error::Internal(format!(
+            "{} has no field {index}",
+            M::Core::NAME
+        )))
+    };
+    let cell = m.slots().values.get(index).ok_or_else(missing)?;
+    let v = cell.get_or_try_init(py, || {
+        let mut one = One::<M::Nested> {
             py,
-            out: Vec::with_capacity(M::Core::FIELDS.len()),
+            want: index,
+            at: 0,
+            out: None,
             nested: std::marker::PhantomData,
         };
-        m.core().visit(&mut v)?;
-        Ok::<_, PyErr>(PyTuple::new(py, v.out)?.unbind())
+        m.core().visit(&mut one)?;
+        one.out.map(Bound::unbind).ok_or_else(missing)
     })?;
-    Ok(t.bind(py).clone())
+    Ok(v.bind(py).clone())
+}
+
+/// Every field's Python value, in order.
+pub fn values<'py, M: ModelClass>(slf: &Bound<'py, M>) -> PyResult<Bound<'py, PyTuple>> {
+    let list = (0..M::Core::FIELDS.len())
+        .map(|i| field_value(slf, i))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyTuple::new(slf.py(), list)
 }
 
 // -- construction from Python --------------------------------------------------------------
@@ -440,7 +466,7 @@ fn get_field<'py, M: ModelClass>(
     obj: &Bound<'py, PyAny>,
     index: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
-    values(obj.cast::<M>()?)?.get_item(index)
+    field_value(obj.cast::<M>()?, index)
 }
 
 #[pymethods]
@@ -595,7 +621,8 @@ macro_rules! pymodel {
                 &self.slots
             }
             fn wrap(core: $core, raw: super::model::Raw) -> Self {
-                $name { core, slots: super::model::Slots::new(raw) }
+                let fields = <$core as fxpay_core::models::Model>::FIELDS.len();
+                $name { core, slots: super::model::Slots::new(raw, fields) }
             }
         }
 
