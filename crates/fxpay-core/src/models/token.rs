@@ -63,7 +63,11 @@ impl Token {
     /// hash by that, so a token that went through a `datetime` (a store, `Token.from_dict`)
     /// equals the one it came from.
     fn expires_at_micros(&self) -> i64 {
-        (self.expires_at * 1e6).round() as i64
+        // As CPython's `datetime.fromtimestamp` rounds: the fraction of the second, in
+        // microseconds, to the nearest (ties to even).
+        let whole = self.expires_at.trunc();
+        let micros = ((self.expires_at - whole) * 1e6).round_ties_even();
+        (whole as i64) * 1_000_000 + micros as i64
     }
 }
 
@@ -195,6 +199,8 @@ mod tests {
         };
         assert_eq!(t(1_795_000_000.123_456_2), t(1_795_000_000.123_456));
         assert_ne!(t(1_795_000_000.123_457), t(1_795_000_000.123_456));
+        // Ties to even, on the fraction of the second (as `datetime` rounds).
+        assert_eq!(t(1_795_000_000.000_000_5), t(1_795_000_000.0));
     }
 
     #[test]
