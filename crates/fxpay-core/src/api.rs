@@ -128,13 +128,7 @@ impl Client {
             .await?;
         let raw = parse_body(&resp)?;
         let deal_id = id_field(&raw, "dealId", &resp)?;
-        Ok((
-            Deal {
-                deal_id,
-                request: req,
-            },
-            raw,
-        ))
+        Ok((Deal::booked(deal_id, req), raw))
     }
 
     pub async fn create_spot_deal(

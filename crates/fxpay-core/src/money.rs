@@ -14,6 +14,16 @@ pub const MAX_SIGNIFICANT_DIGITS: usize = 28;
 /// decimal places) for a `Decimal`, is an [`Error::InvalidRequest`]. Trailing zeros are
 /// kept as written (`"0.10"` stays `0.10`) when they fit, and all dropped when they do not.
 pub fn parse_amount(field: &str, text: &str) -> Result<Decimal> {
+    parse_number(field, text, false)
+}
+
+/// Parses a decimal number exactly, as [`parse_amount`] does, but of any sign: the rates,
+/// fees and counts of a model built by hand.
+pub fn parse_exact(field: &str, text: &str) -> Result<Decimal> {
+    parse_number(field, text, true)
+}
+
+fn parse_number(field: &str, text: &str, any_sign: bool) -> Result<Decimal> {
     let t = text.trim();
     let lower = t.to_ascii_lowercase();
     if lower.contains("nan") || lower.contains("inf") {
@@ -29,7 +39,7 @@ pub fn parse_amount(field: &str, text: &str) -> Result<Decimal> {
         ))
     };
     let parts = Parts::parse(t).ok_or_else(not_a_number)?;
-    if parts.negative || parts.digits.bytes().all(|b| b == b'0') {
+    if !any_sign && (parts.negative || parts.digits.bytes().all(|b| b == b'0')) {
         return Err(Error::invalid(format!(
             "{field} must be greater than zero, got {}",
             shown(t)

@@ -39,7 +39,7 @@ fn every_seed_is_handled_and_valid_seeds_parse() {
         let result = result.unwrap_or_else(|_| panic!("{name}: the parser panicked"));
         if name.starts_with("valid-") {
             valid += 1;
-            let ev = result.unwrap_or_else(|e| panic!("{name}: refused: {e}"));
+            let (ev, _raw) = result.unwrap_or_else(|e| panic!("{name}: refused: {e}"));
             assert!(fxpay_core::webhook::is_uuid(&ev.process_id), "{name}");
         } else if name.starts_with("bad-") {
             bad += 1;

@@ -117,12 +117,7 @@ where
     }
 }
 
-/// Runs a synchronous piece of the binding, turning a panic into an `FxPayError`.
-pub fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> PyResult<T> {
-    std::panic::catch_unwind(AssertUnwindSafe(f))
-        .unwrap_or_else(|payload| Err(panic_message(payload)))
-        .map_err(to_pyerr)
-}
+pub use super::errors::guard;
 
 /// Hands a future that is already panic-guarded to pyo3-async-runtimes: the path for event
 /// loops that cannot watch a file descriptor (Windows' proactor loop).

@@ -6,8 +6,11 @@ use super::bridge::{block, guard};
 use super::call::{call, ready};
 use super::cassette::CoreCassette;
 use super::convert::{amount_text, int, opt_text, text, type_name};
-use super::errors::to_pyerr;
-use super::models::{token_from_py, Out};
+use super::errors::{closed_error, to_pyerr};
+use super::models::{
+    authorization_from_py, authorization_into_py, beneficiary_from_py, deal_beneficiaries_from_py,
+    token_from_py, Out,
+};
 use super::session::{on_token_callback, UserSession};
 use super::store::PyTokenStore;
 use super::trace::observer;
@@ -17,12 +20,12 @@ use fxpay_core::auth::TokenStore;
 use fxpay_core::cassette::Cassette;
 use fxpay_core::config::ClientConfig;
 use fxpay_core::error::Error;
-use fxpay_core::models::{Beneficiary, DealBeneficiary, DealRequest, QuoteRequest};
+use fxpay_core::models::{Beneficiary, DealRequest, QuoteRequest};
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -48,10 +51,6 @@ struct Open {
     core: Core,
     store: Option<Arc<dyn TokenStore>>,
     cassette: Option<Arc<Cassette>>,
-}
-
-pub fn closed_error(what: &str) -> PyErr {
-    to_pyerr(Error::config(format!("this {what} is closed")))
 }
 
 impl Client {
@@ -100,47 +99,9 @@ where
     })
 }
 
-/// A model class of `fxpay` by name (the public one, wherever it is defined).
-fn fxpay_class<'py>(
-    py: Python<'py>,
-    cell: &'static PyOnceLock<Py<PyType>>,
-    name: &str,
-) -> PyResult<&'py Bound<'py, PyType>> {
-    cell.get_or_try_init(py, || {
-        Ok::<_, PyErr>(
-            py.import("fxpay")?
-                .getattr(name)?
-                .cast_into::<PyType>()?
-                .unbind(),
-        )
-    })
-    .map(|c| c.bind(py))
-}
-
-static BENEFICIARY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static DEAL_BENEFICIARY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static AUTHORIZATION_REQUEST: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static JSON_DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
 /// A `fxpay.Beneficiary` as the core's; anything else is a `TypeError`.
 fn beneficiary(b: &Bound<'_, PyAny>) -> PyResult<Beneficiary> {
-    let py = b.py();
-    if !b.is_instance(fxpay_class(py, &BENEFICIARY, "Beneficiary")?)? {
-        return Err(PyTypeError::new_err(format!(
-            "beneficiary must be a fxpay.Beneficiary, not {}",
-            type_name(b)
-        )));
-    }
-    // Its wire form carries no amounts; the core checks the values.
-    let dumps = JSON_DUMPS.get_or_try_init(py, || {
-        Ok::<_, PyErr>(py.import("json")?.getattr("dumps")?.unbind())
-    })?;
-    let wire = dumps
-        .bind(py)
-        .call1((b.call_method0(intern!(py, "to_dict"))?,))?;
-    let wire = text(&wire, "beneficiary")?;
-    serde_json::from_str(&wire)
-        .map_err(|e| to_pyerr(Error::invalid(format!("the beneficiary is not valid: {e}"))))
+    beneficiary_from_py(b)
 }
 
 /// A deal's arguments as the core's request; `beneficiaries` must be a sequence (list,
@@ -151,42 +112,10 @@ fn deal_request(
     beneficiaries: &Bound<'_, PyAny>,
     channel: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<DealRequest> {
-    let py = beneficiaries.py();
     let quote_id = text(quote_id, "quote_id")?;
     let funding_source = text(funding_source, "funding_source")?;
     let channel = opt_text(channel, "channel")?;
-    let is_sequence = beneficiaries.is_instance_of::<PyList>()
-        || beneficiaries.is_instance_of::<PyTuple>()
-        || (!beneficiaries.is_instance_of::<PyString>()
-            && !beneficiaries.is_instance_of::<PyBytes>()
-            && beneficiaries.cast::<pyo3::types::PySequence>().is_ok());
-    if !is_sequence {
-        return Err(PyTypeError::new_err(format!(
-            "beneficiaries must be a sequence of fxpay.DealBeneficiary, not {}",
-            type_name(beneficiaries)
-        )));
-    }
-    let cls = fxpay_class(py, &DEAL_BENEFICIARY, "DealBeneficiary")?;
-    let mut list = Vec::new();
-    for (i, b) in beneficiaries.try_iter()?.enumerate() {
-        let b = b?;
-        if !b.is_instance(cls)? {
-            return Err(PyTypeError::new_err(format!(
-                "beneficiaries[{i}] must be a fxpay.DealBeneficiary, not {}",
-                type_name(&b)
-            )));
-        }
-        let field = format!("beneficiaries[{i}].amount");
-        let amount = amount_text(&field, &b.getattr(intern!(py, "amount"))?)?;
-        let field_text =
-            |name: &str| text(&b.getattr(name)?, &format!("beneficiaries[{i}].{name}"));
-        list.push(DealBeneficiary {
-            beneficiary_id: field_text("beneficiary_id")?,
-            amount: guard(|| fxpay_core::money::parse_amount(&field, &amount))?,
-            pay_reason: field_text("pay_reason")?,
-            pay_reference: field_text("pay_reference")?,
-        });
-    }
+    let list = deal_beneficiaries_from_py(beneficiaries)?;
     Ok(DealRequest {
         quote_id,
         funding_source,
@@ -197,29 +126,7 @@ fn deal_request(
 
 /// A `fxpay.AuthorizationRequest` as the core's; anything else is a `TypeError`.
 fn authorization_request(auth: &Bound<'_, PyAny>) -> PyResult<AuthorizationRequest> {
-    let py = auth.py();
-    if !auth.is_instance(fxpay_class(
-        py,
-        &AUTHORIZATION_REQUEST,
-        "AuthorizationRequest",
-    )?)? {
-        return Err(PyTypeError::new_err(format!(
-            "auth must be a fxpay.AuthorizationRequest, not {}",
-            type_name(auth)
-        )));
-    }
-    Ok(AuthorizationRequest {
-        url: text(&auth.getattr(intern!(py, "url"))?, "auth.url")?,
-        state: text(&auth.getattr(intern!(py, "state"))?, "auth.state")?,
-        redirect_uri: text(
-            &auth.getattr(intern!(py, "redirect_uri"))?,
-            "auth.redirect_uri",
-        )?,
-        code_verifier: opt_text(
-            Some(&auth.getattr(intern!(py, "code_verifier"))?),
-            "auth.code_verifier",
-        )?,
-    })
+    authorization_from_py(auth)
 }
 
 /// An amount argument's text: a `Decimal`, `int` (not a `bool`), `str` or `float`; anything
@@ -750,12 +657,7 @@ impl Client {
             pkce,
         };
         let a = guard(|| core.core.authorization_url(&params))?;
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("url", a.url)?;
-        kwargs.set_item("state", a.state)?;
-        kwargs.set_item("redirect_uri", a.redirect_uri)?;
-        kwargs.set_item("code_verifier", a.code_verifier)?;
-        fxpay_class(py, &AUTHORIZATION_REQUEST, "AuthorizationRequest")?.call((), Some(&kwargs))
+        Ok(authorization_into_py(py, a)?.into_bound(py).into_any())
     }
 
     /// Checks the callback (state, ``error=``) and trades its code (and PKCE verifier) for a

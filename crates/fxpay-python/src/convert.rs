@@ -1,10 +1,10 @@
 //! Values between Python and the core: JSON values with exact Decimals, and amounts.
-use super::bridge::guard;
+use super::errors::to_pyerr;
 use fxpay_core::error::Error;
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
+use pyo3::types::{IntoPyDict, PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
 use rust_decimal::Decimal;
 use serde_json::Value;
 
@@ -40,7 +40,7 @@ pub fn opt_text(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<S
 pub fn text_of(s: &Bound<'_, PyString>, what: &str) -> PyResult<String> {
     match s.to_str() {
         Ok(t) => Ok(t.to_owned()),
-        Err(_) => Err(super::errors::to_pyerr(Error::invalid(format!(
+        Err(_) => Err(to_pyerr(Error::invalid(format!(
             "{what} holds a lone surrogate: it is not valid Unicode text"
         )))),
     }
@@ -58,9 +58,9 @@ pub fn int(obj: &Bound<'_, PyAny>, name: &str, out_of_range: fn(String) -> Error
     }
     match obj.extract::<i64>() {
         Ok(v) => Ok(v),
-        Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => Err(super::errors::to_pyerr(
-            out_of_range(format!("{name} is out of range")),
-        )),
+        Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => {
+            Err(to_pyerr(out_of_range(format!("{name} is out of range"))))
+        }
         Err(e) => Err(e),
     }
 }
@@ -102,6 +102,94 @@ pub fn object_to_py<'py>(
     Ok(dict)
 }
 
+/// A Python value as JSON, numbers exact: `None`, `bool`, `int`, `float` (its shortest
+/// repr), `Decimal`, `str`, lists and tuples, and mappings with `str` keys. Another type is
+/// a `TypeError` naming `name` (with the path inside it); a value JSON cannot hold (NaN, a
+/// lone surrogate) an `InvalidRequestError`.
+pub fn py_to_value(obj: &Bound<'_, PyAny>, name: &str, top: bool) -> PyResult<Value> {
+    let number = |text: String| -> PyResult<Value> {
+        serde_json::from_str::<serde_json::Number>(&text)
+            .map(Value::Number)
+            .map_err(|_| {
+                to_pyerr(Error::invalid(format!(
+                    "{name} is not a JSON number: {text}"
+                )))
+            })
+    };
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        return number(obj.str()?.to_string());
+    }
+    if obj.is_instance_of::<PyFloat>() {
+        return number(obj.repr()?.to_string());
+    }
+    if obj.is_instance(decimal_class(obj.py())?)? {
+        return number(obj.str()?.to_string());
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Value::String(text_of(s, name)?));
+    }
+    if let Ok(m) = obj.cast::<pyo3::types::PyMapping>() {
+        let mut out = serde_json::Map::new();
+        for item in m.items()?.iter() {
+            let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+            let key = match k.cast::<PyString>() {
+                Ok(k) => text_of(k, name)?,
+                Err(_) => {
+                    return Err(PyTypeError::new_err(format!(
+                        "{name} must have str keys, not {}",
+                        type_name(&k)
+                    )))
+                }
+            };
+            let value = py_to_value(&v, &format!("{name}[{key:?}]"), false)?;
+            out.insert(key, value);
+        }
+        return Ok(Value::Object(out));
+    }
+    if !top && (obj.is_instance_of::<PyList>() || obj.is_instance_of::<pyo3::types::PyTuple>()) {
+        let items = obj
+            .try_iter()?
+            .enumerate()
+            .map(|(i, item)| py_to_value(&item?, &format!("{name}[{i}]"), false))
+            .collect::<PyResult<Vec<_>>>()?;
+        return Ok(Value::Array(items));
+    }
+    let what = if top { "a mapping" } else { "a JSON value" };
+    Err(PyTypeError::new_err(format!(
+        "{name} must be {what}, not {}",
+        type_name(obj)
+    )))
+}
+
+/// A model's wire form as Python objects: like [`value_to_py`], but every number is a
+/// `Decimal` (the numbers of a model with money are its amounts, rates and counts).
+pub fn wire_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        Value::Number(n) => decimal_class(py)?.call1((n.as_str(),))?,
+        Value::Array(a) => {
+            let list = PyList::empty(py);
+            for item in a {
+                list.append(wire_to_py(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(o) => {
+            let dict = PyDict::new(py);
+            for (k, item) in o {
+                dict.set_item(k, wire_to_py(py, item)?)?;
+            }
+            dict.into_any()
+        }
+        other => value_to_py(py, other)?,
+    })
+}
+
 /// Python refuses `int(text)` beyond 4300 digits (its default `int_max_str_digits`).
 const MAX_INT_DIGITS: usize = 4000;
 
@@ -126,7 +214,7 @@ pub fn decimal_to_py<'py>(py: Python<'py>, d: &Decimal) -> PyResult<Bound<'py, P
 /// The text of an amount given as `Decimal`, `int`, `str` or `float` (its shortest repr).
 pub fn amount_text(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
     if value.is_instance_of::<PyBool>() {
-        return Err(super::errors::to_pyerr(Error::invalid(format!(
+        return Err(to_pyerr(Error::invalid(format!(
             "{field} must be a number, not a bool"
         ))));
     }
@@ -138,7 +226,7 @@ pub fn amount_text(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
         // for an exact Decimal anyway, so such an int is refused without being written out.
         let bits: u64 = value.call_method0("bit_length")?.extract()?;
         if bits > 96 {
-            return Err(super::errors::to_pyerr(Error::invalid(format!(
+            return Err(to_pyerr(Error::invalid(format!(
                 "{field} cannot be held exactly: an amount is below 7.9e28 \
                  (it is refused, never rounded), got an int of {bits} bits"
             ))));
@@ -148,20 +236,71 @@ pub fn amount_text(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
     if value.is_instance_of::<PyString>() || value.is_instance(decimal_class(value.py())?)? {
         return Ok(value.str()?.to_string());
     }
-    Err(super::errors::to_pyerr(Error::invalid(format!(
+    Err(to_pyerr(Error::invalid(format!(
         "{field} must be a Decimal, int, str or float, got {}",
         value.get_type().name()?
     ))))
 }
 
-/// Parses an amount: positive, finite, exact. Returns it as a `Decimal`.
-#[pyfunction]
-pub fn parse_amount<'py>(
-    py: Python<'py>,
-    field: &str,
-    value: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
+/// A number given as `Decimal`, `int`, `str` or `float` (its shortest repr), kept exactly
+/// (of any sign; NaN, infinities and values a `Decimal` of the core cannot hold are an
+/// `InvalidRequestError` naming `field`).
+pub fn decimal_from_py(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Decimal> {
     let text = amount_text(field, value)?;
-    let d = guard(|| fxpay_core::money::parse_amount(field, &text))?;
-    decimal_to_py(py, &d)
+    to_pyerr_result(fxpay_core::money::parse_exact(field, &text))
+}
+
+fn to_pyerr_result<T>(r: Result<T, Error>) -> PyResult<T> {
+    r.map_err(to_pyerr)
+}
+
+static DATETIME: PyOnceLock<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
+
+/// `datetime.datetime`, its `fromtimestamp` and `timezone.utc`, looked up once.
+fn datetime(py: Python<'_>) -> PyResult<&(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
+    DATETIME.get_or_try_init(py, || {
+        let dt = py.import("datetime")?;
+        let cls = dt.getattr("datetime")?;
+        Ok::<_, PyErr>((
+            cls.getattr("fromtimestamp")?.unbind(),
+            dt.getattr("timezone")?.getattr("utc")?.unbind(),
+            cls.unbind(),
+        ))
+    })
+}
+
+/// Unix seconds as an aware (UTC) `datetime`.
+pub fn instant_to_py(py: Python<'_>, seconds: f64) -> PyResult<Bound<'_, PyAny>> {
+    let (fromts, utc, _) = datetime(py)?;
+    fromts.bind(py).call1((seconds, utc.bind(py))).map_err(|e| {
+        to_pyerr(Error::invalid(format!(
+            "{seconds} is not an instant a datetime can hold: {e}"
+        )))
+    })
+}
+
+/// A `datetime` as unix seconds (a naive one is taken as UTC). Anything else is a
+/// `TypeError` naming `name`.
+pub fn instant_from_py(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
+    let py = obj.py();
+    let (_, utc, cls) = datetime(py)?;
+    if !obj.is_instance(cls.bind(py))? {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be a datetime, not {}",
+            type_name(obj)
+        )));
+    }
+    let aware = if obj.getattr("tzinfo")?.is_none() {
+        obj.call_method(
+            "replace",
+            (),
+            Some(&[("tzinfo", utc.bind(py))].into_py_dict(py)?),
+        )?
+    } else {
+        obj.clone()
+    };
+    aware
+        .call_method0("timestamp")
+        .and_then(|t| t.extract())
+        .map_err(|e| to_pyerr(Error::invalid(format!("{name} is out of range: {e}"))))
 }

@@ -22,18 +22,10 @@ pyo3::import_exception!(fxpay.errors, WebhookVerificationError);
 pyo3::import_exception!(fxpay.errors, WebhookPayloadError);
 pyo3::import_exception!(fxpay.errors, CassetteMismatchError);
 
-/// A `FieldError` on its way to Python.
+/// A `FieldError` on its way to Python, as an entry of `ApiError.errors`. It becomes a
+/// `fxpay.FieldError` where that class is declared (`IntoPyObject` in `models.rs`), so this
+/// file needs no model.
 pub struct PyFieldError(pub FieldError);
-
-impl<'py> IntoPyObject<'py> for PyFieldError {
-    type Target = PyAny;
-    type Output = Bound<'py, PyAny>;
-    type Error = PyErr;
-
-    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
-        super::models::field_error(py, &self.0)
-    }
-}
 
 /// Converts a core error into the matching Python exception.
 pub fn to_pyerr(e: Error) -> PyErr {
@@ -91,6 +83,13 @@ pub fn to_pyerr(e: Error) -> PyErr {
     }
 }
 
+/// Runs a synchronous piece of the binding, turning a panic into an `FxPayError`.
+pub fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> PyResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|payload| Err(panic_message(payload)))
+        .map_err(to_pyerr)
+}
+
 /// A panic payload as text.
 pub fn panic_message(payload: Box<dyn std::any::Any + Send>) -> Error {
     let text = payload
@@ -103,25 +102,7 @@ pub fn panic_message(payload: Box<dyn std::any::Any + Send>) -> Error {
     ))
 }
 
-/// Panics inside the core on purpose, so a test can prove a panic reaches Python as an
-/// `FxPayError` from a blocking call.
-#[pyfunction]
-pub fn _raise_panic_for_test(py: Python<'_>) -> PyResult<Py<PyAny>> {
-    super::bridge::block(py, async move {
-        panic!("deliberate test panic (blocking)");
-        #[allow(unreachable_code)]
-        Ok(super::models::Out::None)
-    })
-}
-
-/// As [`_raise_panic_for_test`], through the coroutine of an awaitable call.
-#[pyfunction]
-pub fn _raise_panic_for_test_async(py: Python<'_>) -> PyResult<Py<PyAny>> {
-    super::call::call(py, "_raise_panic_for_test_async", |_| {
-        Box::pin(async move {
-            panic!("deliberate test panic (async)");
-            #[allow(unreachable_code)]
-            Ok(super::models::Out::None)
-        })
-    })
+/// The `ConfigurationError` of a call on a closed `Client` or `UserSession` (`what`).
+pub fn closed_error(what: &str) -> PyErr {
+    to_pyerr(Error::config(format!("this {what} is closed")))
 }

@@ -1,4 +1,5 @@
 //! The pyo3 layer: the only place that knows about Python.
+mod account;
 mod bridge;
 mod call;
 mod cassette;
@@ -6,7 +7,9 @@ mod client;
 mod convert;
 mod errors;
 mod logging;
+mod model;
 mod models;
+mod panic_test;
 mod sandbox;
 mod session;
 mod store;
@@ -26,9 +29,12 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::UserSession>()?;
     m.add_class::<sandbox::CoreSandbox>()?;
     m.add_class::<cassette::CoreCassette>()?;
-    m.add_function(wrap_pyfunction!(convert::parse_amount, m)?)?;
-    m.add_function(wrap_pyfunction!(errors::_raise_panic_for_test, m)?)?;
-    m.add_function(wrap_pyfunction!(errors::_raise_panic_for_test_async, m)?)?;
+    models::register(m)?;
+    m.add_function(wrap_pyfunction!(panic_test::_raise_panic_for_test, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        panic_test::_raise_panic_for_test_async,
+        m
+    )?)?;
     m.add_function(wrap_pyfunction!(webhook::parse_deal_created, m)?)?;
     Ok(())
 }

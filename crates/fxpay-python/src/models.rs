@@ -1,32 +1,342 @@
-//! Core results -> instances of the Python models in `fxpay.models`.
-use super::convert::{decimal_to_py, int, object_to_py, text_of, value_to_py};
+//! The model classes of `fxpay._fxpay`, each around its core struct (see `model.rs` for what
+//! every class gets), and how core results become them.
+use super::convert::{instant_to_py, text_of, type_name};
+use super::errors::{to_pyerr, PyFieldError};
+use super::model::{install, into_py, pymodel, ModelClass, Nested, Raw};
 use fxpay_core::error::Error;
-use fxpay_core::models::{Deal, FieldError, Quote, SpotDeal, Token, VirtualAccount};
+use fxpay_core::models as core;
 use pyo3::exceptions::PyTypeError;
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyString, PyTuple};
-use rust_decimal::Decimal;
+use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple};
 use serde_json::Value;
+use std::any::{Any, TypeId};
 
-static MODELS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+pymodel! {
+    /// Fee-free deals of a client: ``total``, ``claimed`` and ``remaining``.
+    Freebies(core::Freebies) { money: true, raw: false } {}
+}
 
-fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-    let m = MODELS.get_or_try_init(py, || Ok::<_, PyErr>(py.import("fxpay.models")?.unbind()))?;
-    m.bind(py).getattr(name)
+pymodel! {
+    /// A currency quote: ``sell_amount`` is ``buy_amount`` at ``customer_rate``.
+    ///
+    /// Money and rates are exact ``Decimal``. ``fee``, ``fee_currency`` and ``freebies`` are
+    /// ``None`` when the service leaves them out (or sends ``null``); fields the service
+    /// adds are kept in ``raw``.
+    Quote(core::Quote) { money: true, raw: true } {}
+}
+
+pymodel! {
+    /// A postal address; ``country`` is an ISO 3166-1 alpha-2 code.
+    Address(core::Address) { money: false, raw: false } {}
+}
+
+pymodel! {
+    /// The beneficiary's bank account.
+    BankDetails(core::BankDetails) { money: false, raw: false } {}
+}
+
+pymodel! {
+    /// A payment recipient, as sent to ``Client.create_beneficiary``.
+    Beneficiary(core::Beneficiary) { money: false, raw: false } {}
+}
+
+pymodel! {
+    /// One recipient of a deal and the amount paid to it.
+    ///
+    /// ``amount`` accepts ``Decimal``, ``int``, ``str`` or a ``float`` (through its shortest
+    /// repr) and is kept as an exact ``Decimal``; zero, negative and non-finite amounts raise
+    /// :class:`fxpay.InvalidRequestError`.
+    DealBeneficiary(core::DealBeneficiary) { money: true, raw: false } {}
+}
+
+pymodel! {
+    /// A booked deal: the service's ``deal_id`` with the quote, funding source, channel and
+    /// beneficiaries it was booked with; ``raw`` is the service's answer.
+    Deal(core::Deal) { money: true, raw: true } {}
+}
+
+pymodel! {
+    /// An accepted spot deal; its outcome arrives in a ``DealCreated`` notification.
+    ///
+    /// Store ``callback_nonce`` next to ``process_id`` to verify that notification; ``repr``
+    /// never shows it.
+    SpotDeal(core::SpotDeal) { money: false, raw: true } {}
+}
+
+pymodel! {
+    /// Where to send the user's browser, with the state to check when it comes back and the
+    /// PKCE ``code_verifier`` to send with the code (``None`` without PKCE).
+    ///
+    /// ``to_dict()`` keeps every field, so ``AuthorizationRequest(**auth.to_dict())`` rebuilds
+    /// it after a trip through the user's session; ``repr`` shows none of the secrets.
+    AuthorizationRequest(core::AuthorizationRequest) { money: false, raw: false } {}
+}
+
+pymodel! {
+    /// An OAuth access token with its expiry (an aware ``datetime``). The token values never
+    /// show in ``repr``.
+    Token(core::Token) { money: false, raw: false } {
+        /// Whether the token's expiry has passed.
+        #[getter]
+        fn expired(&self) -> bool {
+            self.core.expires_at <= core::token::unix_now()
+        }
+
+        /// Rebuilds a token saved with :meth:`to_dict` (``expires_at`` as unix seconds, ISO
+        /// 8601 text or a ``datetime``; without it, ``expires_in`` from now).
+        ///
+        /// A ``d`` that is not a mapping is a ``TypeError``; a missing ``access_token`` or a
+        /// value that cannot be a token's is a :class:`fxpay.InvalidRequestError`.
+        #[classmethod]
+        fn from_dict(
+            cls: &Bound<'_, pyo3::types::PyType>,
+            d: &Bound<'_, PyAny>,
+        ) -> PyResult<Self> {
+            let _ = cls;
+            let core = token_from_dict(d)?;
+            Ok(<Self as ModelClass>::wrap(core, Raw::None))
+        }
+    }
+}
+
+pymodel! {
+    /// One error entry: ``error_code`` is ``<layer>:<component>:<number>`` when well formed,
+    /// and then ``layer``, ``component`` and ``number`` are its parts (else ``None``).
+    FieldError(core::FieldError) { money: false, raw: false } {
+        #[getter]
+        fn layer(&self) -> Option<&str> {
+            self.core.parts().map(|p| p.0)
+        }
+
+        #[getter]
+        fn component(&self) -> Option<&str> {
+            self.core.parts().map(|p| p.1)
+        }
+
+        #[getter]
+        fn number(&self) -> Option<u32> {
+            self.core.parts().map(|p| p.2)
+        }
+    }
+}
+
+pymodel! {
+    /// A verified ``DealCreated`` notification; ``raw`` is the whole JSON body.
+    DealCreated(core::DealCreated) { money: false, raw: true } {
+        /// Whether the deal was booked (``status == "success"``).
+        #[getter]
+        fn ok(&self) -> bool {
+            self.core.status == core::EventStatus::Success
+        }
+    }
+}
+
+/// Registers every model class.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    install::<Freebies>(m)?;
+    install::<Quote>(m)?;
+    install::<Address>(m)?;
+    install::<BankDetails>(m)?;
+    install::<Beneficiary>(m)?;
+    install::<DealBeneficiary>(m)?;
+    install::<Deal>(m)?;
+    install::<SpotDeal>(m)?;
+    install::<AuthorizationRequest>(m)?;
+    install::<Token>(m)?;
+    install::<FieldError>(m)?;
+    install::<DealCreated>(m)?;
+    super::account::register(m)
+}
+
+// -- nested models -------------------------------------------------------------------------
+
+/// The models that are fields of other models.
+pub struct NestedModels;
+
+fn wrap_py<'py, M: ModelClass>(py: Python<'py>, core: &M::Core) -> PyResult<Bound<'py, PyAny>>
+where
+    PyClassInitializer<M>: From<M>,
+{
+    Ok(into_py::<M>(py, core.clone(), Raw::None)?
+        .into_bound(py)
+        .into_any())
+}
+
+/// The core model inside a model object; anything else is a `TypeError` naming `name`.
+pub fn extract<M: ModelClass>(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<M::Core> {
+    match obj.cast::<M>() {
+        Ok(m) => Ok(m.get().core().clone()),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{name} must be a fxpay.{}, not {}",
+            <M::Core as core::Model>::NAME,
+            type_name(obj)
+        ))),
+    }
+}
+
+/// A sequence (not a str) of model objects.
+pub fn extract_list<M: ModelClass>(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<M::Core>> {
+    let model = <M::Core as core::Model>::NAME;
+    if obj.is_instance_of::<PyString>() || obj.cast::<pyo3::types::PySequence>().is_err() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be a sequence of fxpay.{model}, not {}",
+            type_name(obj)
+        )));
+    }
+    obj.try_iter()?
+        .enumerate()
+        .map(|(i, item)| extract::<M>(&item?, &format!("{name}[{i}]")))
+        .collect()
+}
+
+impl Nested for NestedModels {
+    fn to_py<'py>(py: Python<'py>, v: &dyn Any) -> Option<PyResult<Bound<'py, PyAny>>> {
+        if let Some(f) = v.downcast_ref::<core::Freebies>() {
+            return Some(wrap_py::<Freebies>(py, f));
+        }
+        if let Some(f) = v.downcast_ref::<Option<core::Freebies>>() {
+            return Some(match f {
+                Some(f) => wrap_py::<Freebies>(py, f),
+                None => Ok(py.None().into_bound(py)),
+            });
+        }
+        if let Some(a) = v.downcast_ref::<core::Address>() {
+            return Some(wrap_py::<Address>(py, a));
+        }
+        if let Some(b) = v.downcast_ref::<core::BankDetails>() {
+            return Some(wrap_py::<BankDetails>(py, b));
+        }
+        if let Some(list) = v.downcast_ref::<Vec<core::DealBeneficiary>>() {
+            let made = list.iter().map(|b| wrap_py::<DealBeneficiary>(py, b));
+            return Some(
+                made.collect::<PyResult<Vec<_>>>()
+                    .and_then(|l| Ok(PyTuple::new(py, l)?.into_any())),
+            );
+        }
+        if let Some(list) = v.downcast_ref::<Vec<core::FieldError>>() {
+            let made = list.iter().map(|e| wrap_py::<FieldError>(py, e));
+            return Some(
+                made.collect::<PyResult<Vec<_>>>()
+                    .and_then(|l| Ok(PyList::new(py, l)?.into_any())),
+            );
+        }
+        None
+    }
+
+    fn from_py(obj: &Bound<'_, PyAny>, name: &str, ty: TypeId) -> Option<PyResult<Box<dyn Any>>> {
+        fn boxed<T: Any>(r: PyResult<T>) -> PyResult<Box<dyn Any>> {
+            r.map(|v| Box::new(v) as Box<dyn Any>)
+        }
+        if ty == TypeId::of::<core::Freebies>() {
+            return Some(boxed(extract::<Freebies>(obj, name)));
+        }
+        if ty == TypeId::of::<Option<core::Freebies>>() {
+            let r = match obj.is_none() {
+                true => Ok(None),
+                false => extract::<Freebies>(obj, name).map(Some),
+            };
+            return Some(boxed(r));
+        }
+        if ty == TypeId::of::<core::Address>() {
+            return Some(boxed(extract::<Address>(obj, name)));
+        }
+        if ty == TypeId::of::<core::BankDetails>() {
+            return Some(boxed(extract::<BankDetails>(obj, name)));
+        }
+        if ty == TypeId::of::<Vec<core::DealBeneficiary>>() {
+            return Some(boxed(extract_list::<DealBeneficiary>(obj, name)));
+        }
+        if ty == TypeId::of::<Vec<core::FieldError>>() {
+            return Some(boxed(extract_list::<FieldError>(obj, name)));
+        }
+        None
+    }
+}
+
+// -- core results -> Python ----------------------------------------------------------------
+
+/// A quote read from the service, with its answer's JSON text (decoded into `raw` on use).
+pub fn quote_into_py(py: Python<'_>, q: core::Quote, raw_text: String) -> PyResult<Py<Quote>> {
+    into_py::<Quote>(py, q, Raw::Text(raw_text))
+}
+
+pub fn deal_into_py(py: Python<'_>, d: core::Deal, raw: Value) -> PyResult<Py<Deal>> {
+    into_py::<Deal>(py, d, Raw::Value(raw))
+}
+
+pub fn spot_deal_into_py(py: Python<'_>, s: core::SpotDeal, raw: Value) -> PyResult<Py<SpotDeal>> {
+    into_py::<SpotDeal>(py, s, Raw::Value(raw))
+}
+
+pub fn token_into_py(py: Python<'_>, t: core::Token) -> PyResult<Py<Token>> {
+    into_py::<Token>(py, t, Raw::None)
+}
+
+pub fn authorization_into_py(
+    py: Python<'_>,
+    a: core::AuthorizationRequest,
+) -> PyResult<Py<AuthorizationRequest>> {
+    into_py::<AuthorizationRequest>(py, a, Raw::None)
+}
+
+/// A `DealCreated` event with the body object it was parsed from (decoded into `raw` on use).
+pub fn deal_created_into_py(
+    py: Python<'_>,
+    ev: core::DealCreated,
+    body: Py<PyAny>,
+) -> PyResult<Py<DealCreated>> {
+    into_py::<DealCreated>(py, ev, Raw::Body(body))
+}
+
+pub fn field_error_into_py(py: Python<'_>, e: core::FieldError) -> PyResult<Py<FieldError>> {
+    into_py::<FieldError>(py, e, Raw::None)
+}
+
+/// A token as a Python object (for `on_token` callbacks and token stores).
+pub fn token<'py>(py: Python<'py>, t: &core::Token) -> PyResult<Bound<'py, PyAny>> {
+    Ok(token_into_py(py, t.clone())?.into_bound(py).into_any())
+}
+
+/// A `fxpay.Token` -> core token; anything else is a `TypeError` naming `token`.
+pub fn token_from_py(obj: &Bound<'_, PyAny>) -> PyResult<core::Token> {
+    extract::<Token>(obj, "token")
+}
+
+/// A `fxpay.Beneficiary` -> core beneficiary (`TypeError` naming `beneficiary` otherwise).
+pub fn beneficiary_from_py(obj: &Bound<'_, PyAny>) -> PyResult<core::Beneficiary> {
+    extract::<Beneficiary>(obj, "beneficiary")
+}
+
+/// A sequence of `fxpay.DealBeneficiary` -> core list (`TypeError` naming `beneficiaries`).
+pub fn deal_beneficiaries_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Vec<core::DealBeneficiary>> {
+    extract_list::<DealBeneficiary>(obj, "beneficiaries")
+}
+
+/// A `fxpay.AuthorizationRequest` -> core request (`TypeError` naming `auth`).
+pub fn authorization_from_py(obj: &Bound<'_, PyAny>) -> PyResult<core::AuthorizationRequest> {
+    extract::<AuthorizationRequest>(obj, "auth")
+}
+
+impl<'py> IntoPyObject<'py> for PyFieldError {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
+        Ok(field_error_into_py(py, self.0)?.into_bound(py).into_any())
+    }
 }
 
 /// What a core call hands back to Python.
 pub enum Out {
     None,
     Str(String),
-    /// A quote and its answer's JSON text (the Python `Quote` decodes `raw` from it on use).
-    Quote(Box<(Quote, String)>),
-    Deal(Box<(Deal, Value)>),
-    Spot(Box<(SpotDeal, Value)>),
-    Token(Box<Token>),
-    Accounts(Vec<VirtualAccount>),
+    /// A quote and its answer's JSON text (decoded into `raw` on first use).
+    Quote(Box<(core::Quote, String)>),
+    Deal(Box<(core::Deal, Value)>),
+    Spot(Box<(core::SpotDeal, Value)>),
+    Token(Box<core::Token>),
+    Accounts(Vec<core::VirtualAccount>),
 }
 
 impl<'py> IntoPyObject<'py> for Out {
@@ -35,326 +345,107 @@ impl<'py> IntoPyObject<'py> for Out {
     type Error = PyErr;
 
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
-        match self {
-            Out::None => Ok(py.None().into_bound(py)),
-            Out::Str(s) => Ok(s.into_pyobject(py)?.into_any()),
-            Out::Quote(b) => quote(py, &b.0, &b.1),
-            Out::Deal(b) => deal(py, &b.0, &b.1),
-            Out::Spot(b) => spot(py, &b.0, &b.1),
-            Out::Token(t) => token(py, &t),
-            Out::Accounts(list) => {
-                let cls = class(py, "VirtualAccount")?;
-                let items = list
-                    .iter()
-                    .map(|a| cls.call1((object_to_py(py, a)?,)))
-                    .collect::<PyResult<Vec<_>>>()?;
-                Ok(items.into_pyobject(py)?.into_any())
-            }
-        }
-    }
-}
-
-/// A count that is whole stays an `int`; anything else is a `Decimal`.
-fn count<'py>(py: Python<'py>, d: &Decimal) -> PyResult<Bound<'py, PyAny>> {
-    if d.fract().is_zero() {
-        if let Ok(i) = i64::try_from(d.trunc()) {
-            return Ok(i.into_pyobject(py)?.into_any());
-        }
-    }
-    decimal_to_py(py, d)
-}
-
-/// A model class and how to build one fast. A plain dataclass (generated `__init__`, no
-/// `__post_init__`) whose fields are exactly `names` is built as its `__init__` would leave
-/// it, without running it: `object.__new__(cls)` and the field values put in its `__dict__`.
-/// A frozen dataclass's `__init__` pays an `object.__setattr__` call per field; this does not.
-/// Anything else (a class changed to need its `__init__`) is called as usual.
-struct Maker {
-    cls: Py<PyAny>,
-    /// Interned field names, when the fast path applies.
-    fast: Option<Vec<Py<PyString>>>,
-}
-
-static OBJECT_NEW: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-impl Maker {
-    fn new(py: Python<'_>, name: &str, names: &[&str]) -> PyResult<Self> {
-        let cls = class(py, name)?;
-        let fast = Self::plain_dataclass(py, &cls, names)?.then(|| {
-            names
-                .iter()
-                .map(|n| PyString::intern(py, n).unbind())
-                .collect()
-        });
-        Ok(Maker {
-            cls: cls.unbind(),
-            fast,
+        Ok(match self {
+            Out::None => py.None().into_bound(py),
+            Out::Str(s) => s.into_pyobject(py)?.into_any(),
+            Out::Quote(b) => quote_into_py(py, b.0, b.1)?.into_bound(py).into_any(),
+            Out::Deal(b) => deal_into_py(py, b.0, b.1)?.into_bound(py).into_any(),
+            Out::Spot(b) => spot_deal_into_py(py, b.0, b.1)?.into_bound(py).into_any(),
+            Out::Token(t) => token_into_py(py, *t)?.into_bound(py).into_any(),
+            Out::Accounts(list) => super::account::accounts_into_py(py, list)?
+                .into_pyobject(py)?
+                .into_any(),
         })
     }
-
-    fn plain_dataclass(py: Python<'_>, cls: &Bound<'_, PyAny>, names: &[&str]) -> PyResult<bool> {
-        let dataclasses = py.import("dataclasses")?;
-        if !dataclasses
-            .call_method1("is_dataclass", (cls,))?
-            .is_truthy()?
-            || cls.hasattr("__post_init__")?
-            || !cls
-                .getattr("__dataclass_params__")?
-                .getattr("init")?
-                .is_truthy()?
-        {
-            return Ok(false);
-        }
-        let fields: Vec<String> = dataclasses
-            .call_method1("fields", (cls,))?
-            .try_iter()?
-            .map(|f| f?.getattr("name")?.extract())
-            .collect::<PyResult<_>>()?;
-        if fields.iter().map(String::as_str).ne(names.iter().copied()) {
-            return Ok(false);
-        }
-        // Instances must carry a `__dict__` (no `__slots__` dataclass).
-        let probe = object_new(py)?.call1((cls,))?;
-        probe.hasattr("__dict__")
-    }
-
-    /// An instance with these field values, in field order.
-    fn make<'py, const N: usize>(
-        &self,
-        py: Python<'py>,
-        values: [Bound<'py, PyAny>; N],
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let cls = self.cls.bind(py);
-        match &self.fast {
-            Some(names) if names.len() == N => {
-                let obj = object_new(py)?.call1((cls,))?;
-                let dict = obj
-                    .getattr(intern!(py, "__dict__"))?
-                    .cast_into::<PyDict>()?;
-                for (name, value) in names.iter().zip(values) {
-                    dict.set_item(name.bind(py), value)?;
-                }
-                Ok(obj)
-            }
-            _ => cls.call1(PyTuple::new(py, values)?),
-        }
-    }
 }
 
-fn object_new(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    OBJECT_NEW
-        .get_or_try_init(py, || {
-            Ok::<_, PyErr>(
-                py.import("builtins")?
-                    .getattr("object")?
-                    .getattr("__new__")?
-                    .unbind(),
-            )
-        })
-        .map(|f| f.bind(py))
-}
+// -- Token.from_dict -----------------------------------------------------------------------
 
-static QUOTE: PyOnceLock<Maker> = PyOnceLock::new();
-static FREEBIES: PyOnceLock<Maker> = PyOnceLock::new();
-
-fn quote<'py>(py: Python<'py>, q: &Quote, raw_text: &str) -> PyResult<Bound<'py, PyAny>> {
-    let freebies = match &q.freebies {
-        Some(f) => FREEBIES
-            .get_or_try_init(py, || {
-                Maker::new(py, "Freebies", &["total", "claimed", "remaining"])
-            })?
-            .make(
-                py,
-                [
-                    count(py, &f.total)?,
-                    count(py, &f.claimed)?,
-                    count(py, &f.remaining)?,
-                ],
-            )?,
-        None => py.None().into_bound(py),
-    };
-    let fee = match &q.fee {
-        Some(d) => decimal_to_py(py, d)?,
-        None => py.None().into_bound(py),
-    };
-    let values = [
-        q.id.as_str().into_pyobject(py)?.into_any(),
-        q.buy_currency.as_str().into_pyobject(py)?.into_any(),
-        decimal_to_py(py, &q.buy_amount)?,
-        q.sell_currency.as_str().into_pyobject(py)?.into_any(),
-        decimal_to_py(py, &q.sell_amount)?,
-        decimal_to_py(py, &q.customer_rate)?,
-        decimal_to_py(py, &q.inverse_customer_rate)?,
-        fee,
-        q.fee_currency.as_deref().into_pyobject(py)?.into_any(),
-        freebies,
-    ];
-    let maker = QUOTE.get_or_try_init(py, || {
-        Maker::new(
-            py,
-            "Quote",
-            &[
-                "id",
-                "buy_currency",
-                "buy_amount",
-                "sell_currency",
-                "sell_amount",
-                "customer_rate",
-                "inverse_customer_rate",
-                "fee",
-                "fee_currency",
-                "freebies",
-                "raw",
-            ],
-        )
-    })?;
-    let text = PyString::new(py, raw_text).into_any();
-    match &maker.fast {
-        // The plain dataclass: the instance keeps the JSON text as `_body`, and `Quote`
-        // decodes it into `raw` (exact Decimals, whole numbers as int) on first use.
-        Some(names) if names.len() == values.len() + 1 => {
-            let obj = object_new(py)?.call1((maker.cls.bind(py),))?;
-            let dict = obj
-                .getattr(intern!(py, "__dict__"))?
-                .cast_into::<PyDict>()?;
-            for (name, value) in names.iter().zip(values) {
-                dict.set_item(name.bind(py), value)?;
-            }
-            dict.set_item(intern!(py, "_body"), text)?;
-            Ok(obj)
-        }
-        _ => {
-            let raw = class(py, "_decode_raw")?.call1((text,))?;
-            let [a, b, c, d, e, f, g, h, i, j] = values;
-            maker.make(py, [a, b, c, d, e, f, g, h, i, j, raw])
-        }
-    }
-}
-
-fn deal<'py>(py: Python<'py>, d: &Deal, raw: &Value) -> PyResult<Bound<'py, PyAny>> {
-    let cls = class(py, "DealBeneficiary")?;
-    let beneficiaries = d
-        .request
-        .beneficiaries
-        .iter()
-        .map(|b| {
-            cls.call1((
-                b.beneficiary_id.as_str(),
-                decimal_to_py(py, &b.amount)?,
-                b.pay_reason.as_str(),
-                b.pay_reference.as_str(),
-            ))
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    class(py, "Deal")?.call1((
-        d.deal_id.as_str(),
-        d.request.quote_id.as_str(),
-        d.request.funding_source.as_str(),
-        d.request.channel.as_deref(),
-        PyTuple::new(py, beneficiaries)?,
-        value_to_py(py, raw)?,
-    ))
-}
-
-fn spot<'py>(py: Python<'py>, s: &SpotDeal, raw: &Value) -> PyResult<Bound<'py, PyAny>> {
-    class(py, "SpotDeal")?.call1((
-        s.process_id.as_str(),
-        s.callback_url.as_deref(),
-        s.callback_nonce.as_deref(),
-        value_to_py(py, raw)?,
-    ))
-}
-
-static UTC_FROMTIMESTAMP: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
-
-pub fn token<'py>(py: Python<'py>, t: &Token) -> PyResult<Bound<'py, PyAny>> {
-    let (fromts, utc) = UTC_FROMTIMESTAMP.get_or_try_init(py, || {
-        let dt = py.import("datetime")?;
-        Ok::<_, PyErr>((
-            dt.getattr("datetime")?.getattr("fromtimestamp")?.unbind(),
-            dt.getattr("timezone")?.getattr("utc")?.unbind(),
+fn token_from_dict(d: &Bound<'_, PyAny>) -> PyResult<core::Token> {
+    let py = d.py();
+    let d = d.cast::<PyMapping>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "d must be a mapping such as Token.to_dict() gives, not {}",
+            type_name(d)
         ))
     })?;
-    let expires_at = fromts.bind(py).call1((t.expires_at, utc.bind(py)))?;
-    class(py, "Token")?.call1((
-        t.access_token.as_str(),
-        t.token_type.as_str(),
-        t.expires_in,
-        expires_at,
-        t.refresh_token.as_deref(),
-        t.scope.as_deref(),
-    ))
-}
-
-/// A Python `fxpay.Token` (or anything with the same attributes) -> core token. Anything
-/// else is a `TypeError`; text with a lone surrogate an `InvalidRequestError`.
-pub fn token_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Token> {
-    let attr = |name: &str| -> PyResult<Bound<'_, PyAny>> {
-        obj.getattr(name).map_err(|_| {
-            let type_name = obj
-                .get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_else(|_| "another type".into());
-            PyTypeError::new_err(format!(
-                "token must be a fxpay.Token, got {type_name} (it has no {name})"
-            ))
-        })
-    };
-    fn wrong(name: &'static str, what: &'static str) -> impl Fn(PyErr) -> PyErr {
-        move |_| PyTypeError::new_err(format!("token.{name} must be {what}"))
-    }
-    let text = |name: &str| -> PyResult<String> {
-        let v = attr(name)?;
-        let s = v
-            .cast::<PyString>()
-            .map_err(|_| PyTypeError::new_err(format!("token.{name} must be a str")))?;
-        text_of(s, &format!("token.{name}"))
-    };
-    let optional_text = |name: &str| -> PyResult<Option<String>> {
-        if attr(name)?.is_none() {
-            Ok(None)
-        } else {
-            text(name).map(Some)
+    let get = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+        match d.contains(key)? {
+            true => Ok(Some(d.get_item(key)?)),
+            false => Ok(None),
         }
     };
-    let expires_at = attr("expires_at")?;
-    let expires_at: f64 = if expires_at.is_none() {
-        0.0
-    } else {
-        expires_at
-            .call_method0("timestamp")
-            .and_then(|t| t.extract())
-            .map_err(wrong("expires_at", "a datetime"))?
+    let Some(access_token) = get("access_token")? else {
+        return Err(to_pyerr(Error::invalid(
+            "d has no access_token: it is not a saved Token",
+        )));
     };
-    let expires_in = int(
-        &attr("expires_in")?,
-        "token.expires_in",
-        Error::InvalidRequest,
-    )?;
-    Ok(Token {
-        access_token: text("access_token")?,
-        token_type: text("token_type")?,
-        expires_in: u64::try_from(expires_in.max(0)).unwrap_or(0),
-        expires_at,
-        refresh_token: optional_text("refresh_token")?,
-        scope: optional_text("scope")?,
-    })
-}
-
-pub fn field_error<'py>(py: Python<'py>, e: &FieldError) -> PyResult<Bound<'py, PyAny>> {
+    let expires_in = match get("expires_in")? {
+        // A float count of seconds is taken whole, as servers that send one mean.
+        Some(v) if v.is_instance_of::<pyo3::types::PyFloat>() => {
+            let f: f64 = v.extract()?;
+            if !f.is_finite() {
+                return Err(to_pyerr(Error::invalid(format!(
+                    "d does not hold a valid token expiry: expires_in is {f}"
+                ))));
+            }
+            (f.trunc() as i128).into_pyobject(py)?.into_any()
+        }
+        Some(v) => v,
+        None => 0i64.into_pyobject(py)?.into_any(),
+    };
+    let expires_at = match get("expires_at")? {
+        Some(v) if v.is_instance_of::<pyo3::types::PyBool>() => {
+            return Err(PyTypeError::new_err(
+                "expires_at must be unix seconds, ISO 8601 text or a datetime, not bool",
+            ))
+        }
+        Some(v)
+            if v.is_instance_of::<pyo3::types::PyInt>()
+                || v.is_instance_of::<pyo3::types::PyFloat>() =>
+        {
+            let seconds: f64 = v.extract().map_err(|e| {
+                to_pyerr(Error::invalid(format!(
+                    "d does not hold a valid token expiry: {e}"
+                )))
+            })?;
+            if !seconds.is_finite() {
+                return Err(to_pyerr(Error::invalid(format!(
+                    "d does not hold a valid token expiry: expires_at is {seconds}"
+                ))));
+            }
+            instant_to_py(py, seconds)?
+        }
+        Some(v) if v.is_instance_of::<PyString>() => {
+            let text = text_of(v.cast::<PyString>()?, "expires_at")?;
+            let when = py
+                .import("datetime")?
+                .getattr("datetime")?
+                .call_method1("fromisoformat", (text,))
+                .map_err(|e| {
+                    to_pyerr(Error::invalid(format!(
+                        "d does not hold a valid token expiry: {}",
+                        e.value(py)
+                    )))
+                })?;
+            when
+        }
+        Some(v) if !v.is_none() => v,
+        _ => {
+            let n = super::convert::int(&expires_in, "expires_in", Error::InvalidRequest)?;
+            let seconds = core::token::unix_now() + n as f64;
+            instant_to_py(py, seconds)?
+        }
+    };
     let kwargs = PyDict::new(py);
-    if let Some((layer, component, number)) = e.parts() {
-        kwargs.set_item("layer", layer)?;
-        kwargs.set_item("component", component)?;
-        kwargs.set_item("number", number)?;
-    }
-    class(py, "FieldError")?.call(
-        (
-            e.error_code.as_str(),
-            e.field_name.as_deref(),
-            e.message.as_str(),
-        ),
-        Some(&kwargs),
-    )
+    kwargs.set_item("access_token", access_token)?;
+    kwargs.set_item(
+        "token_type",
+        get("token_type")?.unwrap_or_else(|| PyString::new(py, "Bearer").into_any()),
+    )?;
+    kwargs.set_item("expires_in", expires_in)?;
+    kwargs.set_item("expires_at", expires_at)?;
+    kwargs.set_item("refresh_token", get("refresh_token")?)?;
+    kwargs.set_item("scope", get("scope")?)?;
+    super::model::new::<Token>(&PyTuple::empty(py), Some(&kwargs))
 }

@@ -1,6 +1,6 @@
 //! `fxpay._fxpay.CoreSandbox`: the embedded emulator, served on the shared runtime.
-use super::bridge::guard;
 use super::convert::{int, opt_text, text, type_name, value_to_py};
+use super::errors::guard;
 use super::errors::to_pyerr;
 use fxpay_core::error::Error;
 use fxpay_core::fork::ProcessBound;
@@ -38,6 +38,41 @@ fn block_on<T: Send>(
 ) -> PyResult<T> {
     let rt = fxpay_core::runtime::runtime();
     py.detach(|| guard(|| rt.block_on(fut)))
+}
+
+/// An inspection value (no money) for pythonize: numbers as the ints or floats they are.
+/// (`serde_json::Value` itself, with the `arbitrary_precision` feature fxpay needs for
+/// money, serializes a number as a private struct that pythonize would make a dict.)
+struct Inspection<'a>(&'a serde_json::Value);
+
+impl serde::Serialize for Inspection<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        use serde_json::Value;
+        match self.0 {
+            Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+                (Some(u), _, _) => s.serialize_u64(u),
+                (_, Some(i), _) => s.serialize_i64(i),
+                (_, _, Some(f)) => s.serialize_f64(f),
+                _ => s.serialize_str(n.as_str()),
+            },
+            Value::Array(a) => {
+                let mut seq = s.serialize_seq(Some(a.len()))?;
+                for item in a {
+                    seq.serialize_element(&Inspection(item))?;
+                }
+                seq.end()
+            }
+            Value::Object(o) => {
+                let mut map = s.serialize_map(Some(o.len()))?;
+                for (k, v) in o {
+                    map.serialize_entry(k, &Inspection(v))?;
+                }
+                map.end()
+            }
+            other => other.serialize(s),
+        }
+    }
 }
 
 #[pymethods]
@@ -202,16 +237,23 @@ impl CoreSandbox {
         })
     }
 
+    /// The deals hold amounts: exact `Decimal`s (not through pythonize, see `model.rs`).
     fn deals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         value_to_py(py, &serde_json::Value::Array(self.served()?.deals()))
     }
 
+    /// No money: counts, statuses, the event bodies and the instants as floats, as a
+    /// served sandbox's JSON gives them.
     fn deliveries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        value_to_py(py, &serde_json::Value::Array(self.served()?.deliveries()))
+        let list = serde_json::Value::Array(self.served()?.deliveries());
+        Ok(pythonize::pythonize(py, &Inspection(&list))?)
     }
 
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        value_to_py(py, &self.served()?.stats())
+        Ok(pythonize::pythonize(
+            py,
+            &Inspection(&self.served()?.stats()),
+        )?)
     }
 
     #[pyo3(signature = (path, status, times = None, retry_after = None))]

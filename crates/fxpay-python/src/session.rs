@@ -1,7 +1,7 @@
 //! `fxpay.UserSession`: a user's account-information session.
 use super::bridge::block;
 use super::call::{call, ready};
-use super::client::closed_error;
+use super::errors::closed_error;
 use super::models::{token, Out};
 use super::trace::observer;
 use fxpay_core::auth::user_session::OnToken;

@@ -1,41 +1,15 @@
 //! `fxpay.parse_deal_created`: the webhook checks of `fxpay_core::webhook` on Python values.
-use super::bridge::guard;
-use super::convert::opt_text;
+use super::convert::{opt_text, type_name};
+use super::errors::guard;
+use super::models::{deal_created_into_py, DealCreated};
 use fxpay_core::error::Error;
-use fxpay_core::models::{DealCreated, FieldError};
 use fxpay_core::webhook::{self, NONCE_HEADER};
 use pyo3::exceptions::PyTypeError;
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
+use pyo3::types::{PyBytes, PyDict, PyString};
 
 /// Bodies at least this large are parsed with the GIL released.
 const DETACH_AT: usize = 64 * 1024;
-
-/// `fxpay.models.DealCreated` and `fxpay.models.FieldError`, looked up once.
-struct Classes {
-    deal_created: Py<PyType>,
-    field_error: Py<PyType>,
-}
-
-static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
-
-fn classes(py: Python<'_>) -> PyResult<&Classes> {
-    CLASSES.get_or_try_init(py, || {
-        let models = py.import("fxpay.models")?;
-        Ok::<_, PyErr>(Classes {
-            deal_created: models
-                .getattr("DealCreated")?
-                .cast_into::<PyType>()?
-                .unbind(),
-            field_error: models
-                .getattr("FieldError")?
-                .cast_into::<PyType>()?
-                .unbind(),
-        })
-    })
-}
 
 /// Verifies and parses a ``DealCreated`` notification.
 ///
@@ -61,7 +35,7 @@ pub fn parse_deal_created<'py>(
     body: &Bound<'py, PyAny>,
     headers: Option<&Bound<'py, PyAny>>,
     nonce: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> PyResult<Bound<'py, DealCreated>> {
     let nonce = opt_text(nonce, "nonce")?;
     let bytes = body_bytes(body)?;
     guard(|| webhook::check_size(bytes.len()))?;
@@ -79,7 +53,10 @@ pub fn parse_deal_created<'py>(
     } else {
         guard(|| webhook::parse_body(bytes))?
     };
-    to_py(py, &event, body)
+    // `raw` is not built here: the event keeps the checked body (the very `bytes` or `str`
+    // object passed in) and decodes it on first access of `.raw`, which most receivers
+    // never make.
+    Ok(deal_created_into_py(py, event, body.clone().unbind())?.into_bound(py))
 }
 
 /// The body as UTF-8 bytes: `bytes` as they are, `str` encoded (refused unencoded when it
@@ -156,105 +133,4 @@ fn header_text(v: &Bound<'_, PyAny>) -> Option<Option<String>> {
     v.cast::<PyString>()
         .ok()
         .map(|s| s.to_str().ok().map(str::to_owned))
-}
-
-fn type_name(v: &Bound<'_, PyAny>) -> String {
-    v.get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "another type".into())
-}
-
-/// An instance of one of the two frozen dataclasses, built the way `pickle` rebuilds one:
-/// `cls.__new__(cls)`, then its `__dict__` filled with every field. Neither class has an
-/// `__init__` check or a `__post_init__` to skip, and the Python tests compare the result
-/// with an instance built by the constructor.
-fn instance<'py>(
-    cls: &Bound<'py, PyType>,
-    fields: &[(&Bound<'py, PyString>, Bound<'py, PyAny>)],
-) -> PyResult<Bound<'py, PyAny>> {
-    let py = cls.py();
-    let obj = cls.call_method1(intern!(py, "__new__"), (cls,))?;
-    let dict = obj
-        .getattr(intern!(py, "__dict__"))?
-        .cast_into::<PyDict>()?;
-    for (name, value) in fields {
-        dict.set_item(name, value)?;
-    }
-    Ok(obj)
-}
-
-fn field_error<'py>(
-    py: Python<'py>,
-    cls: &Bound<'py, PyType>,
-    e: &FieldError,
-) -> PyResult<Bound<'py, PyAny>> {
-    let none = || py.None().into_bound(py);
-    let (layer, component, number) = match e.parts() {
-        Some((l, c, n)) => (
-            PyString::new(py, l).into_any(),
-            PyString::new(py, c).into_any(),
-            n.into_pyobject(py)?.into_any(),
-        ),
-        None => (none(), none(), none()),
-    };
-    let field_name = match &e.field_name {
-        Some(f) => PyString::new(py, f).into_any(),
-        None => none(),
-    };
-    instance(
-        cls,
-        &[
-            (
-                intern!(py, "error_code"),
-                PyString::new(py, &e.error_code).into_any(),
-            ),
-            (intern!(py, "field_name"), field_name),
-            (
-                intern!(py, "message"),
-                PyString::new(py, &e.message).into_any(),
-            ),
-            (intern!(py, "layer"), layer),
-            (intern!(py, "component"), component),
-            (intern!(py, "number"), number),
-        ],
-    )
-}
-
-/// The Python `DealCreated`. Its `raw` is not built here: the instance keeps the checked
-/// body (the very `bytes` or `str` object passed in) as `_body`, and `DealCreated` decodes
-/// it on first access of `.raw`, which most receivers never make.
-fn to_py<'py>(
-    py: Python<'py>,
-    ev: &DealCreated,
-    body: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let classes = classes(py)?;
-    let fe_class = classes.field_error.bind(py);
-    let errors = ev
-        .errors
-        .iter()
-        .map(|e| field_error(py, fe_class, e))
-        .collect::<PyResult<Vec<_>>>()?;
-    let deal_id = match &ev.deal_id {
-        Some(d) => PyString::new(py, d).into_any(),
-        None => py.None().into_bound(py),
-    };
-    let status = match ev.status {
-        fxpay_core::models::EventStatus::Success => intern!(py, "success"),
-        fxpay_core::models::EventStatus::Fail => intern!(py, "fail"),
-    };
-    instance(
-        classes.deal_created.bind(py),
-        &[
-            (intern!(py, "status"), status.clone().into_any()),
-            (
-                intern!(py, "process_id"),
-                PyString::new(py, &ev.process_id).into_any(),
-            ),
-            (intern!(py, "deal_id"), deal_id),
-            (intern!(py, "errors"), PyList::new(py, errors)?.into_any()),
-            (intern!(py, "_body"), body.clone()),
-        ],
-    )
 }

@@ -90,10 +90,9 @@ def test_renewal_before_expiry_is_single_flight(fxpay_sandbox) -> None:  # type:
     (key,) = list(store._tokens)
     old = store.load(key)
     assert old is not None
-    import dataclasses
     import datetime as dt
 
-    nearly = dataclasses.replace(old, expires_at=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=3))
+    nearly = old.replace(expires_at=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=3))
     c2 = fxpay_sandbox.client(token_store=store)
     store.save(key, nearly)
     all_at_once(16, lambda: c2.get_quote(qid))

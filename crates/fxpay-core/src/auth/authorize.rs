@@ -6,23 +6,7 @@ use base64::Engine;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-/// An authorization URL with the state, redirect URI and PKCE verifier it was made with.
-#[derive(Clone, PartialEq, Eq)]
-pub struct AuthorizationRequest {
-    pub url: String,
-    pub state: String,
-    pub redirect_uri: String,
-    /// The RFC 7636 `code_verifier` whose `S256` challenge the URL carries (None without PKCE).
-    pub code_verifier: Option<String>,
-}
-
-impl std::fmt::Debug for AuthorizationRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AuthorizationRequest")
-            .field("redirect_uri", &self.redirect_uri)
-            .finish_non_exhaustive()
-    }
-}
+pub use crate::models::AuthorizationRequest;
 
 /// `n` random bytes from the OS CSPRNG, base64url without padding.
 pub fn random_token(n: usize) -> Result<String> {

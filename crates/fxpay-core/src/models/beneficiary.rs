@@ -3,36 +3,46 @@ use crate::error::{Error, Result};
 use crate::money::{check_country, check_currency};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Address {
-    pub address_line: String,
-    pub city_suburb: String,
-    pub state_province: String,
-    pub post_code: String,
-    pub country: String,
+crate::model! {
+    /// A postal address; `country` is an ISO 3166-1 alpha-2 code.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Address {
+        pub address_line: String,
+        pub city_suburb: String,
+        pub state_province: String,
+        pub post_code: String,
+        pub country: String,
+    }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BankDetails {
-    pub bank_name: String,
-    pub bank_branch_name: String,
-    pub branch_code: String,
-    pub account: String,
-    pub bank_address: Address,
+crate::model! {
+    /// The beneficiary's bank account.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct BankDetails {
+        pub bank_name: String,
+        pub bank_branch_name: String,
+        pub branch_code: String,
+        pub account: String,
+        pub bank_address: Address,
+    }
 }
 
-/// `POST /v1/payments/beneficiaries` body.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Beneficiary {
-    pub currency: String,
-    pub name: String,
-    pub classification: String,
-    pub payment_reason: String,
-    pub beneficiary_bank_details: BankDetails,
-    pub beneficiary_address: Address,
+crate::model! {
+    /// A payment recipient: the `POST /v1/payments/beneficiaries` body.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Beneficiary {
+        pub currency: String,
+        pub name: String,
+        pub classification: String,
+        pub payment_reason: String,
+        #[serde(rename = "beneficiaryBankDetails")]
+        pub bank_details: BankDetails,
+        #[serde(rename = "beneficiaryAddress")]
+        pub address: Address,
+    }
 }
 
 impl Address {
@@ -52,9 +62,9 @@ impl Beneficiary {
         if self.payment_reason.trim().is_empty() {
             return Err(Error::invalid("payment_reason must not be empty"));
         }
-        self.beneficiary_bank_details
+        self.bank_details
             .bank_address
             .check("bank_details.bank_address")?;
-        self.beneficiary_address.check("address")
+        self.address.check("address")
     }
 }

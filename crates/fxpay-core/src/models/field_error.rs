@@ -1,15 +1,18 @@
 //! One entry of an `{"errors": [...]}` body or of a failed `DealCreated` event.
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct FieldError {
-    #[serde(default)]
-    pub error_code: String,
-    #[serde(default)]
-    pub field_name: Option<String>,
-    #[serde(default)]
-    pub message: String,
+crate::model! {
+    /// One error entry: `error_code` is `<layer>:<component>:<number>` when well formed.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    pub struct FieldError {
+        #[serde(default)]
+        pub error_code: String,
+        #[serde(default)]
+        pub field_name: Option<String>,
+        #[serde(default)]
+        pub message: String,
+    }
 }
 
 impl FieldError {

@@ -43,41 +43,50 @@ impl QuoteRequest {
     }
 }
 
-/// `freebies` of a quote.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-pub struct Freebies {
-    #[serde(with = "rust_decimal::serde::arbitrary_precision")]
-    pub total: Decimal,
-    #[serde(with = "rust_decimal::serde::arbitrary_precision")]
-    pub claimed: Decimal,
-    #[serde(with = "rust_decimal::serde::arbitrary_precision")]
-    pub remaining: Decimal,
+crate::model! {
+    /// `freebies` of a quote: fee-free deals of a client.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Serialize)]
+    pub struct Freebies {
+        #[serde(with = "rust_decimal::serde::arbitrary_precision")]
+        pub total: Decimal,
+        #[serde(with = "rust_decimal::serde::arbitrary_precision")]
+        pub claimed: Decimal,
+        #[serde(with = "rust_decimal::serde::arbitrary_precision")]
+        pub remaining: Decimal,
+    }
 }
 
-/// `GET /v1/payments/quotes/<id>` response. `id` is filled from the request path when the
-/// service leaves it out. The amounts and rates are required; `fee`, `feeCurrency` and
-/// `freebies` may be absent or null (`None`): a service may waive fees or run no freebies.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Quote {
-    #[serde(default)]
-    pub id: String,
-    pub buy_currency: String,
-    #[serde(with = "rust_decimal::serde::arbitrary_precision")]
-    pub buy_amount: Decimal,
-    pub sell_currency: String,
-    #[serde(with = "rust_decimal::serde::arbitrary_precision")]
-    pub sell_amount: Decimal,
-    #[serde(with = "rust_decimal::serde::arbitrary_precision")]
-    pub customer_rate: Decimal,
-    #[serde(with = "rust_decimal::serde::arbitrary_precision")]
-    pub inverse_customer_rate: Decimal,
-    #[serde(default, with = "rust_decimal::serde::arbitrary_precision_option")]
-    pub fee: Option<Decimal>,
-    #[serde(default)]
-    pub fee_currency: Option<String>,
-    #[serde(default)]
-    pub freebies: Option<Freebies>,
+crate::model! {
+    /// `GET /v1/payments/quotes/<id>` response. `id` is filled from the request path when the
+    /// service leaves it out. The amounts and rates are required; `fee`, `feeCurrency` and
+    /// `freebies` may be absent or null (`None`): a service may waive fees or run no freebies.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Quote {
+        #[serde(default)]
+        pub id: String,
+        pub buy_currency: String,
+        #[serde(with = "rust_decimal::serde::arbitrary_precision")]
+        pub buy_amount: Decimal,
+        pub sell_currency: String,
+        #[serde(with = "rust_decimal::serde::arbitrary_precision")]
+        pub sell_amount: Decimal,
+        #[serde(with = "rust_decimal::serde::arbitrary_precision")]
+        pub customer_rate: Decimal,
+        #[serde(with = "rust_decimal::serde::arbitrary_precision")]
+        pub inverse_customer_rate: Decimal,
+        // The optional fields' wire form is as the service sent them: absent ones stay absent.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            with = "rust_decimal::serde::arbitrary_precision_option"
+        )]
+        pub fee: Option<Decimal>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub fee_currency: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub freebies: Option<Freebies>,
+    }
 }
 
 #[cfg(test)]

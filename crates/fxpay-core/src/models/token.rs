@@ -44,15 +44,53 @@ fn lenient_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>
     })
 }
 
-/// A token with the instant it expires, as unix seconds.
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
-pub struct Token {
-    pub access_token: String,
-    pub token_type: String,
-    pub expires_in: u64,
-    pub expires_at: f64,
-    pub refresh_token: Option<String>,
-    pub scope: Option<String>,
+crate::model! {
+    /// An OAuth access token with the instant it expires (`expires_at`, unix seconds; an
+    /// aware datetime in Python). The token values never show in `Debug` or `repr`.
+    #[derive(Clone, Serialize, Deserialize)]
+    pub struct Token secret(access_token, refresh_token) {
+        pub access_token: String,
+        pub token_type: String,
+        pub expires_in: u64,
+        pub expires_at: f64,
+        pub refresh_token: Option<String>,
+        pub scope: Option<String>,
+    }
+}
+
+impl Token {
+    /// `expires_at` to the microsecond, as Python's `datetime` holds it: tokens compare and
+    /// hash by that, so a token that went through a `datetime` (a store, `Token.from_dict`)
+    /// equals the one it came from.
+    fn expires_at_micros(&self) -> i64 {
+        // As CPython's `datetime.fromtimestamp` rounds: the fraction of the second, in
+        // microseconds, to the nearest (ties to even).
+        let whole = self.expires_at.trunc();
+        let micros = ((self.expires_at - whole) * 1e6).round_ties_even();
+        (whole as i64) * 1_000_000 + micros as i64
+    }
+}
+
+impl PartialEq for Token {
+    fn eq(&self, other: &Self) -> bool {
+        self.access_token == other.access_token
+            && self.token_type == other.token_type
+            && self.expires_in == other.expires_in
+            && self.expires_at_micros() == other.expires_at_micros()
+            && self.refresh_token == other.refresh_token
+            && self.scope == other.scope
+    }
+}
+
+impl std::hash::Hash for Token {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.access_token.hash(state);
+        self.token_type.hash(state);
+        self.expires_in.hash(state);
+        self.expires_at_micros().hash(state);
+        self.refresh_token.hash(state);
+        self.scope.hash(state);
+    }
 }
 
 /// Seconds since the unix epoch on this machine's clock.
@@ -147,6 +185,22 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn tokens_compare_to_the_microsecond() {
+        let t = |at: f64| Token {
+            access_token: "a".into(),
+            token_type: "Bearer".into(),
+            expires_in: 60,
+            expires_at: at,
+            refresh_token: None,
+            scope: None,
+        };
+        assert_eq!(t(1_795_000_000.123_456_2), t(1_795_000_000.123_456));
+        assert_ne!(t(1_795_000_000.123_457), t(1_795_000_000.123_456));
+        // Ties to even, on the fraction of the second (as `datetime` rounds).
+        assert_eq!(t(1_795_000_000.000_000_5), t(1_795_000_000.0));
     }
 
     #[test]

@@ -52,12 +52,12 @@ pub fn parse_deal_created(
     body: &[u8],
     headers: &[(&str, &str)],
     nonce: Option<&str>,
-) -> Result<DealCreated> {
+) -> Result<(DealCreated, Value)> {
     check_size(body.len())?;
     if let Some(expected) = nonce {
         verify_nonce(expected, headers.iter().map(|(k, v)| (*k, *v)))?;
     }
-    parse_body(body)
+    parse_body_raw(body)
 }
 
 /// Refuses a body of more than [`MAX_BODY_BYTES`].
@@ -72,17 +72,24 @@ pub fn check_size(len: usize) -> Result<()> {
 
 /// Parses and checks the body (no size or nonce check).
 pub fn parse_body(body: &[u8]) -> Result<DealCreated> {
+    parse_body_raw(body).map(|(event, _)| event)
+}
+
+/// [`parse_body`], with the whole body as parsed (unknown fields included).
+pub fn parse_body_raw(body: &[u8]) -> Result<(DealCreated, Value)> {
     let text = std::str::from_utf8(body)
         .map_err(|_| Error::WebhookPayload("the body is not valid UTF-8".to_string()))?;
     let raw: Value = serde_json::from_str(text)
         .map_err(|e| Error::WebhookPayload(format!("the body is not valid JSON: {e}")))?;
     let event = schema::check(&raw)?;
     duplicates::check(text)?;
-    Ok(DealCreated {
-        status: event.status,
-        process_id: event.process_id,
-        deal_id: event.deal_id,
-        errors: event.errors,
+    Ok((
+        DealCreated {
+            status: event.status,
+            process_id: event.process_id,
+            deal_id: event.deal_id,
+            errors: event.errors,
+        },
         raw,
-    })
+    ))
 }

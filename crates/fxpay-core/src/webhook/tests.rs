@@ -19,8 +19,22 @@ fn fail() -> String {
     )
 }
 
-fn parse(body: &str) -> Result<DealCreated> {
-    parse_deal_created(body.as_bytes(), &[], None)
+/// An event with the body it was parsed from.
+#[derive(Debug)]
+struct Parsed {
+    ev: DealCreated,
+    raw: Value,
+}
+
+impl std::ops::Deref for Parsed {
+    type Target = DealCreated;
+    fn deref(&self) -> &DealCreated {
+        &self.ev
+    }
+}
+
+fn parse(body: &str) -> Result<Parsed> {
+    parse_deal_created(body.as_bytes(), &[], None).map(|(ev, raw)| Parsed { ev, raw })
 }
 
 fn payload_msg(body: &str) -> String {

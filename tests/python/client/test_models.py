@@ -1,0 +1,246 @@
+"""Every model is a class of the compiled module, made from its one Rust definition: identity
+with ``fxpay._fxpay``, pickle, equality and hash by value, ``__match_args__``, ``replace``,
+immutability, keyword construction with typed errors, and reprs without secrets."""
+
+from __future__ import annotations
+
+import collections.abc
+import copy
+import datetime as dt
+import inspect
+import json
+import pickle
+from decimal import Decimal
+from typing import Any
+
+import fxpay
+import fxpay.models
+import pytest
+from fxpay import _fxpay
+
+NAMES = [
+    "Quote",
+    "Freebies",
+    "Deal",
+    "SpotDeal",
+    "Beneficiary",
+    "BankDetails",
+    "Address",
+    "DealBeneficiary",
+    "Token",
+    "AuthorizationRequest",
+    "VirtualAccount",
+    "DealCreated",
+    "FieldError",
+]
+UUID = "3f2b6a1e-9c1d-4d7a-8b0e-2f6f1c2d3e4f"
+WHEN = dt.datetime(2030, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+
+
+def examples() -> dict[str, Any]:
+    """One instance of every model with fields, built by hand."""
+    address = fxpay.Address(address_line="1 George St", city_suburb="Sydney", state_province="NSW", post_code="2000", country="AU")
+    bank = fxpay.BankDetails(bank_name="B", bank_branch_name="G", branch_code="062000", account="1234", bank_address=address)
+    line = fxpay.DealBeneficiary(UUID, "10.50", "Invoice", "INV-1")
+    freebies = fxpay.Freebies(3, 1, 2)
+    return {
+        "Address": address,
+        "BankDetails": bank,
+        "Beneficiary": fxpay.Beneficiary(
+            currency="AUD", name="Acme", classification="Business", payment_reason="Invoice", bank_details=bank, address=address
+        ),
+        "DealBeneficiary": line,
+        "Freebies": freebies,
+        "Quote": fxpay.Quote(UUID, "USD", "1000.00", "AUD", "1523.45", "1.523450", "0.656405", "0", "USD", freebies),
+        "Deal": fxpay.Deal(UUID, UUID, "Own account", None, [line]),
+        "SpotDeal": fxpay.SpotDeal(UUID, "https://app.example/cb", "NONCE-SECRET"),
+        "Token": fxpay.Token("ACCESS-SECRET", "Bearer", 3599, WHEN, "REFRESH-SECRET", "gca-aisp"),
+        "AuthorizationRequest": fxpay.AuthorizationRequest("https://x.example/a?state=STATE-SECRET", "STATE-SECRET", "https://app/cb", "VERIFIER-SECRET"),
+        "FieldError": fxpay.FieldError("validation:beneficiary:1004", "PaymentReason", "Payment reason is required"),
+        "DealCreated": fxpay.DealCreated("fail", UUID, None, [fxpay.FieldError("a:b:1", None, "m")]),
+    }
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_model_is_a_class_of_the_compiled_module(name: str) -> None:
+    cls = getattr(fxpay, name)
+    assert cls is getattr(_fxpay, name) is getattr(fxpay.models, name)
+    assert cls.__module__ == "fxpay._fxpay"
+    assert cls.__doc__ and len(cls.__doc__) > 20  # help() shows it
+
+
+@pytest.mark.parametrize("name", sorted(examples()))
+def test_pickle_eq_hash_and_copies(name: str) -> None:
+    m = examples()[name]
+    back = pickle.loads(pickle.dumps(m))
+    assert back == m and hash(back) == hash(m) and type(back) is type(m)
+    assert examples()[name] == m and hash(examples()[name]) == hash(m)
+    assert copy.copy(m) == m and copy.deepcopy(m) == m
+    assert len({m, back, examples()[name]}) == 1
+    assert m != object() and m != None  # noqa: E711
+
+
+@pytest.mark.parametrize("name", sorted(examples()))
+def test_match_args_replace_and_immutability(name: str) -> None:
+    m = examples()[name]
+    cls = type(m)
+    fields = cls.__match_args__
+    assert fields and all(isinstance(f, str) for f in fields)
+    assert list(inspect.signature(cls).parameters) == list(fields)
+    # The fields in order rebuild the model, positionally and by keyword.
+    values = [getattr(m, f) for f in fields]
+    assert cls(*values) == m and cls(**dict(zip(fields, values))) == m
+    assert m.replace() == m
+    first = fields[0]
+    with pytest.raises(AttributeError, match="immutable"):
+        setattr(m, first, getattr(m, first))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
+        m.replace(nope=1)
+    with pytest.raises(TypeError, match="nope"):
+        cls(*values, nope=1)
+
+
+def test_replace_changes_one_field_and_checks_it() -> None:
+    line = examples()["DealBeneficiary"]
+    more = line.replace(amount="20")
+    assert more.amount == Decimal("20") and line.amount == Decimal("10.50")
+    assert more != line and (more.beneficiary_id, more.pay_reason) == (line.beneficiary_id, line.pay_reason)
+    with pytest.raises(fxpay.InvalidRequestError, match="greater than zero"):
+        line.replace(amount=0)
+    with pytest.raises(TypeError, match="beneficiary_id"):
+        line.replace(beneficiary_id=7)
+    token = examples()["Token"]
+    later = token.replace(expires_at=WHEN + dt.timedelta(hours=1))
+    assert later.expires_at - token.expires_at == dt.timedelta(hours=1) and later.access_token == token.access_token
+
+
+def test_pattern_matching() -> None:
+    match examples()["Quote"]:
+        case fxpay.Quote(_, "USD", amount, "AUD", freebies=fxpay.Freebies(total=total)):
+            assert amount == Decimal("1000.00") and total == 3
+        case _:
+            pytest.fail("the quote did not match")
+    match examples()["DealCreated"]:
+        case fxpay.DealCreated("fail", errors=[fxpay.FieldError(code)]):
+            assert code == "a:b:1"
+        case _:
+            pytest.fail("the event did not match")
+
+
+@pytest.mark.parametrize("name", sorted(examples()))
+def test_a_wrong_type_names_the_field(name: str) -> None:
+    m = examples()[name]
+    cls = type(m)
+    for field in cls.__match_args__:
+        kwargs = {f: getattr(m, f) for f in cls.__match_args__}
+        kwargs[field] = object()
+        # An amount is checked as a value (test_validation): anything not a number is refused
+        # as an InvalidRequestError, which names the field too.
+        amount = isinstance(getattr(m, field), Decimal)
+        with pytest.raises(fxpay.InvalidRequestError if amount else TypeError, match=field):
+            cls(**kwargs)
+    with pytest.raises(TypeError, match=f"missing required argument '{cls.__match_args__[0]}'"):
+        cls()
+
+
+def test_equal_amounts_hash_alike() -> None:
+    assert fxpay.Freebies(1, "2.0", Decimal("3.00")) == fxpay.Freebies("1.0", 2, 3)
+    assert hash(fxpay.Freebies(1, "2.0", Decimal("3.00"))) == hash(fxpay.Freebies("1.0", 2, 3))
+    assert fxpay.Freebies(1, 2, 3) != fxpay.Freebies(1, 2, 4)
+
+
+def test_money_is_exact_and_counts_too() -> None:
+    q = examples()["Quote"]
+    assert type(q.buy_amount) is Decimal and str(q.buy_amount) == "1000.00" and str(q.customer_rate) == "1.523450"
+    assert q.to_dict()["buyAmount"] == Decimal("1000.00") and type(q.to_dict()["fee"]) is Decimal
+    assert fxpay.DealBeneficiary(UUID, 0.1, "r", "x").amount == Decimal("0.1")
+    with pytest.raises(fxpay.InvalidRequestError):
+        fxpay.Quote(UUID, "USD", float("nan"), "AUD", "1", "1", "1")
+    assert fxpay.Quote(UUID, "USD", 1, "AUD", 2, 3, 4).fee is None  # optional fields default to None
+
+
+def test_reprs_hold_no_secrets() -> None:
+    for m in examples().values():
+        for shown in (repr(m), str(m), m._repr_html_()):
+            assert "SECRET" not in shown, shown
+    assert repr(examples()["Address"]).startswith("Address(address_line='1 George St'")
+    assert "<th style='text-align:left'>country</th><td>AU</td>" in examples()["Address"]._repr_html_()
+
+
+def test_to_dict_is_the_wire_form() -> None:
+    b = examples()["Beneficiary"].to_dict()
+    assert b["beneficiaryBankDetails"]["bankAddress"]["postCode"] == "2000" and b["beneficiaryAddress"]["country"] == "AU"
+    assert examples()["Deal"].to_dict()["beneficiaries"][0] == {
+        "beneficiaryId": UUID,
+        "amount": Decimal("10.50"),
+        "payReason": "Invoice",
+        "payReference": "INV-1",
+    }
+    token = examples()["Token"]
+    assert fxpay.Token.from_dict(token.to_dict()) == token
+    auth = examples()["AuthorizationRequest"]
+    assert auth.to_dict()["code_verifier"] == "VERIFIER-SECRET" and fxpay.AuthorizationRequest(**auth.to_dict()) == auth
+
+
+def test_token_expiry_is_an_aware_datetime() -> None:
+    t = fxpay.Token.from_dict({"access_token": "a", "expires_in": 60, "expires_at": "2030-01-02T03:04:05"})
+    assert t.expires_at == WHEN and t.expires_at.tzinfo is not None and not t.expired
+    assert fxpay.Token.from_dict({"access_token": "a", "expires_at": 0}).expired
+    with pytest.raises(TypeError, match="mapping"):
+        fxpay.Token.from_dict("a")  # type: ignore[arg-type]
+
+
+def test_field_error_parts() -> None:
+    e = examples()["FieldError"]
+    assert (e.layer, e.component, e.number) == ("validation", "beneficiary", 1004)
+    assert fxpay.FieldError("odd", None, "m").layer is None
+
+
+def test_virtual_account_is_a_read_only_mapping() -> None:
+    va = fxpay.VirtualAccount({"id": "va1", "currency": "USD", "balance": Decimal("1.50"), "tags": ["a"]})
+    assert issubclass(fxpay.VirtualAccount, collections.abc.Mapping)
+    assert va["currency"] == "USD" and va.get("nope") is None and va.get("nope", 1) == 1
+    assert list(va) == list(va.keys()) == ["id", "currency", "balance", "tags"] and len(va) == 4 and "id" in va
+    assert dict(va.items())["balance"] == Decimal("1.50") and va.raw == dict(va) == va.to_dict()
+    assert pickle.loads(pickle.dumps(va)) == va and hash(pickle.loads(pickle.dumps(va))) == hash(va)
+    assert fxpay.VirtualAccount({"currency": "USD", "id": "va1", "tags": ["a"], "balance": Decimal("1.50")}) == va
+    with pytest.raises(KeyError):
+        va["nope"]
+    with pytest.raises(TypeError):
+        va["id"] = "x"  # type: ignore[index]
+    with pytest.raises(TypeError, match="data"):
+        fxpay.VirtualAccount({"x": object()})
+
+
+def test_models_read_from_the_service(fxpay_client: fxpay.Client) -> None:
+    q = fxpay_client.get_quote(fxpay_client.create_quote(buy_currency="USD", buy_amount="10.00", sell_currency="AUD"))
+    raw = q.raw
+    assert q.raw is raw and raw["buyAmount"] == q.buy_amount and raw["id"] == q.id  # made once, then kept
+    back = pickle.loads(pickle.dumps(q))
+    assert back == q and back.raw == raw
+    # A copy made by hand has no answer to keep.
+    assert q.replace().raw == {} and q.replace() == q
+
+
+class _Keep:
+    """A token store that keeps what the client saves."""
+
+    def __init__(self) -> None:
+        self.saved: list[fxpay.Token] = []
+
+    def load(self, key: str) -> fxpay.Token | None:
+        return None
+
+    def save(self, key: str, token: fxpay.Token) -> None:
+        self.saved.append(token)
+
+
+def test_a_saved_token_equals_the_one_it_was_saved_from(fxpay_sandbox: Any) -> None:
+    # The core's expiry has sub-microsecond digits; a datetime (and so a store) keeps
+    # microseconds: the token read back still equals the one saved.
+    store = _Keep()
+    with fxpay.Client(fxpay_sandbox.client_id, fxpay_sandbox.client_secret, base_url=fxpay_sandbox.base_url, token_store=store) as c:
+        c.create_quote(buy_currency="USD", buy_amount="10", sell_currency="AUD")
+    [token] = store.saved
+    again = fxpay.Token.from_dict(json.loads(json.dumps(token.to_dict())))
+    assert again == token and hash(again) == hash(token)
