@@ -168,10 +168,10 @@ def _threads(gets: list[Get], n: int) -> Callable[[], None]:
         barrier.wait()
         try:
             _loop(get, share)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+        except BaseException as e:
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(g, s)) for g, s in zip(gets, shares)]
+    threads = [threading.Thread(target=work, args=(g, s)) for g, s in zip(gets, shares, strict=False)]
     for t in threads:
         t.start()
 
@@ -356,7 +356,8 @@ def tracing_cost(t: Target, rounds: int, calls: int) -> dict[str, Any]:
 
         def round_of(m: str, shape: str, n: int) -> dict[str, float]:
             p = procs[m]
-            assert p.stdin is not None and p.stdout is not None
+            assert p.stdin is not None
+            assert p.stdout is not None
             p.stdin.write(f"{shape} {n}\n")
             p.stdin.flush()
             return dict(json.loads(p.stdout.readline()))
@@ -425,7 +426,9 @@ def sandbox_throughput(sb: SandboxProcess, seconds: int, connections: int = 64) 
     subprocess.run([wrk, "-t2", "-c16", "-d1s", "-H", auth, t.quote_url], capture_output=True, check=True)
     s0 = sb.cpu()
     t0 = time.perf_counter()
-    out = subprocess.run([wrk, "-t2", f"-c{connections}", f"-d{seconds}s", "-H", auth, t.quote_url], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [wrk, "-t2", f"-c{connections}", f"-d{seconds}s", "-H", auth, t.quote_url], capture_output=True, text=True, check=True
+    ).stdout
     wall = time.perf_counter() - t0
     s1 = sb.cpu()
     m = re.search(r"^Requests/sec:\s*([0-9.]+)", out, re.MULTILINE)
@@ -523,7 +526,8 @@ def webhook_rate(quick: bool) -> tuple[float | None, str]:
         return None, "n/a (bench/webhook_bench.py not present)"
     try:
         spec = importlib.util.spec_from_file_location("webhook_bench", path)
-        assert spec and spec.loader
+        assert spec
+        assert spec.loader
         mod = importlib.util.module_from_spec(spec)
         sys.modules["webhook_bench"] = mod  # dataclasses look their module up there
         spec.loader.exec_module(mod)
@@ -540,7 +544,7 @@ def webhook_rate(quick: bool) -> tuple[float | None, str]:
         if isinstance(out, (int, float)):
             return float(out), f"{float(out):,.0f} parses/s"
         return None, f"n/a (run() returned {out!r})"
-    except Exception as e:  # noqa: BLE001 - another developer's file: report, never fail
+    except Exception as e:
         return None, f"n/a (bench/webhook_bench.py failed: {type(e).__name__}: {e})"
 
 
@@ -658,7 +662,11 @@ def measure(args: Any) -> Results:
             with fxpay.Client(t.client_id, t.client_secret, base_url=t.base_url, ca_bundle=t.ca_bundle) as fx:
                 t.quote_id = fx.create_quote(buy_currency="USD", buy_amount="1000.00", sell_currency="AUD")
             print(f"sandbox {t.base_url} (pid {server.pid}), quote {t.quote_id}", flush=True)
-        print(f"{len(cells)} cells; up to {plan.requests:,} requests per cell (about {plan.cell_seconds:g} s at most); {args.rounds} round(s)", flush=True)
+        print(
+            f"{len(cells)} cells; up to {plan.requests:,} requests per cell "
+            f"(about {plan.cell_seconds:g} s at most); {args.rounds} round(s)",
+            flush=True,
+        )
 
         def server_for(transport: str) -> SandboxProcess:
             return servers[transport]
@@ -672,7 +680,7 @@ def measure(args: Any) -> Results:
                 try:
                     gc.collect()
                     s = run_cell(cell, sb.target, plan, Meter(sb.pid))
-                except Exception as e:  # noqa: BLE001 - a broken client is reported, not fatal
+                except Exception as e:
                     res.errors[cell.key] = f"{type(e).__name__}: {e}"
                     print(f"  {cell.key:<40} ERROR {res.errors[cell.key]}", flush=True)
                     continue
@@ -712,7 +720,7 @@ def measure(args: Any) -> Results:
             if importlib.util.find_spec("opentelemetry.sdk") is not None and (HERE / "tracing_cost.py").exists():
                 try:
                     res.tracing = tracing_cost(servers["http"].target, 15, 400)
-                except Exception as e:  # noqa: BLE001 - bench/tracing_cost.py is shared with the tracing work: report, never fail
+                except Exception as e:
                     res.tracing = {"error": f"{type(e).__name__}: {e}"}
                 print(f"  tracing: {json.dumps(res.tracing.get('shapes', res.tracing))[:300]}", flush=True)
             else:

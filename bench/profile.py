@@ -120,7 +120,7 @@ def fxpay_cell(sb: measure.SandboxProcess, shape: str, n: int) -> dict[str, floa
                 run()
                 secs, c1, s1 = time.perf_counter() - t0, self_counters(), sb.cpu()
             server = s1 - s0 if s0 is not None and s1 is not None else None
-            return per_call([b - a for a, b in zip(c0, c1)], n, secs, server, perf.syscalls)
+            return per_call([b - a for a, b in zip(c0, c1, strict=False)], n, secs, server, perf.syscalls)
 
         if shape == "loop":
 
@@ -152,7 +152,7 @@ def ceiling_cells(sb: measure.SandboxProcess, transport: str, n: int) -> dict[st
     warm = min(max(n // 10, 50), 1000)
     for name, shape in (("loop_ct", "loop (current_thread)"), ("loop_mt", "loop (block_on, multi-thread)"), ("async64", "async 64")):
         cmd = [str(measure.ceiling_binary()), t.base_url, t.client_id, t.client_secret, t.quote_id, str(n)]
-        cmd += measure.ceiling_args(t, transport) + ["--server-pid", str(sb.pid), "--self-stats", "--only", name]
+        cmd += [*measure.ceiling_args(t, transport), "--server-pid", str(sb.pid), "--self-stats", "--only", name]
         if shutil.which("perf"):
             cmd = ["perf", "stat", "-x,", "-e", PERF_EVENTS, "--", *cmd]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, check=True)
@@ -182,8 +182,14 @@ def main() -> None:
     have_ceiling = measure.ceiling_binary().exists()
     if not have_ceiling:
         print("the ceiling is not built (cargo build --release --example ceiling): fxpay only")
-    print(f"sandbox build: the same ({measure.fxpay_build()}); per call: CPU us of the caller, its context switches, its syscalls, the server's CPU us")
-    header = f"{'transport':<10} {'who / shape':<42} {'req/s':>8} {'user us':>8} {'sys us':>8} {'vcsw':>6} {'ivcsw':>6} {'syscalls':>8} {'server us':>9}"
+    print(
+        f"sandbox build: the same ({measure.fxpay_build()}); "
+        "per call: CPU us of the caller, its context switches, its syscalls, the server's CPU us"
+    )
+    header = (
+        f"{'transport':<10} {'who / shape':<42} {'req/s':>8} {'user us':>8} {'sys us':>8} "
+        f"{'vcsw':>6} {'ivcsw':>6} {'syscalls':>8} {'server us':>9}"
+    )
     print(header)
     for tr in transports:
         sb = measure.SandboxProcess(tr)

@@ -198,7 +198,9 @@ def extras_lines(doc: dict[str, Any]) -> list[str]:
         lines.append("  |---|---|---:|---:|---:|---:|")
         for shape, modes in tracing["shapes"].items():
             for m, v in modes.items():
-                lines.append(f"  | {shape} | {m} | {v['wall_us']:.1f} | {v['wall_ratio']:.3f}x | {v['cpu_us']:.1f} | {v['cpu_ratio']:.3f}x |")
+                lines.append(
+                    f"  | {shape} | {m} | {v['wall_us']:.1f} | {v['wall_ratio']:.3f}x | {v['cpu_us']:.1f} | {v['cpu_ratio']:.3f}x |"
+                )
         lines.append("")
     elif tracing.get("error"):
         lines.append(f"- tracing cost: n/a ({tracing['error']})")
@@ -276,20 +278,22 @@ def chart(doc: dict[str, Any], path: Path) -> None:
     data = [(f"{r['client']} ({r['shape']}, {TRANSPORT_LABEL[r['transport']]})", r["rps"], r["transport"]) for r in rows(doc) if r["rps"]]
     if not data:
         return
-    labels, values, trs = zip(*data)
+    labels, values, trs = zip(*data, strict=False)
     colors = ["#d62728" if lbl.startswith("fxpay") else "#7f7f7f" if lbl.startswith("pure-Rust") else "#1f77b4" for lbl in labels]
     hatches = ["" if tr == "http" else "//" if tr == "https" else ".." for tr in trs]
     fig, ax = plt.subplots(figsize=(11, 0.32 * len(labels) + 1.5))
     y = list(range(len(labels)))[::-1]
     bars = ax.barh(y, values, color=colors)
-    for b, h in zip(bars, hatches):
+    for b, h in zip(bars, hatches, strict=False):
         b.set_hatch(h)
     ax.set_yticks(y, labels, fontsize=8)
-    for yi, v in zip(y, values):
+    for yi, v in zip(y, values, strict=False):
         ax.text(v, yi, f" {v:,.0f}", va="center", fontsize=7)
     ax.set_xlabel("requests/s (GET quote + exact Decimal parse), higher is better; hatched: TLS (// http/1.1, .. h2)")
     e = doc["env"]
-    ax.set_title(f"fxpay benchmark{' (--quick)' if doc['quick'] else ''}: {e['cpu']}, {e['cores']} cores, Python {e['python']}", fontsize=10)
+    ax.set_title(
+        f"fxpay benchmark{' (--quick)' if doc['quick'] else ''}: {e['cpu']}, {e['cores']} cores, Python {e['python']}", fontsize=10
+    )
     ax.set_xlim(0, max(values) * 1.18)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -43,11 +43,11 @@ def cpu_model() -> str:
 def fxpay_build() -> str:
     """The installed extension module and its size (a debug build is about 100 MB, release about 8)."""
     try:
-        import fxpay._fxpay as core  # noqa: PLC0415
+        import fxpay._fxpay as core
 
         path = core.__file__ or "?"
         return f"{path} ({os.path.getsize(path) / 1e6:.1f} MB)"
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return f"unknown ({e})"
 
 

@@ -89,7 +89,12 @@ def span_cost(n: int) -> dict[str, float]:
     from opentelemetry import trace
 
     tracer = trace.get_tracer("span-cost")
-    attributes: dict[str, str | int] = {"http.request.method": "GET", "url.template": "/v1/payments/quotes/{quote_id}", "server.address": "127.0.0.1", "server.port": 8080}
+    attributes: dict[str, str | int] = {
+        "http.request.method": "GET",
+        "url.template": "/v1/payments/quotes/{quote_id}",
+        "server.address": "127.0.0.1",
+        "server.port": 8080,
+    }
     t0 = time.perf_counter()
     for _ in range(n):
         tracer.start_span("GET").end()
@@ -217,7 +222,8 @@ def main() -> None:
 
         def round_of(m: str, shape: str, n: int) -> dict[str, float]:
             p = procs[m]
-            assert p.stdin is not None and p.stdout is not None
+            assert p.stdin is not None
+            assert p.stdout is not None
             p.stdin.write(f"{shape} {n}\n")
             p.stdin.flush()
             return dict(json.loads(p.stdout.readline()))

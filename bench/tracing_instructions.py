@@ -44,8 +44,10 @@ def main() -> None:
         assert exporter is not None
         tracer = trace.get_tracer("span-cost")
         attributes: dict[str, str | int] = {
-            "http.request.method": "GET", "url.template": "/v1/payments/quotes/{quote_id}",
-            "server.address": "127.0.0.1", "server.port": 8080,
+            "http.request.method": "GET",
+            "url.template": "/v1/payments/quotes/{quote_id}",
+            "server.address": "127.0.0.1",
+            "server.port": 8080,
         }
         for _ in range(n):
             if mode == "span-empty":

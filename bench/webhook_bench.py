@@ -13,15 +13,17 @@ The baseline does not look for duplicate keys (fxpay does), so it does a little 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hmac
 import json
 import random
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 import fxpay
 
@@ -83,21 +85,12 @@ def _field_error(i: int, item: Any) -> PyFieldError:
     name = _string(item, "fieldName", f"eventBody.errors[{i}].fieldName")
     message = _string(item, "message", f"eventBody.errors[{i}].message")
     parts = code.split(":")
-    if (
-        len(parts) == 3
-        and parts[0]
-        and parts[1]
-        and parts[2].isascii()
-        and parts[2].isdigit()
-        and int(parts[2]) < 2**32
-    ):
+    if len(parts) == 3 and parts[0] and parts[1] and parts[2].isascii() and parts[2].isdigit() and int(parts[2]) < 2**32:
         return PyFieldError(code, name, message, parts[0], parts[1], int(parts[2]))
     return PyFieldError(code, name, message)
 
 
-def py_parse_deal_created(
-    body: bytes | str, headers: Any = None, *, nonce: str | None = None
-) -> PyDealCreated:
+def py_parse_deal_created(body: bytes | str, headers: Any = None, *, nonce: str | None = None) -> PyDealCreated:
     if isinstance(body, str):
         body = body.encode()
     if len(body) > MAX_BODY_BYTES:
@@ -141,9 +134,7 @@ def py_parse_deal_created(
         raise PayloadError("eventBody.errors is not an array")
     if not errors:
         raise PayloadError("eventBody.errors is empty")
-    return PyDealCreated(
-        status, process_id, None, tuple(_field_error(i, e) for i, e in enumerate(errors)), data
-    )
+    return PyDealCreated(status, process_id, None, tuple(_field_error(i, e) for i, e in enumerate(errors)), data)
 
 
 def make_bodies(n: int, seed: int = 7) -> list[tuple[bytes, dict[str, str]]]:
@@ -198,10 +189,8 @@ def rate(fn: Callable[..., Any], bodies: list[tuple[bytes, dict[str, str]]], sec
     deadline = start + seconds
     while True:
         for body, headers in bodies:
-            try:
+            with contextlib.suppress(Exception):
                 fn(body, headers, nonce=NONCE)
-            except Exception:
-                pass
         done += len(bodies)
         now = time.perf_counter()
         if now >= deadline:
@@ -228,8 +217,23 @@ def check_same_results(bodies: list[tuple[bytes, dict[str, str]]]) -> None:
             raise SystemExit(f"the two sides disagree on {body!r}")
         if ours is None or theirs is None:
             continue
-        a = (ours.status, ours.process_id, ours.deal_id, [e.to_dict() | {"parts": (e.layer, e.component, e.number)} for e in ours.errors], ours.raw)
-        b = (theirs.status, theirs.process_id, theirs.deal_id, [{"errorCode": e.error_code, "fieldName": e.field_name, "message": e.message, "parts": (e.layer, e.component, e.number)} for e in theirs.errors], theirs.raw)
+        a = (
+            ours.status,
+            ours.process_id,
+            ours.deal_id,
+            [e.to_dict() | {"parts": (e.layer, e.component, e.number)} for e in ours.errors],
+            ours.raw,
+        )
+        b = (
+            theirs.status,
+            theirs.process_id,
+            theirs.deal_id,
+            [
+                {"errorCode": e.error_code, "fieldName": e.field_name, "message": e.message, "parts": (e.layer, e.component, e.number)}
+                for e in theirs.errors
+            ],
+            theirs.raw,
+        )
         if a != b:
             raise SystemExit(f"the two sides read {body!r} differently:\n{a}\n{b}")
 

@@ -62,16 +62,15 @@ def render(doc: dict[str, Any]) -> str:
     add = out.append
     add("# Sandbox rules\n")
     add(
-        "Where the service's specification says \"not shown\" (a status, an error code, a "
+        'Where the service\'s specification says "not shown" (a status, an error code, a '
         "bound, a lifetime, a retry policy), the sandbox had to choose. Every such choice is "
         "on this page. The page is generated, at each docs build, from the OpenAPI document "
         "the sandbox itself serves at `/openapi.json` (any running sandbox answers it: "
-        "`sb.base_url + \"/openapi.json\"`), so the two cannot differ. The real service may "
+        '`sb.base_url + "/openapi.json"`), so the two cannot differ. The real service may '
         "choose otherwise: code against the documented error classes of fxpay, and use these "
         "details to write tests.\n"
     )
-    add(f"Document version: {code(doc.get('info', {}).get('version', '?'))}, "
-        f"OpenAPI {code(doc.get('openapi', '?'))}.\n")
+    add(f"Document version: {code(doc.get('info', {}).get('version', '?'))}, OpenAPI {code(doc.get('openapi', '?'))}.\n")
     add("## General\n")
     add(text(doc.get("info", {}).get("description", "")) + "\n")
 
@@ -139,7 +138,7 @@ def render(doc: dict[str, Any]) -> str:
             for tag in op.get("tags", []):
                 if tag not in seen_tags and tags.get(tag):
                     seen_tags.add(tag)
-                    add(f"!!! note \"{tag}\"\n    {text(tags[tag])}\n")
+                    add(f'!!! note "{tag}"\n    {text(tags[tag])}\n')
             add(f"### `{method.upper()} {path}`\n")
             if op.get("summary"):
                 add(text(op["summary"]) + ".\n")

@@ -3,7 +3,7 @@
 import datetime
 import inspect
 import os
-from collections.abc import Callable, Coroutine, ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
+from collections.abc import Callable, Coroutine, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from decimal import Decimal
 from types import TracebackType
 from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, final, overload
@@ -19,15 +19,13 @@ _T = TypeVar("_T")
 
 __version__: str
 __all__ = [
-    "__version__",
-    "Client",
-    "UserSession",
-    "CoreSandbox",
-    "CoreCassette",
     "Address",
     "AuthorizationRequest",
     "BankDetails",
     "Beneficiary",
+    "Client",
+    "CoreCassette",
+    "CoreSandbox",
     "Deal",
     "DealBeneficiary",
     "DealCreated",
@@ -36,17 +34,17 @@ __all__ = [
     "Quote",
     "SpotDeal",
     "Token",
+    "UserSession",
     "VirtualAccount",
-    "parse_deal_created",
+    "__version__",
     "_raise_panic_for_test",
     "_raise_panic_for_test_async",
+    "parse_deal_created",
 ]
 
 def _raise_panic_for_test() -> None: ...
 def _raise_panic_for_test_async() -> Coroutine[Any, Any, None]: ...
-def parse_deal_created(
-    body: bytes | str, headers: Mapping[str, str] | None = None, *, nonce: str | None = None
-) -> DealCreated: ...
+def parse_deal_created(body: bytes | str, headers: Mapping[str, str] | None = None, *, nonce: str | None = None) -> DealCreated: ...
 
 # -- models: each a class around one core struct; its fields are named here and in Rust only --
 
@@ -167,9 +165,7 @@ class Address:
 class BankDetails:
     __signature__: ClassVar[inspect.Signature]
     __match_args__ = ("bank_name", "bank_branch_name", "branch_code", "account", "bank_address")
-    def __new__(
-        cls, bank_name: str, bank_branch_name: str, branch_code: str, account: str, bank_address: Address
-    ) -> BankDetails: ...
+    def __new__(cls, bank_name: str, bank_branch_name: str, branch_code: str, account: str, bank_address: Address) -> BankDetails: ...
     @property
     def bank_name(self) -> str: ...
     @property
@@ -546,9 +542,7 @@ class Client:
     def exchange_code_async(self, auth: AuthorizationRequest, callback: str) -> Coroutine[Any, Any, Token]: ...
     def refresh_token(self, refresh_token: str) -> Token: ...
     def refresh_token_async(self, refresh_token: str) -> Coroutine[Any, Any, Token]: ...
-    def user_session(
-        self, token: Token, *, on_token: Callable[[Token], None] | None = None, key: str | None = None
-    ) -> UserSession: ...
+    def user_session(self, token: Token, *, on_token: Callable[[Token], None] | None = None, key: str | None = None) -> UserSession: ...
 
 @final
 class UserSession:
@@ -587,9 +581,7 @@ class CoreCassette:
 
 @final
 class CoreSandbox:
-    def __new__(
-        cls, host: str = "127.0.0.1", port: int = 0, tls: bool = False, body_timeout: float = 10.0
-    ) -> CoreSandbox: ...
+    def __new__(cls, host: str = "127.0.0.1", port: int = 0, tls: bool = False, body_timeout: float = 10.0) -> CoreSandbox: ...
     @property
     def base_url(self) -> str: ...
     @property
@@ -619,4 +611,3 @@ class CoreSandbox:
     def drop_next(self, path: str, after_processing: bool) -> None: ...
     def delay_next(self, path: str, seconds: float) -> None: ...
     def shutdown(self) -> None: ...
-

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .models import FieldError
+    from ._fxpay import FieldError
 
 __all__ = [
     "ApiError",

@@ -91,8 +91,6 @@ def to_records(models: Sequence[Any]) -> list[dict[str, Any]]:
                 out[j] = {
                     k2: v2
                     for k, v in row.items()
-                    for k2, v2 in (
-                        [(f"{k}_{sub}", None) for sub in expanded[k]] if k in expanded and v is None else [(k, v)]
-                    )
+                    for k2, v2 in ([(f"{k}_{sub}", None) for sub in expanded[k]] if k in expanded and v is None else [(k, v)])
                 }
     return out

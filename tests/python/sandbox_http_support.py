@@ -102,10 +102,7 @@ def auth_query(sb: Any, redirect_uri: str | None = None, state: str = "st-123", 
 
 
 def hidden_fields(page: str) -> dict[str, str]:
-    return {
-        html.unescape(n): html.unescape(v)
-        for n, v in re.findall(r'<input type="hidden" name="([^"]*)" value="([^"]*)">', page)
-    }
+    return {html.unescape(n): html.unescape(v) for n, v in re.findall(r'<input type="hidden" name="([^"]*)" value="([^"]*)">', page)}
 
 
 def browser_login(c: httpx.Client, sb: Any, params: dict[str, str]) -> httpx.Response:
@@ -235,8 +232,7 @@ class Api:
             "fundingSource": funding,
             "channel": "FxpaySecure",
             "beneficiaries": [
-                {"beneficiaryId": b, "amount": a, "payReason": "Invoice", "payReference": f"REF-{i}"}
-                for i, (b, a) in enumerate(lines)
+                {"beneficiaryId": b, "amount": a, "payReason": "Invoice", "payReference": f"REF-{i}"} for i, (b, a) in enumerate(lines)
             ],
         }
 

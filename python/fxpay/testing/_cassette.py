@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .._fxpay import Client
-from .._fxpay import CoreCassette
+from .._fxpay import Client, CoreCassette
 from ..errors import ConfigurationError
 
 __all__ = ["Cassette"]

@@ -17,8 +17,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
-from .._fxpay import Client
-from .._fxpay import CoreSandbox
+from .._fxpay import Client, CoreSandbox
 from ._checks import check_flag, check_seconds
 
 __all__ = ["Sandbox"]

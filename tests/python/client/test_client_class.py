@@ -11,8 +11,9 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-import fxpay
 import pytest
+
+import fxpay
 from fxpay import _fxpay
 from fxpay.testing import Cassette, Sandbox
 
@@ -36,17 +37,20 @@ def user_token(sb: Sandbox, c: fxpay.Client) -> fxpay.Token:
 def test_client_and_user_session_are_pyclasses_of_the_compiled_module(sb: Sandbox) -> None:
     assert fxpay.Client is _fxpay.Client
     assert fxpay.UserSession is _fxpay.UserSession
-    assert fxpay.Client.__module__ == "fxpay._fxpay" and fxpay.UserSession.__module__ == "fxpay._fxpay"
+    assert fxpay.Client.__module__ == "fxpay._fxpay"
+    assert fxpay.UserSession.__module__ == "fxpay._fxpay"
     c = sb.client()
     assert type(c) is _fxpay.Client
     s = c.user_session(user_token(sb, c))
     assert type(s) is _fxpay.UserSession
     # No Python facade and no private core class remain.
-    assert not hasattr(_fxpay, "CoreClient") and not hasattr(_fxpay, "CoreUserSession")
+    assert not hasattr(_fxpay, "CoreClient")
+    assert not hasattr(_fxpay, "CoreUserSession")
     with pytest.raises(ModuleNotFoundError):
         __import__("fxpay._client")
     assert "client_id" in (fxpay.Client.__text_signature__ or "")
-    assert fxpay.Client.__doc__ and fxpay.Client.get_quote.__doc__
+    assert fxpay.Client.__doc__
+    assert fxpay.Client.get_quote.__doc__
 
 
 def test_repr_shows_no_secret(sb: Sandbox) -> None:
@@ -109,10 +113,12 @@ def test_from_env_uses_all_three_variables_and_passes_keywords_on(sb: Sandbox, m
 
 def test_with_closes_the_client_and_its_sessions(sb: Sandbox) -> None:
     with sb.client() as c:
-        assert isinstance(c, fxpay.Client) and not c.closed
+        assert isinstance(c, fxpay.Client)
+        assert not c.closed
         s = c.user_session(user_token(sb, c))
         assert s.list_virtual_accounts() is not None
-    assert c.closed and s.closed
+    assert c.closed
+    assert s.closed
     with pytest.raises(fxpay.ConfigurationError, match="Client is closed"):
         s.list_virtual_accounts()
     with pytest.raises(fxpay.ConfigurationError, match="closed"):
@@ -133,7 +139,8 @@ def test_async_with_and_aclose(sb: Sandbox) -> None:
             token = await c.exchange_code_async(*_auth_and_callback(sb, c))
             async with c.user_session(token) as s:
                 assert isinstance(await s.list_virtual_accounts_async(), list)
-            assert s.closed and not c.closed
+            assert s.closed
+            assert not c.closed
             with pytest.raises(fxpay.ConfigurationError, match="UserSession is closed"):
                 await s.list_virtual_accounts_async()
         entered.close()
@@ -156,7 +163,8 @@ def test_user_session_with_and_closed_session_cannot_be_entered(sb: Sandbox) -> 
     c = sb.client()
     with c.user_session(user_token(sb, c)) as s:
         assert not s.closed
-    assert s.closed and "closed" in repr(s)
+    assert s.closed
+    assert "closed" in repr(s)
     with pytest.raises(fxpay.ConfigurationError, match="closed"):
         s.__enter__()
     assert not c.closed
@@ -168,7 +176,8 @@ def test_a_recording_cassette_is_written_when_the_client_closes(sb: Sandbox, tmp
     with fxpay.Client(sb.client_id, sb.client_secret, base_url=sb.base_url, cassette=cas) as c:
         c.create_quote(buy_currency="USD", buy_amount=3, sell_currency="EUR")
         assert not path.exists()
-    assert path.exists() and Cassette(path).recorded == 2
+    assert path.exists()
+    assert Cassette(path).recorded == 2
 
 
 # -- subclasses and weak references -----------------------------------------------------------
@@ -187,7 +196,8 @@ class MyClient(fxpay.Client):
 
 def test_a_subclass_works_like_the_client(sb: Sandbox) -> None:
     c = MyClient(sb, tag="t")
-    assert isinstance(c, fxpay.Client) and c.tag == "t"
+    assert isinstance(c, fxpay.Client)
+    assert c.tag == "t"
     assert c.quote_of(4).buy_amount == 4
     assert repr(c).startswith("MyClient(client_id=")
 
@@ -218,7 +228,8 @@ def test_weak_references(sb: Sandbox) -> None:
     c = sb.client()
     s = c.user_session(user_token(sb, c))
     refs = [weakref.ref(c), weakref.ref(s), weakref.ref(MyClient(sb, tag="x"))]
-    assert refs[0]() is c and refs[1]() is s
+    assert refs[0]() is c
+    assert refs[1]() is s
     del c, s
     gc.collect()
     assert [r() for r in refs] == [None, None, None]

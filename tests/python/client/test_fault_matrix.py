@@ -104,7 +104,6 @@ OPS: dict[str, tuple[str, Callable[[World], Any], dict[str, Any]]] = {
 }
 
 
-
 def wait_for(cond: Callable[[], bool], seconds: float = 5.0) -> None:
     end = time.monotonic() + seconds
     while not cond() and time.monotonic() < end:
@@ -125,9 +124,7 @@ def test_cell(fxpay_sandbox: Any, op: str, fault: str, record_property: Callable
     except fxpay.FxPayError as e:
         got = type(e)
     # Reported with the test (also from xdist workers); conftest prints the matrix at the end.
-    record_property(
-        "fault_matrix_cell", (list(OPS).index(op), op, FAULTS.index(fault), fault, got if got == "ok" else got.__name__)
-    )
+    record_property("fault_matrix_cell", (list(OPS).index(op), op, FAULTS.index(fault), fault, got if got == "ok" else got.__name__))
     if fault == "delay" and op in ("create deal", "create spot deal"):
         # Give the delayed request the time to be processed, were the sandbox to process it
         # after its client went away: the check below would then see the deal.

@@ -41,8 +41,15 @@ class IdleCloser(Recorder):
         type(self).seen.append(("GET", self.path, self.client_address[1]))
         self._send(
             {
-                "id": "q-1", "buyCurrency": "USD", "buyAmount": 1, "sellCurrency": "EUR", "sellAmount": 0.9,
-                "customerRate": 0.9, "inverseCustomerRate": 1.111111, "fee": 0, "feeCurrency": "USD",
+                "id": "q-1",
+                "buyCurrency": "USD",
+                "buyAmount": 1,
+                "sellCurrency": "EUR",
+                "sellAmount": 0.9,
+                "customerRate": 0.9,
+                "inverseCustomerRate": 1.111111,
+                "fee": 0,
+                "feeCurrency": "USD",
                 "freebies": {"total": 0, "claimed": 0, "remaining": 0},
             }
         )
@@ -128,9 +135,7 @@ def test_a_blocking_call_from_a_log_handler_inside_a_call(
     assert len(gets) == 2, gets  # the outer call's line and the inner call's, none lost
 
 
-async def test_a_blocking_call_from_a_log_handler_inside_an_awaitable_call(
-    fxpay_client: fxpay.Client, debug_handler: Any
-) -> None:
+async def test_a_blocking_call_from_a_log_handler_inside_an_awaitable_call(fxpay_client: fxpay.Client, debug_handler: Any) -> None:
     qid = await fxpay_client.create_quote_async(buy_currency="USD", buy_amount=10, sell_currency="EUR")
     # Here the DEBUG line is written on a runtime thread: the blocking call made there must
     # neither deadlock the runtime nor fail.

@@ -13,9 +13,10 @@ import pickle
 from decimal import Decimal
 from typing import Any
 
+import pytest
+
 import fxpay
 import fxpay.models
-import pytest
 from fxpay import _fxpay
 
 NAMES = [
@@ -55,7 +56,9 @@ def examples() -> dict[str, Any]:
         "Deal": fxpay.Deal(UUID, UUID, "Own account", None, [line]),
         "SpotDeal": fxpay.SpotDeal(UUID, "https://app.example/cb", "NONCE-SECRET"),
         "Token": fxpay.Token("ACCESS-SECRET", "Bearer", 3599, WHEN, "REFRESH-SECRET", "gca-aisp"),
-        "AuthorizationRequest": fxpay.AuthorizationRequest("https://x.example/a?state=STATE-SECRET", "STATE-SECRET", "https://app/cb", "VERIFIER-SECRET"),
+        "AuthorizationRequest": fxpay.AuthorizationRequest(
+            "https://x.example/a?state=STATE-SECRET", "STATE-SECRET", "https://app/cb", "VERIFIER-SECRET"
+        ),
         "FieldError": fxpay.FieldError("validation:beneficiary:1004", "PaymentReason", "Payment reason is required"),
         "DealCreated": fxpay.DealCreated("fail", UUID, None, [fxpay.FieldError("a:b:1", None, "m")]),
     }
@@ -66,18 +69,24 @@ def test_every_model_is_a_class_of_the_compiled_module(name: str) -> None:
     cls = getattr(fxpay, name)
     assert cls is getattr(_fxpay, name) is getattr(fxpay.models, name)
     assert cls.__module__ == "fxpay._fxpay"
-    assert cls.__doc__ and len(cls.__doc__) > 20  # help() shows it
+    assert cls.__doc__
+    assert len(cls.__doc__) > 20
 
 
 @pytest.mark.parametrize("name", sorted(examples()))
 def test_pickle_eq_hash_and_copies(name: str) -> None:
     m = examples()[name]
     back = pickle.loads(pickle.dumps(m))
-    assert back == m and hash(back) == hash(m) and type(back) is type(m)
-    assert examples()[name] == m and hash(examples()[name]) == hash(m)
-    assert copy.copy(m) == m and copy.deepcopy(m) == m
+    assert back == m
+    assert hash(back) == hash(m)
+    assert type(back) is type(m)
+    assert examples()[name] == m
+    assert hash(examples()[name]) == hash(m)
+    assert copy.copy(m) == m
+    assert copy.deepcopy(m) == m
     assert len({m, back, examples()[name]}) == 1
-    assert m != object() and m != None  # noqa: E711
+    assert m != object()
+    assert m != None  # noqa: E711 -- the model's __ne__ against None is what is tested
 
 
 @pytest.mark.parametrize("name", sorted(examples()))
@@ -85,11 +94,13 @@ def test_match_args_replace_and_immutability(name: str) -> None:
     m = examples()[name]
     cls = type(m)
     fields = cls.__match_args__
-    assert fields and all(isinstance(f, str) for f in fields)
+    assert fields
+    assert all(isinstance(f, str) for f in fields)
     assert list(inspect.signature(cls).parameters) == list(fields)
     # The fields in order rebuild the model, positionally and by keyword.
     values = [getattr(m, f) for f in fields]
-    assert cls(*values) == m and cls(**dict(zip(fields, values))) == m
+    assert cls(*values) == m
+    assert cls(**dict(zip(fields, values, strict=False))) == m
     assert m.replace() == m
     first = fields[0]
     with pytest.raises(AttributeError, match="immutable"):
@@ -103,21 +114,25 @@ def test_match_args_replace_and_immutability(name: str) -> None:
 def test_replace_changes_one_field_and_checks_it() -> None:
     line = examples()["DealBeneficiary"]
     more = line.replace(amount="20")
-    assert more.amount == Decimal("20") and line.amount == Decimal("10.50")
-    assert more != line and (more.beneficiary_id, more.pay_reason) == (line.beneficiary_id, line.pay_reason)
+    assert more.amount == Decimal("20")
+    assert line.amount == Decimal("10.50")
+    assert more != line
+    assert (more.beneficiary_id, more.pay_reason) == (line.beneficiary_id, line.pay_reason)
     with pytest.raises(fxpay.InvalidRequestError, match="greater than zero"):
         line.replace(amount=0)
     with pytest.raises(TypeError, match="beneficiary_id"):
         line.replace(beneficiary_id=7)
     token = examples()["Token"]
     later = token.replace(expires_at=WHEN + dt.timedelta(hours=1))
-    assert later.expires_at - token.expires_at == dt.timedelta(hours=1) and later.access_token == token.access_token
+    assert later.expires_at - token.expires_at == dt.timedelta(hours=1)
+    assert later.access_token == token.access_token
 
 
 def test_pattern_matching() -> None:
     match examples()["Quote"]:
         case fxpay.Quote(_, "USD", amount, "AUD", freebies=fxpay.Freebies(total=total)):
-            assert amount == Decimal("1000.00") and total == 3
+            assert amount == Decimal("1000.00")
+            assert total == 3
         case _:
             pytest.fail("the quote did not match")
     match examples()["DealCreated"]:
@@ -151,8 +166,11 @@ def test_equal_amounts_hash_alike() -> None:
 
 def test_money_is_exact_and_counts_too() -> None:
     q = examples()["Quote"]
-    assert type(q.buy_amount) is Decimal and str(q.buy_amount) == "1000.00" and str(q.customer_rate) == "1.523450"
-    assert q.to_dict()["buyAmount"] == Decimal("1000.00") and type(q.to_dict()["fee"]) is Decimal
+    assert type(q.buy_amount) is Decimal
+    assert str(q.buy_amount) == "1000.00"
+    assert str(q.customer_rate) == "1.523450"
+    assert q.to_dict()["buyAmount"] == Decimal("1000.00")
+    assert type(q.to_dict()["fee"]) is Decimal
     assert fxpay.DealBeneficiary(UUID, 0.1, "r", "x").amount == Decimal("0.1")
     with pytest.raises(fxpay.InvalidRequestError):
         fxpay.Quote(UUID, "USD", float("nan"), "AUD", "1", "1", "1")
@@ -169,7 +187,8 @@ def test_reprs_hold_no_secrets() -> None:
 
 def test_to_dict_is_the_wire_form() -> None:
     b = examples()["Beneficiary"].to_dict()
-    assert b["beneficiaryBankDetails"]["bankAddress"]["postCode"] == "2000" and b["beneficiaryAddress"]["country"] == "AU"
+    assert b["beneficiaryBankDetails"]["bankAddress"]["postCode"] == "2000"
+    assert b["beneficiaryAddress"]["country"] == "AU"
     assert examples()["Deal"].to_dict()["beneficiaries"][0] == {
         "beneficiaryId": UUID,
         "amount": Decimal("10.50"),
@@ -179,12 +198,15 @@ def test_to_dict_is_the_wire_form() -> None:
     token = examples()["Token"]
     assert fxpay.Token.from_dict(token.to_dict()) == token
     auth = examples()["AuthorizationRequest"]
-    assert auth.to_dict()["code_verifier"] == "VERIFIER-SECRET" and fxpay.AuthorizationRequest(**auth.to_dict()) == auth
+    assert auth.to_dict()["code_verifier"] == "VERIFIER-SECRET"
+    assert fxpay.AuthorizationRequest(**auth.to_dict()) == auth
 
 
 def test_token_expiry_is_an_aware_datetime() -> None:
     t = fxpay.Token.from_dict({"access_token": "a", "expires_in": 60, "expires_at": "2030-01-02T03:04:05"})
-    assert t.expires_at == WHEN and t.expires_at.tzinfo is not None and not t.expired
+    assert t.expires_at == WHEN
+    assert t.expires_at.tzinfo is not None
+    assert not t.expired
     assert fxpay.Token.from_dict({"access_token": "a", "expires_at": 0}).expired
     with pytest.raises(TypeError, match="mapping"):
         fxpay.Token.from_dict("a")  # type: ignore[arg-type]
@@ -199,10 +221,16 @@ def test_field_error_parts() -> None:
 def test_virtual_account_is_a_read_only_mapping() -> None:
     va = fxpay.VirtualAccount({"id": "va1", "currency": "USD", "balance": Decimal("1.50"), "tags": ["a"]})
     assert issubclass(fxpay.VirtualAccount, collections.abc.Mapping)
-    assert va["currency"] == "USD" and va.get("nope") is None and va.get("nope", 1) == 1
-    assert list(va) == list(va.keys()) == ["id", "currency", "balance", "tags"] and len(va) == 4 and "id" in va
-    assert dict(va.items())["balance"] == Decimal("1.50") and va.raw == dict(va) == va.to_dict()
-    assert pickle.loads(pickle.dumps(va)) == va and hash(pickle.loads(pickle.dumps(va))) == hash(va)
+    assert va["currency"] == "USD"
+    assert va.get("nope") is None
+    assert va.get("nope", 1) == 1
+    assert list(va) == list(va.keys()) == ["id", "currency", "balance", "tags"]
+    assert len(va) == 4
+    assert "id" in va
+    assert dict(va.items())["balance"] == Decimal("1.50")
+    assert va.raw == dict(va) == va.to_dict()
+    assert pickle.loads(pickle.dumps(va)) == va
+    assert hash(pickle.loads(pickle.dumps(va))) == hash(va)
     assert fxpay.VirtualAccount({"currency": "USD", "id": "va1", "tags": ["a"], "balance": Decimal("1.50")}) == va
     with pytest.raises(KeyError):
         va["nope"]
@@ -215,11 +243,15 @@ def test_virtual_account_is_a_read_only_mapping() -> None:
 def test_models_read_from_the_service(fxpay_client: fxpay.Client) -> None:
     q = fxpay_client.get_quote(fxpay_client.create_quote(buy_currency="USD", buy_amount="10.00", sell_currency="AUD"))
     raw = q.raw
-    assert q.raw is raw and raw["buyAmount"] == q.buy_amount and raw["id"] == q.id  # made once, then kept
+    assert q.raw is raw
+    assert raw["buyAmount"] == q.buy_amount
+    assert raw["id"] == q.id
     back = pickle.loads(pickle.dumps(q))
-    assert back == q and back.raw == raw
+    assert back == q
+    assert back.raw == raw
     # A copy made by hand has no answer to keep.
-    assert q.replace().raw == {} and q.replace() == q
+    assert q.replace().raw == {}
+    assert q.replace() == q
 
 
 class _Keep:
@@ -243,4 +275,5 @@ def test_a_saved_token_equals_the_one_it_was_saved_from(fxpay_sandbox: Any) -> N
         c.create_quote(buy_currency="USD", buy_amount="10", sell_currency="AUD")
     [token] = store.saved
     again = fxpay.Token.from_dict(json.loads(json.dumps(token.to_dict())))
-    assert again == token and hash(again) == hash(token)
+    assert again == token
+    assert hash(again) == hash(token)

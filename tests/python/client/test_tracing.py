@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -22,9 +22,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.util._once import Once
 
 import fxpay
-import webhook_support as tw
 from fxpay import _otel
 from fxpay.testing import Sandbox
+
+import webhook_support as tw
 from recorder_support import Recorder, serve
 
 QUOTE = "/v1/payments/quotes/{quote_id}"
@@ -85,20 +86,14 @@ def sandbox() -> Iterator[Sandbox]:
 
 
 def client_spans(exporter: InMemorySpanExporter, name: str | None = None) -> list[ReadableSpan]:
-    return [
-        s
-        for s in exporter.get_finished_spans()
-        if s.kind == SpanKind.CLIENT and (name is None or s.name == name)
-    ]
+    return [s for s in exporter.get_finished_spans() if s.kind == SpanKind.CLIENT and (name is None or s.name == name)]
 
 
 def new_quote(c: fxpay.Client) -> str:
     return c.create_quote(buy_currency="AUD", buy_amount="100.00", sell_currency="USD")
 
 
-def test_a_blocking_call_is_a_client_span_under_the_current_one(
-    spans: InMemorySpanExporter, sandbox: Sandbox
-) -> None:
+def test_a_blocking_call_is_a_client_span_under_the_current_one(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:
     tracer = trace.get_tracer("test")
     with sandbox.client() as c:
         qid = new_quote(c)
@@ -147,7 +142,7 @@ def test_parents_in_threads(spans: InMemorySpanExporter, sandbox: Sandbox) -> No
                     parents[i] = p.get_span_context().span_id
                     barrier.wait()
                     c.get_quote(qid)
-            except BaseException as e:  # noqa: BLE001 - re-raised below
+            except BaseException as e:
                 errors.append(e)
 
         threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
@@ -262,19 +257,19 @@ def recorder() -> Iterator[str]:
 
 def test_traceparent_arrives_with_the_parents_trace_id(spans: InMemorySpanExporter, recorder: str) -> None:
     tracer = trace.get_tracer("test")
-    with fxpay.Client("id", "secret", base_url=recorder) as c:
-        with tracer.start_as_current_span("checkout") as parent:
-            c.get_quote("q1")
+    with fxpay.Client("id", "secret", base_url=recorder) as c, tracer.start_as_current_span("checkout") as parent:
+        c.get_quote("q1")
     trace_id = f"{parent.get_span_context().trace_id:032x}"
     sent = {(m, p): h for m, p, h in Recorder.seen}
     got = client_spans(spans)
     assert [s.name for s in got] == ["POST /v1/oauth/token", f"GET {QUOTE}"]
-    for (method, path), span in zip([("POST", "/v1/oauth/token"), ("GET", "/v1/payments/quotes/q1")], got):
+    for (method, path), span in zip([("POST", "/v1/oauth/token"), ("GET", "/v1/payments/quotes/q1")], got, strict=False):
         version, tid, sid, flags = sent[(method, path)]["traceparent"].split("-")
         assert (version, tid) == ("00", trace_id)
         assert int(flags, 16) & 1  # sampled
         # The header names the attempt's own span.
-        assert span.context is not None and sid == f"{span.context.span_id:016x}"
+        assert span.context is not None
+        assert sid == f"{span.context.span_id:016x}"
 
 
 def test_traceparent_arrives_from_asyncio_tasks(spans: InMemorySpanExporter, recorder: str) -> None:
@@ -294,7 +289,8 @@ def test_traceparent_arrives_from_asyncio_tasks(spans: InMemorySpanExporter, rec
 
     trace_ids = asyncio.run(main())
     arrived = {h["traceparent"].split("-")[1] for _, _, h in Recorder.seen}
-    assert arrived == trace_ids and len(trace_ids) == 4
+    assert arrived == trace_ids
+    assert len(trace_ids) == 4
 
 
 def test_tracestate_is_sent_too(spans: InMemorySpanExporter, recorder: str) -> None:
@@ -307,9 +303,8 @@ def test_tracestate_is_sent_too(spans: InMemorySpanExporter, recorder: str) -> N
         trace_flags=TraceFlags(1),
         trace_state=TraceState([("vendor", "abc")]),
     )
-    with fxpay.Client("id", "secret", base_url=recorder) as c:
-        with trace.use_span(NonRecordingSpan(remote)):
-            c.get_quote("q1")
+    with fxpay.Client("id", "secret", base_url=recorder) as c, trace.use_span(NonRecordingSpan(remote)):
+        c.get_quote("q1")
     (_, _, headers) = Recorder.seen[-1]
     assert headers["traceparent"].split("-")[1] == "0af7651916cd43dd8448eb211c80319c"
     assert headers["tracestate"] == "vendor=abc"
@@ -320,7 +315,8 @@ def test_nothing_without_a_tracer_provider(recorder: str) -> None:
     assert _otel.call_trace() is None  # the API's proxy provider means off
     with fxpay.Client("id", "secret", base_url=recorder) as c:
         c.get_quote("q1")
-    assert Recorder.seen and all("traceparent" not in h for _, _, h in Recorder.seen)
+    assert Recorder.seen
+    assert all("traceparent" not in h for _, _, h in Recorder.seen)
 
 
 def test_a_no_op_provider_is_off() -> None:
@@ -388,9 +384,12 @@ def test_receivers_continue_the_senders_trace(
     # trace too) a chain of the framework's spans up to it.
     got = wait_for(spans, reaches_sender)
     (span,) = [s for s in got if s.name == "process DealCreated"]
-    assert span.context is not None and span.context.span_id == ctx.span_id
+    assert span.context is not None
+    assert span.context.span_id == ctx.span_id
     hop = top(got)
-    assert hop is not None and hop.parent is not None and f"{hop.parent.span_id:016x}" == sid
+    assert hop is not None
+    assert hop.parent is not None
+    assert f"{hop.parent.span_id:016x}" == sid
     assert span.kind == (SpanKind.SERVER if hop is span else SpanKind.INTERNAL)
 
 
@@ -400,6 +399,7 @@ def test_receivers_start_a_trace_without_traceparent(
     http, rec = traced_receiver
     r = tw.post(http, "/fixed", tw.success())
     assert r.status_code == 200, r.text
+
     def complete(got: tuple[ReadableSpan, ...]) -> bool:
         ids = {s.context.span_id for s in got if s.context}
         return any(s.name == "process DealCreated" and (s.parent is None or s.parent.span_id in ids) for s in got)
@@ -410,7 +410,8 @@ def test_receivers_start_a_trace_without_traceparent(
     others = {s.context.span_id for s in got if s.context and s is not span}
     assert span.parent is None or span.parent.span_id in others
     (ctx,) = rec.contexts
-    assert span.context is not None and ctx.span_id == span.context.span_id
+    assert span.context is not None
+    assert ctx.span_id == span.context.span_id
 
 
 def test_a_cancelled_call_still_ends_its_span(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:
@@ -439,9 +440,7 @@ def test_a_cancelled_call_still_ends_its_span(spans: InMemorySpanExporter, sandb
     assert "http.response.status_code" not in (span.attributes or {})
 
 
-def test_debug_logging_and_tracing_together(
-    spans: InMemorySpanExporter, sandbox: Sandbox, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_debug_logging_and_tracing_together(spans: InMemorySpanExporter, sandbox: Sandbox, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("DEBUG", logger="fxpay"), sandbox.client() as c:
         new_quote(c)
     assert [s.name for s in client_spans(spans)] == ["POST /v1/oauth/token", "POST /v1/payments/quotes"]
@@ -472,7 +471,8 @@ def test_the_consent_flow_is_traced_without_its_secrets(spans: InMemorySpanExpor
     for s in spans.get_finished_spans():
         text = repr((s.name, dict(s.attributes or {}), s.status.description))
         for secret in secrets:
-            assert secret and secret not in text, s.name
+            assert secret, s.name
+            assert secret not in text, s.name
 
 
 # -- sampling, propagators, deferred ends, cassettes -------------------------------------------
@@ -482,10 +482,9 @@ def test_an_unsampled_parent_makes_no_span_and_still_propagates(spans: InMemoryS
     from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
     parent = SpanContext(trace_id=0x1F, span_id=0x2E, is_remote=True, trace_flags=TraceFlags(0))
-    with fxpay.Client("id", "secret", base_url=recorder) as c:
-        with trace.use_span(NonRecordingSpan(parent)):
-            c.get_quote("q1")
-            c.get_quote("q2")
+    with fxpay.Client("id", "secret", base_url=recorder) as c, trace.use_span(NonRecordingSpan(parent)):
+        c.get_quote("q1")
+        c.get_quote("q2")
     assert client_spans(spans) == []
     sent = [h["traceparent"] for _, _, h in Recorder.seen]
     assert len(sent) == 3  # the token, then two quotes
@@ -511,7 +510,7 @@ def test_baggage_is_sent_with_each_attempt(spans: InMemorySpanExporter, recorder
 class Stamp:
     """A propagator that is not W3C's: writes the span's ids under its own header."""
 
-    fields = {"x-stamp"}
+    fields: ClassVar[set[str]] = {"x-stamp"}
 
     def inject(self, carrier: Any, context: Any = None, setter: Any = None) -> None:
         ctx = trace.get_current_span(context).get_span_context()
@@ -547,7 +546,9 @@ def test_a_retried_attempts_span_ends_when_its_answer_came(spans: InMemorySpanEx
         sandbox.fail_next(f"GET /v1/payments/quotes/{qid}", 429, retry_after=1)
         c.get_quote(qid)
     first, second = client_spans(spans, f"GET {QUOTE}")
-    assert first.start_time is not None and first.end_time is not None and second.start_time is not None
+    assert first.start_time is not None
+    assert first.end_time is not None
+    assert second.start_time is not None
     assert first.start_time <= first.end_time
     # Retry-After: 1 second between the first answer and the second attempt.
     assert second.start_time - first.end_time >= 500_000_000
@@ -555,9 +556,7 @@ def test_a_retried_attempts_span_ends_when_its_answer_came(spans: InMemorySpanEx
 
 
 @pytest.mark.parametrize("aio", [False, True], ids=["blocking", "async"])
-def test_a_replayed_call_is_a_span(
-    spans: InMemorySpanExporter, sandbox: Sandbox, tmp_path: Any, aio: bool
-) -> None:
+def test_a_replayed_call_is_a_span(spans: InMemorySpanExporter, sandbox: Sandbox, tmp_path: Any, aio: bool) -> None:
     """A call answered from a cassette is still a call: its spans are the live call's (as
     vcrpy's replays are spans of an instrumented httpx)."""
     from fxpay.testing import Cassette, CassetteMismatchError
@@ -650,7 +649,7 @@ def test_a_provider_named_by_the_environment(recorder: str) -> None:
     import subprocess
     import sys
 
-    code = "import fxpay\nwith fxpay.Client('id', 'secret', base_url=%r) as c:\n    c.get_quote('q1')\n" % recorder
+    code = f"import fxpay\nwith fxpay.Client('id', 'secret', base_url={recorder!r}) as c:\n    c.get_quote('q1')\n"
     env = {**os.environ, "OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider"}
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
     assert len(Recorder.seen) == 2
@@ -658,4 +657,5 @@ def test_a_provider_named_by_the_environment(recorder: str) -> None:
     without = {k: v for k, v in env.items() if k != "OTEL_PYTHON_TRACER_PROVIDER"}
     Recorder.seen.clear()
     subprocess.run([sys.executable, "-c", code], env=without, check=True, timeout=120)
-    assert len(Recorder.seen) == 2 and all("traceparent" not in h for _, _, h in Recorder.seen)
+    assert len(Recorder.seen) == 2
+    assert all("traceparent" not in h for _, _, h in Recorder.seen)

@@ -70,11 +70,7 @@ async def test_bad_inputs_async_send_nothing(fxpay_sandbox) -> None:  # type: ig
         dict(payment_reason=""),
         dict(payment_reason="   "),
         dict(name=""),
-        dict(
-            address=fxpay.Address(
-                address_line="x", city_suburb="y", state_province="z", post_code="1", country="XX"
-            )
-        ),
+        dict(address=fxpay.Address(address_line="x", city_suburb="y", state_province="z", post_code="1", country="XX")),
     ],
 )
 def test_bad_beneficiaries_send_nothing(fxpay_sandbox, overrides) -> None:  # type: ignore[no-untyped-def]

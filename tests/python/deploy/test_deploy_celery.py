@@ -55,8 +55,7 @@ def broker(tmp_path: Path) -> Iterator[str]:
         pytest.skip("redis-server is not installed")
     port = free_port()
     proc = subprocess.Popen(
-        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_path)],
+        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -93,9 +92,23 @@ def worker(broker: str, fxpay_sandbox: Any, tmp_path: Path) -> Iterator[tuple[su
     )
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "celery_app", "worker", "--pool=prefork", "-c", "2",
-             "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
-             "-n", f"fork-test-{os.getpid()}@127.0.0.1"],
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "celery_app",
+                "worker",
+                "--pool=prefork",
+                "-c",
+                "2",
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"fork-test-{os.getpid()}@127.0.0.1",
+            ],
             cwd=str(APPS),
             env=env,
             stdout=out,

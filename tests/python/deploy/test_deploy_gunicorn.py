@@ -65,8 +65,21 @@ def gunicorn(request: pytest.FixtureRequest, fxpay_sandbox: Any, tmp_path: Path)
     )
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "--preload", "-w", "2", "--bind", f"127.0.0.1:{port}",
-             "--chdir", str(APPS), "--graceful-timeout", "10", *worker],
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "--preload",
+                "-w",
+                "2",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--chdir",
+                str(APPS),
+                "--graceful-timeout",
+                "10",
+                *worker,
+            ],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -49,9 +49,7 @@ async def test_lost_answer_to_a_code_exchange_async(fxpay_sandbox: Any, fxpay_cl
     assert token_requests(fxpay_sandbox) - before == 1
 
 
-def test_connection_dropped_before_processing_is_not_replayed_either(
-    fxpay_sandbox: Any, fxpay_client: fxpay.Client
-) -> None:
+def test_connection_dropped_before_processing_is_not_replayed_either(fxpay_sandbox: Any, fxpay_client: fxpay.Client) -> None:
     # The request reached the service before the connection closed: the client cannot know it
     # was not acted on, so it does not send the code again.
     auth, callback = login(fxpay_sandbox, fxpay_client)

@@ -85,9 +85,7 @@ def test_no_request_carries_a_new_token_before_on_token_returns(fxpay_sandbox: A
     check_order(fxpay_sandbox, cb, finished_at, refreshes)
 
 
-async def test_no_request_carries_a_new_token_before_on_token_returns_async(
-    fxpay_sandbox: Any, fxpay_client: fxpay.Client
-) -> None:
+async def test_no_request_carries_a_new_token_before_on_token_returns_async(fxpay_sandbox: Any, fxpay_client: fxpay.Client) -> None:
     stale = expired_session_token(fxpay_sandbox, fxpay_client)
     cb = SlowOnToken(fxpay_sandbox)
     session = fxpay_client.user_session(stale, on_token=cb)
@@ -109,9 +107,7 @@ class DiskFull(Exception):
 
 
 @pytest.mark.parametrize("aio", [False, True], ids=["blocking", "async"])
-async def test_a_failing_on_token_fails_the_call_and_is_offered_again(
-    fxpay_sandbox: Any, fxpay_client: fxpay.Client, aio: bool
-) -> None:
+async def test_a_failing_on_token_fails_the_call_and_is_offered_again(fxpay_sandbox: Any, fxpay_client: fxpay.Client, aio: bool) -> None:
     stale = expired_session_token(fxpay_sandbox, fxpay_client)
     offered: list[fxpay.Token] = []
 

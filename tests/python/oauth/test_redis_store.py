@@ -50,10 +50,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def run_workers(n: int, cfg: dict[str, Any]) -> list[dict[str, Any]]:
     cfg = {**cfg, "start_at": time.time() + 1.5}
-    procs = [
-        subprocess.Popen([sys.executable, str(WORKER), json.dumps(cfg)], stdout=subprocess.PIPE, text=True)
-        for _ in range(n)
-    ]
+    procs = [subprocess.Popen([sys.executable, str(WORKER), json.dumps(cfg)], stdout=subprocess.PIPE, text=True) for _ in range(n)]
     out = []
     for p in procs:
         stdout, _ = p.communicate(timeout=60)

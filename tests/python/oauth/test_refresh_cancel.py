@@ -67,8 +67,7 @@ class Handler(BaseHTTPRequestHandler):
                 return
             s.generation += 1
             s.refresh, s.access = f"r{s.generation}", f"a{s.generation}"
-            body = {"access_token": s.access, "token_type": "Bearer", "expires_in": 3599,
-                    "refresh_token": s.refresh, "scope": "gca-aisp"}
+            body = {"access_token": s.access, "token_type": "Bearer", "expires_in": 3599, "refresh_token": s.refresh, "scope": "gca-aisp"}
         s.rotated.set()
         s.answer.wait(30)
         self.reply(200, body)
@@ -91,8 +90,16 @@ def service() -> Iterator[TokenService]:
 
 
 async def test_a_cancelled_refresh_keeps_the_rotated_token(service: TokenService) -> None:
-    expired = fxpay.Token.from_dict({"access_token": "a0", "token_type": "Bearer", "expires_in": 3599,
-                                     "expires_at": time.time() - 10, "refresh_token": "r0", "scope": "gca-aisp"})
+    expired = fxpay.Token.from_dict(
+        {
+            "access_token": "a0",
+            "token_type": "Bearer",
+            "expires_in": 3599,
+            "expires_at": time.time() - 10,
+            "refresh_token": "r0",
+            "scope": "gca-aisp",
+        }
+    )
     seen: list[fxpay.Token] = []
     async with fxpay.Client("id", "secret", base_url=service.base_url) as c:
         session = c.user_session(expired, on_token=seen.append)

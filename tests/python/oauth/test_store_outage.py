@@ -41,8 +41,21 @@ class RedisServer:
         assert REDIS_SERVER is not None
         # No automatic snapshots; a snapshot is written only when `stop(save=True)` asks.
         self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.workdir), "--dbfilename", "dump.rdb"],
+            [
+                REDIS_SERVER,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+                "--dbfilename",
+                "dump.rdb",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -233,8 +246,6 @@ async def test_a_cancelled_renewal_gives_the_store_lock_back(fxpay_sandbox: Any)
         await task
     # Another client of the same store renews: the lock was given back.
     c2 = fxpay_sandbox.client(token_store=store)
-    assert await asyncio.wait_for(
-        c2.create_quote_async(buy_currency="USD", buy_amount=10, sell_currency="EUR"), 10
-    )
+    assert await asyncio.wait_for(c2.create_quote_async(buy_currency="USD", buy_amount=10, sell_currency="EUR"), 10)
     await c.aclose()
     await c2.aclose()

@@ -24,9 +24,7 @@ def test_32_threads_cause_one_token_request(fxpay_sandbox) -> None:  # type: ign
 
 async def test_50_tasks_cause_one_token_request(fxpay_sandbox) -> None:  # type: ignore[no-untyped-def]
     c = fxpay_sandbox.client()
-    ids = await asyncio.gather(
-        *(c.create_quote_async(buy_currency="USD", buy_amount=i + 1, sell_currency="EUR") for i in range(50))
-    )
+    ids = await asyncio.gather(*(c.create_quote_async(buy_currency="USD", buy_amount=i + 1, sell_currency="EUR") for i in range(50)))
     assert len(set(ids)) == 50
     assert fxpay_sandbox.stats()["token_requests"] == 1
 
@@ -150,9 +148,7 @@ def test_two_clients_sharing_a_store_contend_for_its_lock(fxpay_sandbox) -> None
     b = fxpay_sandbox.client(token_store=store)
     fxpay_sandbox.delay_next("POST /v1/oauth/token", 3.0)
     done: list[str] = []
-    t = threading.Thread(
-        target=lambda: done.append(a.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")), daemon=True
-    )
+    t = threading.Thread(target=lambda: done.append(a.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")), daemon=True)
     t.start()
     wait_until(lambda: fxpay_sandbox.stats()["token_requests"] == 1)
     b.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")
@@ -203,9 +199,7 @@ def test_store_lock_is_released_when_the_token_fetch_fails(fxpay_sandbox) -> Non
     threading.Thread(target=lambda: (store.lock(store.keys[0]).release(), got.set()), daemon=True).start()
     assert got.wait(10), "the store's lock was left held after the failed fetch"
     result: list[str] = []
-    t = threading.Thread(
-        target=lambda: result.append(c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")), daemon=True
-    )
+    t = threading.Thread(target=lambda: result.append(c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")), daemon=True)
     t.start()
     t.join(30)
     assert result, "the next call did not finish: the store's lock is still held"

@@ -6,9 +6,10 @@ import asyncio
 import ssl
 from collections.abc import Iterator
 
-import fxpay
 import httpx
 import pytest
+
+import fxpay
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,10 +35,12 @@ def test_https_answers_over_http2_when_the_client_offers_it(sb: fxpay.testing.Sa
         token = _token(c, sb)
         r = c.get(f"{sb.base_url}/v1/payments/quotes/{qid}", headers={"Authorization": f"Bearer {token}"})
         assert r.http_version == "HTTP/2"
-        assert r.status_code == 200 and r.json()["id"] == qid
+        assert r.status_code == 200
+        assert r.json()["id"] == qid
         # An error answer over HTTP/2 too (the error envelope, not a reset stream).
         r = c.get(f"{sb.base_url}/v1/payments/quotes/nope", headers={"Authorization": f"Bearer {token}"})
-        assert r.http_version == "HTTP/2" and r.status_code == 404
+        assert r.http_version == "HTTP/2"
+        assert r.status_code == 404
         assert "errors" in r.json()
 
 
@@ -66,18 +69,19 @@ def test_an_http1_client_still_gets_http1_over_tls(sb: fxpay.testing.Sandbox) ->
     assert sb.ca_bundle is not None
     with httpx.Client(verify=ssl.create_default_context(cafile=sb.ca_bundle)) as c:
         r = c.get(f"{sb.base_url}/openapi.json")
-        assert r.http_version == "HTTP/1.1" and r.status_code == 200
+        assert r.http_version == "HTTP/1.1"
+        assert r.status_code == 200
 
 
 def test_plain_http_stays_http1_only() -> None:
     with fxpay.testing.Sandbox() as s:
         # h2 with prior knowledge on plain http is refused: the plain listener speaks HTTP/1.1 only.
-        with httpx.Client(http1=False, http2=True) as c:
-            with pytest.raises(httpx.HTTPError):
-                c.get(f"{s.base_url}/openapi.json")
+        with httpx.Client(http1=False, http2=True) as c, pytest.raises(httpx.HTTPError):
+            c.get(f"{s.base_url}/openapi.json")
         with httpx.Client() as c:
             r = c.get(f"{s.base_url}/openapi.json")
-            assert r.http_version == "HTTP/1.1" and r.status_code == 200
+            assert r.http_version == "HTTP/1.1"
+            assert r.status_code == 200
 
 
 def test_fxpay_works_over_https_with_http2(sb: fxpay.testing.Sandbox) -> None:
@@ -102,7 +106,8 @@ def test_alpn_setting_offers_only_http1(monkeypatch: pytest.MonkeyPatch) -> None
         assert s.ca_bundle is not None
         with httpx.Client(http2=True, verify=ssl.create_default_context(cafile=s.ca_bundle)) as c:
             r = c.get(f"{s.base_url}/openapi.json")
-            assert r.http_version == "HTTP/1.1" and r.status_code == 200
+            assert r.http_version == "HTTP/1.1"
+            assert r.status_code == 200
         with s.client() as fx:
             qid = fx.create_quote(buy_currency="USD", buy_amount="10.00", sell_currency="EUR")
             assert fx.get_quote(qid).id == qid

@@ -368,9 +368,11 @@ def test_login_form_without_password_or_not_a_form_is_an_error_page(fxpay_sandbo
     with http(sb) as c:
         form = hidden_fields(c.get("/v1/oauth/authorize", params=auth_query(sb)).text)
         r = c.post("/v1/oauth/login", content=urlencode({**form, "username": sb.username}), headers=FORM)
-        assert r.status_code == 400 and "location" not in r.headers
+        assert r.status_code == 400
+        assert "location" not in r.headers
         r = c.post("/v1/oauth/login", content="{}", headers={"Content-Type": "application/json"})
-        assert r.status_code == 400 and "<!DOCTYPE html>" in r.text
+        assert r.status_code == 400
+        assert "<!DOCTYPE html>" in r.text
 
 
 def test_wrong_password(fxpay_sandbox: Any) -> None:
@@ -441,7 +443,8 @@ def test_approve_helper_matches_the_pages(fxpay_sandbox: Any) -> None:
     back = urlsplit(sb.approve(url, allow=True))
     assert f"{back.scheme}://{back.netloc}{back.path}" == sb.redirect_uri
     query = parse_qs(back.query)
-    assert query["state"] == ["xyz<&>"] and len(query["code"][0]) >= 32
+    assert query["state"] == ["xyz<&>"]
+    assert len(query["code"][0]) >= 32
     url = f"{sb.base_url}/v1/oauth/authorize?{urlencode(auth_query(sb, state='q'))}"
     assert parse_qs(urlsplit(sb.approve(url, allow=False)).query) == {
         "error": ["access_denied"],
@@ -487,7 +490,8 @@ def test_missing_redirect_uri_is_an_error_page(fxpay_sandbox: Any) -> None:
         params = auth_query(sb)
         del params["redirect_uri"]
         r = c.get("/v1/oauth/authorize", params=params)
-        assert r.status_code == 400 and "location" not in r.headers
+        assert r.status_code == 400
+        assert "location" not in r.headers
         assert 'id="error"' in r.text
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import fxpay
+
 from sandbox_http_support import (
     FLAT_FEE,
     MINOR,

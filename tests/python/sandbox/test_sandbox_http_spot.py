@@ -99,9 +99,7 @@ def test_spot_unknown_quote_fails_in_the_event(fxpay_sandbox: Any) -> None:
         assert got["headers"]["callback-nonce"] == "abc"
         event = json.loads(got["body"])
         assert event["status"] == "fail"
-        assert [(e["errorCode"], e["fieldName"]) for e in event["eventBody"]["errors"]] == [
-            ("business:deal:2001", "QuoteId")
-        ]
+        assert [(e["errorCode"], e["fieldName"]) for e in event["eventBody"]["errors"]] == [("business:deal:2001", "QuoteId")]
 
 
 def test_spot_on_a_used_quote_fails_in_the_event(fxpay_sandbox: Any) -> None:
@@ -207,7 +205,8 @@ def test_spot_bad_callback_and_field_errors_are_synchronous_400(fxpay_sandbox: A
         r = a.post(SPOT, body, **{"callback-location": "https://a.example/x", "callback-url": "http://example.com/y"})
         assert errors_of(r) == [("validation:callback:1016", "callback-url")]
         r = a.c.post(SPOT, content='{"quoteId":', headers={**a.h, "Content-Type": "application/json"})
-        assert r.status_code == 400 and errors_of(r) == [("validation:request:1001", "")]
+        assert r.status_code == 400
+        assert errors_of(r) == [("validation:request:1001", "")]
         r = a.post(SPOT, {"quoteId": 5, "fundingSource": "Own account", "beneficiaries": {}})
         assert errors_of(r) == [("validation:deal:1002", "QuoteId"), ("validation:deal:1002", "Beneficiaries")]
         assert sb.deals() == []

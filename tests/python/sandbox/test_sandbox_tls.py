@@ -135,9 +135,10 @@ def test_https_to_a_name_that_is_not_loopback(sb: fxpay.testing.Sandbox, monkeyp
         assert proxy.targets
         assert set(proxy.targets) == {f"fxpay-sandbox.test:{port}"}
         # The certificate is checked against the name: one it does not cover is refused.
-        with fxpay.Client(
-            sb.client_id, sb.client_secret, base_url=f"https://other.test:{port}", ca_bundle=sb.ca_bundle, max_retries=0
-        ) as c, pytest.raises(fxpay.TransportError, match="certificate"):
+        with (
+            fxpay.Client(sb.client_id, sb.client_secret, base_url=f"https://other.test:{port}", ca_bundle=sb.ca_bundle, max_retries=0) as c,
+            pytest.raises(fxpay.TransportError, match="certificate"),
+        ):
             c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
         assert f"other.test:{port}" in proxy.targets
         # ...and so is the right name without the CA.

@@ -31,15 +31,25 @@ def run(sb: Any, token: str, *extra: str) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("schemathesis", path=str(Path(sys.executable).parent)) or "schemathesis"
     return subprocess.run(
         [
-            exe, "run", f"{sb.base_url}/openapi.json", *extra,
-            "--max-examples", EXAMPLES,
-            "--checks", CHECKS,
-            "--header", f"Authorization: Bearer {token}",
-            "--generation-codec", "ascii",   # header values must be latin-1 for the HTTP client
+            exe,
+            "run",
+            f"{sb.base_url}/openapi.json",
+            *extra,
+            "--max-examples",
+            EXAMPLES,
+            "--checks",
+            CHECKS,
+            "--header",
+            f"Authorization: Bearer {token}",
+            "--generation-codec",
+            "ascii",  # header values must be latin-1 for the HTTP client
             "--generation-deterministic",
-            "--request-timeout", "10",
+            "--request-timeout",
+            "10",
         ],
-        capture_output=True, text=True, timeout=900,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
 
 

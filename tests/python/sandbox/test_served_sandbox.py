@@ -241,9 +241,7 @@ def test_bad_arguments(env: dict[str, str], sb: fxpay.testing.RemoteSandbox) -> 
     status, body = raw(env, "POST", "/_sandbox/advance", env["FXPAY_ADMIN_TOKEN"], {"seconds": -5})
     assert status == 400
     assert body["errors"][0]["fieldName"] == "seconds"
-    wrong = fxpay.testing.RemoteSandbox(
-        env["FXPAY_BASE_URL"], client_id="a", client_secret="b", admin_token="not-the-token"
-    )
+    wrong = fxpay.testing.RemoteSandbox(env["FXPAY_BASE_URL"], client_id="a", client_secret="b", admin_token="not-the-token")
     with pytest.raises(fxpay.ConfigurationError, match="admin token"):
         wrong.now()
     with pytest.raises(TypeError, match="admin_token"):
@@ -262,11 +260,7 @@ def test_openapi_describes_the_admin_api(env: dict[str, str]) -> None:
         "scheme": "bearer",
         "description": "The sandbox's admin token (FXPAY_ADMIN_TOKEN).",
     }
-    ops = {
-        path.removeprefix("/_sandbox/").split("/")[0]
-        for path in doc["paths"]
-        if path.startswith("/_sandbox/")
-    }
+    ops = {path.removeprefix("/_sandbox/").split("/")[0] for path in doc["paths"] if path.startswith("/_sandbox/")}
     assert ops == {p.split("/")[0] for p in ADMIN_GETS + ADMIN_POSTS}
     for path, item in doc["paths"].items():
         if path.startswith("/_sandbox/"):

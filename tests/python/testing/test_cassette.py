@@ -27,9 +27,7 @@ class Served:
     """A `python -m fxpay.sandbox` subprocess and the credentials it printed."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fxpay.sandbox", "--port", "0"], stdout=subprocess.PIPE, text=True
-        )
+        self.proc = subprocess.Popen([sys.executable, "-m", "fxpay.sandbox", "--port", "0"], stdout=subprocess.PIPE, text=True)
         env: dict[str, str] = {}
         assert self.proc.stdout is not None
         while "FXPAY_ADMIN_TOKEN" not in env:

@@ -13,7 +13,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-USER_SUITE = '''
+USER_SUITE = """
 from decimal import Decimal
 
 import fxpay
@@ -43,7 +43,7 @@ def test_fixture(fxpay_cassette, fxpay_client):
     assert fxpay_cassette.mode in ("record", "replay")
     fxpay_client.create_quote(buy_currency="GBP", buy_amount=5, sell_currency="USD")
     assert fxpay_cassette.played >= 1
-'''
+"""
 
 
 def nothing_listens(base_url: str) -> bool:

@@ -21,7 +21,7 @@ FXPAY_VARS = (
     "FXPAY_CA_BUNDLE",
 )
 
-USER_SUITE = '''
+USER_SUITE = """
 import fxpay
 import pytest
 from conftest_user import book
@@ -53,9 +53,9 @@ def test_fresh_state(fxpay_sandbox, fxpay_client):
     fxpay_client.create_quote(buy_currency="USD", buy_amount=12, sell_currency="EUR")
     assert fxpay_sandbox.stats()["paths"]["POST /v1/payments/quotes"] == 1
     assert fxpay_sandbox.deals() == []
-'''
+"""
 
-USER_HELPERS = '''
+USER_HELPERS = """
 import fxpay
 
 ADDRESS = fxpay.Address(address_line="1 George St", city_suburb="Sydney", state_province="NSW", post_code="2000", country="AU")
@@ -71,7 +71,7 @@ def book(c):
         address=ADDRESS))
     return c.create_deal(quote_id=qid, funding_source="Own account",
                          beneficiaries=[fxpay.DealBeneficiary(bid, q.sell_amount, "Invoice 42", "INV-42")])
-'''
+"""
 
 
 @pytest.fixture
@@ -153,7 +153,7 @@ def test_the_option_without_credentials_is_a_usage_error(suite: pytest.Pytester)
     result.stderr.fnmatch_lines(["*FXPAY_CLIENT_ID and FXPAY_CLIENT_SECRET*"])
 
 
-WORKER_LOG = '''
+WORKER_LOG = """
 import os
 import pytest
 
@@ -162,7 +162,7 @@ import pytest
 def _record_worker(fxpay_sandbox):
     with open(os.path.join(os.path.dirname(__file__), "workers.log"), "a") as f:
         f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {os.getpid()} {fxpay_sandbox.base_url}\\n")
-'''
+"""
 
 
 def test_xdist_four_workers_each_with_its_own_sandboxes(suite: pytest.Pytester) -> None:

@@ -16,7 +16,7 @@ pytest_plugins = ["pytester"]
 
 # Payments traffic through fxpay_client (recorded in the cassettes) and, in the last test, the
 # sandbox's controls (a fault and the clock) through fxpay_sandbox, local or served.
-USER_SUITE = '''
+USER_SUITE = """
 from decimal import Decimal
 
 import fxpay
@@ -50,7 +50,7 @@ def test_controls(fxpay_sandbox):
         fxpay_sandbox.advance(60)
         assert fxpay_sandbox.now() >= before + 60
         assert fxpay_sandbox.stats()["requests"] >= 1
-'''
+"""
 
 ENV = ("FXPAY_BASE_URL", "FXPAY_CLIENT_ID", "FXPAY_CLIENT_SECRET", "FXPAY_ADMIN_TOKEN", "FXPAY_CA_BUNDLE")
 
@@ -61,9 +61,7 @@ def _nothing_listens(base_url: str) -> bool:
         return s.connect_ex((u.hostname or "127.0.0.1", u.port or 80)) != 0
 
 
-def test_one_suite_runs_against_sandbox_remote_sandbox_and_cassettes(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_one_suite_runs_against_sandbox_remote_sandbox_and_cassettes(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ENV:
         monkeypatch.delenv(name, raising=False)
     pytester.makeini("[pytest]\nasyncio_mode = auto\n")

@@ -10,7 +10,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-USER_SUITE = '''
+USER_SUITE = """
 import fxpay
 
 def test_quote(fxpay_client):
@@ -28,7 +28,7 @@ def test_fault(fxpay_sandbox, fxpay_client):
 
 def test_local_only(fxpay_local_sandbox):
     assert fxpay_local_sandbox.stats()["requests"] == 0
-'''
+"""
 
 
 def test_local_by_default(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,9 +41,7 @@ def test_local_by_default(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyP
 
 @pytest.mark.parametrize("given_by", ["option", "environment"])
 def test_remote_skips_faults(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, given_by: str) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fxpay.sandbox", "--port", "0"], stdout=subprocess.PIPE, text=True
-    )
+    proc = subprocess.Popen([sys.executable, "-m", "fxpay.sandbox", "--port", "0"], stdout=subprocess.PIPE, text=True)
     try:
         env: dict[str, Any] = {}
         assert proc.stdout is not None

@@ -88,7 +88,7 @@ def test_fxpay_testing_is_a_declared_attribute() -> None:
     assert fresh.testing.RemoteSandbox is RemoteSandbox
 
 
-USES_TESTING = '''
+USES_TESTING = """
 import fxpay
 
 
@@ -97,7 +97,7 @@ def make() -> fxpay.testing.Sandbox:
 
 
 remote: type[fxpay.testing.RemoteSandbox] = fxpay.testing.RemoteSandbox
-'''
+"""
 
 
 @pytest.mark.timeout(300)
@@ -106,9 +106,7 @@ def test_fxpay_testing_type_checks(tmp_path: Path) -> None:
     src = tmp_path / "uses_testing.py"
     src.write_text(USES_TESTING)
     bin_dir = Path(sys.executable).parent
-    mypy = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(src)], capture_output=True, text=True
-    )
+    mypy = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(src)], capture_output=True, text=True)
     assert mypy.returncode == 0, mypy.stdout + mypy.stderr
     pyright = shutil.which("pyright", path=str(bin_dir))
     if pyright is None:

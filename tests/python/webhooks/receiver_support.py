@@ -87,14 +87,32 @@ def serve(server: str, redis_url: str, prefix: str, *, workers: int = 1) -> Iter
     sock = listening_socket()
     fd = sock.fileno()
     if server == "uvicorn":
-        cmd = [sys.executable, "-m", "uvicorn", "receiver_app:fastapi_app", "--fd", str(fd),
-               "--log-level", "warning", "--lifespan", "off"]
+        cmd = [sys.executable, "-m", "uvicorn", "receiver_app:fastapi_app", "--fd", str(fd), "--log-level", "warning", "--lifespan", "off"]
     else:
-        cmd = [sys.executable, "-m", "gunicorn", "receiver_app:django_app", "--bind", f"fd://{fd}",
-               "-w", str(workers), "-k", "gthread", "--threads", "8", "--log-level", "warning",
-               "--graceful-timeout", "5"]
-    env = {**os.environ, "FXPAY_RECV_REDIS": redis_url, "FXPAY_RECV_PREFIX": prefix,
-           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+        cmd = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "receiver_app:django_app",
+            "--bind",
+            f"fd://{fd}",
+            "-w",
+            str(workers),
+            "-k",
+            "gthread",
+            "--threads",
+            "8",
+            "--log-level",
+            "warning",
+            "--graceful-timeout",
+            "5",
+        ]
+    env = {
+        **os.environ,
+        "FXPAY_RECV_REDIS": redis_url,
+        "FXPAY_RECV_PREFIX": prefix,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
     proc = subprocess.Popen(cmd, cwd=HERE, env=env, pass_fds=[fd])
     base = f"http://127.0.0.1:{sock.getsockname()[1]}"
     try:

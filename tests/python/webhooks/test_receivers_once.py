@@ -392,8 +392,7 @@ def test_two_processes_handle_each_process_id_once(redis_url: str, two_receivers
     start = r.llen(prefix + "handled")
 
     def deliver(pid: str, base: str) -> httpx.Response:
-        return httpx.post(f"{base}/by-id", content=dumps(success(pid=pid)),
-                          headers={"callback-nonce": NONCE + pid[:8]}, timeout=30)
+        return httpx.post(f"{base}/by-id", content=dumps(success(pid=pid)), headers={"callback-nonce": NONCE + pid[:8]}, timeout=30)
 
     # One after the other, alternating which process gets the first delivery.
     for i, pid in enumerate(pids[:10]):
@@ -437,8 +436,7 @@ def test_two_processes_overlap_and_failure(redis_url: str, two_receivers: tuple[
     # Process A is inside on_event for PID: B refuses the same delivery for now.
     r.set(prefix + "hold:" + PID, 1)
     out: list[httpx.Response] = []
-    first = threading.Thread(target=lambda: out.append(
-        httpx.post(f"{a}/by-id", content=dumps(success()), headers=headers, timeout=60)))
+    first = threading.Thread(target=lambda: out.append(httpx.post(f"{a}/by-id", content=dumps(success()), headers=headers, timeout=60)))
     first.start()
     wait_for(lambda: bool(r.exists(prefix + "started:" + PID)), what="on_event to start in A")
     assert httpx.post(f"{b}/by-id", content=dumps(success()), headers=headers).status_code == 409
@@ -454,4 +452,3 @@ def test_two_processes_overlap_and_failure(redis_url: str, two_receivers: tuple[
     assert httpx.post(f"{b}/by-id", content=body, headers=headers).json() == {"ok": True}
     assert httpx.post(f"{a}/by-id", content=body, headers=headers).json() == {"ok": True, "duplicate": True}
     assert [h["processId"] for h in handled(r, prefix)[start:]] == [PID, OTHER_PID]
-

@@ -58,13 +58,13 @@ def test_100_spot_deals_under_gunicorn_are_all_accepted_on_first_delivery(fxpay_
         def mine() -> list[dict[str, Any]]:
             return [d for d in fxpay_sandbox.deliveries() if d["processId"] in refs]
 
-        wait_for(lambda: r.llen(prefix + "handled") >= DEALS and len(mine()) >= DEALS,
-                 seconds=120, what=f"{DEALS} handled deliveries")
+        wait_for(lambda: r.llen(prefix + "handled") >= DEALS and len(mine()) >= DEALS, seconds=120, what=f"{DEALS} handled deliveries")
         deliveries = mine()
         handled = [json.loads(x) for x in r.lrange(prefix + "handled", 0, -1)]
 
-    rejected = [(d["processId"], d["attempt"], d["status"], d["error"]) for d in deliveries
-                if d["status"] is None or not 200 <= d["status"] < 300]
+    rejected = [
+        (d["processId"], d["attempt"], d["status"], d["error"]) for d in deliveries if d["status"] is None or not 200 <= d["status"] < 300
+    ]
     assert rejected == [], f"{len(rejected)} deliveries were not accepted: {rejected[:5]}"
     assert sorted(d["processId"] for d in deliveries) == sorted(refs)
     assert all(d["attempt"] == 1 for d in deliveries)

@@ -232,10 +232,14 @@ def test_schema_refusals_name_the_field(event: dict[str, Any], message: str) -> 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('{"status":"fail","status":"success","eventType":"DealCreated","eventBody":{"processId":"%s","x":"%s","dealId":"%s"}}',
-         "the key status appears more than once"),
-        ('{"status":"success","eventType":"DealCreated","eventBody":{"processId":"%s","processId":"%s","dealId":"%s"}}',
-         "the key eventBody.processId appears more than once"),
+        (
+            '{"status":"fail","status":"success","eventType":"DealCreated","eventBody":{"processId":"%s","x":"%s","dealId":"%s"}}',
+            "the key status appears more than once",
+        ),
+        (
+            '{"status":"success","eventType":"DealCreated","eventBody":{"processId":"%s","processId":"%s","dealId":"%s"}}',
+            "the key eventBody.processId appears more than once",
+        ),
     ],
 )
 def test_duplicate_keys_are_refused_where_they_are_interpreted(text: str, message: str) -> None:
@@ -472,8 +476,5 @@ def test_receivers_want_exactly_one_nonce_setting() -> None:
 def test_the_framework_modules_are_optional() -> None:
     import subprocess
 
-    code = (
-        "import sys, fxpay, fxpay.contrib; "
-        "assert 'fastapi' not in sys.modules and 'django' not in sys.modules, sorted(sys.modules)"
-    )
+    code = "import sys, fxpay, fxpay.contrib; assert 'fastapi' not in sys.modules and 'django' not in sys.modules, sorted(sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
