@@ -9,16 +9,20 @@
 //! Such a runtime only runs while its thread is inside a call, so the connections it owns
 //! are not watched in between: a server may close one while the thread runs Python code.
 //! Two rules keep that harmless:
-//! - Every call first lets the runtime's I/O driver run once and the connection tasks act
-//!   on what it found ([`block_on_for`]), so a connection the server closed while idle is
-//!   dropped from the pool before a request can pick it.
+//! - A request that is about to take a pooled connection first lets the runtime's I/O
+//!   driver run once and the connection tasks act on what it found ([`settle`]), so a
+//!   connection the server closed while idle is dropped from the pool before the request can
+//!   pick it. That costs four system calls, so it is skipped when the same pool answered
+//!   this thread less than [`FRESH`] ago: the connection it would pick is the one that
+//!   answered (the pool hands out its most recently used connection first), and no server
+//!   closes a keep-alive connection for idleness that fast.
 //! - Requests that create something never use these connections (`crate::transport` sends
 //!   them through the shared runtime, whose connections are watched all the time), so a
 //!   POST never goes out on a connection that may have been closed under it.
 use crate::fork::ProcessBound;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 
 thread_local! {
@@ -27,6 +31,43 @@ thread_local! {
     /// and forgotten, also when the thread-local is destroyed at exit.
     static LOCAL: RefCell<Option<ProcessBound<Runtime>>> = const { RefCell::new(None) };
     static DRIVING: Cell<bool> = const { Cell::new(false) };
+    /// The pool that last answered a request on this thread, and when.
+    static LAST_ANSWER: Cell<Option<(usize, Instant)>> = const { Cell::new(None) };
+}
+
+/// How recently a pool must have answered for [`settle`] to skip its check. Servers close
+/// idle keep-alive connections after seconds (uvicorn 5 s, gunicorn 2 s, nginx 75 s, load
+/// balancers 60 s); 20 ms leaves room for a slow network between the server's clock and
+/// this one.
+pub const FRESH: Duration = Duration::from_millis(20);
+
+/// Lets this thread's runtime poll its I/O driver and run the connection tasks it woke
+/// (for a peer's FIN, say), before a request looks for a pooled connection of `pool` (an
+/// identity of the pool: its address). Skipped when `pool` answered this thread within
+/// [`FRESH`] (see [`answered`]).
+pub async fn settle(pool: usize) {
+    if is_fresh(
+        LAST_ANSWER.try_with(Cell::get).ok().flatten(),
+        pool,
+        Instant::now(),
+    ) {
+        return;
+    }
+    // `yield_now` on a current-thread runtime resumes only after the runtime has run its
+    // other ready tasks and polled the I/O driver; twice, so that the connection tasks the
+    // driver woke run before the request looks for a pooled connection.
+    tokio::task::yield_now().await;
+    tokio::task::yield_now().await;
+}
+
+/// Records that `pool` just answered a request on this thread (its connection is back in
+/// the pool, alive).
+pub fn answered(pool: usize) {
+    let _ = LAST_ANSWER.try_with(|last| last.set(Some((pool, Instant::now()))));
+}
+
+fn is_fresh(last: Option<(usize, Instant)>, pool: usize, now: Instant) -> bool {
+    last.is_some_and(|(p, at)| p == pool && now.saturating_duration_since(at) < FRESH)
 }
 
 /// True while this thread is inside [`block_on_for`]: code running there is on the local
@@ -113,15 +154,8 @@ where
 {
     with_local(|rt| {
         let _driving = Driving::enter();
-        rt.block_on(async {
-            // `yield_now` on a current-thread runtime resumes only after the runtime
-            // has run its other ready tasks and polled the I/O driver; twice, so that
-            // the connection tasks the driver woke (say, for a peer's FIN) run before
-            // this call looks for a pooled connection.
-            tokio::task::yield_now().await;
-            tokio::task::yield_now().await;
-            tokio::time::timeout(limit, fut).await.ok()
-        })
+        // The timer is made inside the runtime, which owns it.
+        rt.block_on(async { tokio::time::timeout(limit, fut).await.ok() })
     })
     .flatten()
 }
@@ -196,7 +230,15 @@ mod tests {
             .clone()
         });
         let url = url.to_string();
-        let mut fut = Box::pin(async move { client.get(url).send().await?.text().await });
+        let pool = 1; // one pool per thread here
+        let mut fut = Box::pin(async move {
+            settle(pool).await;
+            let text = client.get(url).send().await?.text().await;
+            if text.is_ok() {
+                answered(pool);
+            }
+            text
+        });
         block_on_for(&mut fut, Duration::from_secs(10)).expect("finished in time")
     }
 
@@ -229,6 +271,39 @@ mod tests {
                 6,
                 "a new connection each time"
             );
+        })
+        .join()
+        .expect("the thread");
+    }
+
+    #[test]
+    fn only_the_pool_that_just_answered_is_fresh() {
+        let now = Instant::now();
+        let just = now.checked_sub(FRESH / 2).expect("an instant");
+        let stale = now.checked_sub(FRESH).expect("an instant");
+        assert!(is_fresh(Some((7, just)), 7, now));
+        assert!(is_fresh(Some((7, now)), 7, now));
+        assert!(!is_fresh(Some((7, just)), 8, now), "another pool");
+        assert!(!is_fresh(Some((7, stale)), 7, now), "FRESH ago is stale");
+        assert!(!is_fresh(None, 7, now), "never answered");
+    }
+
+    /// Polls `settle(pool)` once: true if it finished without yielding to the runtime.
+    fn settles_at_once(pool: usize) -> bool {
+        let mut fut = std::pin::pin!(settle(pool));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        fut.as_mut().poll(&mut cx).is_ready()
+    }
+
+    #[test]
+    fn settle_checks_unless_the_same_pool_answered_just_now() {
+        std::thread::spawn(|| {
+            assert!(!settles_at_once(3), "nothing answered on this thread yet");
+            answered(3);
+            assert!(settles_at_once(3), "the pool answered just now");
+            assert!(!settles_at_once(4), "another pool");
+            std::thread::sleep(FRESH * 2);
+            assert!(!settles_at_once(3), "answered too long ago");
         })
         .join()
         .expect("the thread");

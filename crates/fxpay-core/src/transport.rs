@@ -298,6 +298,10 @@ impl Transport {
     ) -> Result<Response> {
         let url = self.url(req.path);
         let (http, remote) = self.pool(req.retry)?;
+        // A pool of this thread's own runtime is not watched between calls: see
+        // `local_runtime::settle`.
+        let local = (!remote && crate::local_runtime::driving())
+            .then_some(std::ptr::from_ref(http) as usize);
         let policy = &self.config.retry;
         let mut attempt: u32 = 0;
         loop {
@@ -313,7 +317,13 @@ impl Transport {
                 }),
                 None => Vec::new(),
             };
+            if let Some(pool) = local {
+                crate::local_runtime::settle(pool).await;
+            }
             let outcome = self.attempt(http, remote, &url, req, bearer, &extra).await;
+            if let (Some(pool), Ok(_)) = (local, &outcome) {
+                crate::local_runtime::answered(pool);
+            }
             let may_retry = attempt <= policy.max_retries;
             let (retry_in, result) = match outcome {
                 Ok(resp) => {

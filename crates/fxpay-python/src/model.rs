@@ -525,11 +525,22 @@ pub fn install<M: ModelClass>(m: &Bound<'_, PyModule>) -> PyResult<()> {
         cls.setattr(*name, Py::new(py, field)?)?;
     }
     cls.setattr("__match_args__", PyTuple::new(py, fields)?)?;
+    let signature = LazySignature {
+        build: signature::<M>,
+        built: PyOnceLock::new(),
+    };
+    cls.setattr("__signature__", Py::new(py, signature)?)?;
+    m.add(M::Core::NAME, cls)
+}
+
+/// The class's `inspect.Signature`: its fields, in order, the optional ones with their
+/// defaults.
+fn signature<M: ModelClass>(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     let inspect = py.import("inspect")?;
     let parameter = inspect.getattr("Parameter")?;
     let kind = parameter.getattr("POSITIONAL_OR_KEYWORD")?;
     let from = optional_from::<M::Core>();
-    let params = fields
+    let params = M::Core::FIELDS
         .iter()
         .enumerate()
         .map(|(i, name)| {
@@ -543,11 +554,30 @@ pub fn install<M: ModelClass>(m: &Bound<'_, PyModule>) -> PyResult<()> {
             parameter.call((*name, &kind), Some(&kw))
         })
         .collect::<PyResult<Vec<_>>>()?;
-    cls.setattr(
-        "__signature__",
-        inspect.getattr("Signature")?.call1((params,))?,
-    )?;
-    m.add(M::Core::NAME, cls)
+    inspect.getattr("Signature")?.call1((params,))
+}
+
+/// A model class's `__signature__`, built on first use: building it needs `inspect`, whose
+/// import (`ast`, `dis`, `tokenize`...) would otherwise be half the cost of `import fxpay`.
+#[pyclass(frozen, module = "fxpay._fxpay", name = "signature")]
+pub struct LazySignature {
+    build: for<'py> fn(Python<'py>) -> PyResult<Bound<'py, PyAny>>,
+    built: PyOnceLock<Py<PyAny>>,
+}
+
+#[pymethods]
+impl LazySignature {
+    fn __get__(
+        &self,
+        py: Python<'_>,
+        obj: Option<&Bound<'_, PyAny>>,
+        owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let _ = (obj, owner);
+        self.built
+            .get_or_try_init(py, || (self.build)(py).map(Bound::unbind))
+            .map(|sig| sig.clone_ref(py))
+    }
 }
 
 /// Declares a model class around a core model. `money` models keep every number of

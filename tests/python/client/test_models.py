@@ -10,6 +10,8 @@ import datetime as dt
 import inspect
 import json
 import pickle
+import subprocess
+import sys
 from decimal import Decimal
 from typing import Any
 
@@ -87,6 +89,18 @@ def test_pickle_eq_hash_and_copies(name: str) -> None:
     assert len({m, back, examples()[name]}) == 1
     assert m != object()
     assert m != None  # noqa: E711 -- the model's __ne__ against None is what is tested
+
+
+def test_signatures_are_built_on_first_use_so_import_stays_cheap() -> None:
+    # `inspect` (with ast, dis and tokenize) would be half of `import fxpay`: the classes'
+    # __signature__ is built when something asks for it.
+    code = "import sys, fxpay; print(sorted({'inspect', 'ast', 'dis'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    sig = inspect.signature(fxpay.Quote)
+    assert sig is inspect.signature(fxpay.Quote), "built once"
+    assert sig.parameters["fee"].default is None
+    assert fxpay.Quote.__signature__ is sig
 
 
 @pytest.mark.parametrize("name", sorted(examples()))
