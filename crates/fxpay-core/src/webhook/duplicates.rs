@@ -94,7 +94,7 @@ impl<'de> Visitor<'de> for Object<'_> {
 
 /// The keys of one object so far: a short list scanned in order (the usual case, a handful
 /// of keys), turned into a hash set once it grows, so a body with many keys stays linear.
-enum Seen<'de> {
+pub(super) enum Seen<'de> {
     Few(Vec<Cow<'de, str>>),
     Many(HashSet<Cow<'de, str>>),
 }
@@ -106,16 +106,16 @@ impl Default for Seen<'_> {
 }
 
 impl<'de> Seen<'de> {
-    const FEW: usize = 16;
+    pub(super) const FEW: usize = 16;
 
-    fn contains(&self, key: &str) -> bool {
+    pub(super) fn contains(&self, key: &str) -> bool {
         match self {
             Seen::Few(v) => v.iter().any(|k| k == key),
             Seen::Many(h) => h.contains(key),
         }
     }
 
-    fn insert(&mut self, key: Cow<'de, str>) {
+    pub(super) fn insert(&mut self, key: Cow<'de, str>) {
         match self {
             Seen::Few(v) if v.len() < Self::FEW => v.push(key),
             Seen::Few(v) => {
@@ -127,6 +127,12 @@ impl<'de> Seen<'de> {
                 h.insert(key);
             }
         }
+    }
+
+    /// Whether the keys are held in a hash set (for the tests).
+    #[cfg(test)]
+    pub(super) fn is_many(&self) -> bool {
+        matches!(self, Seen::Many(_))
     }
 }
 

@@ -473,6 +473,13 @@ fn refuses_duplicate_keys_where_it_interprets_them() {
             fail_with(r#""message":"#, r#""message":"a","message":"#),
             "the key eventBody.errors[0].message appears more than once",
         ),
+        (
+            fail_with(
+                r#"}]}}"#,
+                r#"},{"errorCode":"e","fieldName":"f","message":"m","fieldName":"g"}]}}"#,
+            ),
+            "the key eventBody.errors[1].fieldName appears more than once",
+        ),
     ];
     for (body, want) in cases {
         assert_eq!(payload_msg(&body), want, "{body}");
@@ -488,6 +495,22 @@ fn finds_duplicates_among_many_keys() {
     assert_eq!(payload_msg(&body), "the key k7 appears more than once");
     let body = success_with(r#""status""#, &format!(r#"{keys}"k39":0,"status""#));
     assert_eq!(payload_msg(&body), "the key k39 appears more than once");
+}
+
+#[test]
+fn the_keys_seen_turn_into_a_hash_set_past_a_few() {
+    use super::duplicates::Seen;
+    let mut seen = Seen::default();
+    for i in 0..Seen::FEW {
+        seen.insert(format!("k{i}").into());
+    }
+    assert!(!seen.is_many(), "{} keys are scanned as a list", Seen::FEW);
+    seen.insert("one more".into());
+    assert!(
+        seen.is_many(),
+        "a longer object is hashed, so checking it stays linear"
+    );
+    assert!(seen.contains("k0") && seen.contains("one more") && !seen.contains("k99"));
 }
 
 #[test]
