@@ -18,6 +18,12 @@ mod webhook;
 
 use pyo3::prelude::*;
 
+/// The extension's Rust allocations (requests, responses, futures) use mimalloc: its
+/// per-thread heaps suit memory allocated on a runtime thread and freed on Python's.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[pymodule]
 #[pyo3(name = "_fxpay")]
 fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
