@@ -13,6 +13,7 @@ pub mod local_runtime;
 pub mod models;
 pub mod money;
 pub mod runtime;
+pub mod tls;
 pub mod trace;
 pub mod transport;
 pub mod webhook;

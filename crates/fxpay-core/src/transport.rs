@@ -17,6 +17,7 @@ use bytes::Bytes;
 use reqwest::header::{
     HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT,
 };
+use rustls::pki_types::CertificateDer;
 use std::time::{Duration, Instant};
 
 /// Whether a request may be sent again after a failure.
@@ -158,7 +159,7 @@ struct Pools {
 }
 
 impl Pools {
-    fn new(config: &ClientConfig, roots: &[reqwest::Certificate]) -> Result<Self> {
+    fn new(config: &ClientConfig, roots: &[CertificateDer<'static>]) -> Result<Self> {
         Ok(Pools {
             http: build_http(config, roots)?,
             local: thread_local::ThreadLocal::new(),
@@ -170,7 +171,7 @@ pub struct Transport {
     /// The pools of the current process: made anew on first use in a forked child.
     pools: PerProcess<Pools>,
     /// The extra root certificates of `ca_bundle`, read once.
-    roots: Vec<reqwest::Certificate>,
+    roots: Vec<CertificateDer<'static>>,
     config: ClientConfig,
     /// `<base_url>/v1`, parsed once: a request's URL is this with its path appended, so the
     /// host is not parsed (and IDNA-checked) again on every request.
@@ -180,7 +181,7 @@ pub struct Transport {
 impl Transport {
     pub fn new(config: ClientConfig) -> Result<Self> {
         let roots = match &config.ca_bundle {
-            Some(path) => read_roots(path)?,
+            Some(path) => crate::tls::read_roots(path)?,
             None => Vec::new(),
         };
         let pools = PerProcess::new(Pools::new(&config, &roots)?);
@@ -426,38 +427,25 @@ async fn exchange(rb: reqwest::RequestBuilder) -> std::result::Result<Response, 
     })
 }
 
-/// The certificates of a PEM bundle, refused if unreadable or empty.
-fn read_roots(path: &str) -> Result<Vec<reqwest::Certificate>> {
-    let pem = std::fs::read(path)
-        .map_err(|e| Error::config(format!("cannot read ca_bundle {path:?}: {e}")))?;
-    let certs = reqwest::Certificate::from_pem_bundle(&pem)
-        .map_err(|e| Error::config(format!("ca_bundle {path:?} is not a PEM bundle: {e}")))?;
-    if certs.is_empty() {
-        return Err(Error::config(format!(
-            "ca_bundle {path:?} holds no certificate"
-        )));
-    }
-    Ok(certs)
-}
-
 /// One connection pool with the client's settings.
-fn build_http(config: &ClientConfig, roots: &[reqwest::Certificate]) -> Result<reqwest::Client> {
+fn build_http(config: &ClientConfig, roots: &[CertificateDer<'static>]) -> Result<reqwest::Client> {
     let mut headers = HeaderMap::new();
     headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
     let ua = HeaderValue::from_str(&config.user_agent())
         .map_err(|_| Error::config("user_agent must be printable ASCII"))?;
     headers.insert(USER_AGENT, ua);
-    let mut builder = reqwest::Client::builder()
+    let builder = reqwest::Client::builder()
         .default_headers(headers)
         .connect_timeout(config.connect_timeout)
         .pool_idle_timeout(Duration::from_secs(60))
         .pool_max_idle_per_host(256)
         .tcp_nodelay(true)
         .redirect(reqwest::redirect::Policy::none());
-    for c in roots {
-        builder = builder.add_root_certificate(c.clone());
-    }
+    // The process's shared TLS configuration (crate::tls): the system's roots are parsed
+    // once, and pools resume each other's TLS sessions.
+    let tls = crate::tls::client_config(roots)?;
     builder
+        .tls_backend_preconfigured(rustls::ClientConfig::clone(&tls))
         .build()
         .map_err(|e| Error::config(format!("cannot build the HTTP client: {e}")))
 }

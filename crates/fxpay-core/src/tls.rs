@@ -1,0 +1,139 @@
+//! The TLS settings of every connection pool: rustls with the system's trust (through
+//! rustls-platform-verifier) plus a client's extra roots (`ca_bundle`), offering h2 and
+//! HTTP/1.1 by ALPN.
+//!
+//! Building that configuration reads and parses the system's root certificates, a few
+//! milliseconds of CPU. A client has a pool per calling thread besides its shared one, and an
+//! application may make many clients, so it is built once per process and set of extra
+//! roots, and shared. Sharing it also shares its TLS session cache: a thread's pool resumes
+//! the sessions the others opened instead of making a full handshake.
+use crate::error::{Error, Result};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// The configurations built so far, by their extra roots (few: one per CA bundle in use).
+static BUILT: Mutex<Vec<(Vec<CertificateDer<'static>>, Arc<rustls::ClientConfig>)>> =
+    Mutex::new(Vec::new());
+
+/// The certificates of a PEM bundle (`ca_bundle`), refused if unreadable or empty.
+pub fn read_roots(path: &str) -> Result<Vec<CertificateDer<'static>>> {
+    let pem = std::fs::read(path)
+        .map_err(|e| Error::config(format!("cannot read ca_bundle {path:?}: {e}")))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::config(format!("ca_bundle {path:?} is not a PEM bundle: {e}")))?;
+    if certs.is_empty() {
+        return Err(Error::config(format!(
+            "ca_bundle {path:?} holds no certificate"
+        )));
+    }
+    Ok(certs)
+}
+
+/// The configuration that trusts the system's roots and `extra`: built on first use, then
+/// the same one for every pool of this process.
+pub fn client_config(extra: &[CertificateDer<'static>]) -> Result<Arc<rustls::ClientConfig>> {
+    if let Some(found) = find(extra) {
+        return Ok(found);
+    }
+    // Built without the lock held: a fork from another thread meanwhile cannot leave the
+    // child a lock that nobody will release.
+    let built = Arc::new(build(extra)?);
+    let mut all = BUILT.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, first)) = all.iter().find(|(roots, _)| roots.as_slice() == extra) {
+        return Ok(first.clone()); // another thread built the same one meanwhile
+    }
+    all.push((extra.to_vec(), built.clone()));
+    Ok(built)
+}
+
+fn find(extra: &[CertificateDer<'static>]) -> Option<Arc<rustls::ClientConfig>> {
+    BUILT
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .find(|(roots, _)| roots.as_slice() == extra)
+        .map(|(_, config)| config.clone())
+}
+
+/// What reqwest builds by default with its `rustls` feature, made once: the process's
+/// default crypto provider (aws-lc-rs unless the application installed another), the
+/// platform verifier, and ALPN offering h2, then HTTP/1.1.
+fn build(extra: &[CertificateDer<'static>]) -> Result<rustls::ClientConfig> {
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
+    let verifier = if extra.is_empty() {
+        rustls_platform_verifier::Verifier::new(provider.clone())
+    } else {
+        rustls_platform_verifier::Verifier::new_with_extra_roots(
+            extra.iter().cloned(),
+            provider.clone(),
+        )
+    }
+    .map_err(|e| Error::config(format!("cannot load the system's root certificates: {e}")))?;
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::config(format!("cannot set up TLS: {e}")))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A self-signed certificate, made for the test.
+    fn cert() -> CertificateDer<'static> {
+        let key = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
+        key.cert.der().clone()
+    }
+
+    #[test]
+    fn one_configuration_per_set_of_extra_roots() {
+        let a = cert();
+        let b = cert();
+        let with_a = client_config(std::slice::from_ref(&a)).expect("config");
+        let again = client_config(std::slice::from_ref(&a)).expect("config");
+        assert!(Arc::ptr_eq(&with_a, &again), "built once, then shared");
+        let with_b = client_config(std::slice::from_ref(&b)).expect("config");
+        assert!(
+            !Arc::ptr_eq(&with_a, &with_b),
+            "other roots, another configuration"
+        );
+        let system = client_config(&[]).expect("config");
+        assert!(!Arc::ptr_eq(&with_a, &system));
+        assert_eq!(
+            system.alpn_protocols,
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        );
+    }
+
+    #[test]
+    fn a_bundle_without_certificates_is_refused() {
+        let dir = std::env::temp_dir().join(format!("fxpay-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "no certificate here\n").expect("write");
+        let path = empty.to_str().expect("utf-8 path");
+        let err = read_roots(path).expect_err("refused").to_string();
+        assert!(err.contains("holds no certificate"), "{err}");
+        let missing = dir.join("missing.pem");
+        let err = read_roots(missing.to_str().expect("utf-8 path"))
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("cannot read ca_bundle"), "{err}");
+        let pem = format!(
+            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+            "not base64!"
+        );
+        std::fs::write(&empty, pem).expect("write");
+        let err = read_roots(path).expect_err("refused").to_string();
+        assert!(err.contains("is not a PEM bundle"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
