@@ -40,9 +40,23 @@ where
     Ok(result.map_err(to_pyerr)?.into_pyobject(py)?.unbind())
 }
 
+/// Aborts a started call's task: what cancelling its asyncio future must also do.
+pub struct Abort(Option<fxpay_core::fork::ProcessBound<tokio::task::AbortHandle>>);
+
+impl Abort {
+    /// Aborts the task, unless it belongs to the parent of this (forked) process: there is
+    /// nothing to abort then, the parent's runtime never runs here.
+    pub fn abort(&self) {
+        if let Some(handle) = self.0.as_ref().filter(|h| h.is_current()) {
+            handle.abort();
+        }
+    }
+}
+
 /// Starts `fut` on the shared runtime and returns the asyncio future of the running loop
-/// that it resolves.
-pub fn awaitable(py: Python<'_>, fut: CallFuture) -> PyResult<Py<PyAny>> {
+/// that it resolves, and how to abort it (the coroutine that awaits the future does, when it
+/// is cancelled or closed).
+pub fn awaitable(py: Python<'_>, fut: CallFuture) -> PyResult<(Py<PyAny>, Abort)> {
     awaitable::spawn(py, guarded(fut))
 }
 
@@ -184,11 +198,12 @@ impl pyo3_async_runtimes::generic::ContextExt for SharedRuntime {
 mod awaitable {
     use super::*;
 
-    pub fn spawn<F>(py: Python<'_>, fut: F) -> PyResult<Py<PyAny>>
+    pub fn spawn<F>(py: Python<'_>, fut: F) -> PyResult<(Py<PyAny>, Abort)>
     where
         F: Future<Output = Result<Out, Error>> + Send + 'static,
     {
-        via_pyo3_async_runtimes(py, fut)
+        // pyo3-async-runtimes aborts the task itself when its future is cancelled.
+        Ok((via_pyo3_async_runtimes(py, fut)?, Abort(None)))
     }
 }
 
@@ -205,10 +220,8 @@ mod awaitable {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex, PoisonError};
 
-    /// A finished call: the asyncio future to resolve, its cancel hook (removed before the
-    /// result is set, so a completed call schedules no callback of its own on the loop) and
-    /// what to resolve it with.
-    type Done = (Py<PyAny>, Py<AbortOnCancel>, Result<Out, Error>);
+    /// A finished call: the asyncio future to resolve and what to resolve it with.
+    type Done = (Py<PyAny>, Result<Out, Error>);
 
     /// One event loop's inbox, shared with the runtime threads.
     struct Inbox {
@@ -264,18 +277,13 @@ mod awaitable {
             );
             // The spans of the attempts that ended, before their calls' results are seen.
             super::super::trace::flush_loop_ended(py);
-            for (fut, hook, result) in items {
-                deliver(py, fut.bind(py), hook.bind(py), result);
+            for (fut, result) in items {
+                deliver(py, fut.bind(py), result);
             }
         }
     }
 
-    fn deliver(
-        py: Python<'_>,
-        fut: &Bound<'_, PyAny>,
-        hook: &Bound<'_, AbortOnCancel>,
-        result: Result<Out, Error>,
-    ) {
+    fn deliver(py: Python<'_>, fut: &Bound<'_, PyAny>, result: Result<Out, Error>) {
         // A cancelled future takes no result.
         match fut
             .call_method0(intern!(py, "done"))
@@ -283,11 +291,6 @@ mod awaitable {
         {
             Ok(false) => {}
             _ => return,
-        }
-        // The task has finished: there is nothing left to abort, and the hook would only
-        // cost the loop one more scheduled callback.
-        if let Err(e) = fut.call_method1(intern!(py, "remove_done_callback"), (hook,)) {
-            e.write_unraisable(py, Some(fut));
         }
         let outcome = result
             .map_err(to_pyerr)
@@ -298,27 +301,6 @@ mod awaitable {
         };
         if let Err(e) = set {
             e.write_unraisable(py, Some(fut));
-        }
-    }
-
-    /// `add_done_callback` hook: a cancelled asyncio future aborts its task.
-    #[pyclass(frozen, module = "fxpay._fxpay")]
-    struct AbortOnCancel(std::sync::OnceLock<ProcessBound<tokio::task::AbortHandle>>);
-
-    #[pymethods]
-    impl AbortOnCancel {
-        fn __call__(&self, fut: &Bound<'_, PyAny>) -> PyResult<()> {
-            if fut
-                .call_method0(intern!(fut.py(), "cancelled"))?
-                .is_truthy()?
-            {
-                // In a forked child the task is the parent's, on a runtime the child
-                // never runs: there is nothing to abort.
-                if let Some(handle) = self.0.get().filter(|h| h.is_current()) {
-                    handle.abort();
-                }
-            }
-            Ok(())
         }
     }
 
@@ -393,27 +375,26 @@ mod awaitable {
         })
     }
 
-    pub fn spawn<F>(py: Python<'_>, fut: F) -> PyResult<Py<PyAny>>
+    pub fn spawn<F>(py: Python<'_>, fut: F) -> PyResult<(Py<PyAny>, Abort)>
     where
         F: Future<Output = Result<Out, Error>> + Send + 'static,
     {
         let (create_future, inbox) = current(py)?;
         let Some(inbox) = inbox else {
-            return via_pyo3_async_runtimes(py, fut);
+            return Ok((via_pyo3_async_runtimes(py, fut)?, Abort(None)));
         };
         let py_fut = create_future.call0()?;
         let target = py_fut.clone().unbind();
-        // The hook is made before the task starts, so the task can hand it back with its
-        // result; it learns the task's abort handle once the task is spawned.
-        let hook = Py::new(py, AbortOnCancel(std::sync::OnceLock::new()))?;
-        let hook_back = hook.clone_ref(py);
         let task = fxpay_core::runtime::runtime().spawn(async move {
             // Spans of its attempts are ended by the drain below, on the loop's thread.
             let result = super::super::trace::ended_on_loop(fut).await;
-            inbox.push((target, hook_back, result));
+            inbox.push((target, result));
         });
-        let _ = hook.get().0.set(ProcessBound::new(task.abort_handle()));
-        py_fut.call_method1(intern!(py, "add_done_callback"), (hook,))?;
-        Ok(py_fut.unbind())
+        // No done-callback on the future: the coroutine awaiting it (`call::Call`) aborts
+        // the task when it is cancelled, which spares the loop a callback per call.
+        Ok((
+            py_fut.unbind(),
+            Abort(Some(ProcessBound::new(task.abort_handle()))),
+        ))
     }
 }

@@ -5,7 +5,7 @@
 //! first step, inside the awaiting task, the call learns its tracing observer (so its parent
 //! span is that task's), starts on the shared runtime through the asyncio bridge and waits
 //! on the asyncio future the bridge resolves, as `await future` does.
-use super::bridge::{awaitable, CallFuture};
+use super::bridge::{awaitable, Abort, CallFuture};
 use super::trace::observer;
 use fxpay_core::transport::Observer;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
@@ -22,8 +22,8 @@ enum Step {
     Start(Start),
     /// Nothing to run: returns this value on its first step.
     Ready(Py<PyAny>),
-    /// Started: the asyncio future that the bridge resolves.
-    Waiting(Py<PyAny>),
+    /// Started: the asyncio future that the bridge resolves, and its task's abort.
+    Waiting(Py<PyAny>, Abort),
     /// Returned, raised or closed.
     Finished,
 }
@@ -70,11 +70,12 @@ impl Call {
 
     /// Yields the just-started call's future to the task (as `await future` does). The
     /// bridge resolves it on the loop's own thread, later: it cannot be done yet.
-    fn park(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<Py<PyAny>> {
-        fut.bind(py)
-            .setattr(intern!(py, "_asyncio_future_blocking"), true)?;
+    fn park(&self, py: Python<'_>, fut: Py<PyAny>, abort: Abort) -> PyResult<Py<PyAny>> {
         let yielded = fut.clone_ref(py);
-        self.put(Step::Waiting(fut));
+        self.put(Step::Waiting(fut, abort));
+        yielded
+            .bind(py)
+            .setattr(intern!(py, "_asyncio_future_blocking"), true)?;
         Ok(yielded)
     }
 }
@@ -98,13 +99,13 @@ impl Call {
                         "can't send non-None value to a just-started coroutine",
                     ));
                 }
-                let fut = awaitable(py, start(observer(py)))?;
-                self.park(py, fut)
+                let (fut, abort) = awaitable(py, start(observer(py)))?;
+                self.park(py, fut, abort)
             }
             Step::Ready(v) => Err(PyStopIteration::new_err((v,))),
             // The task steps the coroutine again once the future is done; a future that is
             // not (a step from elsewhere) raises `InvalidStateError` here.
-            Step::Waiting(fut) => {
+            Step::Waiting(fut, _) => {
                 let value = fut.bind(py).call_method0(intern!(py, "result"))?;
                 Err(PyStopIteration::new_err((value.unbind(),)))
             }
@@ -115,7 +116,7 @@ impl Call {
     }
 
     /// Raises `typ` (an exception, or a class and its value) in the coroutine: the call is
-    /// abandoned (its future cancelled, which aborts its task) and the exception leaves.
+    /// abandoned (its task aborted, its future cancelled) and the exception leaves.
     #[pyo3(signature = (typ, val = None, _tb = None))]
     fn throw(
         &self,
@@ -134,9 +135,11 @@ impl Call {
         Err(PyErr::from_value(exc))
     }
 
-    /// Abandons the call: a started one has its future cancelled, which aborts its task.
+    /// Abandons the call: a started one has its task aborted and its future cancelled.
+    /// (A task cancelled by asyncio is thrown `CancelledError` here on its next step.)
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        if let Step::Waiting(fut) = self.take() {
+        if let Step::Waiting(fut, abort) = self.take() {
+            abort.abort();
             fut.bind(py).call_method0(intern!(py, "cancel"))?;
         }
         Ok(())
