@@ -9,9 +9,12 @@ use fxpay_core::transport::Transport;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+/// One request's form fields, in order.
+pub type Form = Vec<(String, String)>;
+
 pub struct TokenServer {
     base_url: String,
-    forms: Arc<Mutex<Vec<Vec<(String, String)>>>>,
+    forms: Arc<Mutex<Vec<Form>>>,
 }
 
 impl TokenServer {
@@ -42,7 +45,7 @@ impl TokenServer {
     }
 
     /// The form fields of every request so far, in order.
-    pub fn forms(&self) -> Vec<Vec<(String, String)>> {
+    pub fn forms(&self) -> Vec<Form> {
         self.forms.lock().map(|f| f.clone()).unwrap_or_default()
     }
 
@@ -75,7 +78,7 @@ pub fn token_body(access: &str, refresh: Option<&str>, scope: Option<&str>) -> S
 async fn handle(
     mut conn: TcpStream,
     script: &Mutex<VecDeque<(u16, String)>>,
-    forms: &Mutex<Vec<Vec<(String, String)>>>,
+    forms: &Mutex<Vec<Form>>,
 ) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
