@@ -17,18 +17,21 @@ pub fn random_token(n: usize) -> Result<String> {
 }
 
 /// A redirect URI must be `https://` or a custom scheme (native apps); plain http is refused.
+/// Whatever its scheme, it must not carry a fragment (RFC 6749 3.1.2).
 pub fn check_redirect_uri(uri: &str) -> Result<()> {
     let parsed = url::Url::parse(uri)
         .map_err(|e| Error::config(format!("redirect_uri {uri:?} is not an absolute URI: {e}")))?;
+    if parsed.fragment().is_some() {
+        return Err(Error::config(format!(
+            "redirect_uri must not have a fragment, got {uri:?}"
+        )));
+    }
+    // `url` refuses an https URL without a host ("https://", "https:"), so every
+    // https one that parsed names a host.
     match parsed.scheme() {
-        "https" if parsed.host().is_some() => Ok(()),
-        "https" => Err(Error::config(format!("redirect_uri {uri:?} has no host"))),
         "http" | "ws" | "wss" | "ftp" | "file" | "data" | "javascript" => Err(Error::config(
             format!("redirect_uri must be https:// or a custom scheme, got {uri:?}"),
         )),
-        _ if parsed.fragment().is_some() => {
-            Err(Error::config("redirect_uri must not have a fragment"))
-        }
         _ => Ok(()),
     }
 }
@@ -227,6 +230,45 @@ mod tests {
     }
 
     #[test]
+    fn an_https_redirect_uri_always_names_a_host() {
+        // Why check_redirect_uri has no "https without a host" arm: such a URI never parses.
+        for hostless in ["https://", "https:", "https://:443/cb", "https://?x=1"] {
+            assert!(url::Url::parse(hostless).is_err(), "{hostless:?}");
+            assert!(
+                matches!(check_redirect_uri(hostless), Err(Error::Configuration(_))),
+                "{hostless:?}"
+            );
+        }
+        // Missing or extra slashes are mended, and the first segment is read as the host
+        // ("https:/cb" and "https:///cb" are both "https://cb/").
+        for mended in ["https:/cb", "https:///cb"] {
+            let parsed = url::Url::parse(mended).expect(mended);
+            assert_eq!(parsed.host_str(), Some("cb"), "{mended:?}");
+        }
+    }
+
+    #[test]
+    fn a_redirect_uri_with_a_fragment_is_refused_whatever_its_scheme() {
+        for with_fragment in [
+            "com.example.app:/oauth#x",
+            "com.example.app:/oauth#",
+            "https://app.example/cb#x",
+            "https://app.example/cb#",
+        ] {
+            let err = check_redirect_uri(with_fragment).expect_err(with_fragment);
+            assert!(
+                matches!(&err, Error::Configuration(m) if m.contains("fragment")),
+                "{with_fragment:?}: {err:?}"
+            );
+        }
+        let p = AuthorizeParams {
+            redirect_uri: "https://app.example/cb#top",
+            ..params(true)
+        };
+        assert!(authorization_url("https://svc.example", "cid", &p).is_err());
+    }
+
+    #[test]
     fn callback_checks() {
         let a = auth();
         let ok = format!("https://app.example/cb?code=C1&state={}", a.state);
@@ -245,5 +287,40 @@ mod tests {
         assert!(
             matches!(code_from_callback(&a, &denied), Err(Error::OAuth { error, .. }) if error == "access_denied")
         );
+    }
+
+    #[test]
+    fn an_error_callback_carries_its_description() {
+        let a = auth();
+        let denied = format!(
+            "https://app.example/cb?error=access_denied&error_description=The+user+said+no&state={}",
+            a.state
+        );
+        match code_from_callback(&a, &denied) {
+            Err(Error::OAuth {
+                error,
+                description,
+                status,
+            }) => {
+                assert_eq!(error, "access_denied");
+                assert_eq!(description.as_deref(), Some("The user said no"));
+                assert_eq!(status, None);
+            }
+            other => panic!("expected Error::OAuth, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_empty_code_is_refused() {
+        let a = auth();
+        for cb in [
+            format!("?code=&state={}", a.state),
+            format!("?state={}", a.state),
+        ] {
+            match code_from_callback(&a, &cb) {
+                Err(Error::OAuth { error, .. }) => assert_eq!(error, "invalid_request", "{cb}"),
+                other => panic!("{cb}: expected Error::OAuth, got {other:?}"),
+            }
+        }
     }
 }

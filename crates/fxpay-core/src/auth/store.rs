@@ -84,3 +84,115 @@ impl KeyLock {
         self.release().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::FutureExt;
+    use std::sync::{Arc, Mutex};
+    use std::thread::ThreadId;
+
+    /// A store whose lock is a real mutex, and which notes the thread each release ran on.
+    #[derive(Default)]
+    struct LockingStore {
+        mutex: Arc<tokio::sync::Mutex<()>>,
+        released_on: Arc<Mutex<Vec<ThreadId>>>,
+    }
+
+    impl TokenStore for LockingStore {
+        fn load<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Result<Option<Token>>> {
+            Box::pin(async { Ok(None) })
+        }
+
+        fn save<'a>(&'a self, _key: &'a str, _token: &'a Token) -> BoxFuture<'a, Result<()>> {
+            Box::pin(async { Ok(()) })
+        }
+
+        fn lock<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Result<Option<StoreLock>>> {
+            let (mutex, released_on) = (self.mutex.clone(), self.released_on.clone());
+            Box::pin(async move {
+                let guard = mutex.lock_owned().await;
+                Ok(Some(StoreLock::new(Box::new(move || {
+                    Box::pin(async move {
+                        if let Ok(mut v) = released_on.lock() {
+                            v.push(std::thread::current().id());
+                        }
+                        drop(guard);
+                        Ok(())
+                    })
+                }))))
+            })
+        }
+    }
+
+    impl LockingStore {
+        /// Whether a second locker would get in right now.
+        fn free(&self) -> bool {
+            matches!(self.lock("k").now_or_never(), Some(Ok(Some(_))))
+        }
+
+        fn released_on(&self) -> Vec<ThreadId> {
+            self.released_on
+                .lock()
+                .map(|v| v.clone())
+                .unwrap_or_default()
+        }
+    }
+
+    /// A store that takes no lock (the trait's default).
+    struct NoLockStore;
+
+    impl TokenStore for NoLockStore {
+        fn load<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Result<Option<Token>>> {
+            Box::pin(async { Ok(None) })
+        }
+
+        fn save<'a>(&'a self, _key: &'a str, _token: &'a Token) -> BoxFuture<'a, Result<()>> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    // The tests run on a current-thread runtime: a release that ran on this thread ran
+    // inside the call, one that ran elsewhere was left to the shared runtime.
+
+    #[tokio::test]
+    async fn unlock_gives_the_lock_back_before_it_returns() {
+        let store = LockingStore::default();
+        let held = store.lock("k").await.expect("lock").expect("a held lock");
+        assert!(
+            !store.free(),
+            "a second locker is kept out while the lock is held"
+        );
+        held.unlock().await.expect("unlock");
+        assert_eq!(store.released_on(), vec![std::thread::current().id()]);
+        assert!(store.free(), "a second locker gets in once unlock returned");
+    }
+
+    #[tokio::test]
+    async fn a_lock_dropped_without_unlock_is_given_back() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let lock = StoreLock::new(Box::new(move || {
+            Box::pin(async move {
+                let _ = tx.send(());
+                Ok(())
+            })
+        }));
+        drop(lock);
+        // A release that is never called drops `tx` unsent, and `rx` fails.
+        assert!(rx.await.is_ok(), "the dropped lock's release ran");
+    }
+
+    #[tokio::test]
+    async fn a_key_lock_is_held_only_when_the_store_locks() {
+        let none = KeyLock::take(&NoLockStore, "k").await.expect("no failure");
+        assert!(!none.is_held());
+        none.release().await;
+        let store = LockingStore::default();
+        let held = KeyLock::take(&store, "k").await.expect("no failure");
+        assert!(held.is_held());
+        assert!(!store.free());
+        held.release().await;
+        assert_eq!(store.released_on(), vec![std::thread::current().id()]);
+        assert!(store.free());
+    }
+}

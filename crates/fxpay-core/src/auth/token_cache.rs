@@ -25,10 +25,6 @@ impl TokenCache {
         }
     }
 
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
     /// The cached token while it is fresh.
     pub fn cached(&self) -> Option<Arc<Token>> {
         let guard = self.current.read().ok()?;
@@ -263,5 +259,69 @@ mod tests {
         assert_eq!(got(renewed).as_deref(), Some("t3"));
         let saved = store.load("k").await.ok().flatten().map(|t| t.access_token);
         assert_eq!(saved.as_deref(), Some("t3"));
+    }
+
+    #[tokio::test]
+    async fn cached_is_the_token_only_while_it_is_fresh() {
+        let cache = TokenCache::new("k".into(), None);
+        assert!(cache.cached().is_none());
+        cache.get(|| async { Ok(token("t1")) }).await.expect("t1");
+        assert_eq!(
+            cache.cached().map(|t| t.access_token.clone()).as_deref(),
+            Some("t1")
+        );
+        // One that expires within its renewal margin (5 s at least) is not handed out.
+        let short = TokenCache::new("k".into(), None);
+        let mut t = token("short");
+        t.expires_at = unix_now() + 1.0;
+        short.get(|| async { Ok(t) }).await.expect("short");
+        assert!(short.cached().is_none());
+    }
+
+    /// A cache over `store` holding `t1`, and `store` holding `other` (saved by another
+    /// client) with `t1`'s expiry moved by `later` seconds.
+    async fn held_and_stored(later: f64) -> (TokenCache, Arc<TestStore>) {
+        let store = Arc::new(TestStore::default());
+        let cache = TokenCache::new("k".into(), Some(store.clone()));
+        let held = cache.get(|| async { Ok(token("t1")) }).await.expect("t1");
+        let mut other = (*held).clone();
+        other.access_token = "other".into();
+        other.expires_at = held.expires_at + later;
+        store.save("k", &other).await.expect("save");
+        (cache, store)
+    }
+
+    /// Renews after `t1` was refused; the name of the token got and how many fetches ran.
+    async fn renew_after_t1(cache: &TokenCache) -> (String, usize) {
+        let fetches = AtomicUsize::new(0);
+        let got = cache
+            .renew_after_reject("t1", || async {
+                fetches.fetch_add(1, Ordering::SeqCst);
+                Ok(token("fetched"))
+            })
+            .await
+            .expect("a token");
+        (got.access_token.clone(), fetches.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn a_newer_token_in_the_store_is_adopted_without_a_fetch() {
+        let (cache, _store) = held_and_stored(10.0).await;
+        assert_eq!(renew_after_t1(&cache).await, ("other".into(), 0));
+        assert_eq!(
+            cache.cached().map(|t| t.access_token.clone()).as_deref(),
+            Some("other")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stored_token_no_newer_than_the_held_one_is_passed_over() {
+        // Exactly as old: the edge of "newer".
+        let (cache, store) = held_and_stored(0.0).await;
+        assert_eq!(renew_after_t1(&cache).await, ("fetched".into(), 1));
+        let saved = store.load("k").await.ok().flatten().map(|t| t.access_token);
+        assert_eq!(saved.as_deref(), Some("fetched"));
+        let (cache, _store) = held_and_stored(-10.0).await;
+        assert_eq!(renew_after_t1(&cache).await, ("fetched".into(), 1));
     }
 }

@@ -1,0 +1,3 @@
+//! What the integration tests share: a scripted token endpoint on loopback.
+#![allow(dead_code)]
+pub mod token_server;
