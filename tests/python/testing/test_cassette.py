@@ -357,6 +357,7 @@ def test_the_checks_name_what_is_wrong_and_path_is_the_path_given(tmp_path: Path
     path = tmp_path / "new.json"
     cas = Cassette(path, mode="record")
     assert cas.path == str(path)
+    assert repr(cas) == f"Cassette(path={str(path)!r}, mode='record')"
     with pytest.raises(TypeError, match=r"^path must be a str or os\.PathLike\[str\], got bytes$"):
         Cassette(BytesPath())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^mode must be a str, got int$"):
