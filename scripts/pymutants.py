@@ -38,6 +38,7 @@ PKG = ROOT / "python" / "fxpay"
 TESTS: dict[str, list[str]] = {
     "stores.py": ["tests/python/oauth/test_tokens.py", "tests/python/oauth/test_redis_store.py"],
     "redis_store.py": ["tests/python/oauth/test_redis_store.py"],
+    "seen.py": ["tests/python/webhooks/test_receivers_once.py"],
     "models.py": [
         "tests/python/client/test_payments.py",
         "tests/python/oauth/test_tokens.py",
@@ -45,9 +46,18 @@ TESTS: dict[str, list[str]] = {
         "tests/python/webhooks/test_webhooks.py",
         "tests/python/client/test_validation.py",
     ],
+    "errors.py": [
+        "tests/python/client/test_errors.py",
+        "tests/python/client/test_typed_errors.py",
+        "tests/python/client/test_payments.py",
+        "tests/python/client/test_validation.py",
+        "tests/python/oauth/test_oauth.py",
+    ],
     "testing/pytest_plugin.py": ["tests/python/testing/test_pytest_plugin.py"],
-    "webhooks.py": ["tests/python/webhooks/test_webhooks.py", "tests/python/webhooks/test_webhooks_e2e.py"],
-    "errors.py": ["tests/python/client/test_payments.py", "tests/python/client/test_validation.py", "tests/python/oauth/test_oauth.py"],
+    "testing/_sandbox.py": ["tests/python/testing/test_testing_package.py", "tests/python/testing/test_pytest_plugin.py"],
+    "testing/_remote.py": ["tests/python/testing/test_remote_sandbox.py", "tests/python/testing/test_plugin_remote.py"],
+    "testing/_cassette.py": ["tests/python/testing/test_cassette.py", "tests/python/testing/test_cassette_plugin.py"],
+    "testing/_checks.py": ["tests/python/testing/test_checks.py", "tests/python/testing/test_remote_sandbox.py"],
 }
 
 FLIP: dict[type, type] = {

@@ -344,3 +344,39 @@ def test_concurrent_calls_record_and_replay(tmp_path: Path) -> None:
         got = all_at_once(8, lambda: c.get_quote(qid))
     assert got == want
     assert cas.played == cas.recorded == 10
+
+
+class BytesPath:
+    """An os.PathLike whose path is bytes."""
+
+    def __fspath__(self) -> bytes:
+        return b"/tmp/cassette.json"
+
+
+def test_the_checks_name_what_is_wrong_and_path_is_the_path_given(tmp_path: Path) -> None:
+    path = tmp_path / "new.json"
+    cas = Cassette(path, mode="record")
+    assert cas.path == str(path)
+    assert repr(cas) == f"Cassette(path={str(path)!r}, mode='record')"
+    with pytest.raises(TypeError, match=r"^path must be a str or os\.PathLike\[str\], got bytes$"):
+        Cassette(BytesPath())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^mode must be a str, got int$"):
+        Cassette(path, mode=1)  # type: ignore[arg-type]
+    with pytest.raises(fxpay.ConfigurationError, match=r"names no recording client"):
+        cas.client()
+    # A file edited by hand may name only one of the two.
+    for only in ({"base_url": "http://127.0.0.1:9"}, {"client_id": "recorder"}):
+        half = tmp_path / "half.json"
+        half.write_text(json.dumps({"fxpay_cassette": 1, **only, "interactions": []}))
+        with pytest.raises(fxpay.ConfigurationError, match=r"names no recording client"):
+            Cassette(half, mode="replay").client()
+
+
+def test_save_writes_the_file_before_the_client_closes(tmp_path: Path) -> None:
+    path = tmp_path / "saved.json"
+    cas = Cassette(path, mode="record")
+    with Sandbox() as sb, sb.client(cassette=cas) as c:
+        c.create_quote(buy_currency="EUR", buy_amount=10, sell_currency="JPY")
+        assert not path.exists()
+        cas.save()
+        assert len(json.loads(path.read_text())["interactions"]) == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -303,6 +304,43 @@ def test_memory_seen_set_forgets_after_ttl_and_lease() -> None:
     wait_for(lambda: s.claim("crashed") == "claimed", what="the lease to lapse")
 
 
+def test_memory_seen_set_prunes_the_lapsed_claims_around_a_seen_id() -> None:
+    s = MemorySeenSet(ttl=3600, lease=0.05)
+    assert s.claim("crashed-before") == "claimed"
+    assert s.claim("done") == "claimed"
+    assert s.claim("crashed-after") == "claimed"
+    s.commit("done")
+    # Both lapsed claims go, whichever side of the seen id they were claimed on; the seen id stays.
+    wait_for(lambda: len(s) == 1, what="the lapsed claims to be pruned")
+    assert s.claim("done") == "seen"
+
+
+def lapse(s: MemorySeenSet, claimed_before: float) -> None:
+    """Waits on the monotonic clock until a claim made before ``claimed_before`` has lapsed."""
+    wait_for(lambda: time.monotonic() > claimed_before + s._lease, what="the lease to lapse")
+
+
+def test_memory_seen_set_claim_alone_drops_lapsed_claims() -> None:
+    # A receiver only claims, commits and releases: claim must bound the memory, not len().
+    s = MemorySeenSet(lease=0.05)
+    assert s.claim("crashed") == "claimed"
+    lapse(s, time.monotonic())
+    assert s.claim("next") == "claimed"
+    assert list(s._entries) == ["next"]
+
+
+def test_memory_seen_set_keeps_entries_in_the_order_they_were_last_set() -> None:
+    # Pruning walks from the oldest entry, so a claim taken anew moves to the end.
+    s = MemorySeenSet(ttl=3600, lease=0.05)
+    assert s.claim("done") == "claimed"
+    s.commit("done")
+    assert s.claim("crashed") == "claimed"
+    assert s.claim("other") == "claimed"
+    lapse(s, time.monotonic())
+    assert s.claim("crashed") == "claimed"
+    assert list(s._entries) == ["done", "other", "crashed"]
+
+
 def test_memory_seen_set_settings_are_checked() -> None:
     for bad in (0, -1, float("nan"), float("inf")):
         with pytest.raises(fxpay.ConfigurationError, match="ttl"):
@@ -315,6 +353,8 @@ def test_memory_seen_set_settings_are_checked() -> None:
         MemorySeenSet(lease=True)
     with pytest.raises(fxpay.ConfigurationError, match="client or a url"):
         RedisSeenSet()
+    with pytest.raises(TypeError, match="prefix must be str"):
+        RedisSeenSet(url="redis://127.0.0.1:1/0", prefix=b"fxpay:seen:")  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -350,6 +390,20 @@ def test_redis_seen_set(redis_url: str, decode: bool) -> None:
     short.release(OTHER_PID)
     assert b.claim(OTHER_PID) == "busy"
     assert repr(a) == f"RedisSeenSet(prefix={prefix!r}, ttl=604800, lease=300)"
+
+
+def test_redis_seen_set_forgets_a_claims_token_once_it_is_settled(redis_url: str) -> None:
+    # The tokens are this object's memory of its own claims: a long-running receiver must not
+    # keep one per event it handled.
+    s = RedisSeenSet(url=redis_url, prefix=new_prefix())
+    assert s.claim(PID) == "claimed"
+    assert s.claim(OTHER_PID) == "claimed"
+    assert set(s._tokens) == {PID, OTHER_PID}
+    s.commit(PID)
+    s.release(OTHER_PID)
+    assert s._tokens == {}
+    assert s.claim(PID) == "seen"
+    assert s.claim(OTHER_PID) == "claimed"
 
 
 def test_racing_claims_in_redis_let_one_through(redis_url: str) -> None:
