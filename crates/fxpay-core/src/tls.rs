@@ -7,14 +7,25 @@
 //! application may make many clients, so it is built once per process and set of extra
 //! roots, and shared. Sharing it also shares its TLS session cache: a thread's pool resumes
 //! the sessions the others opened instead of making a full handshake.
+//!
+//! The configurations are per process: a forked child builds its own on first use, because
+//! a thread of the parent may have held the session cache's lock (or this module's) at the
+//! fork, and nobody would ever release it in the child.
 use crate::error::{Error, Result};
+use crate::fork::PerProcess;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// The configurations built so far, by their extra roots (few: one per CA bundle in use).
-static BUILT: Mutex<Vec<(Vec<CertificateDer<'static>>, Arc<rustls::ClientConfig>)>> =
-    Mutex::new(Vec::new());
+type Built = Mutex<Vec<(Vec<CertificateDer<'static>>, Arc<rustls::ClientConfig>)>>;
+
+/// The configurations this process has built, by their extra roots (few: one per CA bundle
+/// in use).
+static BUILT: PerProcess<Built> = PerProcess::empty();
+
+fn configs() -> &'static Built {
+    BUILT.get_or_make(|| Mutex::new(Vec::new()))
+}
 
 /// The certificates of a PEM bundle (`ca_bundle`), refused if unreadable or empty.
 pub fn read_roots(path: &str) -> Result<Vec<CertificateDer<'static>>> {
@@ -37,10 +48,9 @@ pub fn client_config(extra: &[CertificateDer<'static>]) -> Result<Arc<rustls::Cl
     if let Some(found) = find(extra) {
         return Ok(found);
     }
-    // Built without the lock held: a fork from another thread meanwhile cannot leave the
-    // child a lock that nobody will release.
+    // Built without the lock held, which is only ever held for a lookup.
     let built = Arc::new(build(extra)?);
-    let mut all = BUILT.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut all = configs().lock().unwrap_or_else(PoisonError::into_inner);
     if let Some((_, first)) = all.iter().find(|(roots, _)| roots.as_slice() == extra) {
         return Ok(first.clone()); // another thread built the same one meanwhile
     }
@@ -49,7 +59,7 @@ pub fn client_config(extra: &[CertificateDer<'static>]) -> Result<Arc<rustls::Cl
 }
 
 fn find(extra: &[CertificateDer<'static>]) -> Option<Arc<rustls::ClientConfig>> {
-    BUILT
+    configs()
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .iter()

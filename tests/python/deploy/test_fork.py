@@ -34,10 +34,10 @@ def sandbox_env(sandbox: Any) -> dict[str, str]:
     return env
 
 
-def run_app(sandbox: Any, *args: str) -> tuple[dict[str, Any], str]:
+def run_app(sandbox: Any, *args: str, env: dict[str, str] | None = None) -> tuple[dict[str, Any], str]:
     proc = subprocess.run(
         [sys.executable, str(APP), *args],
-        env=sandbox_env(sandbox),
+        env={**sandbox_env(sandbox), **(env or {})},
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT,
@@ -104,6 +104,20 @@ def test_parent_is_not_delayed_by_a_child_exit(fxpay_sandbox: Any, mode: str) ->
 
 def test_fork_while_another_thread_has_calls_in_flight(fxpay_sandbox: Any) -> None:
     out, _ = run_app(fxpay_sandbox, "inflight")
+    assert out["exit_codes"] == [0] * 5, out
+    assert out["parent_errors"] == [], out
+    assert out["parent_calls"] > 0
+
+
+def test_fork_while_another_thread_has_calls_in_flight_over_tls() -> None:
+    # The TLS settings are shared by every pool of a process (crates/fxpay-core/src/tls.rs),
+    # and a child builds its own: a thread of the parent may hold their session cache's lock
+    # at the fork. The children's calls here are their first TLS handshakes.
+    from fxpay.testing import Sandbox
+
+    with Sandbox(tls=True) as sb:
+        assert sb.base_url.startswith("https://")
+        out, _ = run_app(sb, "inflight", env={"SSL_CERT_FILE": sb.ca_bundle})
     assert out["exit_codes"] == [0] * 5, out
     assert out["parent_errors"] == [], out
     assert out["parent_calls"] > 0
