@@ -116,7 +116,8 @@ def test_fork_while_another_thread_has_calls_in_flight_over_tls() -> None:
     from fxpay.testing import Sandbox
 
     with Sandbox(tls=True) as sb:
-        assert sb.base_url.startswith("https://") and sb.ca_bundle is not None
+        assert sb.base_url.startswith("https://")
+        assert sb.ca_bundle is not None
         out, _ = run_app(sb, "inflight", env={"SSL_CERT_FILE": sb.ca_bundle})
     assert out["exit_codes"] == [0] * 5, out
     assert out["parent_errors"] == [], out
