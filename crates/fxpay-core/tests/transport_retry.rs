@@ -1,6 +1,8 @@
 //! The transport's retry rules (`fxpay_core::transport`), against a scripted HTTP server on
 //! loopback: how many attempts reach the server for each kind of failure, for max_retries
 //! 0, 1 and N; requests that create something are retried only when no connection opened.
+mod support;
+
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -12,6 +14,8 @@ use fxpay_core::error::Error;
 use fxpay_core::transport::{AttemptLog, Observer, Request, Transport};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+use support::http::read_request;
 
 /// What the server does with one request, after reading all of it.
 #[derive(Debug, Clone, Copy)]
@@ -60,36 +64,8 @@ impl Server {
     }
 }
 
-/// Reads one whole request (head and `Content-Length` body); false if the peer went away.
-async fn read_request(conn: &mut TcpStream) -> bool {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        match conn.read(&mut chunk).await {
-            Ok(0) | Err(_) => return false,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    while buf.len() < head_end + length {
-        match conn.read(&mut chunk).await {
-            Ok(0) | Err(_) => return false,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-    true
-}
-
 async fn handle(mut conn: TcpStream, script: &Mutex<VecDeque<Act>>, counter: &AtomicU32) {
-    if !read_request(&mut conn).await {
+    if read_request(&mut conn).await.is_none() {
         return;
     }
     counter.fetch_add(1, Ordering::SeqCst);

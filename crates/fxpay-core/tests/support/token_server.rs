@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use fxpay_core::config::ClientConfig;
 use fxpay_core::transport::Transport;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 /// One request's form fields, in order.
@@ -80,32 +80,10 @@ async fn handle(
     script: &Mutex<VecDeque<(u16, String)>>,
     forms: &Mutex<Vec<Form>>,
 ) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        match conn.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
+    let Some(body) = super::http::read_request(&mut conn).await else {
+        return;
     };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    while buf.len() < head_end + length {
-        match conn.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-    let form = url::form_urlencoded::parse(&buf[head_end..head_end + length])
-        .into_owned()
-        .collect();
+    let form = url::form_urlencoded::parse(&body).into_owned().collect();
     if let Ok(mut f) = forms.lock() {
         f.push(form);
     }
