@@ -167,6 +167,18 @@ impl Pools {
     }
 }
 
+/// How a request reaches its pool (see `crate::local_runtime`).
+#[derive(Clone, Copy, PartialEq)]
+enum Route {
+    /// The shared pool, on the runtime the request already runs on.
+    Shared,
+    /// The shared pool, sent as a task on the shared runtime from a thread that drives its
+    /// own (requests that create something).
+    Remote,
+    /// This thread's own pool, on its own runtime: not watched between calls.
+    Local,
+}
+
 pub struct Transport {
     /// The pools of the current process: made anew on first use in a forked child.
     pools: PerProcess<Pools>,
@@ -194,23 +206,23 @@ impl Transport {
         })
     }
 
-    /// The pool for a request, and whether the request must be sent from the shared runtime:
-    /// on a thread driving its own runtime, this thread's pool, except for requests that
-    /// create something (see `crate::local_runtime`).
-    fn pool(&self, retry: Retry) -> std::result::Result<(&reqwest::Client, bool), Error> {
+    /// The pool for a request, and how the request reaches it: on a thread driving its own
+    /// runtime, this thread's pool, except for requests that create something (see
+    /// `crate::local_runtime`).
+    fn pool(&self, retry: Retry) -> std::result::Result<(&reqwest::Client, Route), Error> {
         let pools = self
             .pools
             .get_or_try_make(|| Pools::new(&self.config, &self.roots))?;
         if !crate::local_runtime::driving() {
-            return Ok((&pools.http, false));
+            return Ok((&pools.http, Route::Shared));
         }
         if retry == Retry::CreateOnce {
-            return Ok((&pools.http, true));
+            return Ok((&pools.http, Route::Remote));
         }
         let http = pools
             .local
             .get_or_try(|| build_http(&self.config, &self.roots))?;
-        Ok((http, false))
+        Ok((http, Route::Local))
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -298,11 +310,11 @@ impl Transport {
         observer: Option<&dyn Observer>,
     ) -> Result<Response> {
         let url = self.url(req.path);
-        let (http, remote) = self.pool(req.retry)?;
+        let (http, route) = self.pool(req.retry)?;
+        let remote = route == Route::Remote;
         // A pool of this thread's own runtime is not watched between calls: see
         // `local_runtime::settle`.
-        let local = (!remote && crate::local_runtime::driving())
-            .then_some(std::ptr::from_ref(http) as usize);
+        let local = (route == Route::Local).then_some(std::ptr::from_ref(http) as usize);
         let policy = &self.config.retry;
         let mut attempt: u32 = 0;
         loop {
