@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._fxpay import FieldError
+    from ._fxpay import FieldError, JournalEntry
 
 __all__ = [
     "ApiError",
@@ -18,9 +18,14 @@ __all__ = [
     "CassetteMismatchError",
     "ConfigurationError",
     "FxPayError",
+    "IdempotencyError",
+    "InProgressError",
     "InvalidRequestError",
+    "JournalError",
+    "KeyReusedError",
     "NotFoundError",
     "OAuthError",
+    "OutcomeUnknownError",
     "PermissionDeniedError",
     "RateLimitError",
     "ServerError",
@@ -142,6 +147,40 @@ class WebhookVerificationError(WebhookError):
 
 class WebhookPayloadError(WebhookError):
     """The notification's body is not a valid ``DealCreated`` event."""
+
+
+class IdempotencyError(FxPayError):
+    """The idempotency journal refused a call, or could not be used; nothing was sent.
+
+    ``entry`` is the key's :class:`~fxpay.JournalEntry` (None for a :class:`JournalError`).
+    """
+
+    def __init__(self, message: str = "", entry: JournalEntry | None = None) -> None:
+        super().__init__(message)
+        self.entry = entry
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.message, self.entry))
+
+
+class KeyReusedError(IdempotencyError):
+    """The key was used before for another request (operation or arguments)."""
+
+
+class InProgressError(IdempotencyError):
+    """Another call holds the key and may be sending now; try again later."""
+
+
+class OutcomeUnknownError(IdempotencyError):
+    """The key's request may have reached the service and its answer was lost.
+
+    Nothing is sent under the key until ``journal.resolve(key, result=...)`` settles it: find
+    out whether the object exists (see docs/idempotency.md) and pass its id, or None.
+    """
+
+
+class JournalError(IdempotencyError):
+    """The journal could not be read or written: the call fails closed, nothing was sent."""
 
 
 class CassetteMismatchError(FxPayError):

@@ -54,7 +54,8 @@ impl Client {
         req: Request<'_>,
         obs: Option<&dyn Observer>,
     ) -> Result<Response> {
-        let token = self.payments_token(obs).await?;
+        // A failure to get a token comes before the request: nothing of it was sent.
+        let token = self.payments_token(obs).await.map_err(Error::into_unsent)?;
         let t = &self.transport;
         let renew = || {
             self.tokens.renew_after_reject(&token.access_token, || {

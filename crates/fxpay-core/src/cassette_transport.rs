@@ -74,7 +74,9 @@ impl Cassette {
                             },
                         );
                     }
-                    Err(Error::Transport { message, timeout }) => self.record(
+                    Err(Error::Transport {
+                        message, timeout, ..
+                    }) => self.record(
                         request,
                         Outcome::Failed {
                             message,
@@ -96,6 +98,7 @@ fn answer(x: Interaction) -> Result<Response> {
         return Err(Error::Transport {
             message: e.message,
             timeout: e.timeout,
+            unsent: false,
         });
     }
     let Some(r) = x.response else {

@@ -12,8 +12,14 @@ pub enum Error {
     #[error("{0}")]
     InvalidRequest(String),
     /// The connection failed, or no complete answer arrived.
+    /// `unsent`: no byte of the request can have reached the service (the connection was
+    /// never opened, or the call failed before its request started), so nothing was done.
     #[error("{message}")]
-    Transport { message: String, timeout: bool },
+    Transport {
+        message: String,
+        timeout: bool,
+        unsent: bool,
+    },
     /// RFC 6749 section 5.2 errors and `error=` authorization callbacks.
     #[error("{}", oauth_message(.error, .description.as_deref()))]
     OAuth {
@@ -42,6 +48,14 @@ pub enum Error {
     /// In replay, a request that the client's cassette does not hold.
     #[error("{0}")]
     CassetteMismatch(String),
+    /// The idempotency journal refused the call (`kind`), or could not be read or written
+    /// (`IdempotencyKind::Journal`). Nothing was sent.
+    #[error("{message}")]
+    Idempotency {
+        kind: IdempotencyKind,
+        message: String,
+        entry: Option<Box<crate::journal::Entry>>,
+    },
     /// A bug or an unexpected state inside fxpay (including a caught panic).
     #[error("{0}")]
     Internal(String),
@@ -52,6 +66,19 @@ pub enum Error {
         message: String,
         raised: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
     },
+}
+
+/// Why the journal refused a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdempotencyKind {
+    /// The key was used before for another request.
+    KeyReused,
+    /// The key's holder is still sending.
+    InProgress,
+    /// The key's request may have reached the service and its answer was lost.
+    OutcomeUnknown,
+    /// The journal could not be read or written.
+    Journal,
 }
 
 fn oauth_message(error: &str, description: Option<&str>) -> String {
@@ -74,6 +101,30 @@ impl Error {
         Error::Transport {
             message: msg.into(),
             timeout: false,
+            unsent: false,
+        }
+    }
+
+    /// The journal could not be read or written.
+    pub fn journal(msg: impl Into<String>) -> Self {
+        Error::Idempotency {
+            kind: IdempotencyKind::Journal,
+            message: msg.into(),
+            entry: None,
+        }
+    }
+
+    /// This error, known to have come before any byte of the request was sent.
+    pub fn into_unsent(self) -> Self {
+        match self {
+            Error::Transport {
+                message, timeout, ..
+            } => Error::Transport {
+                message,
+                timeout,
+                unsent: true,
+            },
+            other => other,
         }
     }
 

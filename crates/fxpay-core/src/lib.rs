@@ -8,6 +8,7 @@ pub mod cassette_transport;
 pub mod config;
 pub mod error;
 pub mod fork;
+pub mod journal;
 pub mod json_kind;
 pub mod local_runtime;
 pub mod models;

@@ -199,6 +199,7 @@ mod tests {
         let t = Error::Transport {
             message: "m".into(),
             timeout: true,
+            unsent: false,
         };
         assert_eq!(
             span_end(&log(None, Some(&t))).error_type.as_deref(),
@@ -207,6 +208,7 @@ mod tests {
         let c = Error::Transport {
             message: "m".into(),
             timeout: false,
+            unsent: false,
         };
         assert_eq!(
             span_end(&log(None, Some(&c))).error_type.as_deref(),

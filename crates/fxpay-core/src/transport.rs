@@ -481,7 +481,11 @@ fn transport_error(e: &reqwest::Error, timeout: bool, nothing_sent: bool) -> Err
         message.push_str(": ");
         message.push_str(&detail.join(": "));
     }
-    Error::Transport { message, timeout }
+    Error::Transport {
+        message,
+        timeout,
+        unsent: nothing_sent,
+    }
 }
 
 /// The wait before retrying a Safe request that got `status`, or None if it is final.

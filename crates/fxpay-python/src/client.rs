@@ -2,11 +2,13 @@
 //! (GIL released while it waits) and an `_async` twin returning a coroutine; both take the
 //! same arguments, converted here (a wrong type is a `TypeError` naming the parameter) and
 //! checked once, by the core.
+use super::bridge::CallFuture as OutFuture;
 use super::bridge::{block, guard};
 use super::call::{call, ready};
 use super::cassette::CoreCassette;
 use super::convert::{amount_text, int, opt_text, text, type_name};
 use super::errors::{closed_error, to_pyerr};
+use super::journal::PyJournal;
 use super::models::{
     authorization_from_py, authorization_into_py, beneficiary_from_py, deal_beneficiaries_from_py,
     token_from_py, Out,
@@ -20,7 +22,9 @@ use fxpay_core::auth::TokenStore;
 use fxpay_core::cassette::Cassette;
 use fxpay_core::config::ClientConfig;
 use fxpay_core::error::Error;
+use fxpay_core::journal::{calls, Store};
 use fxpay_core::models::{Beneficiary, DealRequest, QuoteRequest};
+use fxpay_core::transport::Observer;
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -51,9 +55,84 @@ struct Open {
     core: Core,
     store: Option<Arc<dyn TokenStore>>,
     cassette: Option<Arc<Cassette>>,
+    journal: Option<Arc<dyn Store>>,
 }
 
+/// A creating call's idempotency key and the journal it is kept in.
+type Keyed = Option<(Arc<dyn Store>, String)>;
+
+fn quote_call(c: Core, req: QuoteRequest, keyed: Keyed, obs: Obs) -> OutFuture {
+    Box::pin(async move {
+        let obs = obs.as_deref();
+        let (id, _) = match keyed {
+            Some((j, key)) => calls::create_quote(&c, &j, &key, &req, obs).await?.0,
+            None => c.create_quote(&req, obs).await?,
+        };
+        Ok(Out::Str(id))
+    })
+}
+
+fn beneficiary_call(c: Core, b: Beneficiary, keyed: Keyed, obs: Obs) -> OutFuture {
+    Box::pin(async move {
+        let obs = obs.as_deref();
+        let (id, _) = match keyed {
+            Some((j, key)) => calls::create_beneficiary(&c, &j, &key, &b, obs).await?.0,
+            None => c.create_beneficiary(&b, obs).await?,
+        };
+        Ok(Out::Str(id))
+    })
+}
+
+fn deal_call(c: Core, req: DealRequest, keyed: Keyed, obs: Obs) -> OutFuture {
+    Box::pin(async move {
+        let obs = obs.as_deref();
+        let out = match keyed {
+            Some((j, key)) => calls::create_deal(&c, &j, &key, req, obs).await?.0,
+            None => c.create_deal(req, obs).await?,
+        };
+        Ok(Out::Deal(Box::new(out)))
+    })
+}
+
+fn spot_call(
+    c: Core,
+    req: DealRequest,
+    (url, nonce): (Option<String>, Option<String>),
+    keyed: Keyed,
+    obs: Obs,
+) -> OutFuture {
+    Box::pin(async move {
+        let obs = obs.as_deref();
+        let out = match keyed {
+            Some((j, key)) => {
+                calls::create_spot_deal(&c, &j, &key, req, url, nonce, obs)
+                    .await?
+                    .0
+            }
+            None => c.create_spot_deal(req, url, nonce, obs).await?,
+        };
+        Ok(Out::Spot(Box::new(out)))
+    })
+}
+
+/// A call's tracing observer.
+type Obs = Option<Arc<dyn Observer>>;
+
 impl Client {
+    /// The journal and key of a creating call given `idempotency_key` (None without one);
+    /// a key on a client without a journal is a `ConfigurationError`.
+    fn keyed(&self, key: Option<&Bound<'_, PyAny>>) -> PyResult<Keyed> {
+        let Some(key) = opt_text(key, "idempotency_key")? else {
+            return Ok(None);
+        };
+        match &self.initialised()?.journal {
+            Some(j) => Ok(Some((j.clone(), key))),
+            None => Err(to_pyerr(Error::config(
+                "idempotency_key needs a journal: Client(..., journal=fxpay.SqliteJournal(path))",
+            ))),
+        }
+    }
+
     /// The core client, or `ConfigurationError` when closed (or never initialised).
     fn core(&self) -> PyResult<&Core> {
         let open = self.initialised()?;
@@ -228,7 +307,7 @@ impl Client {
     #[new]
     #[pyo3(signature = (*_args, **_kwargs))]
     #[pyo3(
-        text_signature = "(client_id, client_secret, *, base_url, timeout=30.0, max_retries=2, token_store=None, user_agent=None, ca_bundle=None, cassette=None)"
+        text_signature = "(client_id, client_secret, *, base_url, timeout=30.0, max_retries=2, token_store=None, user_agent=None, ca_bundle=None, cassette=None, journal=None)"
     )]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
         Client {
@@ -237,7 +316,7 @@ impl Client {
         }
     }
 
-    #[pyo3(signature = (client_id, client_secret, *, base_url, timeout = default(30.0), max_retries = default(2),  token_store = None, user_agent = None, ca_bundle = None, cassette = None))]
+    #[pyo3(signature = (client_id, client_secret, *, base_url, timeout = default(30.0), max_retries = default(2),  token_store = None, user_agent = None, ca_bundle = None, cassette = None, journal = None))]
     #[allow(clippy::too_many_arguments)]
     fn __init__(
         &self,
@@ -251,6 +330,7 @@ impl Client {
         user_agent: Option<&Bound<'_, PyAny>>,
         ca_bundle: Option<&Bound<'_, PyAny>>,
         cassette: Option<&Bound<'_, PyAny>>,
+        journal: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         if self.open.get().is_some() {
             return Err(to_pyerr(Error::config(
@@ -272,6 +352,10 @@ impl Client {
                 .filter(|p| !p.is_empty()),
         };
         let cassette = self::cassette(cassette)?;
+        let journal = match journal.filter(|j| !j.is_none()) {
+            Some(j) => Some(PyJournal::from_py(j, "journal")?),
+            None => None,
+        };
         let (for_core, for_config) = (store.clone(), cassette.clone());
         let core = py.detach(|| {
             guard(move || {
@@ -290,6 +374,7 @@ impl Client {
             core,
             store,
             cassette,
+            journal,
         });
         Ok(())
     }
@@ -432,11 +517,13 @@ impl Client {
         })
     }
 
-    /// Creates a quote and returns its id.
-    #[pyo3(signature = (*, buy_currency, buy_amount, sell_currency, beneficiaries = default(1)))]
+    /// Creates a quote and returns its id. With ``idempotency_key`` (and a client
+    /// ``journal``), a repeat of the key returns the first call's id without sending.
+    #[pyo3(signature = (*, buy_currency, buy_amount, sell_currency, beneficiaries = default(1), idempotency_key = None))]
     #[pyo3(
-        text_signature = "(self, /, *, buy_currency, buy_amount, sell_currency, beneficiaries=1)"
+        text_signature = "(self, /, *, buy_currency, buy_amount, sell_currency, beneficiaries=1, idempotency_key=None)"
     )]
+    #[allow(clippy::too_many_arguments)]
     fn create_quote(
         &self,
         py: Python<'_>,
@@ -444,6 +531,7 @@ impl Client {
         buy_amount: &Bound<'_, PyAny>,
         sell_currency: &Bound<'_, PyAny>,
         beneficiaries: Py<PyAny>,
+        idempotency_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let c = self.core()?.clone();
         let req = Self::quote_request(
@@ -452,17 +540,17 @@ impl Client {
             sell_currency,
             beneficiaries.bind(py),
         )?;
+        let keyed = self.keyed(idempotency_key)?;
         let obs = observer(py);
-        block(py, async move {
-            Ok(Out::Str(c.create_quote(&req, obs.as_deref()).await?.0))
-        })
+        block(py, quote_call(c, req, keyed, obs))
     }
 
     /// :meth:`create_quote`, awaitable.
-    #[pyo3(signature = (*, buy_currency, buy_amount, sell_currency, beneficiaries = default(1)))]
+    #[pyo3(signature = (*, buy_currency, buy_amount, sell_currency, beneficiaries = default(1), idempotency_key = None))]
     #[pyo3(
-        text_signature = "(self, /, *, buy_currency, buy_amount, sell_currency, beneficiaries=1)"
+        text_signature = "(self, /, *, buy_currency, buy_amount, sell_currency, beneficiaries=1, idempotency_key=None)"
     )]
+    #[allow(clippy::too_many_arguments)]
     fn create_quote_async(
         &self,
         py: Python<'_>,
@@ -470,6 +558,7 @@ impl Client {
         buy_amount: &Bound<'_, PyAny>,
         sell_currency: &Bound<'_, PyAny>,
         beneficiaries: Py<PyAny>,
+        idempotency_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let c = self.core()?.clone();
         let req = Self::quote_request(
@@ -478,8 +567,9 @@ impl Client {
             sell_currency,
             beneficiaries.bind(py),
         )?;
+        let keyed = self.keyed(idempotency_key)?;
         call(py, "create_quote_async", move |obs| {
-            Box::pin(async move { Ok(Out::Str(c.create_quote(&req, obs.as_deref()).await?.0)) })
+            Box::pin(quote_call(c, req, keyed, obs))
         })
     }
 
@@ -508,34 +598,40 @@ impl Client {
     }
 
     /// Registers a beneficiary and returns its ``beneficiaryId``.
+    #[pyo3(signature = (beneficiary, *, idempotency_key = None))]
     fn create_beneficiary(
         &self,
         py: Python<'_>,
         beneficiary: &Bound<'_, PyAny>,
+        idempotency_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let c = self.core()?.clone();
         let b = self::beneficiary(beneficiary)?;
+        let keyed = self.keyed(idempotency_key)?;
         let obs = observer(py);
-        block(py, async move {
-            Ok(Out::Str(c.create_beneficiary(&b, obs.as_deref()).await?.0))
-        })
+        block(py, beneficiary_call(c, b, keyed, obs))
     }
 
     /// :meth:`create_beneficiary`, awaitable.
+    #[pyo3(signature = (beneficiary, *, idempotency_key = None))]
     fn create_beneficiary_async(
         &self,
         py: Python<'_>,
         beneficiary: &Bound<'_, PyAny>,
+        idempotency_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let c = self.core()?.clone();
         let b = self::beneficiary(beneficiary)?;
+        let keyed = self.keyed(idempotency_key)?;
         call(py, "create_beneficiary_async", move |obs| {
-            Box::pin(async move { Ok(Out::Str(c.create_beneficiary(&b, obs.as_deref()).await?.0)) })
+            Box::pin(beneficiary_call(c, b, keyed, obs))
         })
     }
 
-    /// Books a deal at once. It is never sent twice by the client's own retries.
-    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None))]
+    /// Books a deal at once. It is never sent twice by the client's own retries, nor, under
+    /// an ``idempotency_key``, by any later call with that key.
+    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, idempotency_key = None))]
+    #[allow(clippy::too_many_arguments)]
     fn create_deal(
         &self,
         py: Python<'_>,
@@ -543,19 +639,18 @@ impl Client {
         funding_source: &Bound<'_, PyAny>,
         beneficiaries: &Bound<'_, PyAny>,
         channel: Option<&Bound<'_, PyAny>>,
+        idempotency_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let c = self.core()?.clone();
         let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
+        let keyed = self.keyed(idempotency_key)?;
         let obs = observer(py);
-        block(py, async move {
-            Ok(Out::Deal(Box::new(
-                c.create_deal(req, obs.as_deref()).await?,
-            )))
-        })
+        block(py, deal_call(c, req, keyed, obs))
     }
 
     /// :meth:`create_deal`, awaitable.
-    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None))]
+    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, idempotency_key = None))]
+    #[allow(clippy::too_many_arguments)]
     fn create_deal_async(
         &self,
         py: Python<'_>,
@@ -563,15 +658,13 @@ impl Client {
         funding_source: &Bound<'_, PyAny>,
         beneficiaries: &Bound<'_, PyAny>,
         channel: Option<&Bound<'_, PyAny>>,
+        idempotency_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let c = self.core()?.clone();
         let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
+        let keyed = self.keyed(idempotency_key)?;
         call(py, "create_deal_async", move |obs| {
-            Box::pin(async move {
-                Ok(Out::Deal(Box::new(
-                    c.create_deal(req, obs.as_deref()).await?,
-                )))
-            })
+            Box::pin(deal_call(c, req, keyed, obs))
         })
     }
 
@@ -579,7 +672,7 @@ impl Client {
     ///
     /// With ``callback_url`` and no ``callback_nonce`` a nonce of 256 random bits is made and
     /// returned in the result: store it next to ``process_id`` to verify the notification.
-    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, callback_url = None, callback_nonce = None))]
+    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, callback_url = None, callback_nonce = None, idempotency_key = None))]
     #[allow(clippy::too_many_arguments)]
     fn create_spot_deal(
         &self,
@@ -590,19 +683,18 @@ impl Client {
         channel: Option<&Bound<'_, PyAny>>,
         callback_url: Option<&Bound<'_, PyAny>>,
         callback_nonce: Option<&Bound<'_, PyAny>>,
+        idempotency_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let c = self.core()?.clone();
         let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
         let (url, nonce) = Self::spot_args(callback_url, callback_nonce)?;
+        let keyed = self.keyed(idempotency_key)?;
         let obs = observer(py);
-        block(py, async move {
-            let out = c.create_spot_deal(req, url, nonce, obs.as_deref()).await?;
-            Ok(Out::Spot(Box::new(out)))
-        })
+        block(py, spot_call(c, req, (url, nonce), keyed, obs))
     }
 
     /// :meth:`create_spot_deal`, awaitable.
-    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, callback_url = None, callback_nonce = None))]
+    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, callback_url = None, callback_nonce = None, idempotency_key = None))]
     #[allow(clippy::too_many_arguments)]
     fn create_spot_deal_async(
         &self,
@@ -613,15 +705,14 @@ impl Client {
         channel: Option<&Bound<'_, PyAny>>,
         callback_url: Option<&Bound<'_, PyAny>>,
         callback_nonce: Option<&Bound<'_, PyAny>>,
+        idempotency_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let c = self.core()?.clone();
         let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
         let (url, nonce) = Self::spot_args(callback_url, callback_nonce)?;
+        let keyed = self.keyed(idempotency_key)?;
         call(py, "create_spot_deal_async", move |obs| {
-            Box::pin(async move {
-                let out = c.create_spot_deal(req, url, nonce, obs.as_deref()).await?;
-                Ok(Out::Spot(Box::new(out)))
-            })
+            Box::pin(spot_call(c, req, (url, nonce), keyed, obs))
         })
     }
 

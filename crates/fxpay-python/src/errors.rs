@@ -1,6 +1,6 @@
 //! Core `Error` -> the Python exceptions of `fxpay.errors`, raised lazily (no GIL needed to
 //! build one, so errors can leave async tasks as they are).
-use fxpay_core::error::Error;
+use fxpay_core::error::{Error, IdempotencyKind};
 use fxpay_core::models::FieldError;
 use pyo3::prelude::*;
 
@@ -21,6 +21,10 @@ pyo3::import_exception!(fxpay.errors, ServerError);
 pyo3::import_exception!(fxpay.errors, WebhookVerificationError);
 pyo3::import_exception!(fxpay.errors, WebhookPayloadError);
 pyo3::import_exception!(fxpay.errors, CassetteMismatchError);
+pyo3::import_exception!(fxpay.errors, KeyReusedError);
+pyo3::import_exception!(fxpay.errors, InProgressError);
+pyo3::import_exception!(fxpay.errors, OutcomeUnknownError);
+pyo3::import_exception!(fxpay.errors, JournalError);
 
 /// A `FieldError` on its way to Python, as an entry of `ApiError.errors`. It becomes a
 /// `fxpay.FieldError` where that class is declared (`IntoPyObject` in `models.rs`), so this
@@ -35,6 +39,7 @@ pub fn to_pyerr(e: Error) -> PyErr {
         Error::Transport {
             message,
             timeout: true,
+            ..
         } => TimeoutError::new_err((message,)),
         Error::Transport { message, .. } => TransportError::new_err((message,)),
         e @ Error::OAuth { .. } => {
@@ -72,6 +77,19 @@ pub fn to_pyerr(e: Error) -> PyErr {
         Error::WebhookVerification(m) => WebhookVerificationError::new_err((m,)),
         Error::WebhookPayload(m) => WebhookPayloadError::new_err((m,)),
         Error::CassetteMismatch(m) => CassetteMismatchError::new_err((m,)),
+        Error::Idempotency {
+            kind,
+            message,
+            entry,
+        } => {
+            let args = (message, entry.map(|e| super::journal::JournalEntry(*e)));
+            match kind {
+                IdempotencyKind::KeyReused => KeyReusedError::new_err(args),
+                IdempotencyKind::InProgress => InProgressError::new_err(args),
+                IdempotencyKind::OutcomeUnknown => OutcomeUnknownError::new_err(args),
+                IdempotencyKind::Journal => JournalError::new_err(args),
+            }
+        }
         Error::Internal(m) => FxPayError::new_err((m,)),
         Error::Callback { message, raised } => {
             match raised.as_deref().and_then(|r| r.downcast_ref::<PyErr>()) {

@@ -6,6 +6,7 @@ mod cassette;
 mod client;
 mod convert;
 mod errors;
+mod journal;
 mod logging;
 mod model;
 mod models;
@@ -52,6 +53,7 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sandbox::CoreSandbox>()?;
     m.add_class::<cassette::CoreCassette>()?;
     models::register(m)?;
+    journal::register(m)?;
     m.add_function(wrap_pyfunction!(panic_test::_raise_panic_for_test, m)?)?;
     m.add_function(wrap_pyfunction!(
         panic_test::_raise_panic_for_test_async,

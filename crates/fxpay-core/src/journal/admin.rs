@@ -1,0 +1,79 @@
+//! What a journal's owner does by hand: settle an unknown key, list the unknown ones, and
+//! complete a spot deal's entry when its `DealCreated` arrives.
+use super::entry::{now_ms, Entry, State};
+use super::machine;
+use super::store::Store;
+use crate::error::{Error, Result};
+
+const TRIES: usize = 16;
+
+/// Settles `key`: `Some(id)` created as that id (later calls return it), `None` not created
+/// (the key is released). Only an unknown key, or a pending one whose holder is gone.
+pub fn resolve(store: &dyn Store, key: &str, result: Option<String>) -> Result<Entry> {
+    for _ in 0..TRIES {
+        let Some(cur) = store.get(key)? else {
+            return Err(Error::invalid(format!("the journal holds no key {key:?}")));
+        };
+        let new = machine::resolved(&cur, result.clone(), now_ms(), store.holders())?;
+        if store.swap(&cur, &new)? {
+            return Ok(new);
+        }
+    }
+    Err(Error::journal(format!(
+        "the journal entry of key {key:?} kept changing while it was resolved"
+    )))
+}
+
+/// Of `candidates` (a store's pending and unknown entries), the unknown ones: a pending
+/// entry whose holder is gone is marked unknown here.
+pub fn unknown(store: &dyn Store, candidates: Vec<Entry>) -> Result<Vec<Entry>> {
+    let mut out = Vec::new();
+    for e in candidates {
+        let now = now_ms();
+        match e.state {
+            State::Unknown => out.push(e),
+            State::Pending if e.lease_until <= now || store.holders().is_dead(&e.holder) => {
+                let gone = machine::failed(
+                    &e,
+                    machine::Settle::Unknown,
+                    "its holder stopped (or lost its lease) while its request may have been sent"
+                        .into(),
+                    now,
+                );
+                if store.swap(&e, &gone)? {
+                    out.push(gone);
+                } else if let Some(now_stored) = store.get(&e.key)? {
+                    if now_stored.state == State::Unknown {
+                        out.push(now_stored);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.key.cmp(&b.key)));
+    Ok(out)
+}
+
+/// Records `deal_id` on the spot deal whose process id is `process_id`; the entry, or None
+/// when the journal holds no such spot deal.
+pub fn complete_spot(store: &dyn Store, process_id: &str, deal_id: &str) -> Result<Option<Entry>> {
+    for _ in 0..TRIES {
+        let Some(cur) = store.find(process_id)? else {
+            return Ok(None);
+        };
+        if cur.operation != "create_spot_deal" {
+            return Ok(None);
+        }
+        if cur.deal_id.as_deref() == Some(deal_id) {
+            return Ok(Some(cur));
+        }
+        let new = machine::with_deal_id(&cur, deal_id, now_ms());
+        if store.swap(&cur, &new)? {
+            return Ok(Some(new));
+        }
+    }
+    Err(Error::journal(format!(
+        "the journal entry of spot deal {process_id:?} kept changing"
+    )))
+}

@@ -1,0 +1,199 @@
+//! The four creating calls under an idempotency key: each one's fingerprint, what is kept
+//! of its result, and how a replay rebuilds it.
+use super::entry::Entry;
+use super::once::{once, Keyed};
+use super::store::Store;
+use crate::api::{Client, WithRaw};
+use crate::auth::authorize::random_token;
+use crate::error::{Error, Result};
+use crate::models::{Beneficiary, Deal, DealRequest, QuoteRequest, SpotDeal};
+use crate::transport::Observer;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+
+/// SHA-256 (hex) of an operation and the parts of its request that define it.
+pub fn fingerprint(operation: &str, parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    h.update(operation.as_bytes());
+    for p in parts {
+        h.update([0u8]);
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn wire<T: serde::Serialize>(v: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(v).map_err(|e| Error::Internal(format!("cannot encode the request: {e}")))
+}
+
+/// The answer kept in the journal, read back (or `{field: id}` when none was kept).
+fn kept_raw(e: &Entry, field: &str, id: &str) -> Value {
+    e.response
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_else(|| serde_json::json!({ field: id }))
+}
+
+fn result_of(e: &Entry) -> Result<String> {
+    e.result
+        .clone()
+        .ok_or_else(|| Error::journal(format!("journal key {:?} is done without a result", e.key)))
+}
+
+fn keyed(key: &str, operation: &'static str, fingerprint: String) -> Keyed {
+    Keyed {
+        key: key.to_string(),
+        operation,
+        fingerprint,
+        nonce: None,
+    }
+}
+
+/// Checks an idempotency key: non-empty text of at most 255 characters, no control
+/// characters.
+pub fn check_key(key: &str) -> Result<()> {
+    if key.is_empty() || key.chars().count() > 255 || key.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            "idempotency_key must be 1 to 255 characters, none of them a control character",
+        ));
+    }
+    Ok(())
+}
+
+pub async fn create_quote(
+    c: &Client,
+    store: &Arc<dyn Store>,
+    key: &str,
+    req: &QuoteRequest,
+    obs: Option<&dyn Observer>,
+) -> Result<(WithRaw<String>, bool)> {
+    check_key(key)?;
+    let fp = fingerprint("create_quote", &[&wire(req)?]);
+    once(
+        store,
+        keyed(key, "create_quote", fp),
+        || c.create_quote(req, obs),
+        |(id, raw)| (id.clone(), Some(raw.to_string())),
+        |e| {
+            let id = result_of(e)?;
+            Ok((id.clone(), kept_raw(e, "id", &id)))
+        },
+    )
+    .await
+}
+
+pub async fn create_beneficiary(
+    c: &Client,
+    store: &Arc<dyn Store>,
+    key: &str,
+    b: &Beneficiary,
+    obs: Option<&dyn Observer>,
+) -> Result<(WithRaw<String>, bool)> {
+    check_key(key)?;
+    b.check()?;
+    let fp = fingerprint("create_beneficiary", &[&wire(b)?]);
+    once(
+        store,
+        keyed(key, "create_beneficiary", fp),
+        || c.create_beneficiary(b, obs),
+        |(id, raw)| (id.clone(), Some(raw.to_string())),
+        |e| {
+            let id = result_of(e)?;
+            Ok((id.clone(), kept_raw(e, "beneficiaryId", &id)))
+        },
+    )
+    .await
+}
+
+pub async fn create_deal(
+    c: &Client,
+    store: &Arc<dyn Store>,
+    key: &str,
+    req: DealRequest,
+    obs: Option<&dyn Observer>,
+) -> Result<(WithRaw<Deal>, bool)> {
+    check_key(key)?;
+    req.check()?;
+    let fp = fingerprint("create_deal", &[&wire(&req)?]);
+    let for_replay = req.clone();
+    once(
+        store,
+        keyed(key, "create_deal", fp),
+        || c.create_deal(req, obs),
+        |(deal, raw)| (deal.deal_id.clone(), Some(raw.to_string())),
+        |e| {
+            let id = result_of(e)?;
+            let raw = kept_raw(e, "dealId", &id);
+            Ok((Deal::booked(id, for_replay), raw))
+        },
+    )
+    .await
+}
+
+pub async fn create_spot_deal(
+    c: &Client,
+    store: &Arc<dyn Store>,
+    key: &str,
+    req: DealRequest,
+    callback_url: Option<String>,
+    callback_nonce: Option<String>,
+    obs: Option<&dyn Observer>,
+) -> Result<(WithRaw<SpotDeal>, bool)> {
+    check_key(key)?;
+    req.check()?;
+    // The nonce is part of the claim (a replay returns it), so it is made before the claim;
+    // it is a secret, so it is not part of the fingerprint.
+    let nonce = match (&callback_url, callback_nonce) {
+        (Some(_), None) => Some(random_token(32)?),
+        (_, n) => n,
+    };
+    let url = callback_url.clone().unwrap_or_default();
+    let fp = fingerprint("create_spot_deal", &[&wire(&req)?, url.as_bytes()]);
+    let mut k = keyed(key, "create_spot_deal", fp);
+    k.nonce = nonce.clone();
+    once(
+        store,
+        k,
+        || c.create_spot_deal(req, callback_url.clone(), nonce, obs),
+        |(spot, raw)| (spot.process_id.clone(), Some(raw.to_string())),
+        |e| {
+            let id = result_of(e)?;
+            let raw = kept_raw(e, "processId", &id);
+            let spot = SpotDeal {
+                process_id: id,
+                callback_url: callback_url.clone(),
+                callback_nonce: e.nonce.clone(),
+            };
+            Ok((spot, raw))
+        },
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_tell_parts_apart() {
+        let a = fingerprint("create_deal", &[b"ab", b"c"]);
+        assert_eq!(a, fingerprint("create_deal", &[b"ab", b"c"]));
+        assert_ne!(a, fingerprint("create_deal", &[b"a", b"bc"]));
+        assert_ne!(a, fingerprint("create_quote", &[b"ab", b"c"]));
+        assert_eq!(a.len(), 64);
+    }
+
+    #[test]
+    fn keys_are_checked() {
+        assert!(check_key("invoice-1/deal").is_ok());
+        assert!(check_key(&"x".repeat(255)).is_ok());
+        for bad in [String::new(), "x".repeat(256), "a\nb".into(), "a\0".into()] {
+            assert!(
+                matches!(check_key(&bad), Err(Error::InvalidRequest(_))),
+                "{bad:?}"
+            );
+        }
+    }
+}

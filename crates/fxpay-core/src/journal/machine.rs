@@ -1,0 +1,382 @@
+//! The journal's state machine: what a repeated key means, what a failed call leaves behind,
+//! and every transition of an entry. Pure functions: the stores only keep entries.
+use super::entry::{Entry, State};
+use super::holder::HolderCheck;
+use crate::error::{Error, IdempotencyKind};
+
+/// The longest a claim stands without renewal. A holder renews it while its call runs.
+pub const LEASE_MS: u64 = 30_000;
+/// How often a holder renews its lease.
+pub const RENEW_EVERY_MS: u64 = 10_000;
+
+/// What a call finds under its key.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Found {
+    /// Released: the key is free again; the call claims it.
+    Free,
+    /// Done, for the same request: its recorded result is returned, nothing is sent.
+    Replay,
+    /// Another operation or wire request: `KeyReusedError`.
+    Reused,
+    /// Pending with a live holder: `InProgressError`.
+    InProgress,
+    /// Unknown: `OutcomeUnknownError`, until resolved.
+    Unknown,
+    /// Pending, but its holder is gone (lease lapsed, or its process is dead): it becomes
+    /// unknown.
+    Lapsed,
+}
+
+/// What `existing` means for a call of `operation` whose request has `fingerprint`.
+pub fn decide(
+    existing: &Entry,
+    operation: &str,
+    fingerprint: &str,
+    now: u64,
+    holders: &dyn HolderCheck,
+) -> Found {
+    if existing.state == State::Released {
+        return Found::Free;
+    }
+    if existing.operation != operation || existing.fingerprint != fingerprint {
+        return Found::Reused;
+    }
+    match existing.state {
+        State::Done => Found::Replay,
+        State::Unknown => Found::Unknown,
+        State::Pending if existing.lease_until <= now || holders.is_dead(&existing.holder) => {
+            Found::Lapsed
+        }
+        State::Pending | State::Released => Found::InProgress,
+    }
+}
+
+/// What a call's failure leaves its key as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Proven not created: the key is released.
+    Released,
+    /// May have been created: the key is unknown.
+    Unknown,
+}
+
+/// Whether `e` proves that nothing was created. A 4xx answer does (the service refused
+/// the request); so does any failure before a byte was sent. A 5xx, a timeout, a lost
+/// connection or a 2xx that cannot be read may hide a created object.
+pub fn settle(e: &Error) -> Settle {
+    match e {
+        Error::Api { status, .. } if (400..500).contains(status) => Settle::Released,
+        Error::Transport { unsent, .. } if *unsent => Settle::Released,
+        Error::InvalidRequest(_)
+        | Error::Configuration(_)
+        | Error::OAuth { .. }
+        | Error::StateMismatch
+        | Error::CassetteMismatch(_)
+        | Error::Idempotency { .. } => Settle::Released,
+        _ => Settle::Unknown,
+    }
+}
+
+/// A new claim of `key` by `holder`.
+pub fn claim(
+    key: &str,
+    operation: &str,
+    fingerprint: &str,
+    holder: &str,
+    nonce: Option<String>,
+    now: u64,
+) -> Entry {
+    Entry {
+        key: key.to_string(),
+        operation: operation.to_string(),
+        fingerprint: fingerprint.to_string(),
+        state: State::Pending,
+        result: None,
+        deal_id: None,
+        holder: holder.to_string(),
+        lease_until: now.saturating_add(LEASE_MS),
+        created_at: now,
+        updated_at: now,
+        error: None,
+        response: None,
+        nonce,
+    }
+}
+
+/// `e` with its lease renewed.
+pub fn renewed(e: &Entry, now: u64) -> Entry {
+    Entry {
+        lease_until: now.saturating_add(LEASE_MS),
+        updated_at: now,
+        ..e.clone()
+    }
+}
+
+/// `e`, created as `result`.
+pub fn done(e: &Entry, result: String, response: Option<String>, now: u64) -> Entry {
+    Entry {
+        state: State::Done,
+        result: Some(result),
+        response,
+        error: None,
+        updated_at: now,
+        ..e.clone()
+    }
+}
+
+/// `e`, released or unknown after `error`.
+pub fn failed(e: &Entry, how: Settle, error: String, now: u64) -> Entry {
+    Entry {
+        state: match how {
+            Settle::Released => State::Released,
+            Settle::Unknown => State::Unknown,
+        },
+        error: Some(error),
+        updated_at: now,
+        ..e.clone()
+    }
+}
+
+/// `e` settled by hand: `Some(id)` created as that id, `None` not created. Only an unknown
+/// entry (or a pending one whose holder is gone) can be resolved.
+pub fn resolved(
+    e: &Entry,
+    result: Option<String>,
+    now: u64,
+    holders: &dyn HolderCheck,
+) -> Result<Entry, Error> {
+    let lapsed = e.state == State::Pending && (e.lease_until <= now || holders.is_dead(&e.holder));
+    if e.state != State::Unknown && !lapsed {
+        return Err(Error::invalid(format!(
+            "journal key {:?} is {}: only an unknown key can be resolved",
+            e.key,
+            e.state.as_str()
+        )));
+    }
+    if let Some(id) = &result {
+        if id.is_empty() {
+            return Err(Error::invalid("result must be a non-empty id, or None"));
+        }
+    }
+    let error = Some(match &result {
+        Some(_) => "resolved by hand: created".to_string(),
+        None => "resolved by hand: not created".to_string(),
+    });
+    Ok(Entry {
+        state: if result.is_some() {
+            State::Done
+        } else {
+            State::Released
+        },
+        result,
+        error,
+        response: None,
+        updated_at: now,
+        ..e.clone()
+    })
+}
+
+/// `e` (a spot deal's entry) with its `DealCreated` deal id.
+pub fn with_deal_id(e: &Entry, deal_id: &str, now: u64) -> Entry {
+    Entry {
+        deal_id: Some(deal_id.to_string()),
+        updated_at: now,
+        ..e.clone()
+    }
+}
+
+/// The error a call raises for `found` (`Reused`, `InProgress` or `Unknown`) under `e`.
+pub fn refusal(found: &Found, e: &Entry, operation: &str) -> Error {
+    let (kind, message) = match found {
+        Found::Reused => (
+            IdempotencyKind::KeyReused,
+            format!(
+                "idempotency key {:?} was used for another request ({} with other arguments); \
+                 nothing was sent",
+                e.key, e.operation
+            ),
+        ),
+        Found::InProgress => (
+            IdempotencyKind::InProgress,
+            format!(
+                "idempotency key {:?} is being sent by another call ({}); nothing was sent",
+                e.key, e.holder
+            ),
+        ),
+        _ => (
+            IdempotencyKind::OutcomeUnknown,
+            format!(
+                "the outcome of {operation} under idempotency key {:?} is unknown ({}): it may \
+                 have been created. Nothing was sent; find out and settle it with \
+                 journal.resolve(key, result=...)",
+                e.key,
+                e.error.as_deref().unwrap_or("its holder is gone")
+            ),
+        ),
+    };
+    Error::Idempotency {
+        kind,
+        message,
+        entry: Some(Box::new(e.clone())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Alive(bool);
+    impl HolderCheck for Alive {
+        fn is_dead(&self, _holder: &str) -> bool {
+            !self.0
+        }
+    }
+
+    fn pending(now: u64) -> Entry {
+        claim("k", "create_deal", "fp", "h/1/t", None, now)
+    }
+
+    #[test]
+    fn a_repeat_of_a_done_key_replays() {
+        let e = done(&pending(0), "d1".into(), None, 5);
+        assert_eq!(
+            decide(&e, "create_deal", "fp", 10, &Alive(true)),
+            Found::Replay
+        );
+    }
+
+    #[test]
+    fn another_request_or_operation_is_reused() {
+        let e = done(&pending(0), "d1".into(), None, 5);
+        assert_eq!(
+            decide(&e, "create_deal", "fp2", 10, &Alive(true)),
+            Found::Reused
+        );
+        assert_eq!(
+            decide(&e, "create_quote", "fp", 10, &Alive(true)),
+            Found::Reused
+        );
+        // Reuse is checked before the state: a pending key with another request too.
+        assert_eq!(
+            decide(&pending(0), "create_deal", "x", 1, &Alive(true)),
+            Found::Reused
+        );
+    }
+
+    #[test]
+    fn a_live_pending_key_is_in_progress_until_its_lease_lapses() {
+        let e = pending(1_000);
+        assert_eq!(
+            decide(&e, "create_deal", "fp", 1_000, &Alive(true)),
+            Found::InProgress
+        );
+        let last = 1_000 + LEASE_MS - 1;
+        assert_eq!(
+            decide(&e, "create_deal", "fp", last, &Alive(true)),
+            Found::InProgress
+        );
+        assert_eq!(
+            decide(&e, "create_deal", "fp", last + 1, &Alive(true)),
+            Found::Lapsed
+        );
+    }
+
+    #[test]
+    fn a_dead_holder_lapses_at_once() {
+        let e = pending(1_000);
+        assert_eq!(
+            decide(&e, "create_deal", "fp", 1_001, &Alive(false)),
+            Found::Lapsed
+        );
+    }
+
+    #[test]
+    fn released_is_free_for_any_request() {
+        let e = failed(&pending(0), Settle::Released, "400".into(), 1);
+        assert_eq!(
+            decide(&e, "create_quote", "zz", 2, &Alive(true)),
+            Found::Free
+        );
+    }
+
+    #[test]
+    fn unknown_stays_unknown() {
+        let e = failed(&pending(0), Settle::Unknown, "timeout".into(), 1);
+        assert_eq!(
+            decide(&e, "create_deal", "fp", u64::MAX, &Alive(false)),
+            Found::Unknown
+        );
+    }
+
+    fn api(status: u16) -> Error {
+        Error::Api {
+            status,
+            message: String::new(),
+            errors: Vec::new(),
+            body: String::new(),
+            retry_after: None,
+        }
+    }
+
+    #[test]
+    fn only_proof_of_nothing_created_releases() {
+        assert_eq!(settle(&api(400)), Settle::Released);
+        assert_eq!(settle(&api(499)), Settle::Released);
+        assert_eq!(settle(&api(500)), Settle::Unknown);
+        assert_eq!(settle(&api(399)), Settle::Unknown);
+        assert_eq!(settle(&api(201)), Settle::Unknown);
+        let lost = Error::Transport {
+            message: String::new(),
+            timeout: false,
+            unsent: false,
+        };
+        assert_eq!(settle(&lost), Settle::Unknown);
+        assert_eq!(settle(&lost.into_unsent()), Settle::Released);
+        let timeout = Error::Transport {
+            message: String::new(),
+            timeout: true,
+            unsent: false,
+        };
+        assert_eq!(settle(&timeout), Settle::Unknown);
+        assert_eq!(settle(&Error::Internal(String::new())), Settle::Unknown);
+        assert_eq!(settle(&Error::invalid("x")), Settle::Released);
+    }
+
+    #[test]
+    fn resolve_needs_an_unknown_or_lapsed_key() {
+        let unknown = failed(&pending(0), Settle::Unknown, "t".into(), 1);
+        let r = resolved(&unknown, Some("d9".into()), 2, &Alive(true)).expect("resolves");
+        assert_eq!((r.state, r.result.as_deref()), (State::Done, Some("d9")));
+        let r = resolved(&unknown, None, 2, &Alive(true)).expect("resolves");
+        assert_eq!((r.state, r.result), (State::Released, None));
+        let done_e = done(&pending(0), "d1".into(), None, 1);
+        assert!(resolved(&done_e, None, 2, &Alive(true)).is_err());
+        let live = pending(0);
+        assert!(resolved(&live, None, 1, &Alive(true)).is_err());
+        assert!(resolved(&live, None, 1, &Alive(false)).is_ok());
+        assert!(resolved(&live, None, LEASE_MS, &Alive(true)).is_ok());
+        assert!(resolved(&unknown, Some(String::new()), 2, &Alive(true)).is_err());
+    }
+
+    #[test]
+    fn refusals_carry_their_kind_and_entry() {
+        let e = pending(0);
+        for (found, kind) in [
+            (Found::Reused, IdempotencyKind::KeyReused),
+            (Found::InProgress, IdempotencyKind::InProgress),
+            (Found::Unknown, IdempotencyKind::OutcomeUnknown),
+        ] {
+            match refusal(&found, &e, "create_deal") {
+                Error::Idempotency {
+                    kind: k,
+                    entry: Some(got),
+                    ..
+                } => {
+                    assert_eq!(k, kind);
+                    assert_eq!(*got, e);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+}

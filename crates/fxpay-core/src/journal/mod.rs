@@ -1,0 +1,20 @@
+//! The idempotency journal: fxpay's own keys, since the service has none. A claim is stored
+//! durably before any byte of a creating request is sent, so a re-run, a redelivered task or
+//! a second machine never books the same payment twice.
+//!
+//! - `entry`: what is kept under a key;
+//! - `machine`: the states and every transition (pure);
+//! - `holder`: who holds a claim, and whether it is gone;
+//! - `store`: what a storage must do (the binding adapts Python journals to it);
+//! - `once`: one call under a key; `calls`: the four creating calls;
+//! - `admin`: resolve, list the unknown, complete a spot deal.
+pub mod admin;
+pub mod calls;
+pub mod entry;
+pub mod holder;
+pub mod machine;
+pub mod once;
+pub mod store;
+
+pub use entry::{Entry, State};
+pub use store::Store;

@@ -1,0 +1,245 @@
+//! A creating call under an idempotency key: claim (durably) before anything is sent, send,
+//! record. A repeat replays, refuses or reports an unknown outcome, as `machine.rs` decides.
+use super::entry::{now_ms, Entry};
+use super::machine::{self, Found, Settle};
+use super::store::{blocking, Store};
+use crate::error::{Error, Result};
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// A creating request as the journal sees it.
+pub struct Keyed {
+    pub key: String,
+    pub operation: &'static str,
+    pub fingerprint: String,
+    /// A spot deal's callback nonce (kept so a replay returns it).
+    pub nonce: Option<String>,
+}
+
+/// How many times a claim is tried when other callers keep changing the entry under it.
+const TRIES: usize = 16;
+
+/// The result of `call` under `keyed.key`, and whether it was replayed from the journal.
+///
+/// `record` gives what to keep of a result (its id and the answer's JSON text); `replay`
+/// rebuilds a result from a done entry.
+pub async fn once<T, F, Fut>(
+    store: &Arc<dyn Store>,
+    keyed: Keyed,
+    call: F,
+    record: impl FnOnce(&T) -> (String, Option<String>),
+    replay: impl FnOnce(&Entry) -> Result<T>,
+) -> Result<(T, bool)>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let hold = match begin(store, &keyed).await? {
+        Begun::Replay(e) => return Ok((replay(&e)?, true)),
+        Begun::Held(h) => h,
+    };
+    let result = {
+        let renewing = hold.renewing();
+        tokio::pin!(renewing);
+        let call = call();
+        tokio::pin!(call);
+        tokio::select! {
+            r = &mut call => r,
+            never = &mut renewing => match never {},
+        }
+    };
+    let now = now_ms();
+    match result {
+        Ok(v) => {
+            let (id, response) = record(&v);
+            // The result is returned even if it cannot be recorded: the object exists, and
+            // its entry, left pending, becomes unknown once its lease lapses.
+            let _ = hold
+                .settle(|cur| machine::done(cur, id.clone(), response.clone(), now))
+                .await;
+            Ok((v, false))
+        }
+        Err(e) => {
+            let how = machine::settle(&e);
+            let text = e.to_string();
+            let unknown = how == Settle::Unknown;
+            let saved = hold
+                .settle(|cur| machine::failed(cur, how, text.clone(), now))
+                .await;
+            match (unknown, saved) {
+                (true, Some(entry)) => {
+                    Err(machine::refusal(&Found::Unknown, &entry, keyed.operation))
+                }
+                _ => Err(e),
+            }
+        }
+    }
+}
+
+enum Begun {
+    Replay(Entry),
+    Held(Hold),
+}
+
+/// Claims `keyed.key`, or says what the entry already there means.
+async fn begin(store: &Arc<dyn Store>, keyed: &Keyed) -> Result<Begun> {
+    let me = super::holder::me();
+    for _ in 0..TRIES {
+        let now = now_ms();
+        let mine = machine::claim(
+            &keyed.key,
+            keyed.operation,
+            &keyed.fingerprint,
+            &me,
+            keyed.nonce.clone(),
+            now,
+        );
+        let m = mine.clone();
+        let Some(existing) = blocking(store, move |s| s.claim(&m)).await? else {
+            return Ok(Begun::Held(Hold::new(store.clone(), mine)));
+        };
+        let found = machine::decide(
+            &existing,
+            keyed.operation,
+            &keyed.fingerprint,
+            now,
+            store.holders(),
+        );
+        match found {
+            Found::Replay => return Ok(Begun::Replay(existing)),
+            Found::Free => {
+                let (old, new) = (existing, mine.clone());
+                if blocking(store, move |s| s.swap(&old, &new)).await? {
+                    return Ok(Begun::Held(Hold::new(store.clone(), mine)));
+                }
+            }
+            Found::Lapsed => {
+                let gone = machine::failed(
+                    &existing,
+                    Settle::Unknown,
+                    "its holder stopped (or lost its lease) while its request may have been sent"
+                        .into(),
+                    now,
+                );
+                let (old, new) = (existing, gone.clone());
+                if blocking(store, move |s| s.swap(&old, &new)).await? {
+                    return Err(machine::refusal(&Found::Unknown, &gone, keyed.operation));
+                }
+            }
+            Found::Reused | Found::InProgress | Found::Unknown => {
+                return Err(machine::refusal(&found, &existing, keyed.operation))
+            }
+        }
+    }
+    Err(Error::journal(format!(
+        "the journal entry of key {:?} kept changing while it was claimed",
+        keyed.key
+    )))
+}
+
+/// A claim this call holds. Dropped before it is settled (the call was cancelled, or its
+/// process interrupted), it marks the key unknown: the request may have been sent.
+struct Hold {
+    store: Arc<dyn Store>,
+    current: Arc<Mutex<Option<Entry>>>,
+}
+
+impl Hold {
+    fn new(store: Arc<dyn Store>, entry: Entry) -> Self {
+        Hold {
+            store,
+            current: Arc::new(Mutex::new(Some(entry))),
+        }
+    }
+
+    fn current(&self) -> Option<Entry> {
+        self.current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Renews the lease while the call runs; never ends.
+    async fn renewing(&self) -> std::convert::Infallible {
+        loop {
+            tokio::time::sleep(Duration::from_millis(machine::RENEW_EVERY_MS)).await;
+            let Some(cur) = self.current() else {
+                continue;
+            };
+            let new = machine::renewed(&cur, now_ms());
+            let (old, next) = (cur, new.clone());
+            if let Ok(true) = blocking(&self.store, move |s| s.swap(&old, &next)).await {
+                let mut slot = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+                if slot.is_some() {
+                    *slot = Some(new);
+                }
+            }
+        }
+    }
+
+    /// Records the call's end (`to` applied to the entry as stored); the saved entry, or
+    /// None when it could not be saved.
+    async fn settle(self, to: impl Fn(&Entry) -> Entry) -> Option<Entry> {
+        let taken = self
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let mut cur = taken?;
+        for _ in 0..TRIES {
+            let new = to(&cur);
+            let (old, next) = (cur.clone(), new.clone());
+            match blocking(&self.store, move |s| s.swap(&old, &next)).await {
+                Ok(true) => return Some(new),
+                Ok(false) => {}
+                Err(_) => return None,
+            }
+            // A renewal still in flight, or another caller that found the lease lapsed and
+            // marked the key unknown: this holder knows the outcome, so it records it over
+            // either (but never over another holder's claim).
+            let key = cur.key.clone();
+            match blocking(&self.store, move |s| s.get(&key)).await {
+                Ok(Some(stored))
+                    if stored.holder == cur.holder
+                        && stored.created_at == cur.created_at
+                        && matches!(
+                            stored.state,
+                            super::State::Pending | super::State::Unknown
+                        ) =>
+                {
+                    cur = stored
+                }
+                _ => return None,
+            }
+        }
+        None
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let taken = self
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(cur) = taken else {
+            return;
+        };
+        let store = self.store.clone();
+        let gone = machine::failed(
+            &cur,
+            Settle::Unknown,
+            "the call was cancelled or interrupted after its request may have been sent".into(),
+            now_ms(),
+        );
+        // Off this thread: a store call blocks, and this may run on a runtime worker. If it
+        // fails, the entry stays pending and becomes unknown when its lease lapses.
+        let _ = std::thread::Builder::new()
+            .name("fxpay-journal".into())
+            .spawn(move || {
+                let _ = store.swap(&cur, &gone);
+            });
+    }
+}

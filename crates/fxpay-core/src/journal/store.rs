@@ -1,0 +1,38 @@
+//! What a journal's storage must do: keep entries by key, insert one only where none is,
+//! and swap one for another only if the stored one is still the one read (compare-and-set).
+//! Every decision is the state machine's (`machine.rs`); a store only keeps.
+use super::entry::Entry;
+use super::holder::HolderCheck;
+use crate::error::{Error, Result};
+use std::sync::Arc;
+
+/// A journal's storage. Calls block (a disk or network round trip); the core makes them
+/// off the runtime's workers. An error is `Error::Idempotency` of kind `Journal`: the call
+/// fails closed, nothing is sent.
+pub trait Store: Send + Sync {
+    /// The entry under `key`.
+    fn get(&self, key: &str) -> Result<Option<Entry>>;
+    /// Stores `entry` if nothing is stored under its key, atomically; returns `None` when
+    /// stored, else what is stored.
+    fn claim(&self, entry: &Entry) -> Result<Option<Entry>>;
+    /// Replaces `old` by `new` (same key) if the stored entry is still `old`, atomically;
+    /// true when replaced.
+    fn swap(&self, old: &Entry, new: &Entry) -> Result<bool>;
+    /// The entry whose `result` is `result` (a spot deal's process id), if any.
+    fn find(&self, result: &str) -> Result<Option<Entry>>;
+    /// How to tell that a pending entry's holder is gone before its lease lapses.
+    fn holders(&self) -> &dyn HolderCheck;
+}
+
+/// Runs `f` on a store off the runtime's workers (a thread of the blocking pool).
+pub async fn blocking<T, F>(store: &Arc<dyn Store>, f: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&dyn Store) -> Result<T> + Send + 'static,
+{
+    let s = store.clone();
+    match tokio::task::spawn_blocking(move || f(&*s)).await {
+        Ok(r) => r,
+        Err(e) => Err(Error::journal(format!("the journal call failed: {e}"))),
+    }
+}

@@ -1,0 +1,286 @@
+//! The idempotency journal as Python sees it: `fxpay.JournalEntry`, a Python journal
+//! (`fxpay.SqliteJournal`, `RedisJournal`, `MemoryJournal` or a user's own) adapted to the
+//! core's `Store`, and the hand operations the Python journals share (resolve, unknown,
+//! complete a spot deal), which are the core's.
+use super::convert::{instant_to_py, opt_text, text, type_name};
+use super::errors::to_pyerr;
+use fxpay_core::error::{Error, Result};
+use fxpay_core::journal::holder::{HolderCheck, LeaseOnly, LocalProcesses};
+use fxpay_core::journal::{admin, Entry, Store};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString, PyTuple};
+use std::sync::Arc;
+
+/// One key's record in an idempotency journal (read-only).
+///
+/// ``state`` is ``"pending"``, ``"done"``, ``"unknown"`` or ``"released"``; ``result`` the
+/// created id (quote, beneficiary or deal id, or a spot deal's process id); ``deal_id`` a
+/// spot deal's, once its ``DealCreated`` arrived. Journals keep an entry as the text of
+/// :meth:`to_json` and read it back with :meth:`from_json`.
+#[pyclass(module = "fxpay._fxpay", name = "JournalEntry", frozen, eq)]
+#[derive(PartialEq)]
+pub struct JournalEntry(pub Entry);
+
+fn ms_to_py(py: Python<'_>, ms: u64) -> PyResult<Bound<'_, PyAny>> {
+    // Milliseconds as seconds: exact enough for a timestamp (not money).
+    instant_to_py(py, ms as f64 / 1000.0)
+}
+
+#[pymethods]
+impl JournalEntry {
+    #[getter]
+    fn key(&self) -> &str {
+        &self.0.key
+    }
+    #[getter]
+    fn operation(&self) -> &str {
+        &self.0.operation
+    }
+    #[getter]
+    fn state(&self) -> &'static str {
+        self.0.state.as_str()
+    }
+    #[getter]
+    fn result(&self) -> Option<&str> {
+        self.0.result.as_deref()
+    }
+    #[getter]
+    fn deal_id(&self) -> Option<&str> {
+        self.0.deal_id.as_deref()
+    }
+    #[getter]
+    fn error(&self) -> Option<&str> {
+        self.0.error.as_deref()
+    }
+    /// SHA-256 of the operation and its request: a repeat of the key must match it.
+    #[getter]
+    fn fingerprint(&self) -> &str {
+        &self.0.fingerprint
+    }
+    /// Who claimed the key (``host/pid/token``).
+    #[getter]
+    fn holder(&self) -> &str {
+        &self.0.holder
+    }
+    #[getter]
+    fn created_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        ms_to_py(py, self.0.created_at)
+    }
+    #[getter]
+    fn updated_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        ms_to_py(py, self.0.updated_at)
+    }
+    /// Until when a pending entry's holder is taken to be alive without renewing.
+    #[getter]
+    fn lease_until<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        ms_to_py(py, self.0.lease_until)
+    }
+
+    /// The entry as JSON text: what a journal stores (it holds a spot deal's callback
+    /// nonce: keep a journal as private as the client's credentials).
+    fn to_json(&self) -> String {
+        self.0.to_json()
+    }
+
+    /// An entry from the text :meth:`to_json` gave.
+    #[staticmethod]
+    fn from_json(text: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let t = self::text(text, "text")?;
+        Entry::from_json(&t).map(JournalEntry).map_err(to_pyerr)
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let py = slf.py();
+        let from_json = slf.get_type().getattr("from_json")?;
+        let args = PyTuple::new(py, [slf.get().0.to_json()])?;
+        PyTuple::new(py, [from_json.into_any(), args.into_any()])
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let e = &self.0;
+        let opt = |v: &Option<String>| -> PyResult<String> {
+            Ok(match v {
+                Some(s) => PyString::new(py, s).repr()?.to_string(),
+                None => "None".into(),
+            })
+        };
+        Ok(format!(
+            "JournalEntry(key={}, operation='{}', state='{}', result={}, deal_id={}, error={})",
+            PyString::new(py, &e.key).repr()?,
+            e.operation,
+            e.state.as_str(),
+            opt(&e.result)?,
+            opt(&e.deal_id)?,
+            opt(&e.error)?,
+        ))
+    }
+}
+
+/// A Python journal seen from the core: its `get`, `claim`, `swap` and `find` methods,
+/// called with the GIL from the blocking pool. A journal whose `single_host` attribute is
+/// true also has its holders' processes checked (a dead local holder is gone at once).
+pub struct PyJournal {
+    obj: Py<PyAny>,
+    holders: Box<dyn HolderCheck>,
+}
+
+impl PyJournal {
+    /// `obj` if it has the journal methods; anything else is a `TypeError` naming `name`.
+    pub fn from_py(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Arc<dyn Store>> {
+        for m in ["get", "claim", "swap", "find"] {
+            if !obj.hasattr(m)? {
+                return Err(PyTypeError::new_err(format!(
+                    "{name} must be a fxpay.Journal (get, claim, swap, find), not {}",
+                    type_name(obj)
+                )));
+            }
+        }
+        let single = match obj.getattr("single_host") {
+            Ok(v) => v.is_truthy()?,
+            Err(_) => false,
+        };
+        let holders: Box<dyn HolderCheck> = if single {
+            Box::new(LocalProcesses)
+        } else {
+            Box::new(LeaseOnly)
+        };
+        Ok(Arc::new(PyJournal {
+            obj: obj.clone().unbind(),
+            holders,
+        }))
+    }
+
+    fn call<T>(
+        &self,
+        method: &str,
+        args: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyTuple>>,
+        out: impl for<'py> FnOnce(&Bound<'py, PyAny>) -> PyResult<T>,
+    ) -> Result<T> {
+        let r = Python::try_attach(|py| {
+            let got = self.obj.bind(py).call_method1(method, args(py)?)?;
+            out(&got)
+        });
+        match r {
+            Some(Ok(v)) => Ok(v),
+            Some(Err(e)) => Err(Error::journal(format!(
+                "the journal's {method}() failed: {}",
+                Python::try_attach(|py| shown(py, &e)).unwrap_or_default()
+            ))),
+            None => Err(Error::journal(
+                "the journal cannot be used: the interpreter is shutting down",
+            )),
+        }
+    }
+}
+
+fn shown(py: Python<'_>, e: &PyErr) -> String {
+    let name = e
+        .get_type(py)
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default();
+    format!("{name}: {}", e.value(py))
+}
+
+/// `obj` as an entry, or None; anything else is a `TypeError`.
+fn opt_entry(obj: &Bound<'_, PyAny>) -> PyResult<Option<Entry>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    match obj.cast::<JournalEntry>() {
+        Ok(e) => Ok(Some(e.get().0.clone())),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "returned {}, not a JournalEntry or None",
+            type_name(obj)
+        ))),
+    }
+}
+
+impl Store for PyJournal {
+    fn get(&self, key: &str) -> Result<Option<Entry>> {
+        self.call("get", |py| PyTuple::new(py, [key]), opt_entry)
+    }
+
+    fn claim(&self, entry: &Entry) -> Result<Option<Entry>> {
+        let e = JournalEntry(entry.clone());
+        self.call("claim", |py| PyTuple::new(py, [Py::new(py, e)?]), opt_entry)
+    }
+
+    fn swap(&self, old: &Entry, new: &Entry) -> Result<bool> {
+        let (o, n) = (JournalEntry(old.clone()), JournalEntry(new.clone()));
+        self.call(
+            "swap",
+            |py| PyTuple::new(py, [Py::new(py, o)?, Py::new(py, n)?]),
+            |v| v.is_truthy(),
+        )
+    }
+
+    fn find(&self, result: &str) -> Result<Option<Entry>> {
+        self.call("find", |py| PyTuple::new(py, [result]), opt_entry)
+    }
+
+    fn holders(&self) -> &dyn HolderCheck {
+        &*self.holders
+    }
+}
+
+/// Settles an unknown key (`fxpay.Journal.resolve`'s work, for the journals of
+/// `fxpay.journals`).
+#[pyfunction]
+#[pyo3(signature = (journal, key, result))]
+pub fn _journal_resolve(
+    journal: &Bound<'_, PyAny>,
+    key: &Bound<'_, PyAny>,
+    result: Option<&Bound<'_, PyAny>>,
+) -> PyResult<JournalEntry> {
+    let store = PyJournal::from_py(journal, "journal")?;
+    let key = text(key, "key")?;
+    let result = opt_text(result, "result")?;
+    admin::resolve(&*store, &key, result)
+        .map(JournalEntry)
+        .map_err(to_pyerr)
+}
+
+/// Of a journal's pending and unknown entries, the unknown ones (a pending entry whose
+/// holder is gone becomes unknown).
+#[pyfunction]
+pub fn _journal_unknown<'py>(
+    journal: &Bound<'py, PyAny>,
+    candidates: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyList>> {
+    let py = journal.py();
+    let store = PyJournal::from_py(journal, "journal")?;
+    let mut list = Vec::new();
+    for item in candidates.try_iter()? {
+        if let Some(e) = opt_entry(&item?)? {
+            list.push(e);
+        }
+    }
+    let out = admin::unknown(&*store, list).map_err(to_pyerr)?;
+    PyList::new(py, out.into_iter().map(JournalEntry))
+}
+
+/// Records a spot deal's `dealId` on its entry; the entry, or None if the journal holds no
+/// spot deal with that process id.
+#[pyfunction]
+pub fn _journal_complete_spot(
+    journal: &Bound<'_, PyAny>,
+    process_id: &Bound<'_, PyAny>,
+    deal_id: &Bound<'_, PyAny>,
+) -> PyResult<Option<JournalEntry>> {
+    let store = PyJournal::from_py(journal, "journal")?;
+    let process_id = text(process_id, "process_id")?;
+    let deal_id = text(deal_id, "deal_id")?;
+    admin::complete_spot(&*store, &process_id, &deal_id)
+        .map(|o| o.map(JournalEntry))
+        .map_err(to_pyerr)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<JournalEntry>()?;
+    m.add_function(wrap_pyfunction!(_journal_resolve, m)?)?;
+    m.add_function(wrap_pyfunction!(_journal_unknown, m)?)?;
+    m.add_function(wrap_pyfunction!(_journal_complete_spot, m)?)?;
+    Ok(())
+}
