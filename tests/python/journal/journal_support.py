@@ -1,0 +1,86 @@
+"""What the journal tests share: a real redis-server, journals of each kind, a deal's steps."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fxpay
+
+from conftest import make_beneficiary, need, need_program
+
+
+class RedisServer:
+    """A redis-server on a Unix socket of its own, that a test can stop and start again."""
+
+    def __init__(self, folder: Path, *, aof: bool = False) -> None:
+        self.folder = folder
+        self.sock = folder / "redis.sock"
+        self.url = f"unix://{self.sock}?db=0"
+        self.aof = aof
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        redis = need("redis")
+        args = [need_program("redis-server"), "--port", "0", "--unixsocket", str(self.sock), "--dir", str(self.folder), "--save", ""]
+        args += ["--appendonly", "yes", "--appendfsync", "always"] if self.aof else ["--appendonly", "no"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        probe = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                probe.ping()
+                break
+            except (redis.ConnectionError, FileNotFoundError):
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.proc.kill()
+                    pytest.fail("redis-server did not start")
+                time.sleep(0.02)
+        probe.close()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
+            self.proc = None
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+def make_journal(kind: str, tmp_path: Path, redis_server: RedisServer | None) -> fxpay.Journal:
+    if kind == "memory":
+        return fxpay.MemoryJournal()
+    if kind == "sqlite":
+        return fxpay.SqliteJournal(tmp_path / "journal.db")
+    assert redis_server is not None
+    return fxpay.RedisJournal(redis_server.url, prefix=f"t{time.monotonic_ns()}:")
+
+
+def requests_to(sb: Any, path: str) -> int:
+    n: int = sb.stats()["paths"][path]
+    return n
+
+
+def deal_args(c: fxpay.Client, beneficiary_id: str | None = None, *, amount: str = "100") -> dict[str, Any]:
+    """A fresh quote (not under a key) and the arguments of a deal on it."""
+    if beneficiary_id is None:
+        beneficiary_id = c.create_beneficiary(make_beneficiary())
+    qid = c.create_quote(buy_currency="USD", buy_amount=Decimal(amount), sell_currency="AUD")
+    q = c.get_quote(qid)
+    return {
+        "quote_id": qid,
+        "funding_source": "Own account",
+        "beneficiaries": [fxpay.DealBeneficiary(beneficiary_id=beneficiary_id, amount=q.sell_amount, pay_reason="invoice", pay_reference="INV-1")],
+    }

@@ -1,0 +1,244 @@
+"""Creating calls under an idempotency key, on each journal, against the real sandbox over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fxpay
+
+from conftest import make_beneficiary
+from journal_support import RedisServer, deal_args, make_journal, redis_server, requests_to
+
+__all__ = ["redis_server"]  # a fixture, imported for the tests below
+
+DEALS = "POST /v1/payments/deals"
+QUOTES = "POST /v1/payments/quotes"
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def journal(request: pytest.FixtureRequest, tmp_path: Path) -> fxpay.Journal:
+    server: RedisServer | None = request.getfixturevalue("redis_server") if request.param == "redis" else None
+    return make_journal(request.param, tmp_path, server)
+
+
+@pytest.fixture
+def client(fxpay_sandbox: Any, journal: fxpay.Journal) -> Iterator[fxpay.Client]:
+    with fxpay_sandbox.client(journal=journal) as c:
+        yield c
+
+
+def test_a_repeated_deal_key_returns_the_first_deal_and_sends_nothing(fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.Journal) -> None:
+    args = deal_args(client)
+    first = client.create_deal(**args, idempotency_key="inv-1/deal")
+    sent = requests_to(fxpay_sandbox, DEALS)
+    again = client.create_deal(**args, idempotency_key="inv-1/deal")
+    assert again == first
+    assert again.raw == first.raw
+    assert requests_to(fxpay_sandbox, DEALS) == sent == 1
+    assert [d["dealId"] for d in fxpay_sandbox.deals()] == [first.deal_id]
+    entry = journal.get("inv-1/deal")
+    assert entry is not None
+    assert (entry.state, entry.operation, entry.result, entry.error) == ("done", "create_deal", first.deal_id, None)
+    assert entry.created_at.tzinfo is not None
+    assert entry.updated_at >= entry.created_at
+
+
+async def test_the_awaitable_twins_keep_the_same_keys(fxpay_sandbox: Any, client: fxpay.Client) -> None:
+    b = make_beneficiary()
+    bid = await client.create_beneficiary_async(b, idempotency_key="b1")
+    assert await client.create_beneficiary_async(b, idempotency_key="b1") == bid
+    # The blocking twin sees the same key.
+    assert client.create_beneficiary(b, idempotency_key="b1") == bid
+    qid = await client.create_quote_async(buy_currency="AUD", buy_amount="10", sell_currency="USD", idempotency_key="q1")
+    assert await client.create_quote_async(buy_currency="AUD", buy_amount="10", sell_currency="USD", idempotency_key="q1") == qid
+    args = deal_args(client, bid)
+    deal = await client.create_deal_async(**args, idempotency_key="d1")
+    assert await client.create_deal_async(**args, idempotency_key="d1") == deal
+    stats = fxpay_sandbox.stats()
+    assert (stats["beneficiaries"], stats["deals"]) == (1, 1)  # deal_args made none: bid was given
+    assert requests_to(fxpay_sandbox, QUOTES) == 2  # q1 once, and deal_args' own quote
+
+
+def test_spot_deal_replays_its_process_id_and_generated_nonce(fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.Journal) -> None:
+    args = deal_args(client)
+    spot = client.create_spot_deal(**args, callback_url="http://127.0.0.1:9/hook", idempotency_key="s1")
+    again = client.create_spot_deal(**args, callback_url="http://127.0.0.1:9/hook", idempotency_key="s1")
+    assert again == spot
+    assert again.callback_nonce == spot.callback_nonce is not None
+    assert requests_to(fxpay_sandbox, "POST /v1/payments/deals/spot") == 1
+    entry = journal.get("s1")
+    assert entry is not None
+    assert entry.result == spot.process_id
+    # The nonce is kept (a replay must return it) but never shown.
+    assert spot.callback_nonce not in repr(entry)
+    with pytest.raises(fxpay.KeyReusedError):
+        client.create_spot_deal(**args, callback_url="http://127.0.0.1:9/other", idempotency_key="s1")
+
+
+def test_the_same_key_for_another_request_is_refused_unsent(fxpay_sandbox: Any, client: fxpay.Client) -> None:
+    client.create_quote(buy_currency="AUD", buy_amount="10", sell_currency="USD", idempotency_key="k")
+    for other in (
+        lambda: client.create_quote(buy_currency="AUD", buy_amount="11", sell_currency="USD", idempotency_key="k"),
+        lambda: client.create_quote(buy_currency="AUD", buy_amount="10", sell_currency="USD", beneficiaries=2, idempotency_key="k"),
+        lambda: client.create_beneficiary(make_beneficiary(), idempotency_key="k"),
+    ):
+        before = fxpay_sandbox.stats()["requests"]
+        with pytest.raises(fxpay.KeyReusedError) as e:
+            other()
+        assert isinstance(e.value, fxpay.IdempotencyError)
+        assert e.value.entry is not None
+        assert e.value.entry.key == "k"
+        assert fxpay_sandbox.stats()["requests"] == before
+
+
+def test_a_key_in_flight_is_in_progress_at_once(fxpay_sandbox: Any, client: fxpay.Client) -> None:
+    args = deal_args(client)
+    fxpay_sandbox.delay_next(DEALS, 1.5)
+    done: list[fxpay.Deal] = []
+    t = threading.Thread(target=lambda: done.append(client.create_deal(**args, idempotency_key="slow")))
+    t.start()
+    deadline = time.monotonic() + 10
+    while requests_to(fxpay_sandbox, DEALS) == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    started = time.monotonic()
+    with pytest.raises(fxpay.InProgressError) as e:
+        client.create_deal(**args, idempotency_key="slow")
+    assert time.monotonic() - started < 1.0
+    assert e.value.entry is not None
+    assert e.value.entry.state == "pending"
+    t.join(10)
+    assert len(done) == 1
+    assert requests_to(fxpay_sandbox, DEALS) == 1
+    assert client.create_deal(**args, idempotency_key="slow") == done[0]
+
+
+@pytest.mark.parametrize("fault", ["drop_after", "500", "timeout"])
+def test_a_lost_answer_is_unknown_and_never_sent_again(fxpay_sandbox: Any, journal: fxpay.Journal, fault: str) -> None:
+    with fxpay_sandbox.client(journal=journal, timeout=0.5 if fault == "timeout" else 30.0) as client:
+        args = deal_args(client)
+        if fault == "drop_after":
+            fxpay_sandbox.drop_next(DEALS, after_processing=True)
+        elif fault == "500":
+            fxpay_sandbox.fail_next(DEALS, 500)
+        else:
+            fxpay_sandbox.delay_next(DEALS, 1.5)
+        with pytest.raises(fxpay.OutcomeUnknownError) as e:
+            client.create_deal(**args, idempotency_key="lost")
+        assert e.value.entry is not None
+        assert e.value.entry.state == "unknown"
+        assert e.value.entry.error
+        sent = requests_to(fxpay_sandbox, DEALS)
+        assert sent == 1
+        with pytest.raises(fxpay.OutcomeUnknownError):
+            client.create_deal(**args, idempotency_key="lost")
+        assert requests_to(fxpay_sandbox, DEALS) == 1
+        assert [x.key for x in journal.unknown()] == ["lost"]
+
+
+def test_resolve_settles_an_unknown_key_either_way(fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.Journal) -> None:
+    # A quote books one deal: each key has its own.
+    args = {key: deal_args(client) for key in ("created", "not-created")}
+    for key in args:
+        fxpay_sandbox.drop_next(DEALS, after_processing=True)
+        with pytest.raises(fxpay.OutcomeUnknownError):
+            client.create_deal(**args[key], idempotency_key=key)
+    booked = [d["dealId"] for d in fxpay_sandbox.deals()]
+    assert len(booked) == 2
+    # Found in the provider's records: the first was created...
+    entry = journal.resolve("created", result=booked[0])
+    assert (entry.state, entry.result) == ("done", booked[0])
+    deal = client.create_deal(**args["created"], idempotency_key="created")
+    assert deal.deal_id == booked[0]
+    assert requests_to(fxpay_sandbox, DEALS) == 2
+    # ... and say the second was not: the key is released and the next call sends.
+    assert journal.resolve("not-created", result=None).state == "released"
+    fresh = client.create_deal(**deal_args(client), idempotency_key="not-created")
+    assert requests_to(fxpay_sandbox, DEALS) == 3
+    assert fresh.deal_id not in booked
+    assert journal.unknown() == []
+    # Only an unknown key can be resolved; a key never used is no key.
+    with pytest.raises(fxpay.InvalidRequestError):
+        journal.resolve("created", result=None)
+    with pytest.raises(fxpay.InvalidRequestError):
+        journal.resolve("never-used", result="x")
+
+
+@pytest.mark.parametrize("status", [400, 422, 404])
+def test_a_refusal_releases_the_key_for_any_request(fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.Journal, status: int) -> None:
+    args = deal_args(client)
+    fxpay_sandbox.fail_next(DEALS, status)
+    with pytest.raises(fxpay.ApiError) as e:
+        client.create_deal(**args, idempotency_key="r")
+    assert not isinstance(e.value, fxpay.IdempotencyError)
+    assert e.value.status == status
+    entry = journal.get("r")
+    assert entry is not None
+    assert entry.state == "released"
+    # Released: the key may now be used, even for another operation.
+    qid = client.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="r")
+    assert journal.get("r").result == qid  # type: ignore[union-attr]
+
+
+def test_a_connection_refused_releases_the_key(journal: fxpay.Journal) -> None:
+    # Nothing listens there: not a byte can have been sent.
+    c = fxpay.Client("id", "secret", base_url="http://127.0.0.1:9", journal=journal, max_retries=0)
+    with pytest.raises(fxpay.TransportError) as e:
+        c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="nobody")
+    assert not isinstance(e.value, fxpay.IdempotencyError)
+    assert journal.get("nobody").state == "released"  # type: ignore[union-attr]
+
+
+async def test_a_cancelled_call_leaves_its_key_unknown(fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.Journal) -> None:
+    args = deal_args(client)
+    fxpay_sandbox.delay_next(DEALS, 1.0)
+    task = asyncio.ensure_future(client.create_deal_async(**args, idempotency_key="cancelled"))
+    while requests_to(fxpay_sandbox, DEALS) == 0:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    deadline = time.monotonic() + 10
+    while (e := journal.get("cancelled")) is None or e.state != "unknown":
+        assert time.monotonic() < deadline, e
+        await asyncio.sleep(0.02)
+    with pytest.raises(fxpay.OutcomeUnknownError):
+        await client.create_deal_async(**args, idempotency_key="cancelled")
+
+
+def test_a_key_needs_a_journal(fxpay_sandbox: Any) -> None:
+    with fxpay_sandbox.client() as c, pytest.raises(fxpay.ConfigurationError, match="journal"):
+        c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="k")
+    assert fxpay_sandbox.stats()["requests"] == 0
+
+
+def test_wrong_types_and_values(fxpay_sandbox: Any, client: fxpay.Client) -> None:
+    with pytest.raises(TypeError, match="idempotency_key"):
+        client.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key=7)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="journal"):
+        fxpay_sandbox.client(journal=object())
+    for bad in ("", "x" * 256, "a\nb"):
+        with pytest.raises(fxpay.InvalidRequestError, match="idempotency_key"):
+            client.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key=bad)
+    assert fxpay_sandbox.stats()["requests"] == 0
+
+
+def test_sqlite_journal_is_private_and_durable(tmp_path: Path) -> None:
+    j = fxpay.SqliteJournal(tmp_path / "j.db")
+    assert stat.S_IMODE(os.stat(tmp_path / "j.db").st_mode) == 0o600
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "j.db")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+    assert j._connection().execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert repr(j) == f"SqliteJournal({str(tmp_path / 'j.db')!r})"
