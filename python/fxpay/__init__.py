@@ -50,6 +50,7 @@ from .models import (
     VirtualAccount,
     to_records,
 )
+from ._payouts import PayoutProgress
 from .journals import Journal, JournalEntry, MemoryJournal, RedisJournal, SqliteJournal
 from .redis_store import RedisTokenStore
 from .stores import MemoryTokenStore, TokenStore
@@ -90,6 +91,7 @@ __all__ = [
     "NotFoundError",
     "OAuthError",
     "OutcomeUnknownError",
+    "PayoutProgress",
     "PermissionDeniedError",
     "Quote",
     "RateLimitError",

@@ -131,6 +131,53 @@ where
     }
 }
 
+/// Runs `fut` on the shared runtime with the GIL released, as a call that can be asked to
+/// stop: the first Ctrl-C sets `stop` and waits for `fut` to end (it starts nothing new and
+/// lets what runs finish), then raises the KeyboardInterrupt; a second Ctrl-C abandons it.
+pub fn block_until_stopped<F>(
+    py: Python<'_>,
+    fut: F,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> PyResult<Py<PyAny>>
+where
+    F: Future<Output = Result<Out, Error>> + Send + 'static,
+{
+    let fut = guarded(Box::pin(fut));
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let task = fxpay_core::runtime::runtime().spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    let mut rx = rx;
+    let mut interrupted: Option<PyErr> = None;
+    loop {
+        let (waited, back) = py.detach(move || (rx.recv_timeout(SIGNAL_CHECK), rx));
+        rx = back;
+        match waited {
+            Ok(result) => {
+                super::logging::flush_deferred(py);
+                if let Some(e) = interrupted {
+                    return Err(e);
+                }
+                return Ok(result.map_err(to_pyerr)?.into_pyobject(py)?.unbind());
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(e) = py.check_signals() {
+                    if interrupted.is_some() {
+                        task.abort();
+                        super::logging::flush_deferred(py);
+                        return Err(e);
+                    }
+                    stop.store(true, std::sync::atomic::Ordering::Release);
+                    interrupted = Some(e);
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(to_pyerr(Error::Internal("the call did not finish".into())))
+            }
+        }
+    }
+}
+
 pub use super::errors::guard;
 
 /// Hands a future that is already panic-guarded to pyo3-async-runtimes: the path for event

@@ -3,7 +3,7 @@
 //! same arguments, converted here (a wrong type is a `TypeError` naming the parameter) and
 //! checked once, by the core.
 use super::bridge::CallFuture as OutFuture;
-use super::bridge::{block, guard};
+use super::bridge::{block, block_until_stopped, guard};
 use super::call::{call, ready};
 use super::cassette::CoreCassette;
 use super::convert::{amount_text, int, opt_text, text, type_name};
@@ -13,6 +13,7 @@ use super::models::{
     authorization_from_py, authorization_into_py, beneficiary_from_py, deal_beneficiaries_from_py,
     token_from_py, Out,
 };
+use super::payout;
 use super::session::{on_token_callback, UserSession};
 use super::store::PyTokenStore;
 use super::trace::observer;
@@ -22,6 +23,7 @@ use fxpay_core::auth::TokenStore;
 use fxpay_core::cassette::Cassette;
 use fxpay_core::config::ClientConfig;
 use fxpay_core::error::Error;
+use fxpay_core::journal::payout::{check_rows, pay_out as run_payout, Outcome, Status};
 use fxpay_core::journal::{calls, Store};
 use fxpay_core::models::{Beneficiary, DealRequest, QuoteRequest};
 use fxpay_core::transport::Observer;
@@ -29,7 +31,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -113,6 +115,118 @@ fn spot_call(
         };
         Ok(Out::Spot(Box::new(out)))
     })
+}
+
+impl Client {
+    /// A payout's future: the table's rows checked and converted here (nothing is sent if
+    /// that fails), run by the core.
+    fn payout(
+        &self,
+        records: &Bound<'_, PyList>,
+        funding_source: &Bound<'_, PyAny>,
+        concurrency: &Bound<'_, PyAny>,
+        sink: Py<PyAny>,
+        stop: Arc<AtomicBool>,
+    ) -> PyResult<OutFuture> {
+        let Some(journal) = self.initialised()?.journal.clone() else {
+            return Err(to_pyerr(Error::config(
+                "pay_out needs a journal: Client(..., journal=fxpay.SqliteJournal(path))",
+            )));
+        };
+        let c = self.core()?.clone();
+        let funding = text(funding_source, "funding_source")?;
+        let concurrency = int(concurrency, "concurrency", Error::InvalidRequest)?;
+        let concurrency = usize::try_from(concurrency)
+            .ok()
+            .filter(|n| (1..=1024).contains(n))
+            .ok_or_else(|| to_pyerr(Error::invalid("concurrency must be 1 to 1024")))?;
+        let prepared = payout::rows_from_py(records, &funding)?;
+        let total = prepared.len();
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; total];
+        let (mut rows, mut index) = (Vec::new(), Vec::new());
+        for (i, p) in prepared.into_iter().enumerate() {
+            match p {
+                Ok(r) => {
+                    rows.push(r);
+                    index.push(i);
+                }
+                Err(e) => outcomes[i] = Some(payout::refused(e)),
+            }
+        }
+        check_rows(&rows).map_err(to_pyerr)?;
+        Ok(Box::pin(async move {
+            let progress = Progress::start(sink, total);
+            for o in outcomes.iter().flatten() {
+                progress.row(o);
+            }
+            let on_row = |_: usize, o: &Outcome| progress.row(o);
+            let got = run_payout(&c, &journal, rows, concurrency, stop, &on_row).await;
+            progress.finish().await;
+            for (k, o) in got?.into_iter().enumerate() {
+                outcomes[index[k]] = o;
+            }
+            Ok(Out::Payout(outcomes))
+        }))
+    }
+}
+
+/// A payout's progress, told to a Python callable in order, from one thread of the blocking
+/// pool (no runtime worker waits for the GIL).
+struct Progress {
+    tx: std::sync::Mutex<Option<std::sync::mpsc::Sender<[usize; 5]>>>,
+    counts: std::sync::Mutex<[usize; 5]>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+impl Progress {
+    fn start(sink: Py<PyAny>, total: usize) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel::<[usize; 5]>();
+        let done = tokio::task::spawn_blocking(move || {
+            while let Ok(c) = rx.recv() {
+                let _ = Python::try_attach(|py| {
+                    if let Err(e) = sink.call1(py, (c[0], total, c[1], c[2], c[3], c[4])) {
+                        e.write_unraisable(py, Some(sink.bind(py)));
+                    }
+                });
+            }
+        });
+        Progress {
+            tx: std::sync::Mutex::new(Some(tx)),
+            counts: std::sync::Mutex::new([0; 5]),
+            done,
+        }
+    }
+
+    fn row(&self, o: &Outcome) {
+        let mut c = self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        c[0] += 1;
+        match o.status {
+            Some(Status::Booked) => c[1] += 1,
+            Some(Status::Replayed) => c[2] += 1,
+            Some(Status::Unknown) => c[3] += 1,
+            _ => c[4] += 1,
+        }
+        if let Some(tx) = self
+            .tx
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+        {
+            let _ = tx.send(*c);
+        }
+    }
+
+    /// Waits until every report so far has been told.
+    async fn finish(self) {
+        self.tx
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let _ = self.done.await;
+    }
 }
 
 /// A call's tracing observer.
@@ -210,7 +324,7 @@ fn authorization_request(auth: &Bound<'_, PyAny>) -> PyResult<AuthorizationReque
 
 /// An amount argument's text: a `Decimal`, `int` (not a `bool`), `str` or `float`; anything
 /// else is a `TypeError` naming `field`. Its value is the core's to check.
-fn amount(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
+pub(crate) fn amount(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
     let py = value.py();
     static DECIMAL: PyOnceLock<Py<PyType>> = PyOnceLock::new();
     let decimal = DECIMAL.get_or_try_init(py, || {
@@ -714,6 +828,70 @@ impl Client {
         call(py, "create_spot_deal_async", move |obs| {
             Box::pin(spot_call(c, req, (url, nonce), keyed, obs))
         })
+    }
+
+    // -- payouts ---------------------------------------------------------------------------
+
+    /// Pays out a table: see ``fxpay._payouts`` (rows in and out) and docs/payouts.md.
+    #[pyo3(signature = (rows, *, funding_source, concurrency = default(8), progress = default(true)))]
+    fn pay_out<'py>(
+        slf: &Bound<'py, Self>,
+        rows: &Bound<'py, PyAny>,
+        funding_source: &Bound<'py, PyAny>,
+        concurrency: Py<PyAny>,
+        progress: Py<PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import(intern!(py, "fxpay._payouts"))?.call_method1(
+            intern!(py, "pay_out"),
+            (slf, rows, funding_source, concurrency, progress),
+        )
+    }
+
+    /// :meth:`pay_out`, awaitable.
+    #[pyo3(signature = (rows, *, funding_source, concurrency = default(8), progress = default(true)))]
+    fn pay_out_async<'py>(
+        slf: &Bound<'py, Self>,
+        rows: &Bound<'py, PyAny>,
+        funding_source: &Bound<'py, PyAny>,
+        concurrency: Py<PyAny>,
+        progress: Py<PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import(intern!(py, "fxpay._payouts"))?.call_method1(
+            intern!(py, "pay_out_async"),
+            (slf, rows, funding_source, concurrency, progress),
+        )
+    }
+
+    /// Runs the records `fxpay._payouts` made of a table, in one call; `sink(done, total,
+    /// booked, replayed, unknown, refused)` hears of each row as it ends. Ctrl-C starts no
+    /// further row and raises once the rows in flight have ended.
+    fn _pay_out(
+        &self,
+        py: Python<'_>,
+        records: &Bound<'_, PyList>,
+        funding_source: &Bound<'_, PyAny>,
+        concurrency: &Bound<'_, PyAny>,
+        sink: Py<PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let fut = self.payout(records, funding_source, concurrency, sink, stop.clone())?;
+        block_until_stopped(py, fut, stop)
+    }
+
+    /// :meth:`_pay_out`, awaitable (cancelling it starts no further row).
+    fn _pay_out_async(
+        &self,
+        py: Python<'_>,
+        records: &Bound<'_, PyList>,
+        funding_source: &Bound<'_, PyAny>,
+        concurrency: &Bound<'_, PyAny>,
+        sink: Py<PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let fut = self.payout(records, funding_source, concurrency, sink, stop)?;
+        call(py, "pay_out_async", move |_obs| fut)
     }
 
     // -- account information ------------------------------------------------------------

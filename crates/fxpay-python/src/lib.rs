@@ -11,6 +11,7 @@ mod logging;
 mod model;
 mod models;
 mod panic_test;
+mod payout;
 mod sandbox;
 mod session;
 mod store;

@@ -337,6 +337,8 @@ pub enum Out {
     Spot(Box<(core::SpotDeal, Value)>),
     Token(Box<core::Token>),
     Accounts(Vec<core::VirtualAccount>),
+    /// A payout's outcomes, one per row (None: never started).
+    Payout(Vec<Option<fxpay_core::journal::payout::Outcome>>),
 }
 
 impl<'py> IntoPyObject<'py> for Out {
@@ -355,6 +357,7 @@ impl<'py> IntoPyObject<'py> for Out {
             Out::Accounts(list) => super::account::accounts_into_py(py, list)?
                 .into_pyobject(py)?
                 .into_any(),
+            Out::Payout(list) => super::payout::outcomes_into_py(py, list)?.into_any(),
         })
     }
 }

@@ -42,13 +42,19 @@ fn result_of(e: &Entry) -> Result<String> {
         .ok_or_else(|| Error::journal(format!("journal key {:?} is done without a result", e.key)))
 }
 
-fn keyed(key: &str, operation: &'static str, fingerprint: String) -> Keyed {
+fn keyed(key: &str, operation: &'static str, body: &[u8], extra: &[u8]) -> Keyed {
     Keyed {
         key: key.to_string(),
         operation,
-        fingerprint,
+        fingerprint: fingerprint(operation, &[body, extra]),
         nonce: None,
+        request: Some(String::from_utf8_lossy(body).into_owned()),
     }
+}
+
+/// The fingerprint a quote request has under a key.
+pub fn quote_fingerprint(req: &QuoteRequest) -> Result<String> {
+    Ok(fingerprint("create_quote", &[&wire(req)?, b""]))
 }
 
 /// Checks an idempotency key: non-empty text of at most 255 characters, no control
@@ -70,10 +76,9 @@ pub async fn create_quote(
     obs: Option<&dyn Observer>,
 ) -> Result<(WithRaw<String>, bool)> {
     check_key(key)?;
-    let fp = fingerprint("create_quote", &[&wire(req)?]);
     once(
         store,
-        keyed(key, "create_quote", fp),
+        keyed(key, "create_quote", &wire(req)?, b""),
         || c.create_quote(req, obs),
         |(id, raw)| (id.clone(), Some(raw.to_string())),
         |e| {
@@ -93,10 +98,9 @@ pub async fn create_beneficiary(
 ) -> Result<(WithRaw<String>, bool)> {
     check_key(key)?;
     b.check()?;
-    let fp = fingerprint("create_beneficiary", &[&wire(b)?]);
     once(
         store,
-        keyed(key, "create_beneficiary", fp),
+        keyed(key, "create_beneficiary", &wire(b)?, b""),
         || c.create_beneficiary(b, obs),
         |(id, raw)| (id.clone(), Some(raw.to_string())),
         |e| {
@@ -116,11 +120,10 @@ pub async fn create_deal(
 ) -> Result<(WithRaw<Deal>, bool)> {
     check_key(key)?;
     req.check()?;
-    let fp = fingerprint("create_deal", &[&wire(&req)?]);
     let for_replay = req.clone();
     once(
         store,
-        keyed(key, "create_deal", fp),
+        keyed(key, "create_deal", &wire(&req)?, b""),
         || c.create_deal(req, obs),
         |(deal, raw)| (deal.deal_id.clone(), Some(raw.to_string())),
         |e| {
@@ -150,8 +153,7 @@ pub async fn create_spot_deal(
         (_, n) => n,
     };
     let url = callback_url.clone().unwrap_or_default();
-    let fp = fingerprint("create_spot_deal", &[&wire(&req)?, url.as_bytes()]);
-    let mut k = keyed(key, "create_spot_deal", fp);
+    let mut k = keyed(key, "create_spot_deal", &wire(&req)?, url.as_bytes());
     k.nonce = nonce.clone();
     once(
         store,

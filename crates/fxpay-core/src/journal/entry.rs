@@ -66,6 +66,10 @@ pub struct Entry {
     pub response: Option<String>,
     /// A spot deal's callback nonce, so that a replay returns it too.
     pub nonce: Option<String>,
+    /// The request's wire body (JSON text; it holds no secret), for reconciliation and for
+    /// payouts that resume.
+    #[serde(default)]
+    pub request: Option<String>,
 }
 
 impl Entry {
@@ -110,6 +114,7 @@ mod tests {
             error: Some("x".into()),
             response: Some("{\"dealId\":\"d\"}".into()),
             nonce: None,
+            request: Some("{}".into()),
         }
     }
 

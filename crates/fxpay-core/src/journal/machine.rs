@@ -84,6 +84,7 @@ pub fn claim(
     fingerprint: &str,
     holder: &str,
     nonce: Option<String>,
+    request: Option<String>,
     now: u64,
 ) -> Entry {
     Entry {
@@ -100,6 +101,7 @@ pub fn claim(
         error: None,
         response: None,
         nonce,
+        request,
     }
 }
 
@@ -233,7 +235,7 @@ mod tests {
     }
 
     fn pending(now: u64) -> Entry {
-        claim("k", "create_deal", "fp", "h/1/t", None, now)
+        claim("k", "create_deal", "fp", "h/1/t", None, None, now)
     }
 
     #[test]

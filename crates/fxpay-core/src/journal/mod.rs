@@ -14,6 +14,7 @@ pub mod entry;
 pub mod holder;
 pub mod machine;
 pub mod once;
+pub mod payout;
 pub mod store;
 
 pub use entry::{Entry, State};

@@ -15,6 +15,8 @@ pub struct Keyed {
     pub fingerprint: String,
     /// A spot deal's callback nonce (kept so a replay returns it).
     pub nonce: Option<String>,
+    /// The request's wire body (JSON text).
+    pub request: Option<String>,
 }
 
 /// How many times a claim is tried when other callers keep changing the entry under it.
@@ -93,6 +95,7 @@ async fn begin(store: &Arc<dyn Store>, keyed: &Keyed) -> Result<Begun> {
             &keyed.fingerprint,
             &me,
             keyed.nonce.clone(),
+            keyed.request.clone(),
             now,
         );
         let m = mine.clone();

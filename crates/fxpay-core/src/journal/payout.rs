@@ -1,0 +1,216 @@
+//! Bulk payouts: each row of a table is a quote, an optional beneficiary and a deal, each
+//! under the row's key, run concurrently on the core's runtime. A refused or unknown row
+//! never stops the others; a table run again resumes (booked rows replay, nothing is sent).
+use super::calls;
+use super::entry::State;
+use super::store::{blocking, Store};
+use crate::api::Client;
+use crate::error::{Error, IdempotencyKind, Result};
+use crate::models::{Beneficiary, DealBeneficiary, DealRequest, QuoteRequest};
+use futures_util::stream::{self, StreamExt};
+use rust_decimal::Decimal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// One row: a payment of `quote.buy_amount` to a beneficiary.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub key: String,
+    pub quote: QuoteRequest,
+    pub beneficiary: RowBeneficiary,
+    pub pay_reason: String,
+    pub pay_reference: String,
+    pub funding_source: String,
+}
+
+/// Who a row pays: a registered beneficiary, or one to register under the row's key.
+#[derive(Debug, Clone)]
+pub enum RowBeneficiary {
+    Id(String),
+    New(Box<Beneficiary>),
+}
+
+/// How a row ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// The deal was booked by this run.
+    Booked,
+    /// The journal already held the deal: nothing was sent for it.
+    Replayed,
+    /// A step's outcome is unknown (or another caller holds it): see `journal.unknown()`.
+    Unknown,
+    /// A step was refused (nothing was created by it), or the row is invalid.
+    Refused,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Booked => "booked",
+            Status::Replayed => "replayed",
+            Status::Unknown => "unknown",
+            Status::Refused => "refused",
+        }
+    }
+}
+
+/// What a row gave: the ids it reached, and how it ended.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub quote_id: Option<String>,
+    pub beneficiary_id: Option<String>,
+    pub deal_id: Option<String>,
+    pub sell_amount: Option<Decimal>,
+    pub status: Option<Status>,
+    pub error: Option<String>,
+}
+
+/// Checks a table before anything is sent: keys present and unique.
+pub fn check_rows(rows: &[Row]) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for (i, r) in rows.iter().enumerate() {
+        calls::check_key(&r.key).map_err(|_| {
+            Error::invalid(format!(
+                "rows[{i}].key must be 1 to 255 characters, none of them a control character"
+            ))
+        })?;
+        if !seen.insert(r.key.as_str()) {
+            return Err(Error::invalid(format!(
+                "rows[{i}].key {:?} is not unique in the table",
+                r.key
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `rows`, at most `concurrency` at once. `on_row(index, outcome)` is called as each
+/// row ends. Once `stop` is set no further row starts; rows in flight run to their end.
+/// Rows never started have no outcome (None).
+pub async fn pay_out(
+    c: &Client,
+    store: &Arc<dyn Store>,
+    rows: Vec<Row>,
+    concurrency: usize,
+    stop: Arc<AtomicBool>,
+    on_row: &(dyn Fn(usize, &Outcome) + Send + Sync),
+) -> Result<Vec<Option<Outcome>>> {
+    check_rows(&rows)?;
+    if concurrency == 0 {
+        return Err(Error::invalid("concurrency must be at least 1"));
+    }
+    let n = rows.len();
+    let mut out: Vec<Option<Outcome>> = vec![None; n];
+    let stop_ref = &stop;
+    let mut running = stream::iter(rows.into_iter().enumerate())
+        .take_while(|_| std::future::ready(!stop_ref.load(Ordering::Acquire)))
+        .map(|(i, row)| async move { (i, run_row(c, store, row).await) })
+        .buffer_unordered(concurrency);
+    while let Some((i, outcome)) = running.next().await {
+        on_row(i, &outcome);
+        out[i] = Some(outcome);
+    }
+    Ok(out)
+}
+
+/// One row's steps. Every error is kept in the outcome, never raised.
+async fn run_row(c: &Client, store: &Arc<dyn Store>, row: Row) -> Outcome {
+    let mut o = Outcome::default();
+    match steps(c, store, row, &mut o).await {
+        Ok(replayed) => {
+            o.status = Some(if replayed {
+                Status::Replayed
+            } else {
+                Status::Booked
+            })
+        }
+        Err(e) => {
+            o.status = Some(match &e {
+                Error::Idempotency {
+                    kind: IdempotencyKind::OutcomeUnknown | IdempotencyKind::InProgress,
+                    ..
+                } => Status::Unknown,
+                _ => Status::Refused,
+            });
+            o.error = Some(e.to_string());
+        }
+    }
+    o
+}
+
+/// A row whose deal the journal already holds, for the same quote request: its outcome,
+/// read from the journal alone (a resumed table sends nothing for it).
+async fn already_booked(store: &Arc<dyn Store>, row: &Row) -> Result<Option<Outcome>> {
+    let fp = calls::quote_fingerprint(&row.quote)?;
+    let (qk, dk) = (format!("{}/quote", row.key), format!("{}/deal", row.key));
+    let (quote, deal) = blocking(store, move |s| Ok((s.get(&qk)?, s.get(&dk)?))).await?;
+    let (Some(quote), Some(deal)) = (quote, deal) else {
+        return Ok(None);
+    };
+    if quote.state != State::Done
+        || quote.fingerprint != fp
+        || deal.state != State::Done
+        || deal.operation != "create_deal"
+    {
+        return Ok(None);
+    }
+    let Some(body) = deal
+        .request
+        .as_deref()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+    else {
+        return Ok(None);
+    };
+    let first = &body["beneficiaries"][0];
+    if body["quoteId"].as_str() != quote.result.as_deref() {
+        return Ok(None);
+    }
+    let amount = first["amount"].to_string();
+    Ok(Some(Outcome {
+        quote_id: quote.result.clone(),
+        beneficiary_id: first["beneficiaryId"].as_str().map(str::to_string),
+        deal_id: deal.result.clone(),
+        sell_amount: std::str::FromStr::from_str(amount.trim_matches('"')).ok(),
+        status: None,
+        error: None,
+    }))
+}
+
+async fn steps(c: &Client, store: &Arc<dyn Store>, row: Row, o: &mut Outcome) -> Result<bool> {
+    if let Some(done) = already_booked(store, &row).await? {
+        *o = done;
+        return Ok(true);
+    }
+    let ((quote_id, _), _) =
+        calls::create_quote(c, store, &format!("{}/quote", row.key), &row.quote, None).await?;
+    o.quote_id = Some(quote_id.clone());
+    let (quote, _) = c.get_quote(&quote_id, None).await?;
+    let sell_amount = quote.sell_amount;
+    o.sell_amount = Some(sell_amount);
+    let beneficiary_id = match row.beneficiary {
+        RowBeneficiary::Id(id) => id,
+        RowBeneficiary::New(b) => {
+            let key = format!("{}/beneficiary", row.key);
+            calls::create_beneficiary(c, store, &key, &b, None)
+                .await?
+                .0
+                 .0
+        }
+    };
+    o.beneficiary_id = Some(beneficiary_id.clone());
+    let req = DealRequest {
+        quote_id,
+        funding_source: row.funding_source,
+        channel: None,
+        beneficiaries: vec![DealBeneficiary {
+            beneficiary_id,
+            amount: sell_amount,
+            pay_reason: row.pay_reason,
+            pay_reference: row.pay_reference,
+        }],
+    };
+    let ((deal, _), replayed) =
+        calls::create_deal(c, store, &format!("{}/deal", row.key), req, None).await?;
+    o.deal_id = Some(deal.deal_id);
+    Ok(replayed)
+}

@@ -1,0 +1,153 @@
+//! `Client.pay_out`'s rows in and outcomes out: a table's records (dicts that
+//! `fxpay._payouts` made of a list, a pandas or a polars frame) become the core's rows, run
+//! there in one call, and each row's outcome comes back as a dict.
+use super::convert::{decimal_to_py, opt_text, text, type_name};
+use super::models::beneficiary_from_py;
+use fxpay_core::error::Error;
+use fxpay_core::journal::payout::{Outcome, Row, RowBeneficiary, Status};
+use fxpay_core::models::QuoteRequest;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+/// A table's rows: each one ready to run, or refused already (its value was wrong).
+pub type Prepared = Vec<Result<Row, String>>;
+
+fn field<'py>(rec: &Bound<'py, PyDict>, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+    Ok(rec.get_item(name)?.filter(|v| !v.is_none()))
+}
+
+fn need<'py>(
+    rec: &Bound<'py, PyDict>,
+    i: usize,
+    name: &str,
+) -> PyResult<Result<Bound<'py, PyAny>, String>> {
+    Ok(field(rec, name)?.ok_or_else(|| format!("rows[{i}] has no {name}")))
+}
+
+/// The records as rows. A wrong type is a `TypeError` naming `rows[i].field` (nothing is
+/// sent); a wrong or missing value refuses that row only.
+pub fn rows_from_py(records: &Bound<'_, PyList>, funding_source: &str) -> PyResult<Prepared> {
+    let mut out = Vec::with_capacity(records.len());
+    for (i, rec) in records.iter().enumerate() {
+        let rec = rec.cast_into::<PyDict>().map_err(|e| {
+            PyTypeError::new_err(format!(
+                "rows[{i}] must be a mapping, not {}",
+                type_name(e.into_inner().as_any())
+            ))
+        })?;
+        out.push(row_from_py(&rec, i, funding_source)?);
+    }
+    Ok(out)
+}
+
+fn row_from_py(
+    rec: &Bound<'_, PyDict>,
+    i: usize,
+    funding_source: &str,
+) -> PyResult<Result<Row, String>> {
+    let name = |f: &str| format!("rows[{i}].{f}");
+    let key = match field(rec, "key")? {
+        Some(k) => text(&k, &name("key"))?,
+        None => {
+            return Err(super::errors::to_pyerr(Error::invalid(format!(
+                "rows[{i}] has no key"
+            ))))
+        }
+    };
+    let mut texts = Vec::new();
+    for f in [
+        "buy_currency",
+        "sell_currency",
+        "pay_reason",
+        "pay_reference",
+    ] {
+        match need(rec, i, f)? {
+            Ok(v) => texts.push(text(&v, &name(f))?),
+            Err(e) => return Ok(Err(e)),
+        }
+    }
+    let amount = match need(rec, i, "buy_amount")? {
+        Ok(v) => super::client::amount(&name("buy_amount"), &v)?,
+        Err(e) => return Ok(Err(e)),
+    };
+    let funding = opt_text(
+        field(rec, "funding_source")?.as_ref(),
+        &name("funding_source"),
+    )?
+    .unwrap_or_else(|| funding_source.to_string());
+    let beneficiary = match (field(rec, "beneficiary_id")?, field(rec, "beneficiary")?) {
+        (Some(id), None) => RowBeneficiary::Id(text(&id, &name("beneficiary_id"))?),
+        (None, Some(b)) => {
+            RowBeneficiary::New(Box::new(beneficiary_from_py(&b).map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "{} must be a fxpay.Beneficiary, not {}",
+                    name("beneficiary"),
+                    type_name(&b)
+                ))
+            })?))
+        }
+        (Some(_), Some(_)) => {
+            return Ok(Err(format!(
+                "rows[{i}] has both beneficiary_id and beneficiary"
+            )))
+        }
+        (None, None) => {
+            return Ok(Err(format!(
+                "rows[{i}] has neither beneficiary_id nor beneficiary"
+            )))
+        }
+    };
+    let quote = match QuoteRequest::new(&texts[0], &amount, &texts[1], 1) {
+        Ok(q) => q,
+        Err(e) => return Ok(Err(format!("rows[{i}]: {e}"))),
+    };
+    if let RowBeneficiary::New(b) = &beneficiary {
+        if let Err(e) = b.check() {
+            return Ok(Err(format!("rows[{i}].beneficiary: {e}")));
+        }
+    }
+    Ok(Ok(Row {
+        key,
+        quote,
+        beneficiary,
+        pay_reason: texts[2].clone(),
+        pay_reference: texts[3].clone(),
+        funding_source: funding,
+    }))
+}
+
+/// A refused row's outcome.
+pub fn refused(error: String) -> Outcome {
+    Outcome {
+        status: Some(Status::Refused),
+        error: Some(error),
+        ..Outcome::default()
+    }
+}
+
+/// Each outcome as a dict (None for a row never started).
+pub fn outcomes_into_py<'py>(
+    py: Python<'py>,
+    outcomes: Vec<Option<Outcome>>,
+) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for o in outcomes {
+        let Some(o) = o else {
+            list.append(py.None())?;
+            continue;
+        };
+        let d = PyDict::new(py);
+        d.set_item("quote_id", o.quote_id)?;
+        d.set_item("beneficiary_id", o.beneficiary_id)?;
+        d.set_item("deal_id", o.deal_id)?;
+        match o.sell_amount {
+            Some(a) => d.set_item("sell_amount", decimal_to_py(py, &a)?)?,
+            None => d.set_item("sell_amount", py.None())?,
+        }
+        d.set_item("status", o.status.map(Status::as_str))?;
+        d.set_item("error", o.error)?;
+        list.append(d)?;
+    }
+    Ok(list)
+}

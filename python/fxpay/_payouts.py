@@ -1,0 +1,150 @@
+"""``Client.pay_out``'s Python side: a table in (a list of mappings, a pandas or a polars
+DataFrame) and the same kind out, and the progress bar. The rows themselves run in the Rust
+core, in one call for the whole table (``Client._pay_out``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._fxpay import Client
+
+__all__ = ["RESULT_FIELDS", "PayoutProgress"]
+
+#: The fields a result row adds to its input row.
+RESULT_FIELDS = ("quote_id", "beneficiary_id", "deal_id", "sell_amount", "status", "error")
+
+
+@dataclass(frozen=True)
+class PayoutProgress:
+    """How far a payout is: ``done`` of ``total`` rows ended, and how each one ended."""
+
+    done: int
+    total: int
+    booked: int
+    replayed: int
+    unknown: int
+    refused: int
+
+
+def _kind(rows: object) -> str:
+    module = type(rows).__module__.split(".")[0]
+    name = type(rows).__name__
+    if name == "DataFrame" and module in ("pandas", "polars"):
+        return module
+    if isinstance(rows, (list, tuple)):
+        return "list"
+    raise TypeError(f"rows must be a list of mappings, a pandas.DataFrame or a polars.DataFrame, not {name}")
+
+
+def _plain(v: Any) -> Any:
+    """A cell as a plain Python value: numpy scalars unwrapped, missing values as None."""
+    if v is None:
+        return None
+    if type(v).__module__ == "numpy" and hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    if type(v).__name__ in ("NAType", "NaTType"):
+        return None
+    return v
+
+
+def _records(rows: Any, kind: str) -> list[dict[str, Any]]:
+    if kind == "pandas":
+        return [{str(k): _plain(v) for k, v in r.items()} for r in rows.to_dict("records")]
+    if kind == "polars":
+        return [{str(k): _plain(v) for k, v in r.items()} for r in rows.to_dicts()]
+    out = []
+    for i, r in enumerate(rows):
+        if not isinstance(r, Mapping):
+            raise TypeError(f"rows[{i}] must be a mapping, not {type(r).__name__}")
+        out.append({str(k): v for k, v in r.items()})
+    return out
+
+
+def _result(rows: Any, kind: str, records: list[dict[str, Any]], outcomes: list[dict[str, Any] | None]) -> Any:
+    filled = [o if o is not None else dict.fromkeys(RESULT_FIELDS) for o in outcomes]
+    # An id the row gave (its beneficiary_id) stays when the row ended before reaching it.
+    for rec, o in zip(records, filled):
+        for f in RESULT_FIELDS:
+            if o[f] is None and rec.get(f) is not None:
+                o[f] = rec[f]
+    if kind == "list":
+        return [{**rec, **o} for rec, o in zip(records, filled)]
+    columns = {f: [o[f] for o in filled] for f in RESULT_FIELDS}
+    if kind == "pandas":
+        import pandas as pd
+
+        out = rows.copy()
+        for f, values in columns.items():
+            out[f] = pd.Series(values, index=rows.index, dtype="object")
+        return out
+    import polars as pl
+
+    series = [pl.Series(f, values, dtype=pl.Object if f == "sell_amount" else pl.Utf8) for f, values in columns.items()]
+    return rows.with_columns(series)
+
+
+def _sink(progress: object, total: int) -> tuple[Callable[..., None], Callable[[], None]]:
+    """What to call as rows end, and what to call once the table has ended."""
+    if isinstance(progress, bool):
+        if not progress or total == 0:
+            return (lambda *_: None), (lambda: None)
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            return (lambda *_: None), (lambda: None)
+        bar = tqdm(total=total, unit="row", desc="pay_out")
+        last = [0]
+
+        def update(done: int, total: int, booked: int, replayed: int, unknown: int, refused: int) -> None:
+            bar.update(done - last[0])
+            last[0] = done
+            bar.set_postfix(booked=booked, replayed=replayed, unknown=unknown, refused=refused, refresh=False)
+
+        return update, bar.close
+    if callable(progress):
+        cb = progress
+
+        def report(*counts: int) -> None:
+            cb(PayoutProgress(*counts))
+
+        return report, (lambda: None)
+    raise TypeError(f"progress must be a bool or a callable, not {type(progress).__name__}")
+
+
+def pay_out(client: Client, rows: Any, funding_source: str, concurrency: int, progress: object) -> Any:
+    kind = _kind(rows)
+    records = _records(rows, kind)
+    update, close = _sink(progress, len(records))
+    try:
+        outcomes = client._pay_out(records, funding_source, concurrency, update)
+    finally:
+        close()
+    return _result(rows, kind, records, outcomes)
+
+
+def pay_out_async(
+    client: Client, rows: Any, funding_source: str, concurrency: int, progress: object
+) -> Coroutine[Any, Any, Any]:
+    kind = _kind(rows)
+    records = _records(rows, kind)
+    update, close = _sink(progress, len(records))
+    try:
+        started = client._pay_out_async(records, funding_source, concurrency, update)
+    except BaseException:
+        close()
+        raise
+
+    async def run() -> Any:
+        try:
+            outcomes = await started
+        finally:
+            close()
+        return _result(rows, kind, records, outcomes)
+
+    return run()
