@@ -98,15 +98,22 @@ def _sink(progress: object, total: int) -> tuple[Callable[..., None], Callable[[
             from tqdm.auto import tqdm
         except ImportError:
             return (lambda *_: None), (lambda: None)
-        bar = tqdm(total=total, unit="row", desc="pay_out")
+        bars: list[Any] = []  # made on the first row's end: a refused table shows none
         last = [0]
 
         def update(done: int, total: int, booked: int, replayed: int, unknown: int, refused: int) -> None:
+            if not bars:
+                bars.append(tqdm(total=total, unit="row", desc="pay_out"))
+            bar = bars[0]
             bar.update(done - last[0])
             last[0] = done
             bar.set_postfix(booked=booked, replayed=replayed, unknown=unknown, refused=refused, refresh=False)
 
-        return update, bar.close
+        def close() -> None:
+            for bar in bars:
+                bar.close()
+
+        return update, close
     if callable(progress):
         cb = progress
 

@@ -1,0 +1,32 @@
+"""A process that pays out a table under a journal, for the chaos tests: it may be killed at
+any moment. argv[1]: JSON with base_url, client_id, client_secret, journal ("sqlite:PATH" or
+"redis:URL|PREFIX"), rows, concurrency. Prints the status counts as JSON when it ends."""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+
+import fxpay
+
+
+def journal_of(spec: str) -> fxpay.Journal:
+    kind, _, where = spec.partition(":")
+    if kind == "sqlite":
+        return fxpay.SqliteJournal(where)
+    url, _, prefix = where.partition("|")
+    return fxpay.RedisJournal(url, prefix=prefix)
+
+
+def main() -> None:
+    cfg = json.loads(sys.argv[1])
+    journal = journal_of(cfg["journal"])
+    with fxpay.Client(cfg["client_id"], cfg["client_secret"], base_url=cfg["base_url"], journal=journal) as c:
+        out = c.pay_out(cfg["rows"], funding_source="Own account", concurrency=cfg.get("concurrency", 8), progress=False)
+    counts = collections.Counter(r["status"] for r in out)
+    print(json.dumps(dict(counts)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
