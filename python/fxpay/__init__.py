@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from . import _fxpay
 from ._fxpay import Client, UserSession
+from ._payouts import PayoutProgress
 from .errors import (
     ApiError,
     AuthenticationError,
@@ -34,6 +35,7 @@ from .errors import (
     WebhookPayloadError,
     WebhookVerificationError,
 )
+from .journals import Journal, JournalEntry, MemoryJournal, RedisJournal, SqliteJournal
 from .models import (
     Address,
     AuthorizationRequest,
@@ -50,8 +52,6 @@ from .models import (
     VirtualAccount,
     to_records,
 )
-from ._payouts import PayoutProgress
-from .journals import Journal, JournalEntry, MemoryJournal, RedisJournal, SqliteJournal
 from .redis_store import RedisTokenStore
 from .stores import MemoryTokenStore, TokenStore
 from .webhooks import parse_deal_created

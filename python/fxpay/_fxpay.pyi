@@ -3,13 +3,15 @@
 import datetime
 import inspect
 import os
-from collections.abc import Callable, Coroutine, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
+from collections.abc import Callable, Coroutine, ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
 from decimal import Decimal
 from types import TracebackType
 from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, final, overload
 
 from typing_extensions import Self, disjoint_base
 
+from ._payouts import PayoutProgress
+from .journals import Journal
 from .stores import TokenStore
 from .testing import Cassette
 
@@ -30,6 +32,7 @@ __all__ = [
     "DealBeneficiary",
     "DealCreated",
     "FieldError",
+    "JournalEntry",
     "Freebies",
     "Quote",
     "SpotDeal",
@@ -37,6 +40,9 @@ __all__ = [
     "UserSession",
     "VirtualAccount",
     "__version__",
+    "_journal_complete_spot",
+    "_journal_resolve",
+    "_journal_unknown",
     "_raise_panic_for_test",
     "_raise_panic_for_test_async",
     "parse_deal_created",
@@ -44,6 +50,9 @@ __all__ = [
 
 def _raise_panic_for_test() -> None: ...
 def _raise_panic_for_test_async() -> Coroutine[Any, Any, None]: ...
+def _journal_resolve(journal: Journal, key: str, result: str | None) -> JournalEntry: ...
+def _journal_unknown(journal: Journal, candidates: Iterable[JournalEntry]) -> list[JournalEntry]: ...
+def _journal_complete_spot(journal: Journal, process_id: str, deal_id: str) -> JournalEntry | None: ...
 def parse_deal_created(body: bytes | str, headers: Mapping[str, str] | None = None, *, nonce: str | None = None) -> DealCreated: ...
 
 # -- models: each a class around one core struct; its fields are named here and in Rust only --
@@ -371,6 +380,40 @@ class Token:
     def __deepcopy__(self, memo: Any) -> Token: ...
 
 @final
+class JournalEntry:
+    """One key's record in an idempotency journal (read-only)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def operation(self) -> str: ...
+    @property
+    def state(self) -> Literal["pending", "done", "unknown", "released"]: ...
+    @property
+    def result(self) -> str | None: ...
+    @property
+    def deal_id(self) -> str | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def fingerprint(self) -> str: ...
+    @property
+    def holder(self) -> str: ...
+    @property
+    def created_at(self) -> datetime.datetime: ...
+    @property
+    def updated_at(self) -> datetime.datetime: ...
+    @property
+    def lease_until(self) -> datetime.datetime: ...
+    def to_json(self) -> str: ...
+    @staticmethod
+    def from_json(text: str) -> JournalEntry: ...
+    def __reduce__(self) -> tuple[Any, ...]: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
+    __hash__: ClassVar[None]  # type: ignore[assignment]
+
+@final
 class FieldError:
     __signature__: ClassVar[inspect.Signature]
     __match_args__ = ("error_code", "field_name", "message")
@@ -471,6 +514,7 @@ class Client:
         user_agent: str | None = None,
         ca_bundle: str | os.PathLike[str] | None = None,
         cassette: Cassette | None = None,
+        journal: Journal | None = None,
     ) -> None: ...
     @classmethod
     def from_env(
@@ -482,6 +526,7 @@ class Client:
         user_agent: str | None = ...,
         ca_bundle: str | os.PathLike[str] | None = ...,
         cassette: Cassette | None = ...,
+        journal: Journal | None = ...,
     ) -> Self: ...
     @property
     def base_url(self) -> str: ...
@@ -501,19 +546,45 @@ class Client:
     ) -> Coroutine[Any, Any, None]: ...
     def _payments_token(self) -> Token: ...
     def _payments_token_async(self) -> Coroutine[Any, Any, Token]: ...
-    def create_quote(self, *, buy_currency: str, buy_amount: _Amount, sell_currency: str, beneficiaries: int = 1) -> str: ...
+    def create_quote(
+        self,
+        *,
+        buy_currency: str,
+        buy_amount: _Amount,
+        sell_currency: str,
+        beneficiaries: int = 1,
+        idempotency_key: str | None = None,
+    ) -> str: ...
     def create_quote_async(
-        self, *, buy_currency: str, buy_amount: _Amount, sell_currency: str, beneficiaries: int = 1
+        self,
+        *,
+        buy_currency: str,
+        buy_amount: _Amount,
+        sell_currency: str,
+        beneficiaries: int = 1,
+        idempotency_key: str | None = None,
     ) -> Coroutine[Any, Any, str]: ...
     def get_quote(self, quote_id: str) -> Quote: ...
     def get_quote_async(self, quote_id: str) -> Coroutine[Any, Any, Quote]: ...
-    def create_beneficiary(self, beneficiary: Beneficiary) -> str: ...
-    def create_beneficiary_async(self, beneficiary: Beneficiary) -> Coroutine[Any, Any, str]: ...
+    def create_beneficiary(self, beneficiary: Beneficiary, *, idempotency_key: str | None = None) -> str: ...
+    def create_beneficiary_async(self, beneficiary: Beneficiary, *, idempotency_key: str | None = None) -> Coroutine[Any, Any, str]: ...
     def create_deal(
-        self, *, quote_id: str, funding_source: str, beneficiaries: Sequence[DealBeneficiary], channel: str | None = None
+        self,
+        *,
+        quote_id: str,
+        funding_source: str,
+        beneficiaries: Sequence[DealBeneficiary],
+        channel: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Deal: ...
     def create_deal_async(
-        self, *, quote_id: str, funding_source: str, beneficiaries: Sequence[DealBeneficiary], channel: str | None = None
+        self,
+        *,
+        quote_id: str,
+        funding_source: str,
+        beneficiaries: Sequence[DealBeneficiary],
+        channel: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Coroutine[Any, Any, Deal]: ...
     def create_spot_deal(
         self,
@@ -524,6 +595,7 @@ class Client:
         channel: str | None = None,
         callback_url: str | None = None,
         callback_nonce: str | None = None,
+        idempotency_key: str | None = None,
     ) -> SpotDeal: ...
     def create_spot_deal_async(
         self,
@@ -534,7 +606,40 @@ class Client:
         channel: str | None = None,
         callback_url: str | None = None,
         callback_nonce: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Coroutine[Any, Any, SpotDeal]: ...
+    @overload
+    def pay_out(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        funding_source: str,
+        concurrency: int = 8,
+        progress: bool | Callable[[PayoutProgress], object] = True,
+    ) -> list[dict[str, Any]]: ...
+    @overload
+    def pay_out(
+        self, rows: _T, *, funding_source: str, concurrency: int = 8, progress: bool | Callable[[PayoutProgress], object] = True
+    ) -> _T: ...
+    @overload
+    def pay_out_async(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        funding_source: str,
+        concurrency: int = 8,
+        progress: bool | Callable[[PayoutProgress], object] = True,
+    ) -> Coroutine[Any, Any, list[dict[str, Any]]]: ...
+    @overload
+    def pay_out_async(
+        self, rows: _T, *, funding_source: str, concurrency: int = 8, progress: bool | Callable[[PayoutProgress], object] = True
+    ) -> Coroutine[Any, Any, _T]: ...
+    def _pay_out(
+        self, records: list[dict[str, Any]], funding_source: str, concurrency: int, sink: Callable[..., object]
+    ) -> list[dict[str, Any] | None]: ...
+    def _pay_out_async(
+        self, records: list[dict[str, Any]], funding_source: str, concurrency: int, sink: Callable[..., object]
+    ) -> Coroutine[Any, Any, list[dict[str, Any] | None]]: ...
     def authorization_url(
         self, redirect_uri: str, *, state: str | None = None, scope: str = "gca-aisp", pkce: bool = True
     ) -> AuthorizationRequest: ...

@@ -69,12 +69,12 @@ def _records(rows: Any, kind: str) -> list[dict[str, Any]]:
 def _result(rows: Any, kind: str, records: list[dict[str, Any]], outcomes: list[dict[str, Any] | None]) -> Any:
     filled = [o if o is not None else dict.fromkeys(RESULT_FIELDS) for o in outcomes]
     # An id the row gave (its beneficiary_id) stays when the row ended before reaching it.
-    for rec, o in zip(records, filled):
+    for rec, o in zip(records, filled, strict=True):
         for f in RESULT_FIELDS:
             if o[f] is None and rec.get(f) is not None:
                 o[f] = rec[f]
     if kind == "list":
-        return [{**rec, **o} for rec, o in zip(records, filled)]
+        return [{**rec, **o} for rec, o in zip(records, filled, strict=True)]
     columns = {f: [o[f] for o in filled] for f in RESULT_FIELDS}
     if kind == "pandas":
         import pandas as pd
@@ -135,9 +135,7 @@ def pay_out(client: Client, rows: Any, funding_source: str, concurrency: int, pr
     return _result(rows, kind, records, outcomes)
 
 
-def pay_out_async(
-    client: Client, rows: Any, funding_source: str, concurrency: int, progress: object
-) -> Coroutine[Any, Any, Any]:
+def pay_out_async(client: Client, rows: Any, funding_source: str, concurrency: int, progress: object) -> Coroutine[Any, Any, Any]:
     kind = _kind(rows)
     records = _records(rows, kind)
     update, close = _sink(progress, len(records))

@@ -261,9 +261,7 @@ class SqliteJournal(JournalBase):
             if not os.path.exists(self.path):
                 raise JournalError(f"SqliteJournal cannot create {self.path!r}: {e}") from e
         try:
-            conn = sqlite3.connect(
-                self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
-            )
+            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
             conn.executescript(_SCHEMA)
@@ -288,8 +286,7 @@ class SqliteJournal(JournalBase):
         with self._lock:
             conn = self._connection()
             cur = conn.execute(
-                "INSERT INTO fxpay_journal (key, state, result, data) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (key) DO NOTHING",
+                "INSERT INTO fxpay_journal (key, state, result, data) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
                 (e.key, e.state, e.result, e.to_json()),
             )
             if cur.rowcount == 1:
@@ -312,16 +309,12 @@ class SqliteJournal(JournalBase):
 
     @_fails_closed("find")
     def find(self, result: str) -> JournalEntry | None:
-        row = self._run(
-            "SELECT data FROM fxpay_journal WHERE result = ? ORDER BY rowid LIMIT 1", (result,)
-        ).fetchone()
+        row = self._run("SELECT data FROM fxpay_journal WHERE result = ? ORDER BY rowid LIMIT 1", (result,)).fetchone()
         return None if row is None else JournalEntry.from_json(row[0])
 
     @_fails_closed("candidates")
     def candidates(self) -> list[JournalEntry]:
-        rows = self._run(
-            "SELECT data FROM fxpay_journal WHERE state IN ('pending', 'unknown') ORDER BY rowid", ()
-        ).fetchall()
+        rows = self._run("SELECT data FROM fxpay_journal WHERE state IN ('pending', 'unknown') ORDER BY rowid", ()).fetchall()
         return [JournalEntry.from_json(r[0]) for r in rows]
 
     def close(self) -> None:
@@ -389,9 +382,7 @@ class RedisJournal(JournalBase):
 
             url_or_client = client_from_url("RedisJournal", url_or_client, socket_timeout)
         elif not (hasattr(url_or_client, "eval") and hasattr(url_or_client, "get")):
-            raise TypeError(
-                f"url_or_client must be a redis URL or a redis.Redis, not {type(url_or_client).__name__}"
-            )
+            raise TypeError(f"url_or_client must be a redis URL or a redis.Redis, not {type(url_or_client).__name__}")
         self._r = url_or_client
         self.prefix = prefix
         self._open = prefix + "open"
@@ -419,9 +410,7 @@ class RedisJournal(JournalBase):
         if o.key != n.key:
             raise ValueError("old and new must have the same key")
         index = self.prefix + "r:" + n.result if n.result and n.result != o.result else ""
-        done = self._r.eval(
-            _SWAP, 3, self._k(o.key), self._open, index, o.to_json(), n.to_json(), o.key, n.state
-        )
+        done = self._r.eval(_SWAP, 3, self._k(o.key), self._open, index, o.to_json(), n.to_json(), o.key, n.state)
         return bool(done == 1)
 
     @_fails_closed("find")

@@ -54,7 +54,7 @@ pub enum Error {
     Idempotency {
         kind: IdempotencyKind,
         message: String,
-        entry: Option<Box<crate::journal::Entry>>,
+        entry: Option<Box<crate::journal::entry::Entry>>,
     },
     /// A bug or an unexpected state inside fxpay (including a caught panic).
     #[error("{0}")]

@@ -6,14 +6,14 @@ use super::bridge::CallFuture as OutFuture;
 use super::bridge::{block, block_until_stopped, guard};
 use super::call::{call, ready};
 use super::cassette::CoreCassette;
-use super::convert::{amount_text, int, opt_text, text, type_name};
+use super::convert::{amount, int, opt_text, text, type_name};
 use super::errors::{closed_error, to_pyerr};
 use super::journal::PyJournal;
 use super::models::{
     authorization_from_py, authorization_into_py, beneficiary_from_py, deal_beneficiaries_from_py,
     token_from_py, Out,
 };
-use super::payout;
+use super::payout_rows as payout;
 use super::session::{on_token_callback, UserSession};
 use super::store::PyTokenStore;
 use super::trace::observer;
@@ -30,7 +30,6 @@ use fxpay_core::transport::Observer;
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -320,33 +319,6 @@ fn deal_request(
 /// A `fxpay.AuthorizationRequest` as the core's; anything else is a `TypeError`.
 fn authorization_request(auth: &Bound<'_, PyAny>) -> PyResult<AuthorizationRequest> {
     authorization_from_py(auth)
-}
-
-/// An amount argument's text: a `Decimal`, `int` (not a `bool`), `str` or `float`; anything
-/// else is a `TypeError` naming `field`. Its value is the core's to check.
-pub(crate) fn amount(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
-    let py = value.py();
-    static DECIMAL: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    let decimal = DECIMAL.get_or_try_init(py, || {
-        Ok::<_, PyErr>(
-            py.import("decimal")?
-                .getattr("Decimal")?
-                .cast_into::<PyType>()?
-                .unbind(),
-        )
-    })?;
-    let typed = !value.is_instance_of::<PyBool>()
-        && (value.is_instance_of::<PyInt>()
-            || value.is_instance_of::<PyFloat>()
-            || value.is_instance_of::<PyString>()
-            || value.is_instance(decimal.bind(py))?);
-    if !typed {
-        return Err(PyTypeError::new_err(format!(
-            "{field} must be a Decimal, int, str or float, not {}",
-            type_name(value)
-        )));
-    }
-    amount_text(field, value)
 }
 
 /// A timeout in seconds: an `int` or `float` (not a `bool`); its range is the core's to check

@@ -31,6 +31,10 @@ pyo3::import_exception!(fxpay.errors, JournalError);
 /// file needs no model.
 pub struct PyFieldError(pub FieldError);
 
+/// A journal entry on its way to Python, as `IdempotencyError.entry` (it becomes a
+/// `fxpay.JournalEntry` in `journal.rs`).
+pub struct PyJournalEntry(pub fxpay_core::journal::entry::Entry);
+
 /// Converts a core error into the matching Python exception.
 pub fn to_pyerr(e: Error) -> PyErr {
     match e {
@@ -82,7 +86,7 @@ pub fn to_pyerr(e: Error) -> PyErr {
             message,
             entry,
         } => {
-            let args = (message, entry.map(|e| super::journal::JournalEntry(*e)));
+            let args = (message, entry.map(|e| PyJournalEntry(*e)));
             match kind {
                 IdempotencyKind::KeyReused => KeyReusedError::new_err(args),
                 IdempotencyKind::InProgress => InProgressError::new_err(args),

@@ -3,7 +3,7 @@
 //! core's `Store`, and the hand operations the Python journals share (resolve, unknown,
 //! complete a spot deal), which are the core's.
 use super::convert::{instant_to_py, opt_text, text, type_name};
-use super::errors::to_pyerr;
+use super::errors::{to_pyerr, PyJournalEntry};
 use fxpay_core::error::{Error, Result};
 use fxpay_core::journal::holder::{HolderCheck, LeaseOnly, LocalProcesses};
 use fxpay_core::journal::{admin, Entry, Store};
@@ -21,6 +21,16 @@ use std::sync::Arc;
 #[pyclass(module = "fxpay._fxpay", name = "JournalEntry", frozen, eq)]
 #[derive(PartialEq)]
 pub struct JournalEntry(pub Entry);
+
+impl<'py> IntoPyObject<'py> for PyJournalEntry {
+    type Target = JournalEntry;
+    type Output = Bound<'py, JournalEntry>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
+        Bound::new(py, JournalEntry(self.0))
+    }
+}
 
 fn ms_to_py(py: Python<'_>, ms: u64) -> PyResult<Bound<'_, PyAny>> {
     // Milliseconds as seconds: exact enough for a timestamp (not money).
@@ -87,7 +97,9 @@ impl JournalEntry {
     #[staticmethod]
     fn from_json(text: &Bound<'_, PyAny>) -> PyResult<Self> {
         let t = self::text(text, "text")?;
-        Entry::from_json(&t).map(JournalEntry).map_err(to_pyerr)
+        Entry::from_json(&t)
+            .map(JournalEntry)
+            .map_err(|e| to_pyerr(Error::journal(e)))
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {

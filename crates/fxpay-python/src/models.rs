@@ -357,7 +357,7 @@ impl<'py> IntoPyObject<'py> for Out {
             Out::Accounts(list) => super::account::accounts_into_py(py, list)?
                 .into_pyobject(py)?
                 .into_any(),
-            Out::Payout(list) => super::payout::outcomes_into_py(py, list)?.into_any(),
+            Out::Payout(list) => super::payout_outcomes::outcomes_into_py(py, list)?.into_any(),
         })
     }
 }

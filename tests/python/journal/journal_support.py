@@ -82,5 +82,7 @@ def deal_args(c: fxpay.Client, beneficiary_id: str | None = None, *, amount: str
     return {
         "quote_id": qid,
         "funding_source": "Own account",
-        "beneficiaries": [fxpay.DealBeneficiary(beneficiary_id=beneficiary_id, amount=q.sell_amount, pay_reason="invoice", pay_reference="INV-1")],
+        "beneficiaries": [
+            fxpay.DealBeneficiary(beneficiary_id=beneficiary_id, amount=q.sell_amount, pay_reason="invoice", pay_reference="INV-1")
+        ],
     }

@@ -36,7 +36,9 @@ def client(fxpay_sandbox: Any, journal: fxpay.Journal) -> Iterator[fxpay.Client]
         yield c
 
 
-def test_a_repeated_deal_key_returns_the_first_deal_and_sends_nothing(fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.Journal) -> None:
+def test_a_repeated_deal_key_returns_the_first_deal_and_sends_nothing(
+    fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.Journal
+) -> None:
     args = deal_args(client)
     first = client.create_deal(**args, idempotency_key="inv-1/deal")
     sent = requests_to(fxpay_sandbox, DEALS)

@@ -3,7 +3,6 @@ interrupts and kills."""
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import json
 import os
@@ -89,8 +88,13 @@ def test_running_the_table_again_replays_booked_rows_without_a_request(fxpay_san
     again = client.pay_out(rows, funding_source=FUNDING, progress=False)
     assert fxpay_sandbox.stats()["requests"] == before
     assert [r["status"] for r in again] == ["replayed"] * 15
-    for a, b in zip(first, again):
-        assert (a["quote_id"], a["deal_id"], a["sell_amount"], a["beneficiary_id"]) == (b["quote_id"], b["deal_id"], b["sell_amount"], b["beneficiary_id"])
+    for a, b in zip(first, again, strict=True):
+        assert (a["quote_id"], a["deal_id"], a["sell_amount"], a["beneficiary_id"]) == (
+            b["quote_id"],
+            b["deal_id"],
+            b["sell_amount"],
+            b["beneficiary_id"],
+        )
     # The same key with another amount is not the same row: refused, nothing sent.
     changed = [{**rows[0], "buy_amount": "999"}]
     out = client.pay_out(changed, funding_source=FUNDING, progress=False)
@@ -165,7 +169,9 @@ def test_bad_tables_are_refused_before_anything_is_sent(fxpay_sandbox: Any, clie
         plain.pay_out(rows, funding_source=FUNDING)
 
 
-def test_an_unknown_deal_stays_unknown_and_the_rest_are_booked(fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.SqliteJournal) -> None:
+def test_an_unknown_deal_stays_unknown_and_the_rest_are_booked(
+    fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.SqliteJournal
+) -> None:
     bid = client.create_beneficiary(make_beneficiary())
     rows = table(bid, 5)
     fxpay_sandbox.drop_next("POST /v1/payments/deals", after_processing=True)
@@ -206,7 +212,9 @@ def settle_unknown(sb: Any, journal: fxpay.Journal) -> int:
     return n
 
 
-def test_ctrl_c_starts_no_new_row_and_the_table_resumes(fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.SqliteJournal, tmp_path: Path) -> None:
+def test_ctrl_c_starts_no_new_row_and_the_table_resumes(
+    fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.SqliteJournal, tmp_path: Path
+) -> None:
     bid = client.create_beneficiary(make_beneficiary())
     rows = table(bid, 120)
     for _ in range(len(rows)):
@@ -214,7 +222,8 @@ def test_ctrl_c_starts_no_new_row_and_the_table_resumes(fxpay_sandbox: Any, clie
     p = spawn(fxpay_sandbox, f"sqlite:{journal.path}", rows)
     deadline = time.monotonic() + 60
     while len(fxpay_sandbox.deals()) < 10:
-        assert time.monotonic() < deadline and p.poll() is None
+        assert time.monotonic() < deadline
+        assert p.poll() is None
         time.sleep(0.01)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
@@ -232,7 +241,9 @@ def test_ctrl_c_starts_no_new_row_and_the_table_resumes(fxpay_sandbox: Any, clie
     assert sorted(refs) == sorted(r["pay_reference"] for r in rows)
 
 
-def test_rerun_chaos_ten_kills_then_exactly_one_deal_per_row(fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.SqliteJournal) -> None:
+def test_rerun_chaos_ten_kills_then_exactly_one_deal_per_row(
+    fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.SqliteJournal
+) -> None:
     bid = client.create_beneficiary(make_beneficiary())
     rows = table(bid, 300)
     rng = random.Random(int(os.environ.get("FXPAY_CHAOS_SEED", "7")))
@@ -253,7 +264,8 @@ def test_rerun_chaos_ten_kills_then_exactly_one_deal_per_row(fxpay_sandbox: Any,
         p.kill()
         p.wait(30)
         counts = collections.Counter(e.state for e in journal.candidates())
-        print(f"run {run}: killed at {target}+; deals {len(fxpay_sandbox.deals())}, left pending {counts.get('pending', 0)}, unknown {counts.get('unknown', 0)}")
+        deals = len(fxpay_sandbox.deals())
+        print(f"run {run}: killed at {target}+; deals {deals}, left pending {counts['pending']}, unknown {counts['unknown']}")
     final = spawn(fxpay_sandbox, f"sqlite:{journal.path}", rows)
     out, err = final.communicate(timeout=300)
     assert final.returncode == 0, err

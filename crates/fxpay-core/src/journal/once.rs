@@ -80,7 +80,7 @@ where
 }
 
 enum Begun {
-    Replay(Entry),
+    Replay(Box<Entry>),
     Held(Hold),
 }
 
@@ -110,7 +110,7 @@ async fn begin(store: &Arc<dyn Store>, keyed: &Keyed) -> Result<Begun> {
             store.holders(),
         );
         match found {
-            Found::Replay => return Ok(Begun::Replay(existing)),
+            Found::Replay => return Ok(Begun::Replay(Box::new(existing))),
             Found::Free => {
                 let (old, new) = (existing, mine.clone());
                 if blocking(store, move |s| s.swap(&old, &new)).await? {

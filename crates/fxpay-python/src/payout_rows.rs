@@ -1,7 +1,6 @@
-//! `Client.pay_out`'s rows in and outcomes out: a table's records (dicts that
-//! `fxpay._payouts` made of a list, a pandas or a polars frame) become the core's rows, run
-//! there in one call, and each row's outcome comes back as a dict.
-use super::convert::{decimal_to_py, opt_text, text, type_name};
+//! `Client.pay_out`'s rows in: a table's records (dicts that `fxpay._payouts` made of a
+//! list, a pandas or a polars frame) become the core's rows.
+use super::convert::{amount, opt_text, text, type_name};
 use super::models::beneficiary_from_py;
 use fxpay_core::error::Error;
 use fxpay_core::journal::payout::{Outcome, Row, RowBeneficiary, Status};
@@ -68,7 +67,7 @@ fn row_from_py(
         }
     }
     let amount = match need(rec, i, "buy_amount")? {
-        Ok(v) => super::client::amount(&name("buy_amount"), &v)?,
+        Ok(v) => amount(&name("buy_amount"), &v)?,
         Err(e) => return Ok(Err(e)),
     };
     let funding = opt_text(
@@ -124,30 +123,4 @@ pub fn refused(error: String) -> Outcome {
         error: Some(error),
         ..Outcome::default()
     }
-}
-
-/// Each outcome as a dict (None for a row never started).
-pub fn outcomes_into_py<'py>(
-    py: Python<'py>,
-    outcomes: Vec<Option<Outcome>>,
-) -> PyResult<Bound<'py, PyList>> {
-    let list = PyList::empty(py);
-    for o in outcomes {
-        let Some(o) = o else {
-            list.append(py.None())?;
-            continue;
-        };
-        let d = PyDict::new(py);
-        d.set_item("quote_id", o.quote_id)?;
-        d.set_item("beneficiary_id", o.beneficiary_id)?;
-        d.set_item("deal_id", o.deal_id)?;
-        match o.sell_amount {
-            Some(a) => d.set_item("sell_amount", decimal_to_py(py, &a)?)?,
-            None => d.set_item("sell_amount", py.None())?,
-        }
-        d.set_item("status", o.status.map(Status::as_str))?;
-        d.set_item("error", o.error)?;
-        list.append(d)?;
-    }
-    Ok(list)
 }
