@@ -37,7 +37,7 @@ def test_need_returns_what_is_there() -> None:
 
 
 HERE = Path(__file__).parent
-AREAS = ("client", "oauth", "webhooks", "sandbox", "deploy", "testing")
+AREAS = ("client", "oauth", "webhooks", "sandbox", "deploy", "testing", "journal")
 
 
 def suite_files() -> list[Path]:

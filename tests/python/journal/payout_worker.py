@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import json
 import sys
+import time
 
 import fxpay
 
@@ -22,6 +23,8 @@ def journal_of(spec: str) -> fxpay.Journal:
 def main() -> None:
     cfg = json.loads(sys.argv[1])
     journal = journal_of(cfg["journal"])
+    if "start_at" in cfg:
+        time.sleep(max(0.0, cfg["start_at"] - time.time()))
     with fxpay.Client(cfg["client_id"], cfg["client_secret"], base_url=cfg["base_url"], journal=journal) as c:
         out = c.pay_out(cfg["rows"], funding_source="Own account", concurrency=cfg.get("concurrency", 8), progress=False)
     counts = collections.Counter(r["status"] for r in out)

@@ -1,0 +1,154 @@
+"""Two processes race on the same keys, and journals that cannot be used fail closed."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fxpay
+
+from conftest import make_beneficiary
+from journal_support import RedisServer, deal_args, redis_server, requests_to
+
+__all__ = ["redis_server"]
+
+WORKER = Path(__file__).with_name("payout_worker.py")
+DEALS = "POST /v1/payments/deals"
+
+
+def rows(bid: str, n: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "key": f"race-{i}",
+            "buy_currency": "USD",
+            "buy_amount": str(Decimal(20 + i)),
+            "sell_currency": "AUD",
+            "beneficiary_id": bid,
+            "pay_reason": "invoice",
+            "pay_reference": f"RACE-{i}",
+        }
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("kind", ["redis", "sqlite"])
+def test_two_processes_racing_on_100_keys_book_100_deals(fxpay_sandbox: Any, tmp_path: Path, kind: str, request: pytest.FixtureRequest) -> None:
+    if kind == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        spec = f"redis:{server.url}|race{time.monotonic_ns()}:"
+    else:
+        spec = f"sqlite:{tmp_path / 'race.journal'}"
+    with fxpay_sandbox.client() as c:
+        bid = c.create_beneficiary(make_beneficiary())
+    table = rows(bid, 100)
+    cfg = {
+        "base_url": fxpay_sandbox.base_url,
+        "client_id": fxpay_sandbox.client_id,
+        "client_secret": fxpay_sandbox.client_secret,
+        "journal": spec,
+        "rows": table,
+        "start_at": time.time() + 2.0,  # both start together, whatever their import time
+    }
+    procs = [subprocess.Popen([sys.executable, str(WORKER), json.dumps(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    print(kind, outs)
+    refs = collections.Counter(b["payReference"] for d in fxpay_sandbox.deals() for b in d["beneficiaries"])
+    # Without the journal each process would book its own 100: 200.
+    assert sum(refs.values()) == 100
+    assert set(refs) == {r["pay_reference"] for r in table}
+    assert sum(o.get("booked", 0) for o in outs) == 100
+    # A row the other process was booking is in progress here (unknown), or replayed.
+    for o in outs:
+        assert set(o) <= {"booked", "replayed", "unknown"}
+
+
+def test_redis_down_fails_closed_and_sends_nothing(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    server = RedisServer(tmp_path)
+    server.start()
+    journal = fxpay.RedisJournal(server.url, prefix="down:", socket_timeout=1.0)
+    with fxpay_sandbox.client(journal=journal) as c:
+        args = deal_args(c)
+        server.stop()
+        before = fxpay_sandbox.stats()["requests"]
+        with pytest.raises(fxpay.JournalError) as e:
+            c.create_deal(**args, idempotency_key="while-down")
+        assert isinstance(e.value, fxpay.IdempotencyError)
+        assert e.value.entry is None
+        assert fxpay_sandbox.stats()["requests"] == before
+        out = c.pay_out([{"key": "p", "buy_currency": "USD", "buy_amount": "5", "sell_currency": "AUD", "beneficiary_id": "b", "pay_reason": "r", "pay_reference": "P"}], funding_source="Own account", progress=False)
+        assert out[0]["status"] == "refused"
+        assert "journal" in out[0]["error"]
+        assert fxpay_sandbox.stats()["requests"] == before
+        with pytest.raises(fxpay.JournalError):
+            journal.get("while-down")
+        # Back up: the same key goes through, once.
+        server.start()
+        deal = c.create_deal(**args, idempotency_key="while-down")
+        assert c.create_deal(**args, idempotency_key="while-down") == deal
+        assert requests_to(fxpay_sandbox, DEALS) == 1
+    server.stop()
+
+
+def test_a_locked_sqlite_journal_fails_closed_and_sends_nothing(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    path = tmp_path / "locked.journal"
+    journal = fxpay.SqliteJournal(path, timeout=0.2)
+    with fxpay_sandbox.client(journal=journal) as c:
+        args = deal_args(c)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")  # another process's long write
+        before = fxpay_sandbox.stats()["requests"]
+        started = time.monotonic()
+        with pytest.raises(fxpay.JournalError, match="locked"):
+            c.create_deal(**args, idempotency_key="locked")
+        assert time.monotonic() - started < 5
+        assert fxpay_sandbox.stats()["requests"] == before
+        other.execute("ROLLBACK")
+        other.close()
+        c.create_deal(**args, idempotency_key="locked")
+        assert requests_to(fxpay_sandbox, DEALS) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_read_only_sqlite_journal_fails_closed_and_sends_nothing(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    path = tmp_path / "ro.journal"
+    journal = fxpay.SqliteJournal(path)
+    journal.close()
+    with fxpay_sandbox.client(journal=journal) as c:
+        args = deal_args(c)
+        before = fxpay_sandbox.stats()["requests"]
+        os.chmod(path, 0o444)
+        os.chmod(tmp_path, 0o555)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child reports through the pipe
+            outcome = "no error"
+            try:
+                if os.geteuid() == 0:  # root writes anywhere: be nobody, as a deployed app is
+                    os.setgid(65534)
+                    os.setuid(65534)
+                c.create_deal(**args, idempotency_key="ro")
+            except BaseException as e:
+                outcome = f"{type(e).__name__}: {e}"
+            os.write(w, outcome.encode())
+            os._exit(0)
+        os.close(w)
+        os.waitpid(pid, 0)
+        with os.fdopen(r) as f:
+            outcome = f.read()
+        os.chmod(tmp_path, 0o755)
+        assert outcome.startswith("JournalError"), outcome
+        assert fxpay_sandbox.stats()["requests"] == before
