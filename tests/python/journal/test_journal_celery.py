@@ -41,7 +41,7 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
     redis = need("redis")
     sock = tmp_path / "redis.sock"
     proc = subprocess.Popen(
-        [need_program("redis-server"), "--port", "0", "--unixsocket", str(sock), "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+        [need_program("redis-server"), "--port", "0", "--unixsocket", str(sock), "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -92,8 +92,10 @@ def test_celery_chaos_each_deal_at_most_once(fxpay_sandbox: Any, redis_url: str,
     )
     with log.open("wb") as out:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "journal_celery_app", "worker", "--pool=prefork", "-c", "4", "--loglevel=INFO"]
-            + ["--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"chaos-{os.getpid()}@127.0.0.1"],
+            [
+                *(sys.executable, "-m", "celery", "-A", "journal_celery_app", "worker", "--pool=prefork", "-c", "4", "--loglevel=INFO"),
+                *("--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"chaos-{os.getpid()}@127.0.0.1"),
+            ],
             cwd=str(APPS),
             env=env,
             stdout=out,

@@ -42,7 +42,9 @@ def rows(bid: str, n: int) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("kind", ["redis", "sqlite"])
-def test_two_processes_racing_on_100_keys_book_100_deals(fxpay_sandbox: Any, tmp_path: Path, kind: str, request: pytest.FixtureRequest) -> None:
+def test_two_processes_racing_on_100_keys_book_100_deals(
+    fxpay_sandbox: Any, tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
     if kind == "redis":
         server: RedisServer = request.getfixturevalue("redis_server")
         spec = f"redis:{server.url}|race{time.monotonic_ns()}:"
@@ -59,7 +61,8 @@ def test_two_processes_racing_on_100_keys_book_100_deals(fxpay_sandbox: Any, tmp
         "rows": table,
         "start_at": time.time() + 2.0,  # both start together, whatever their import time
     }
-    procs = [subprocess.Popen([sys.executable, str(WORKER), json.dumps(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    argv = [sys.executable, str(WORKER), json.dumps(cfg)]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = []
     for p in procs:
         out, err = p.communicate(timeout=120)
@@ -89,7 +92,8 @@ def test_redis_down_fails_closed_and_sends_nothing(fxpay_sandbox: Any, tmp_path:
         assert isinstance(e.value, fxpay.IdempotencyError)
         assert e.value.entry is None
         assert fxpay_sandbox.stats()["requests"] == before
-        out = c.pay_out([{"key": "p", "buy_currency": "USD", "buy_amount": "5", "sell_currency": "AUD", "beneficiary_id": "b", "pay_reason": "r", "pay_reference": "P"}], funding_source="Own account", progress=False)
+        row = {"key": "p", "buy_currency": "USD", "buy_amount": "5", "sell_currency": "AUD", "beneficiary_id": "b"}
+        out = c.pay_out([{**row, "pay_reason": "r", "pay_reference": "P"}], funding_source="Own account", progress=False)
         assert out[0]["status"] == "refused"
         assert "journal" in out[0]["error"]
         assert fxpay_sandbox.stats()["requests"] == before
