@@ -23,8 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from . import _fxpay
-from ._fxpay import JournalEntry
+from ._fxpay import JournalEntry, _journal_complete_spot, _journal_resolve, _journal_unknown
 from .errors import JournalError
 
 if TYPE_CHECKING:
@@ -121,19 +120,19 @@ class JournalBase:
         """Every key whose outcome is unknown, oldest first. A pending key whose holder is
         gone (its lease lapsed, or, on one host, its process exited) is marked unknown here.
         Settle each with :meth:`resolve`."""
-        return _fxpay._journal_unknown(self, self.candidates())
+        return _journal_unknown(self, self.candidates())
 
     def resolve(self, key: str, *, result: str | None) -> JournalEntry:
         """Settles an unknown key: ``result`` is the id that the request created (later
         calls with the key return it without sending), or None when it created nothing (the
         key is released, and may be used again). Returns the entry as settled."""
-        return _fxpay._journal_resolve(self, key, result)
+        return _journal_resolve(self, key, result)
 
     def complete_spot(self, process_id: str, deal_id: str) -> JournalEntry | None:
         """Records a spot deal's ``dealId`` (from its ``DealCreated``) on its entry; the
         receivers of ``fxpay.contrib`` do this when given a journal. None when the journal
         holds no spot deal with that process id."""
-        return _fxpay._journal_complete_spot(self, process_id, deal_id)
+        return _journal_complete_spot(self, process_id, deal_id)
 
 
 def _check_key(key: object) -> str:

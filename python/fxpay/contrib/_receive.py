@@ -19,7 +19,9 @@ __all__ = [
     "NonceFor",
     "Settings",
     "after_claim",
+    "check_journal",
     "check_nonce_settings",
+    "complete_spot",
     "logger",
     "nonce_for_unknown",
     "parse_unverified",
@@ -118,6 +120,23 @@ def nonce_for_unknown() -> WebhookVerificationError:
 
 def no_ref(param: str) -> WebhookVerificationError:
     return WebhookVerificationError(f"the callback URL carries no {param} query parameter")
+
+
+def complete_spot(journal: Any, event: DealCreated) -> None:
+    """Records a verified successful event's ``dealId`` on its spot deal's journal entry
+    (``journal`` given to the receiver). Idempotent; a journal that fails is logged, and the
+    delivery is still handled: the entry's deal id is bookkeeping, ``on_event`` is the job."""
+    if journal is None or not event.ok or event.deal_id is None:
+        return
+    try:
+        journal.complete_spot(event.process_id, event.deal_id)
+    except Exception:
+        logger.exception("the journal failed to record the deal of DealCreated %s", event.process_id)
+
+
+def check_journal(journal: Any) -> None:
+    if journal is not None and not callable(getattr(journal, "complete_spot", None)):
+        raise TypeError(f"journal must be a fxpay journal (with complete_spot), not {type(journal).__name__}")
 
 
 def verify(body: bytes, headers: Mapping[str, str], nonce: str | None) -> DealCreated:

@@ -17,6 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from ..errors import WebhookPayloadError, WebhookVerificationError
+from ..journals import Journal
 from ..seen import SeenSet
 from . import _receive
 
@@ -36,6 +37,7 @@ def deal_created_view(
     on_event: Callable[..., Any],
     ref_param: str = "ref",
     seen: SeenSet | None = None,
+    journal: Journal | None = None,
 ) -> Callable[[HttpRequest], JsonResponse]:
     """A view (CSRF-exempt, POST only: anything else gets 405) that receives ``DealCreated``.
 
@@ -47,6 +49,9 @@ def deal_created_view(
     ``on_event`` receives each verified event, and with ``nonce_for_ref`` the reference too:
     ``on_event(event, ref)``. Coroutine functions are run with ``async_to_sync``.
 
+    With ``journal`` (the client's :class:`fxpay.Journal`), each verified successful event's
+    ``dealId`` is recorded on its spot deal's entry (``journal.get(key).deal_id``).
+
     ``on_event`` runs at most once per ``processId`` (``seen``: a :class:`fxpay.seen.SeenSet`,
     a :class:`fxpay.seen.MemorySeenSet` of this view by default; give every worker the same
     :class:`fxpay.seen.RedisSeenSet` when there are several).
@@ -57,6 +62,7 @@ def deal_created_view(
     is not a valid event; 500 when a lookup, the seen-set or ``on_event`` raised (logged on
     the ``fxpay.webhooks`` logger; the ``processId`` is not marked seen), so the sender retries.
     """
+    _receive.check_journal(journal)
     conf = _receive.settings(
         nonce=nonce, nonce_for=nonce_for, nonce_for_ref=nonce_for_ref, ref_param=ref_param, seen=seen, on_event=on_event
     )
@@ -99,6 +105,7 @@ def deal_created_view(
         except WebhookPayloadError as e:
             return JsonResponse({"ok": False, "error": str(e)}, status=400)
 
+        _receive.complete_spot(journal, event)
         key = _receive.seen_key(event)
         try:
             claim = seen_claim(key)

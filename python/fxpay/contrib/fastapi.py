@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import WebhookPayloadError, WebhookVerificationError
+from ..journals import Journal
 from ..seen import SeenSet
 from . import _receive
 
@@ -54,6 +55,7 @@ def deal_created_router(
     path: str = "/fxpay/deal-created",
     ref_param: str = "ref",
     seen: SeenSet | None = None,
+    journal: Journal | None = None,
 ) -> APIRouter:
     """An ``APIRouter`` with one ``POST path`` route that receives ``DealCreated``.
 
@@ -66,6 +68,9 @@ def deal_created_router(
     receives each verified event, and with ``nonce_for_ref`` the reference too:
     ``on_event(event, ref)``.
 
+    With ``journal`` (the client's :class:`fxpay.Journal`), each verified successful event's
+    ``dealId`` is recorded on its spot deal's entry (``journal.get(key).deal_id``).
+
     ``on_event`` runs at most once per ``processId`` (``seen``: a :class:`fxpay.seen.SeenSet`,
     a :class:`fxpay.seen.MemorySeenSet` of this router by default; give every worker the same
     :class:`fxpay.seen.RedisSeenSet` when there are several).
@@ -76,6 +81,7 @@ def deal_created_router(
     is not a valid event; 500 when a lookup, the seen-set or ``on_event`` raised (logged on
     the ``fxpay.webhooks`` logger; the ``processId`` is not marked seen), so the sender retries.
     """
+    _receive.check_journal(journal)
     conf = _receive.settings(
         nonce=nonce, nonce_for=nonce_for, nonce_for_ref=nonce_for_ref, ref_param=ref_param, seen=seen, on_event=on_event
     )
@@ -116,6 +122,7 @@ def deal_created_router(
         except WebhookPayloadError as e:
             return JSONResponse({"ok": False, "error": str(e)}, status_code=400)
 
+        await _call(_receive.complete_spot, journal, event)
         key = _receive.seen_key(event)
         try:
             claim = await seen_call(conf.seen.claim, key)
