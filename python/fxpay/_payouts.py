@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from ._fxpay import Client
@@ -18,9 +17,11 @@ __all__ = ["RESULT_FIELDS", "PayoutProgress"]
 RESULT_FIELDS = ("quote_id", "beneficiary_id", "deal_id", "sell_amount", "status", "error")
 
 
-@dataclass(frozen=True)
-class PayoutProgress:
-    """How far a payout is: ``done`` of ``total`` rows ended, and how each one ended."""
+class PayoutProgress(NamedTuple):
+    """How far a payout is: ``done`` of ``total`` rows ended, and how each one ended.
+
+    (A named tuple, not a dataclass: ``import fxpay`` stays without ``inspect``.)
+    """
 
     done: int
     total: int

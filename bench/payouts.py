@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""The journal's cost: 1,000 payout rows (quote, read the quote, deal) against a sandbox in its
+own process, every way a user would write it, interleaved in rounds (best kept):
+
+- ``gather, no journal``: the three calls per row with ``asyncio.gather`` in Python, 8 rows at
+  a time, no keys (what the journal costs is measured against this);
+- ``gather, SQLite`` / ``gather, Redis``: the same, each creating call under a key;
+- ``pay_out, memory`` / ``pay_out, SQLite`` / ``pay_out, Redis``: ``Client.pay_out`` (rows
+  run in the Rust core, 8 at a time).
+
+    python bench/payouts.py [--rows 1000] [--rounds 3] [--out bench/results]
+
+Writes ``payouts.json`` and ``payouts.md`` in ``--out``. Targets: ``pay_out, SQLite`` at least
+0.7x ``gather, no journal`` rows/s, and ``pay_out`` at least the hand-written gather on the
+same journal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests" / "python"))
+
+import fxpay  # noqa: E402
+from measure import SandboxProcess  # noqa: E402
+
+CONCURRENCY = 8
+FUNDING = "Own account"
+
+
+def beneficiary() -> fxpay.Beneficiary:
+    address = fxpay.Address(address_line="1 George St", city_suburb="Sydney", state_province="NSW", post_code="2000", country="AU")
+    bank = fxpay.BankDetails(
+        bank_name="Bank of Sydney", bank_branch_name="George St", branch_code="062000", account="12345678", bank_address=address
+    )
+    return fxpay.Beneficiary(
+        currency="AUD", name="Acme", classification="Business", payment_reason="Invoices", bank_details=bank, address=address
+    )
+
+
+def table(n: int, tag: str, bid: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "key": f"{tag}-{i}",
+            "buy_currency": "USD",
+            "buy_amount": f"{100 + i}.25",
+            "sell_currency": "AUD",
+            "beneficiary_id": bid,
+            "pay_reason": "invoice",
+            "pay_reference": f"{tag}-{i}",
+        }
+        for i in range(n)
+    ]
+
+
+async def gather_rows(c: fxpay.Client, rows: list[dict[str, Any]], keyed: bool) -> None:
+    sem = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(r: dict[str, Any]) -> None:
+        async with sem:
+            k = r["key"]
+            qid = await c.create_quote_async(
+                buy_currency=r["buy_currency"],
+                buy_amount=r["buy_amount"],
+                sell_currency=r["sell_currency"],
+                idempotency_key=f"{k}/quote" if keyed else None,
+            )
+            q = await c.get_quote_async(qid)
+            await c.create_deal_async(
+                quote_id=qid,
+                funding_source=FUNDING,
+                beneficiaries=[fxpay.DealBeneficiary(r["beneficiary_id"], q.sell_amount, r["pay_reason"], r["pay_reference"])],
+                idempotency_key=f"{k}/deal" if keyed else None,
+            )
+
+    await asyncio.gather(*(one(r) for r in rows))
+
+
+def redis_server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    exe = shutil.which("redis-server")
+    if exe is None:
+        raise SystemExit("redis-server is not installed (scripts/setup installs it)")
+    sock = folder / "redis.sock"
+    # As docs/idempotency.md asks for at most once across a restart: every write on disk.
+    proc = subprocess.Popen(
+        [exe, "--port", "0", "--unixsocket", str(sock), "--dir", str(folder), "--save", "", "--appendonly", "yes", "--appendfsync", "always"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    import redis
+
+    url = f"unix://{sock}?db=0"
+    r = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            r.ping()
+            return proc, url
+        except (redis.ConnectionError, FileNotFoundError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=int, default=1000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--out", type=Path, default=HERE / "results")
+    args = p.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="fxpay-bench-payouts-"))
+    sb = SandboxProcess("http")
+    rproc, rurl = redis_server(folder)
+    t = sb.target
+    plain = fxpay.Client(t.client_id, t.client_secret, base_url=t.base_url)
+    bid = plain.create_beneficiary(beneficiary())
+    runs: dict[str, list[float]] = {}
+    counter = [0]
+
+    def journal_of(kind: str) -> fxpay.Journal:
+        counter[0] += 1
+        if kind == "SQLite":
+            return fxpay.SqliteJournal(folder / f"j{counter[0]}.db")
+        if kind == "Redis":
+            return fxpay.RedisJournal(rurl, prefix=f"b{counter[0]}:")
+        return fxpay.MemoryJournal()
+
+    def timed(name: str, run: Callable[[list[dict[str, Any]]], object]) -> None:
+        rows = table(args.rows, f"{name.replace(' ', '').replace(',', '')}{counter[0]}x{len(runs.get(name, []))}", bid)
+        started = time.perf_counter()
+        run(rows)
+        runs.setdefault(name, []).append(args.rows / (time.perf_counter() - started))
+
+    def gather(kind: str | None) -> Callable[[list[dict[str, Any]]], object]:
+        def go(rows: list[dict[str, Any]]) -> object:
+            j = journal_of(kind) if kind else None
+            c = fxpay.Client(t.client_id, t.client_secret, base_url=t.base_url, journal=j)
+            return asyncio.run(gather_rows(c, rows, keyed=kind is not None))
+
+        return go
+
+    def pay_out(kind: str) -> Callable[[list[dict[str, Any]]], object]:
+        def go(rows: list[dict[str, Any]]) -> object:
+            c = fxpay.Client(t.client_id, t.client_secret, base_url=t.base_url, journal=journal_of(kind))
+            out = c.pay_out(rows, funding_source=FUNDING, concurrency=CONCURRENCY, progress=False)
+            bad = [r for r in out if r["status"] != "booked"]
+            assert not bad, bad[:3]
+            return out
+
+        return go
+
+    cells: list[tuple[str, Callable[[list[dict[str, Any]]], object]]] = [
+        ("gather, no journal", gather(None)),
+        ("gather, SQLite", gather("SQLite")),
+        ("gather, Redis", gather("Redis")),
+        ("pay_out, memory", pay_out("memory")),
+        ("pay_out, SQLite", pay_out("SQLite")),
+        ("pay_out, Redis", pay_out("Redis")),
+    ]
+    try:
+        timed("gather, no journal", gather(None))  # warm-up: token, pools
+        runs.clear()
+        for _ in range(args.rounds):
+            for name, run in cells:
+                timed(name, run)
+    finally:
+        sb.close()
+        rproc.terminate()
+        rproc.wait(10)
+        shutil.rmtree(folder, ignore_errors=True)
+    best = {k: max(v) for k, v in runs.items()}
+    base = best["gather, no journal"]
+    targets = [
+        {
+            "name": "pay_out with a SqliteJournal >= 0.7x the journal-off rate",
+            "measured": round(best["pay_out, SQLite"] / base, 3),
+            "result": "PASS" if best["pay_out, SQLite"] >= 0.7 * base else "FAIL",
+        },
+        {
+            "name": "pay_out >= the hand-written asyncio.gather: SQLite",
+            "measured": round(best["pay_out, SQLite"] / best["gather, SQLite"], 3),
+            "result": "PASS" if best["pay_out, SQLite"] >= best["gather, SQLite"] else "FAIL",
+        },
+        {
+            "name": "pay_out >= the hand-written asyncio.gather: Redis",
+            "measured": round(best["pay_out, Redis"] / best["gather, Redis"], 3),
+            "result": "PASS" if best["pay_out, Redis"] >= best["gather, Redis"] else "FAIL",
+        },
+    ]
+    doc = {
+        "rows": args.rows,
+        "rounds": args.rounds,
+        "concurrency": CONCURRENCY,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "rows_per_second": {k: [round(x, 1) for x in v] for k, v in runs.items()},
+        "best": {k: round(v, 1) for k, v in best.items()},
+        "targets": targets,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "payouts.json").write_text(json.dumps(doc, indent=2) + "\n")
+    lines = [
+        "# Payouts: what the journal costs",
+        "",
+        f"{args.rows} rows (quote, read the quote, deal), {CONCURRENCY} at a time, against `python -m fxpay.sandbox` in its own",
+        f"process; best of {args.rounds} interleaved rounds. {doc['machine']}. Redis: AOF with `appendfsync always`;",
+        "SQLite: WAL, `synchronous=FULL`. Made by `python bench/payouts.py`.",
+        "",
+        "| cell | rows/s (best) | vs gather, no journal |",
+        "| --- | ---: | ---: |",
+    ]
+    for k, v in best.items():
+        lines.append(f"| {k} | {v:,.0f} | {v / base:.2f}x |")
+    lines += ["", "| target | measured | result |", "| --- | ---: | --- |"]
+    lines += [f"| {x['name']} | {x['measured']}x | {x['result']} |" for x in targets]
+    (args.out / "payouts.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
