@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -259,61 +260,85 @@ class SqliteJournal(JournalBase):
         except OSError as e:
             if not os.path.exists(self.path):
                 raise JournalError(f"SqliteJournal cannot create {self.path!r}: {e}") from e
-        try:
-            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.executescript(_SCHEMA)
-        except sqlite3.Error as e:
-            raise JournalError(f"SqliteJournal cannot open {self.path!r}: {type(e).__name__}: {e}") from e
+        # Switching to WAL takes an exclusive lock, and SQLite does not wait for it (no busy
+        # handler there): processes that open a new journal together retry, up to `timeout`.
+        deadline = time.monotonic() + max(self._timeout, 1.0)
+        while True:
+            try:
+                conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+                try:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute("PRAGMA synchronous=FULL")
+                    conn.executescript(_SCHEMA)
+                except BaseException:
+                    conn.close()
+                    raise
+                break
+            except sqlite3.OperationalError as e:
+                if "locked" in str(e) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                    continue
+                raise JournalError(f"SqliteJournal cannot open {self.path!r}: {type(e).__name__}: {e}") from e
+            except sqlite3.Error as e:
+                raise JournalError(f"SqliteJournal cannot open {self.path!r}: {type(e).__name__}: {e}") from e
         self._conn, self._pid = conn, os.getpid()
         return conn
 
-    def _run(self, sql: str, args: tuple[Any, ...]) -> Any:
-        with self._lock:
-            conn = self._connection()
-            return conn.execute(sql, args)
+    def _run(self, sql: str, args: tuple[Any, ...]) -> tuple[int, list[Any]]:
+        """Runs one statement: its rowcount and rows. A write lock that another process holds
+        is waited for up to ``timeout`` (SQLite's own busy handler does not cover every case
+        in WAL mode: a lock met while a snapshot is open is answered at once)."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                with self._lock:
+                    cur = self._connection().execute(sql, args)
+                    return cur.rowcount, cur.fetchall()
+            except Exception as e:
+                if "locked" in str(e) and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                    continue
+                raise
 
     @_fails_closed("get")
     def get(self, key: str) -> JournalEntry | None:
-        row = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (_check_key(key),)).fetchone()
-        return None if row is None else JournalEntry.from_json(row[0])
+        _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (_check_key(key),))
+        return JournalEntry.from_json(rows[0][0]) if rows else None
 
     @_fails_closed("claim")
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         e = _check_entry(entry)
-        with self._lock:
-            conn = self._connection()
-            cur = conn.execute(
+        for _ in range(16):
+            n, _ = self._run(
                 "INSERT INTO fxpay_journal (key, state, result, data) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
                 (e.key, e.state, e.result, e.to_json()),
             )
-            if cur.rowcount == 1:
+            if n == 1:
                 return None
-            row = conn.execute("SELECT data FROM fxpay_journal WHERE key = ?", (e.key,)).fetchone()
-        if row is None:  # deleted in between: try again
-            return self.claim(e)
-        return JournalEntry.from_json(row[0])
+            _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (e.key,))
+            if rows:
+                return JournalEntry.from_json(rows[0][0])
+        raise JournalError(f"the entry of key {e.key!r} kept vanishing while it was claimed")
 
     @_fails_closed("swap")
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
         o, n = _check_entry(old, "old"), _check_entry(new, "new")
         if o.key != n.key:
             raise ValueError("old and new must have the same key")
-        cur = self._run(
+        count, _ = self._run(
             "UPDATE fxpay_journal SET state = ?, result = ?, data = ? WHERE key = ? AND data = ?",
             (n.state, n.result, n.to_json(), o.key, o.to_json()),
         )
-        return bool(cur.rowcount == 1)
+        return count == 1
 
     @_fails_closed("find")
     def find(self, result: str) -> JournalEntry | None:
-        row = self._run("SELECT data FROM fxpay_journal WHERE result = ? ORDER BY rowid LIMIT 1", (result,)).fetchone()
-        return None if row is None else JournalEntry.from_json(row[0])
+        _, rows = self._run("SELECT data FROM fxpay_journal WHERE result = ? ORDER BY rowid LIMIT 1", (result,))
+        return JournalEntry.from_json(rows[0][0]) if rows else None
 
     @_fails_closed("candidates")
     def candidates(self) -> list[JournalEntry]:
-        rows = self._run("SELECT data FROM fxpay_journal WHERE state IN ('pending', 'unknown') ORDER BY rowid", ()).fetchall()
+        _, rows = self._run("SELECT data FROM fxpay_journal WHERE state IN ('pending', 'unknown') ORDER BY rowid", ())
         return [JournalEntry.from_json(r[0]) for r in rows]
 
     def close(self) -> None:

@@ -28,6 +28,9 @@ def main() -> None:
     with fxpay.Client(cfg["client_id"], cfg["client_secret"], base_url=cfg["base_url"], journal=journal) as c:
         out = c.pay_out(cfg["rows"], funding_source="Own account", concurrency=cfg.get("concurrency", 8), progress=False)
     counts = collections.Counter(r["status"] for r in out)
+    for r in out:
+        if r["status"] == "refused":
+            print(r["key"], r["error"], file=sys.stderr)
     print(json.dumps(dict(counts)), flush=True)
 
 

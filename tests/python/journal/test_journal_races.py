@@ -68,6 +68,7 @@ def test_two_processes_racing_on_100_keys_book_100_deals(
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
         outs.append(json.loads(out.strip().splitlines()[-1]))
+        print(err[-2000:])
     print(kind, outs)
     refs = collections.Counter(b["payReference"] for d in fxpay_sandbox.deals() for b in d["beneficiaries"])
     # Without the journal each process would book its own 100: 200.

@@ -55,9 +55,51 @@ pub fn unknown(store: &dyn Store, candidates: Vec<Entry>) -> Result<Vec<Entry>> 
     Ok(out)
 }
 
+/// The key of the note a `DealCreated` leaves when it arrives before its spot deal's entry
+/// records the process id (the notification can overtake the answer). It starts with a
+/// control character, which no caller's key may hold, so it never meets one.
+fn early_key(process_id: &str) -> String {
+    format!("\u{1}deal-created/{process_id}")
+}
+
 /// Records `deal_id` on the spot deal whose process id is `process_id`; the entry, or None
-/// when the journal holds no such spot deal.
+/// when the journal holds no such spot deal yet (a note is left for `adopt_early`, which the
+/// spot deal's call runs once it has recorded its process id).
 pub fn complete_spot(store: &dyn Store, process_id: &str, deal_id: &str) -> Result<Option<Entry>> {
+    if let Some(e) = record_deal_id(store, process_id, deal_id)? {
+        return Ok(Some(e));
+    }
+    let now = now_ms();
+    let note = Entry {
+        state: State::Done,
+        deal_id: Some(deal_id.to_string()),
+        ..machine::claim(
+            &early_key(process_id),
+            "deal_created",
+            "",
+            "",
+            None,
+            None,
+            now,
+        )
+    };
+    let _ = store.claim(&note)?;
+    // The spot deal may have recorded its process id meanwhile, before the note was there.
+    record_deal_id(store, process_id, deal_id)
+}
+
+/// Takes a `DealCreated` that arrived before the spot deal `process_id` was recorded.
+pub fn adopt_early(store: &dyn Store, process_id: &str) -> Result<Option<Entry>> {
+    match store.get(&early_key(process_id))? {
+        Some(note) => match note.deal_id {
+            Some(deal_id) => record_deal_id(store, process_id, &deal_id),
+            None => Ok(None),
+        },
+        None => Ok(None),
+    }
+}
+
+fn record_deal_id(store: &dyn Store, process_id: &str, deal_id: &str) -> Result<Option<Entry>> {
     for _ in 0..TRIES {
         let Some(cur) = store.find(process_id)? else {
             return Ok(None);

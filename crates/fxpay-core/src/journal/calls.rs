@@ -155,7 +155,7 @@ pub async fn create_spot_deal(
     let url = callback_url.clone().unwrap_or_default();
     let mut k = keyed(key, "create_spot_deal", &wire(&req)?, url.as_bytes());
     k.nonce = nonce.clone();
-    once(
+    let out = once(
         store,
         k,
         || c.create_spot_deal(req, callback_url.clone(), nonce, obs),
@@ -171,7 +171,11 @@ pub async fn create_spot_deal(
             Ok((spot, raw))
         },
     )
-    .await
+    .await?;
+    // Its DealCreated may have reached a receiver before the process id was recorded.
+    let pid = out.0 .0.process_id.clone();
+    let _ = super::store::blocking(store, move |s| super::admin::adopt_early(s, &pid)).await;
+    Ok(out)
 }
 
 #[cfg(test)]
