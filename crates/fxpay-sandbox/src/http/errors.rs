@@ -28,6 +28,7 @@
 //! | 1014 | buyCurrency equals sellCurrency |
 //! | 1015 | the sell amount rounds to zero (cannot happen with the built-in table and minimum) |
 //! | 1016 | callback URL refused (must be https, or http to localhost / 127.x.y.z / [::1]) |
+//! | 1017 | callback header on `POST /v1/payments/deals`, which sends no notification (use the spot endpoint) |
 //!
 //! ## Request (`validation:request:<number>`)
 //!
@@ -106,6 +107,7 @@ pub enum Field {
     SameCurrency = 1014,
     TooSmall = 1015,
     BadCallbackUrl = 1016,
+    CallbackNotDelivered = 1017,
 }
 
 /// Codes that are not per-field validation codes.
