@@ -330,3 +330,37 @@ def test_the_rules_state_the_new_rules(fxpay_sandbox: Any) -> None:
     assert "validation:callback:1017" in rules
     assert "application/vnd.api+json" in rules
     assert "no user@" in rules
+
+
+# -- 31.6: the client's nonce rule, enforced and documented ----------------------------------
+
+
+def _client_accepts_nonce(c: fxpay.Client, nonce: str) -> bool:
+    line = fxpay.DealBeneficiary(beneficiary_id=str(uuid.uuid4()), amount="1", pay_reason="r", pay_reference="p")
+    try:
+        c.create_spot_deal(
+            quote_id=str(uuid.uuid4()),
+            funding_source="Own account",
+            beneficiaries=[line],
+            callback_url="http://127.0.0.1:9/hook",
+            callback_nonce=nonce,
+        )
+    except fxpay.InvalidRequestError:
+        return False
+    except fxpay.TransportError:
+        return True
+    raise AssertionError("reached a closed port")
+
+
+def test_the_client_nonce_rule_is_enforced_and_documented(closed_port_client: Any) -> None:
+    from pathlib import Path
+
+    c = closed_port_client
+    assert _client_accepts_nonce(c, "a" * 512)
+    assert _client_accepts_nonce(c, "!~" * 10)
+    for bad in ["a" * 513, "", "a b", " a", "caf\u00e9", "a\tb"]:
+        assert not _client_accepts_nonce(c, bad), bad
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    spot = readme[readme.index("`create_spot_deal` checks the callback before sending") :].split("\n\n", 1)[0]
+    assert "1 to 512 visible ASCII characters" in spot
+    assert "1024 bytes" in spot
