@@ -364,3 +364,75 @@ def test_the_client_nonce_rule_is_enforced_and_documented(closed_port_client: An
     spot = readme[readme.index("`create_spot_deal` checks the callback before sending") :].split("\n\n", 1)[0]
     assert "1 to 512 visible ASCII characters" in spot
     assert "1024 bytes" in spot
+
+
+# -- 23.7: the admin API honours its own schema ---------------------------------------------
+
+
+def _admin(sb: Any, c: httpx.Client, path: str, body: Any) -> httpx.Response:
+    return c.post(path, json=body, headers={"Authorization": f"Bearer {sb.admin_token}"})
+
+
+def test_the_clock_never_overflows_to_null(fxpay_sandbox: Any) -> None:
+    sb = fxpay_sandbox
+    with http(sb) as c:
+        # Beyond the schema's maximum: refused, and the clock is untouched.
+        r = _admin(sb, c, "/_sandbox/advance", {"seconds": 1e308})
+        assert r.status_code == 400, r.text
+        assert errors_of(r) == [("sandbox:admin:4000", "seconds")]
+        # The largest advance the schema allows, twice: the clock stops at 9999-12-31T23:59:59Z.
+        for _ in range(2):
+            r = _admin(sb, c, "/_sandbox/advance", {"seconds": 1e15})
+            assert r.status_code == 200, r.text
+            assert r.json() == {"now": 253402300799.0}
+        now = c.get("/_sandbox/now", headers={"Authorization": f"Bearer {sb.admin_token}"}).json()["now"]
+        assert now == 253402300799.0
+
+
+def test_admin_integers_are_json_schema_integers_and_null_is_not_one(fxpay_sandbox: Any) -> None:
+    sb = fxpay_sandbox
+    with http(sb) as c:
+        # 380.0 is an integer for JSON Schema, as the document's `type: integer` says.
+        r = _admin(sb, c, "/_sandbox/fail_next", {"path": "/v1/payments/quotes", "status": 380.0, "times": 2.0})
+        assert r.status_code == 200, r.text
+        with api(sb) as a:
+            statuses = [a.post("/v1/payments/quotes", {"buyCurrency": "USD", "buyAmount": 10, "sellCurrency": "AUD"}).status_code for _ in range(3)]
+        assert statuses == [380, 380, 201]
+        for body, field in [
+            ({"path": "/x", "status": 500, "times": None}, "times"),
+            ({"path": "/x", "status": 500.5}, "status"),
+            ({"path": "/x", "status": 500, "retry_after": 4294967296}, "retry_after"),
+        ]:
+            r = _admin(sb, c, "/_sandbox/fail_next", body)
+            assert r.status_code == 400, (body, r.text)
+            assert errors_of(r) == [("sandbox:admin:4000", field)]
+        # retry_after is nullable in the schema, and null means none.
+        assert _admin(sb, c, "/_sandbox/fail_next", {"path": "/x", "status": 503, "retry_after": None}).status_code == 200
+        r = _admin(sb, c, "/_sandbox/register_client", {"client_id": "a", "client_secret": "b", "redirect_uris": None})
+        assert r.status_code == 400, r.text
+        assert errors_of(r) == [("sandbox:admin:4000", "redirect_uris")]
+        r = _admin(sb, c, "/_sandbox/approve", {"auth_url": "/v1/oauth/authorize", "allow": None})
+        assert r.status_code == 400, r.text
+
+
+def test_approve_takes_a_relative_authorize_url_and_fetches_nothing_else(fxpay_sandbox: Any) -> None:
+    sb = fxpay_sandbox
+    c = sb.client()
+    auth = c.authorization_url(sb.redirect_uri)
+    relative = auth.url[len(sb.base_url) :]
+    assert relative.startswith("/v1/oauth/authorize?")
+    with http(sb) as h:
+        r = _admin(sb, h, "/_sandbox/approve", {"auth_url": relative})
+        assert r.status_code == 200, r.text
+        assert c.exchange_code(auth, r.json()["redirect_url"]).access_token
+        # Another origin is not fetched: the query is played against this sandbox.
+        auth = c.authorization_url(sb.redirect_uri)
+        elsewhere = "https://elsewhere.invalid" + auth.url[len(sb.base_url) :]
+        r = _admin(sb, h, "/_sandbox/approve", {"auth_url": elsewhere})
+        assert r.status_code == 200, r.text
+        assert c.exchange_code(auth, r.json()["redirect_url"]).access_token
+        # Another path is refused; a query naming no known client is a 404.
+        r = _admin(sb, h, "/_sandbox/approve", {"auth_url": "/v1/oauth/token"})
+        assert (r.status_code, errors_of(r)) == (400, [("sandbox:admin:4000", "auth_url")])
+        r = _admin(sb, h, "/_sandbox/approve", {"auth_url": "/v1/oauth/authorize?client_id=nobody"})
+        assert (r.status_code, errors_of(r)) == (404, [("sandbox:admin:4041", "auth_url")])

@@ -138,6 +138,9 @@ pub mod code {
     pub const ADMIN_ARGUMENT: &str = "sandbox:admin:4000";
     /// The admin API: no deal with that id.
     pub const ADMIN_NO_DEAL: &str = "sandbox:admin:4040";
+    /// The admin API: `approve` was given an authorize URL whose page refused it outright
+    /// (an unknown client or redirect URI).
+    pub const ADMIN_NO_CLIENT: &str = "sandbox:admin:4041";
     /// The admin API: `approve` could not drive the consent flow.
     pub const ADMIN_APPROVE: &str = "sandbox:admin:5020";
     pub const INTERNAL: &str = "server:internal:5000";
