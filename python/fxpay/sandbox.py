@@ -34,9 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with Sandbox(
-        host=args.host, port=args.port, tls=args.tls, body_timeout=args.body_timeout, idle_timeout=args.idle_timeout
-    ) as sb:
+    with Sandbox(host=args.host, port=args.port, tls=args.tls, body_timeout=args.body_timeout, idle_timeout=args.idle_timeout) as sb:
         print(f"FXPAY_BASE_URL={sb.base_url}")
         print(f"FXPAY_CLIENT_ID={sb.client_id}")
         print(f"FXPAY_CLIENT_SECRET={sb.client_secret}")

@@ -45,9 +45,7 @@ class Sandbox:
         idle_timeout: float = 60.0,
     ) -> None:
         check_flag("tls", tls)
-        self._core = CoreSandbox(
-            host, port, tls, check_seconds("body_timeout", body_timeout), check_seconds("idle_timeout", idle_timeout)
-        )
+        self._core = CoreSandbox(host, port, tls, check_seconds("body_timeout", body_timeout), check_seconds("idle_timeout", idle_timeout))
         self._closed = False
 
     # -- identity --------------------------------------------------------------------------

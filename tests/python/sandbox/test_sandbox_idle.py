@@ -125,7 +125,7 @@ def test_the_idle_timeout_must_be_a_positive_number_of_seconds(bad: float) -> No
 
 
 def test_the_idle_timeout_must_be_a_number() -> None:
-    with pytest.raises(TypeError, match="^idle_timeout must be a number of seconds"):
+    with pytest.raises(TypeError, match=r"^idle_timeout must be a number of seconds"):
         Sandbox(idle_timeout="1")  # type: ignore[arg-type]
 
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import fxpay
 from fxpay.testing import Sandbox
+
 from sandbox_http_support import api, errors_of, http
 
 SPOT = "/v1/payments/deals/spot"
@@ -138,7 +139,7 @@ def test_schema_sandbox_and_client_agree_on_a_callback_url(fxpay_sandbox: Any, c
 def test_the_audits_urls_are_refused_and_upper_case_loopback_is_accepted(fxpay_sandbox: Any, closed_port_client: Any) -> None:
     pattern = _callback_pattern(_doc(fxpay_sandbox))
     with api(fxpay_sandbox) as a:
-        for url in CALLBACK_EDGES[:4] + ["http://127.1:9/x"]:
+        for url in [*CALLBACK_EDGES[:4], "http://127.1:9/x"]:
             assert _three_sides(fxpay_sandbox, a, closed_port_client, pattern, url) == (False, False, False), url
         # hosts compare case-insensitively, on both sides
         for url in ["http://LOCALHOST:9/x", "http://LocalHost/x", "https://A.TEST/x"]:
@@ -219,7 +220,9 @@ def test_callback_headers_on_a_synchronous_deal_are_refused(fxpay_sandbox: Any, 
         body = a.deal_body(quote_id, [(a.beneficiary("AUD"), amount)])
         r = a.post("/v1/payments/deals", body, **headers)
         assert r.status_code == 400, r.text
-        assert errors_of(r) == [("validation:callback:1017", name) for name in ["callback-location", "callback-url", "callback-nonce"] if name in headers]
+        assert errors_of(r) == [
+            ("validation:callback:1017", name) for name in ["callback-location", "callback-url", "callback-nonce"] if name in headers
+        ]
         message = r.json()["errors"][0]["message"]
         assert "/v1/payments/deals/spot" in message
         # Nothing was booked, and the quote is still free for the same deal without them.
@@ -289,7 +292,12 @@ def test_every_json_post_lists_the_request_errors_it_answers(fxpay_sandbox: Any)
         for method, path in json_ops:
             responses = doc["paths"][path][method.lower()]["responses"]
             headers = _auth(sb, path, a.token)
-            for body, ctype in [(b"{", "application/json"), (b"[]", "application/json"), (b"{}", "text/plain"), (b"x" * (1 << 20 | 1), "application/json")]:
+            for body, ctype in [
+                (b"{", "application/json"),
+                (b"[]", "application/json"),
+                (b"{}", "text/plain"),
+                (b"x" * (1 << 20 | 1), "application/json"),
+            ]:
                 r = c.request(method, path, content=body, headers={**headers, "Content-Type": ctype})
                 status = str(r.status_code)
                 assert status in responses, f"{method} {path} answers {status}, not listed"
@@ -396,7 +404,9 @@ def test_admin_integers_are_json_schema_integers_and_null_is_not_one(fxpay_sandb
         r = _admin(sb, c, "/_sandbox/fail_next", {"path": "/v1/payments/quotes", "status": 380.0, "times": 2.0})
         assert r.status_code == 200, r.text
         with api(sb) as a:
-            statuses = [a.post("/v1/payments/quotes", {"buyCurrency": "USD", "buyAmount": 10, "sellCurrency": "AUD"}).status_code for _ in range(3)]
+            statuses = [
+                a.post("/v1/payments/quotes", {"buyCurrency": "USD", "buyAmount": 10, "sellCurrency": "AUD"}).status_code for _ in range(3)
+            ]
         assert statuses == [380, 380, 201]
         for body, field in [
             ({"path": "/x", "status": 500, "times": None}, "times"),

@@ -111,10 +111,10 @@ def test_every_operation_with_all_checks(fxpay_sandbox: Any, config: Path, kind:
     # Every operation the pass selects is tested (none skipped for lack of data or auth).
     selected = re.search(r"Selected: (\d+)/(\d+)", out)
     tested = re.search(r"Tested: (\d+)", out)
-    assert selected is not None and tested is not None, out[-3000:]
+    assert selected is not None, out[-3000:]
+    assert tested is not None, out[-3000:]
     assert tested.group(1) == selected.group(1), (selected.group(0), tested.group(0))
     if kind == "payments" and "fuzzing" in phases:
         assert sb.stats()["requests"] > 100
         # Every notification went to the pinned loopback address, none elsewhere.
         assert {d["url"] for d in sb.deliveries()} <= {"http://127.0.0.1:9/deal"}
-
