@@ -229,8 +229,9 @@ impl Sandbox {
     /// (with `code`&`state`, or `error=access_denied`&`state`).
     pub async fn approve(&self, auth_url: &str, allow: bool) -> Result<String, SandboxError> {
         let root = self.inner.state.admin.root.as_ref();
+        let auth_url = browser::own_authorize_url(&self.inner.base_url, auth_url)?;
         browser::approve(
-            auth_url,
+            &auth_url,
             allow,
             &self.inner.username,
             &self.inner.password,

@@ -446,3 +446,15 @@ def test_approve_takes_a_relative_authorize_url_and_fetches_nothing_else(fxpay_s
         assert (r.status_code, errors_of(r)) == (400, [("sandbox:admin:4000", "auth_url")])
         r = _admin(sb, h, "/_sandbox/approve", {"auth_url": "/v1/oauth/authorize?client_id=nobody"})
         assert (r.status_code, errors_of(r)) == (404, [("sandbox:admin:4041", "auth_url")])
+
+
+def test_the_embedded_approve_follows_the_same_rule() -> None:
+    # Sandbox.approve and the admin API's approve behave alike: the query is played against
+    # this sandbox, whatever the origin; another path is refused before anything is fetched.
+    with Sandbox() as sb:
+        c = sb.client()
+        auth = c.authorization_url(sb.redirect_uri)
+        redirect = sb.approve("https://elsewhere.invalid" + auth.url[len(sb.base_url) :])
+        assert c.exchange_code(auth, redirect).access_token
+        with pytest.raises(fxpay.FxPayError, match="auth_url must be an authorize URL"):
+            sb.approve("http://127.0.0.1:9/nothing-listens")

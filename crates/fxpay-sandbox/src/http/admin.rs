@@ -149,37 +149,6 @@ fn boolean(m: &Map<String, Value>, name: &str, default: Option<bool>) -> Result<
     }
 }
 
-/// The sandbox's own authorize URL for `auth_url`: the path must be `/v1/oauth/authorize`;
-/// the query is kept; the origin, if any (`scheme://authority`), is replaced by this
-/// sandbox's own, so `approve` never fetches another address whatever host name the caller
-/// used for the sandbox.
-fn own_authorize_url(state: &State, auth_url: &str) -> Result<String, ApiError> {
-    let base = state.admin.info["base_url"].as_str().unwrap_or_default();
-    let refused = || {
-        bad(
-            "auth_url",
-            "auth_url must be an authorize URL: [scheme://host[:port]]/v1/oauth/authorize[?query]",
-        )
-    };
-    let path_and_query = match auth_url.split_once("://") {
-        Some((scheme, rest))
-            if scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-                && scheme
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c)) =>
-        {
-            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-            &rest[end..]
-        }
-        _ => auth_url,
-    };
-    let query = path_and_query
-        .strip_prefix("/v1/oauth/authorize")
-        .filter(|q| q.is_empty() || q.starts_with('?'))
-        .ok_or_else(refused)?;
-    Ok(format!("{base}/v1/oauth/authorize{query}"))
-}
-
 async fn info(AxState(state): AxState<Arc<State>>, headers: HeaderMap) -> Answer {
     authorize(&state, &headers)?;
     ok(state.admin.info.clone())
@@ -269,7 +238,9 @@ async fn delay_next(AxState(state): AxState<Arc<State>>, headers: HeaderMap, bod
 
 async fn approve(AxState(state): AxState<Arc<State>>, headers: HeaderMap, body: Body) -> Answer {
     let m = args(&state, &headers, body).await?;
-    let auth_url = own_authorize_url(&state, &text(&m, "auth_url")?)?;
+    let base = state.admin.info["base_url"].as_str().unwrap_or_default();
+    let auth_url = browser::own_authorize_url(base, &text(&m, "auth_url")?)
+        .map_err(|e| bad("auth_url", format!("sandbox approve failed: {e}")))?;
     let allow = boolean(&m, "allow", Some(true))?;
     let admin = &state.admin;
     match browser::approve(
