@@ -33,17 +33,28 @@ def _host_port(base_url: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _answer(s: socket.socket) -> bytes:
+    """One whole answer (head and Content-Length body) read from a kept-alive connection."""
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        chunk = s.recv(65536)
+        assert chunk, f"closed before the answer: {answer!r}"
+        answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        chunk = s.recv(65536)
+        assert chunk, f"closed in the middle of the answer: {answer!r}"
+        body += chunk
+    assert len(body) == length, "more bytes than the answer"
+    return head
+
+
 def _kept_alive(addr: tuple[str, int]) -> socket.socket:
     """A connection that has had one answer (HTTP/1.1, kept alive) and sends nothing more."""
     s = socket.create_connection(addr, timeout=30)
     s.sendall(b"GET /v1/no-such-path HTTP/1.1\r\nHost: sandbox\r\n\r\n")
-    answer = b""
-    while b"\r\n\r\n" not in answer:
-        answer += s.recv(65536)
-    head, _, body = answer.partition(b"\r\n\r\n")
-    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
-    while len(body) < length:
-        body += s.recv(65536)
+    head = _answer(s)
     assert head.startswith(b"HTTP/1.1 404"), head
     assert b"connection: close" not in head.lower()
     return s
@@ -108,13 +119,13 @@ def test_a_connection_in_use_is_not_closed() -> None:
         sb.delay_next(f"/v1/payments/quotes/{quote_id}", IDLE * 2)
         t0 = time.monotonic()
         s.sendall(f"GET /v1/payments/quotes/{quote_id} HTTP/1.1\r\nHost: sandbox\r\nAuthorization: Bearer {bearer}\r\n\r\n".encode())
-        answer = s.recv(65536)
-        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        head = _answer(s)
+        assert head.startswith(b"HTTP/1.1 200"), head
         assert time.monotonic() - t0 >= IDLE * 2 * 0.9
         for _ in range(4):
             time.sleep(IDLE / 2)
             s.sendall(b"GET /v1/no-such-path HTTP/1.1\r\nHost: sandbox\r\n\r\n")
-            assert s.recv(65536).startswith(b"HTTP/1.1 404")
+            assert _answer(s).startswith(b"HTTP/1.1 404")
         s.close()
 
 
