@@ -178,3 +178,30 @@ def test_the_command_line_takes_idle_timeout() -> None:
     finally:
         p.terminate()
         p.wait(timeout=30)
+
+
+@pytest.mark.parametrize("alpn", ["http/1.1", "h2"])
+def test_idle_tls_connections_are_closed_too(alpn: str) -> None:
+    # Over https the same rule holds after the TLS handshake, for HTTP/1.1 and HTTP/2 alike.
+    import ssl
+
+    with Sandbox(tls=True, idle_timeout=IDLE) as sb:
+        assert sb.ca_bundle is not None
+        ctx = ssl.create_default_context(cafile=sb.ca_bundle)
+        ctx.set_alpn_protocols([alpn])
+        host, port = sb.base_url.removeprefix("https://").rsplit(":", 1)
+        raw = socket.create_connection((host, int(port)), timeout=30)
+        tls = ctx.wrap_socket(raw, server_hostname=host)
+        assert tls.selected_alpn_protocol() == alpn
+        if alpn == "h2":
+            tls.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        started = time.monotonic()
+        tls.settimeout(IDLE * 10)
+        try:
+            while tls.recv(65536):  # the server's SETTINGS (h2), then the close
+                pass
+        except (ConnectionResetError, ssl.SSLError):
+            pass
+        elapsed = time.monotonic() - started
+        tls.close()
+        assert IDLE * 0.9 <= elapsed <= IDLE + 3.0, elapsed
