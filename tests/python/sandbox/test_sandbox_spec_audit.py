@@ -116,12 +116,13 @@ def _client_accepts(c: fxpay.Client, url: str) -> bool:
 
 @pytest.fixture(scope="module")
 def closed_port_client() -> Any:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens there now
-    with fxpay.Client("id", "secret", base_url=f"http://127.0.0.1:{port}", max_retries=0, timeout=5) as c:
-        yield c
+    # A port held by a socket that is bound but never listens: connections to it are refused,
+    # and no other server (another test's sandbox) can take it while the tests run.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        with fxpay.Client("id", "secret", base_url=f"http://127.0.0.1:{port}", max_retries=0, timeout=5) as c:
+            yield c
 
 
 def _three_sides(sb: Any, a: Any, c: fxpay.Client, pattern: str, url: str) -> tuple[bool, bool, bool]:
