@@ -686,7 +686,9 @@ class CoreCassette:
 
 @final
 class CoreSandbox:
-    def __new__(cls, host: str = "127.0.0.1", port: int = 0, tls: bool = False, body_timeout: float = 10.0) -> CoreSandbox: ...
+    def __new__(
+        cls, host: str = "127.0.0.1", port: int = 0, tls: bool = False, body_timeout: float = 10.0, idle_timeout: float = 60.0
+    ) -> CoreSandbox: ...
     @property
     def base_url(self) -> str: ...
     @property

@@ -25,10 +25,16 @@ def main(argv: list[str] | None = None) -> int:
         default=10.0,
         help="seconds a request body may take to arrive once its headers are read (default 10)",
     )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a connection may stay with no request in progress before it is closed (default 60)",
+    )
     args = p.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with Sandbox(host=args.host, port=args.port, tls=args.tls, body_timeout=args.body_timeout) as sb:
+    with Sandbox(host=args.host, port=args.port, tls=args.tls, body_timeout=args.body_timeout, idle_timeout=args.idle_timeout) as sb:
         print(f"FXPAY_BASE_URL={sb.base_url}")
         print(f"FXPAY_CLIENT_ID={sb.client_id}")
         print(f"FXPAY_CLIENT_SECRET={sb.client_secret}")

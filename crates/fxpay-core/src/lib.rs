@@ -2,6 +2,7 @@
 //! runtime). It knows no pyo3: the binding is the `fxpay-python` crate, the emulator `fxpay-sandbox`.
 pub mod api;
 pub mod auth;
+pub mod callback_url;
 pub mod cassette;
 pub mod cassette_scrub;
 pub mod cassette_transport;

@@ -78,14 +78,17 @@ impl serde::Serialize for Inspection<'_> {
 #[pymethods]
 impl CoreSandbox {
     #[new]
-    #[pyo3(signature = (host = None, port = None, tls = false, body_timeout = 10.0))]
-    #[pyo3(text_signature = "(host='127.0.0.1', port=0, tls=False, body_timeout=10.0)")]
+    #[pyo3(signature = (host = None, port = None, tls = false, body_timeout = 10.0, idle_timeout = 60.0))]
+    #[pyo3(
+        text_signature = "(host='127.0.0.1', port=0, tls=False, body_timeout=10.0, idle_timeout=60.0)"
+    )]
     fn new(
         py: Python<'_>,
         host: Option<&Bound<'_, PyAny>>,
         port: Option<&Bound<'_, PyAny>>,
         tls: bool,
         body_timeout: f64,
+        idle_timeout: f64,
     ) -> PyResult<Self> {
         let host = opt_text(host, "host")?.unwrap_or_else(|| "127.0.0.1".into());
         let port = match port {
@@ -104,6 +107,13 @@ impl CoreSandbox {
             ))));
         }
         let body_timeout = std::time::Duration::from_secs_f64(body_timeout);
+        if !(idle_timeout.is_finite() && idle_timeout > 0.0 && idle_timeout <= 86_400.0) {
+            return Err(to_pyerr(Error::config(format!(
+                "idle_timeout must be a number of seconds greater than 0 (at most 86400), \
+                 got {idle_timeout}"
+            ))));
+        }
+        let idle_timeout = std::time::Duration::from_secs_f64(idle_timeout);
         let host: IpAddr = host.parse().map_err(|_| {
             to_pyerr(Error::config(format!(
                 "host must be an IP address, got {host:?}"
@@ -114,6 +124,7 @@ impl CoreSandbox {
             port,
             tls,
             body_timeout,
+            idle_timeout,
         };
         let inner = block_on(py, async move {
             Sandbox::start(config).await.map_err(|e| {

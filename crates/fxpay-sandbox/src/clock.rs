@@ -4,6 +4,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use time::OffsetDateTime;
 
+/// The latest time the sandbox clock shows: 9999-12-31T23:59:59Z, the last second RFC 3339
+/// can write. `advance` stops there, so the clock is always a finite number.
+pub const MAX_UNIX: f64 = 253_402_300_799.0;
+
 /// Unix seconds, as `f64`, on the sandbox clock.
 #[derive(Debug, Default)]
 pub struct Clock {
@@ -24,11 +28,11 @@ impl Clock {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0);
-        real + f64::from_bits(self.offset.load(Ordering::Relaxed))
+        (real + f64::from_bits(self.offset.load(Ordering::Relaxed))).min(MAX_UNIX)
     }
 
     /// Moves the clock forward. Negative, zero and non-finite values are ignored:
-    /// the sandbox clock never goes backwards.
+    /// the sandbox clock never goes backwards. It stops at [`MAX_UNIX`].
     pub fn advance(&self, seconds: f64) {
         if !seconds.is_finite() || seconds <= 0.0 {
             return;
@@ -36,7 +40,7 @@ impl Clock {
         let _ = self
             .offset
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-                Some((f64::from_bits(bits) + seconds).to_bits())
+                Some((f64::from_bits(bits) + seconds).min(MAX_UNIX).to_bits())
             });
     }
 
@@ -76,6 +80,18 @@ pub fn rfc3339(unix: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 23.7: after a huge advance the clock was `inf`, answered as `now: null`.
+    #[test]
+    fn the_clock_stops_at_the_last_rfc3339_second() {
+        let c = Clock::new();
+        c.advance(1e308);
+        c.advance(1e308);
+        assert_eq!(c.now(), MAX_UNIX);
+        assert_eq!(c.now_rfc3339(), "9999-12-31T23:59:59.000Z");
+        c.advance(1.0);
+        assert!(c.now().is_finite());
+    }
 
     #[test]
     fn advance_moves_forward_only() {

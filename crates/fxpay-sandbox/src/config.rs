@@ -15,10 +15,17 @@ pub struct SandboxConfig {
     /// (default [`DEFAULT_BODY_TIMEOUT`]). A body still incomplete then is answered 408 and
     /// its connection closed, so stalled uploads cannot hold the sandbox's connections.
     pub body_timeout: Duration,
+    /// How long a connection may stay with no request in progress (kept alive after an
+    /// answer, or silent since it opened) before the sandbox closes it (default
+    /// [`DEFAULT_IDLE_TIMEOUT`]), so no client can hold the sandbox's sockets forever.
+    pub idle_timeout: Duration,
 }
 
 /// The default [`SandboxConfig::body_timeout`]: 10 seconds.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The default [`SandboxConfig::idle_timeout`]: 60 seconds.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Default for SandboxConfig {
     fn default() -> Self {
@@ -27,6 +34,7 @@ impl Default for SandboxConfig {
             port: 0,
             tls: false,
             body_timeout: DEFAULT_BODY_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
 }

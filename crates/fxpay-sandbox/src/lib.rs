@@ -29,7 +29,7 @@ mod state;
 mod stats;
 mod tls;
 
-pub use config::{SandboxConfig, DEFAULT_BODY_TIMEOUT};
+pub use config::{SandboxConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_IDLE_TIMEOUT};
 pub use error::SandboxError;
 pub use http::errors;
 pub use payments::rates;
@@ -124,6 +124,7 @@ impl Sandbox {
         let doc = openapi::bytes(&base_url, &client_id, &redirect_uris);
         let mut st = State::new(http, rx.clone(), doc);
         st.body_timeout = config.body_timeout;
+        st.idle_timeout = config.idle_timeout;
         let username = DEFAULT_USERNAME.to_owned();
         let password = format!("pw-{}", ids::hex_tag(8));
         st.users.insert(
@@ -228,8 +229,9 @@ impl Sandbox {
     /// (with `code`&`state`, or `error=access_denied`&`state`).
     pub async fn approve(&self, auth_url: &str, allow: bool) -> Result<String, SandboxError> {
         let root = self.inner.state.admin.root.as_ref();
+        let auth_url = browser::own_authorize_url(&self.inner.base_url, auth_url)?;
         browser::approve(
-            auth_url,
+            &auth_url,
             allow,
             &self.inner.username,
             &self.inner.password,
@@ -323,6 +325,7 @@ mod tests {
             (IpAddr::V4(Ipv4Addr::LOCALHOST), 0, false)
         );
         assert_eq!(c.body_timeout, Duration::from_secs(10));
+        assert_eq!(c.idle_timeout, Duration::from_secs(60));
         let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080);
         assert_eq!(base_url_of(any, false), "http://127.0.0.1:8080");
         let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 9);

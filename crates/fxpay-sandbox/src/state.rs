@@ -99,9 +99,13 @@ pub struct RefreshRecord {
 
 #[derive(Debug, Clone)]
 pub struct Family {
-    /// The only refresh token of the family that may still be used.
+    /// The only refresh token of the family that may still be used; empty once a newer token
+    /// response to the same client and user superseded the family.
     pub current: String,
     pub revoked: bool,
+    /// The client and user the family's tokens were issued to.
+    pub client_id: String,
+    pub user: String,
 }
 
 /// A logged-in user waiting on the consent page.
@@ -234,6 +238,8 @@ pub struct State {
     pub openapi: Bytes,
     /// How long a request body may take to arrive once its headers are read.
     pub body_timeout: std::time::Duration,
+    /// How long a connection may stay with no request in progress before it is closed.
+    pub idle_timeout: std::time::Duration,
     /// What the admin API (`/_sandbox/`) needs: its token, the identity it reports.
     pub admin: Admin,
 }
@@ -269,6 +275,7 @@ impl State {
             openapi,
             admin: Admin::default(),
             body_timeout: crate::config::DEFAULT_BODY_TIMEOUT,
+            idle_timeout: crate::config::DEFAULT_IDLE_TIMEOUT,
         }
     }
 

@@ -29,11 +29,23 @@ class Sandbox:
     ``body_timeout`` (seconds, default 10) is how long a request body may take to arrive in
     full once its headers are read: a body still incomplete then is answered 408 and its
     connection closed, so stalled uploads cannot hold the sandbox's connections.
+
+    ``idle_timeout`` (seconds, default 60) is how long a connection may stay with no request in
+    progress (kept alive after an answer, or silent since it opened) before the sandbox closes
+    it, so no client can hold the sandbox's sockets forever. A request in progress is never cut.
     """
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, tls: bool = False, body_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: bool = False,
+        body_timeout: float = 10.0,
+        idle_timeout: float = 60.0,
+    ) -> None:
         check_flag("tls", tls)
-        self._core = CoreSandbox(host, port, tls, check_seconds("body_timeout", body_timeout))
+        self._core = CoreSandbox(host, port, tls, check_seconds("body_timeout", body_timeout), check_seconds("idle_timeout", idle_timeout))
         self._closed = False
 
     # -- identity --------------------------------------------------------------------------

@@ -261,3 +261,45 @@ async def test_user_session_async_context(crafted: Crafted, client: fxpay.Client
     assert s.closed
     with pytest.raises(fxpay.ConfigurationError, match="closed"):
         await s.list_virtual_accounts_async()
+
+
+QUOTE_READ_FIELDS = {
+    "id": "id",
+    "buyCurrency": "buy_currency",
+    "buyAmount": "buy_amount",
+    "sellCurrency": "sell_currency",
+    "sellAmount": "sell_amount",
+    "customerRate": "customer_rate",
+    "inverseCustomerRate": "inverse_customer_rate",
+    "fee": "fee",
+    "feeCurrency": "fee_currency",
+    "freebies": "freebies",
+}
+
+
+def test_the_readme_says_exactly_which_quote_fields_are_lenient(crafted: Crafted, client: fxpay.Client) -> None:
+    # Issue 31.8: every read field of spec 2.2, taken out of the answer one at a time, is
+    # either lenient (the quote is read) or strict (an ApiError naming it). The README's
+    # paragraph on the Quote names the two sets exactly.
+    import re
+    from pathlib import Path
+
+    lenient, strict = set(), set()
+    for wire, name in QUOTE_READ_FIELDS.items():
+        crafted.set(QUOTE_PATH, full_quote(**{wire: None}))
+        errors: list[str] = []
+        try:
+            client.get_quote(QUOTE_ID)
+        except fxpay.ApiError as e:
+            errors.append(str(e))
+        if errors:
+            assert wire in errors[0]
+            strict.add(name)
+        else:
+            lenient.add(name)
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    paragraph = readme[readme.index("A `Quote` reads every field of spec 2.2") :].split("\n\n", 1)[0]
+    said_lenient = set(re.findall(r"`(\w+)`", paragraph[paragraph.index("Lenient:") : paragraph.index("Strict:")])) - {"None", "null"}
+    said_strict = set(re.findall(r"`(\w+)`", paragraph[paragraph.index("Strict:") :])) - {"ApiError"}
+    assert (said_lenient, said_strict) == (lenient, strict)
+    assert lenient == {"id", "fee", "fee_currency", "freebies"}

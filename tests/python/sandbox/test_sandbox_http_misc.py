@@ -219,11 +219,17 @@ def test_wrong_content_type_is_415(fxpay_sandbox: Any, path: str) -> None:
             r = a.c.post(path, content=b'{"buyCurrency":"USD"}', headers=headers)
             assert r.status_code == 415, (path, ct)
             assert errors_of(r) == [("validation:request:1003", "")]
-        # application/json with parameters, and +json types, are JSON
+        # application/json with parameters is JSON
         r = a.c.post(path, content=b"{", headers={**a.h, "Content-Type": "application/json; charset=utf-8"})
         assert errors_of(r) == [("validation:request:1001", "")]
-        r = a.c.post(path, content=b"[]", headers={**a.h, "Content-Type": "application/vnd.api+json"})
+        r = a.c.post(path, content=b"[]", headers={**a.h, "Content-Type": "Application/JSON"})
         assert errors_of(r) == [("validation:request:1002", "")]
+        # Issue 31.10: the rule is "415 unless application/json", and +json types are not
+        # application/json (the service documents application/json only).
+        for ct in ["application/vnd.api+json", "application/problem+json", "application/json-patch+json"]:
+            r = a.c.post(path, content=b"{}", headers={**a.h, "Content-Type": ct})
+            assert r.status_code == 415, (path, ct, r.text)
+            assert errors_of(r) == [("validation:request:1003", "")]
 
 
 @pytest.mark.parametrize("path", POSTS)

@@ -223,6 +223,49 @@ def test_authorization_code_grant_and_rotation(fxpay_sandbox: Any) -> None:
         assert stats == {"client_credentials": 0, "authorization_code": 1, "refresh_token": 3}
 
 
+def test_a_second_consent_supersedes_the_first_consents_refresh_token(fxpay_sandbox: Any) -> None:
+    # Spec 5.5: the refresh token used must be the one of the most recent token response.
+    # Two consents of one user to one client (A, then B): B's token response supersedes A's
+    # last refresh token, even though A's was never used.
+    sb = fxpay_sandbox
+    with http(sb) as c:
+        a = user_tokens(c, sb)
+        r = token_request(c, refresh_grant(sb, a["refresh_token"]))
+        assert r.status_code == 200, r.text
+        a_last = r.json()["refresh_token"]
+        b = user_tokens(c, sb)
+        oauth_error(token_request(c, refresh_grant(sb, a_last)), 400, "invalid_grant")
+        # B's refresh token is the current one, and refreshing with it keeps A superseded.
+        r = token_request(c, refresh_grant(sb, b["refresh_token"]))
+        assert r.status_code == 200, r.text
+        oauth_error(token_request(c, refresh_grant(sb, a_last)), 400, "invalid_grant")
+        # A's access token stays valid until it expires: only refresh tokens are superseded.
+        assert va_status(c, a["access_token"]) == 200
+
+
+def test_another_clients_consent_supersedes_nothing(fxpay_sandbox: Any) -> None:
+    # The rule is per client and user: a token response to another client leaves this
+    # client's refresh token current.
+    sb = fxpay_sandbox
+    with http(sb) as c:
+        mine = user_tokens(c, sb)
+        sb.register_client("other-app-2", "other-secret-2", [sb.redirect_uri])
+        callback = sb.approve(f"{sb.base_url}/v1/oauth/authorize?{urlencode(auth_query(sb, client_id='other-app-2'))}")
+        code = parse_qs(urlsplit(callback).query)["code"][0]
+        r = token_request(
+            c,
+            {
+                "grant_type": "authorization_code",
+                "client_id": "other-app-2",
+                "client_secret": "other-secret-2",
+                "code": code,
+                "redirect_uri": sb.redirect_uri,
+            },
+        )
+        assert r.status_code == 200, r.text
+        assert token_request(c, refresh_grant(sb, mine["refresh_token"])).status_code == 200
+
+
 def test_refresh_token_of_another_client_is_invalid_grant(fxpay_sandbox: Any) -> None:
     sb = fxpay_sandbox
     sb.register_client("other-app", "other-secret", [sb.redirect_uri])

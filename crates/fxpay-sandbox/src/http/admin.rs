@@ -16,6 +16,7 @@ use axum::Router;
 use serde_json::{json, Map, Value};
 use subtle::ConstantTimeEq;
 
+use crate::error::SandboxError;
 use crate::http::body::json_object;
 use crate::http::errors::{code, json_response, ApiError};
 use crate::http::faults::Action;
@@ -96,29 +97,54 @@ fn text(m: &Map<String, Value>, name: &str) -> Result<String, ApiError> {
     }
 }
 
-/// A finite number >= 0 (seconds).
+/// The largest `seconds` an admin call takes (10^15 s, some 31.7 million years): any larger
+/// JSON number would not survive the trip through an `f64`. The clock itself stops at
+/// [`crate::clock::MAX_UNIX`].
+pub const MAX_SECONDS: f64 = 1e15;
+
+/// A finite number in `0..=MAX_SECONDS` (seconds).
 fn seconds(m: &Map<String, Value>, name: &str) -> Result<f64, ApiError> {
     match m.get(name).and_then(Value::as_f64) {
-        Some(s) if s.is_finite() && s >= 0.0 => Ok(s),
-        _ => Err(bad(name, format!("{name} must be a finite number >= 0"))),
+        Some(s) if s.is_finite() && (0.0..=MAX_SECONDS).contains(&s) => Ok(s),
+        _ => Err(bad(
+            name,
+            format!("{name} must be a number from 0 to {MAX_SECONDS:e}"),
+        )),
     }
 }
 
-/// An optional unsigned integer (`null` or absent gives `None`).
-fn uint(m: &Map<String, Value>, name: &str, max: u64) -> Result<Option<u64>, ApiError> {
+/// A JSON integer as JSON Schema reads one: `5` and `5.0` alike (a number whose fraction is
+/// zero), within `0..=max`.
+fn whole(v: &Value, max: u64) -> Option<u64> {
+    if let Some(n) = v.as_u64() {
+        return (n <= max).then_some(n);
+    }
+    let f = v.as_f64()?;
+    (f.is_finite() && f >= 0.0 && f.fract() == 0.0 && f <= max as f64).then_some(f as u64)
+}
+
+/// An optional unsigned integer: absent gives `None`; `null` too when `nullable`.
+fn uint(
+    m: &Map<String, Value>,
+    name: &str,
+    max: u64,
+    nullable: bool,
+) -> Result<Option<u64>, ApiError> {
     match m.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => match v.as_u64() {
-            Some(n) if n <= max => Ok(Some(n)),
-            _ => Err(bad(name, format!("{name} must be an integer in 0..={max}"))),
+        None => Ok(None),
+        Some(Value::Null) if nullable => Ok(None),
+        Some(v) => match whole(v, max) {
+            Some(n) => Ok(Some(n)),
+            None => Err(bad(name, format!("{name} must be an integer in 0..={max}"))),
         },
     }
 }
 
+/// A boolean; when absent, `default` (a required one has none). `null` is not a boolean.
 fn boolean(m: &Map<String, Value>, name: &str, default: Option<bool>) -> Result<bool, ApiError> {
     match (m.get(name), default) {
         (Some(Value::Bool(b)), _) => Ok(*b),
-        (None | Some(Value::Null), Some(d)) => Ok(d),
+        (None, Some(d)) => Ok(d),
         _ => Err(bad(name, format!("{name} must be true or false"))),
     }
 }
@@ -175,12 +201,12 @@ async fn stats(AxState(state): AxState<Arc<State>>, headers: HeaderMap) -> Answe
 async fn fail_next(AxState(state): AxState<Arc<State>>, headers: HeaderMap, body: Body) -> Answer {
     let m = args(&state, &headers, body).await?;
     let path = text(&m, "path")?;
-    let status = match uint(&m, "status", 599)? {
+    let status = match uint(&m, "status", 599, false)? {
         Some(s) if s >= 100 => s as u16,
         _ => return Err(bad("status", "status must be an HTTP status (100..=599)")),
     };
-    let times = uint(&m, "times", u64::from(u32::MAX))?.unwrap_or(1) as u32;
-    let retry_after = uint(&m, "retry_after", u64::MAX)?;
+    let times = uint(&m, "times", u64::from(u32::MAX), false)?.unwrap_or(1) as u32;
+    let retry_after = uint(&m, "retry_after", u64::from(u32::MAX), true)?;
     state.faults.add(
         &path,
         Action::Fail {
@@ -212,7 +238,9 @@ async fn delay_next(AxState(state): AxState<Arc<State>>, headers: HeaderMap, bod
 
 async fn approve(AxState(state): AxState<Arc<State>>, headers: HeaderMap, body: Body) -> Answer {
     let m = args(&state, &headers, body).await?;
-    let auth_url = text(&m, "auth_url")?;
+    let base = state.admin.info["base_url"].as_str().unwrap_or_default();
+    let auth_url = browser::own_authorize_url(base, &text(&m, "auth_url")?)
+        .map_err(|e| bad("auth_url", format!("sandbox approve failed: {e}")))?;
     let allow = boolean(&m, "allow", Some(true))?;
     let admin = &state.admin;
     match browser::approve(
@@ -225,6 +253,18 @@ async fn approve(AxState(state): AxState<Arc<State>>, headers: HeaderMap, body: 
     .await
     {
         Ok(url) => ok(json!({"redirect_url": url})),
+        // The authorize page refused the request outright (an unknown client or redirect
+        // URI, or none given): what the URL names does not exist here.
+        Err(SandboxError::UnexpectedStatus {
+            step: "authorize",
+            message,
+            ..
+        }) => Err(ApiError::one(
+            StatusCode::NOT_FOUND,
+            code::ADMIN_NO_CLIENT,
+            "auth_url",
+            format!("the authorize page refused auth_url: {message}"),
+        )),
         Err(e) => Err(ApiError::one(
             StatusCode::UNPROCESSABLE_ENTITY,
             code::ADMIN_APPROVE,
@@ -243,7 +283,7 @@ async fn register_client(
     let id = text(&m, "client_id")?;
     let secret = text(&m, "client_secret")?;
     let uris: Vec<String> = match m.get("redirect_uris") {
-        None | Some(Value::Null) => Vec::new(),
+        None => Vec::new(),
         Some(Value::Array(items)) => items
             .iter()
             .map(|v| v.as_str().map(str::to_owned))
@@ -321,12 +361,22 @@ mod tests {
         assert_eq!(seconds(&m, "f").ok(), Some(1.5));
         assert!(seconds(&m, "neg").is_err() && seconds(&m, "missing").is_err());
         assert!(seconds(&m, "big").is_err());
-        assert_eq!(uint(&m, "n", 10).ok(), Some(Some(5)));
-        assert_eq!(uint(&m, "missing", 10).ok(), Some(None));
-        assert!(uint(&m, "n", 4).is_err() && uint(&m, "neg", 10).is_err());
-        assert!(uint(&m, "f", 10).is_err());
+        assert_eq!(uint(&m, "n", 10, false).ok(), Some(Some(5)));
+        assert_eq!(uint(&m, "missing", 10, false).ok(), Some(None));
+        assert!(uint(&m, "n", 4, false).is_err() && uint(&m, "neg", 10, false).is_err());
+        assert!(uint(&m, "f", 10, false).is_err());
         assert_eq!(boolean(&m, "b", None).ok(), Some(true));
         assert_eq!(boolean(&m, "missing", Some(true)).ok(), Some(true));
+        // JSON Schema integers: 380.0 is one; null is not, unless the field is nullable.
+        let m: Map<String, Value> =
+            serde_json::from_str(r#"{"s": 380.0, "null": null, "big": 1e16, "x": 2.5}"#)
+                .unwrap_or_default();
+        assert_eq!(uint(&m, "s", 599, false).ok(), Some(Some(380)));
+        assert!(uint(&m, "null", 10, false).is_err());
+        assert_eq!(uint(&m, "null", 10, true).ok(), Some(None));
+        assert!(uint(&m, "x", 10, false).is_err());
+        assert!(seconds(&m, "big").is_err());
+        assert!(boolean(&m, "null", Some(true)).is_err());
         assert!(boolean(&m, "missing", None).is_err() && boolean(&m, "n", None).is_err());
     }
 }

@@ -70,11 +70,11 @@ pub fn media_type(headers: &HeaderMap) -> Option<String> {
     Some(essence)
 }
 
-/// True for `application/json` and `application/*+json`.
+/// True for `application/json` (any parameters). The service documents that type only, so
+/// `application/*+json` types are refused too: a client that sends them would pass here and
+/// fail against the service.
 pub fn is_json(headers: &HeaderMap) -> bool {
-    media_type(headers).is_some_and(|m| {
-        m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
-    })
+    media_type(headers).is_some_and(|m| m == "application/json")
 }
 
 /// True for `application/x-www-form-urlencoded`.
@@ -167,11 +167,11 @@ mod tests {
             HeaderValue::from_static("Application/JSON; charset=utf-8"),
         );
         assert!(is_json(&h));
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
-        assert!(is_json(&h));
+        // Issue 31.10: the rule says 415 unless application/json, so +json types are refused.
+        for other in ["application/problem+json", "application/vnd.api+json"] {
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_static(other));
+            assert!(!is_json(&h), "{other}");
+        }
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
         assert!(!is_json(&h));
     }

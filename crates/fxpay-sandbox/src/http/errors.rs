@@ -28,6 +28,7 @@
 //! | 1014 | buyCurrency equals sellCurrency |
 //! | 1015 | the sell amount rounds to zero (cannot happen with the built-in table and minimum) |
 //! | 1016 | callback URL refused (must be https, or http to localhost / 127.x.y.z / [::1]) |
+//! | 1017 | callback header on `POST /v1/payments/deals`, which sends no notification (use the spot endpoint) |
 //!
 //! ## Request (`validation:request:<number>`)
 //!
@@ -106,6 +107,7 @@ pub enum Field {
     SameCurrency = 1014,
     TooSmall = 1015,
     BadCallbackUrl = 1016,
+    CallbackNotDelivered = 1017,
 }
 
 /// Codes that are not per-field validation codes.
@@ -136,6 +138,9 @@ pub mod code {
     pub const ADMIN_ARGUMENT: &str = "sandbox:admin:4000";
     /// The admin API: no deal with that id.
     pub const ADMIN_NO_DEAL: &str = "sandbox:admin:4040";
+    /// The admin API: `approve` was given an authorize URL whose page refused it outright
+    /// (an unknown client or redirect URI).
+    pub const ADMIN_NO_CLIENT: &str = "sandbox:admin:4041";
     /// The admin API: `approve` could not drive the consent flow.
     pub const ADMIN_APPROVE: &str = "sandbox:admin:5020";
     pub const INTERNAL: &str = "server:internal:5000";

@@ -99,6 +99,21 @@ pub fn document(base_url: &str, client_id: &str, redirect_uris: &[&str]) -> Valu
             s["enum"] = json!(iso_countries());
         }
     }
+    // The callback headers' pattern is the rule the sandbox and the client check
+    // (`fxpay_core::callback_url`), not a copy of it.
+    if let Some(params) = doc
+        .pointer_mut("/paths/~1v1~1payments~1deals~1spot/post/parameters")
+        .and_then(Value::as_array_mut)
+    {
+        for p in params {
+            if matches!(
+                p["name"].as_str(),
+                Some("callback-location" | "callback-url")
+            ) {
+                p["schema"]["pattern"] = json!(fxpay_core::callback_url::PATTERN);
+            }
+        }
+    }
     doc["x-fxpay-rates"] = rate_table();
     doc["servers"] = json!([{"url": base_url, "description": "this sandbox"}]);
     doc
@@ -159,6 +174,55 @@ mod tests {
             ),
             (Some("USD"), "5.00".to_owned(), Some(2))
         );
+    }
+
+    /// The checked-in document carries the pattern of `fxpay_core::callback_url` verbatim, so
+    /// a reader of the file sees what the served document says.
+    #[test]
+    fn callback_pattern_is_the_core_rule() {
+        let doc: Value = serde_json::from_str(DOCUMENT).unwrap_or(Value::Null);
+        let params = &doc["paths"]["/v1/payments/deals/spot"]["post"]["parameters"];
+        let patterns: Vec<&str> = params
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["in"] == "header" && p["name"] != "callback-nonce")
+            .filter_map(|p| p["schema"]["pattern"].as_str())
+            .collect();
+        assert_eq!(
+            patterns,
+            [fxpay_core::callback_url::PATTERN; 2],
+            "openapi.json and fxpay_core::callback_url::PATTERN differ"
+        );
+    }
+
+    /// Every operation that reads a body lists every status its body handling answers: 408
+    /// (body timeout), 413 (too large), and for JSON bodies 415 and a 400 that names
+    /// `validation:request:1001` and `1002`.
+    #[test]
+    fn body_statuses_are_listed() {
+        let doc: Value = serde_json::from_str(DOCUMENT).unwrap_or(Value::Null);
+        let mut checked = 0;
+        for (path, ops) in doc["paths"].as_object().into_iter().flatten() {
+            for (method, op) in ops.as_object().into_iter().flatten() {
+                let Some(content) = op["requestBody"]["content"].as_object() else {
+                    continue;
+                };
+                let r = &op["responses"];
+                for status in ["408", "413"] {
+                    assert!(r.get(status).is_some(), "{method} {path} lacks {status}");
+                }
+                if content.contains_key("application/json") {
+                    assert!(r.get("415").is_some(), "{method} {path} lacks 415");
+                    let d400 = r["400"]["description"].as_str().unwrap_or("");
+                    for code in ["validation:request:1001", "validation:request:1002"] {
+                        assert!(d400.contains(code), "{method} {path}: 400 lacks {code}");
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 13, "only {checked} operations with a body");
     }
 
     /// The `x-fxpay-error-codes` extension lists exactly the codes `errors.rs` defines, with
@@ -265,7 +329,7 @@ mod tests {
     /// The numbers of `x-fxpay-rules` are the constants the sandbox runs with.
     #[test]
     fn rules_match_constants() {
-        use crate::config::DEFAULT_BODY_TIMEOUT;
+        use crate::config::{DEFAULT_BODY_TIMEOUT, DEFAULT_IDLE_TIMEOUT};
         use crate::http::body;
         use crate::payments::{callbacks, fields};
         use crate::state;
@@ -293,6 +357,7 @@ mod tests {
             ("freebies", json!(state::FREEBIES)),
             ("max_body_bytes", json!(body::MAX_BODY)),
             ("body_timeout", json!(DEFAULT_BODY_TIMEOUT.as_secs())),
+            ("idle_timeout", json!(DEFAULT_IDLE_TIMEOUT.as_secs())),
             ("delivery_attempts", json!(callbacks::ATTEMPTS)),
             ("delivery_backoff", json!(backoff)),
             (

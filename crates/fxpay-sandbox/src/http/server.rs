@@ -4,12 +4,14 @@
 //! (keep-alive), https with HTTP/1.1 or HTTP/2, whichever the client chose by ALPN (hyper-util's
 //! auto builder reads the connection's preface). Each connection runs inside a `select!` with
 //! its own kill signal (fired by a drop fault) and the shutdown signal; dropping the connection
-//! future closes the socket with no response (for HTTP/2: every stream on it).
+//! future closes the socket with no response (for HTTP/2: every stream on it). A connection
+//! with no request in progress for the idle timeout (kept alive after an answer, or silent
+//! since it opened) is dropped the same way.
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -207,6 +209,75 @@ async fn handle(
     }
 }
 
+/// What a connection's idle watch needs: how many requests are in progress, and when the
+/// last one ended (or the connection opened).
+struct Activity {
+    in_flight: AtomicUsize,
+    last: Mutex<tokio::time::Instant>,
+    ended: Notify,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            in_flight: AtomicUsize::new(0),
+            last: Mutex::new(tokio::time::Instant::now()),
+            ended: Notify::new(),
+        }
+    }
+
+    fn last(&self) -> tokio::time::Instant {
+        *self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Marks a request in progress until the guard drops (its answer is ready, or the
+    /// request was abandoned).
+    fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(self.clone())
+    }
+}
+
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        *self
+            .0
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = tokio::time::Instant::now();
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.0.ended.notify_one();
+    }
+}
+
+/// Returns once the connection has had no request in progress for `idle`.
+async fn idle(activity: Arc<Activity>, idle: Duration) {
+    loop {
+        if activity.in_flight.load(Ordering::SeqCst) > 0 {
+            // A request is in progress: wait for one to end (a stored permit covers one that
+            // ended between the check and here).
+            activity.ended.notified().await;
+            continue;
+        }
+        let deadline = activity.last() + idle;
+        if tokio::time::Instant::now() >= deadline {
+            if activity.in_flight.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            continue;
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline) => {}
+            () = activity.ended.notified() => {}
+        }
+    }
+}
+
 async fn shut_down(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await;
 }
@@ -227,12 +298,20 @@ async fn connection<S>(
 {
     let kill = Arc::new(Notify::new());
     let counted = Arc::new(AtomicBool::new(false));
+    let activity = Arc::new(Activity::new());
+    let idle_timeout = state.idle_timeout;
     let svc = {
         let (state, kill, counted) = (state.clone(), kill.clone(), counted.clone());
+        let activity = activity.clone();
         service_fn(move |req| {
             let (state, router) = (state.clone(), router.clone());
             let (kill, counted) = (kill.clone(), counted.clone());
-            async move { Ok::<_, Infallible>(handle(state, router, kill, counted, req).await) }
+            let in_flight = activity.begin();
+            async move {
+                let resp = handle(state, router, kill, counted, req).await;
+                drop(in_flight);
+                Ok::<_, Infallible>(resp)
+            }
         })
     };
     let io = TokioIo::new(stream);
@@ -260,6 +339,7 @@ async fn connection<S>(
     tokio::select! {
         () = conn => {}
         _ = kill.notified() => {}
+        () = idle(activity, idle_timeout) => {}
         _ = shut_down(shutdown) => {}
     }
     if counted.load(Ordering::Relaxed) {

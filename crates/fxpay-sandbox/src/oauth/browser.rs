@@ -77,6 +77,35 @@ fn page_message(html: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The sandbox's own authorize URL for `auth_url`: its path must be `/v1/oauth/authorize`;
+/// the query is kept; the origin, if any (`scheme://authority`), is replaced by `base` (the
+/// sandbox's own), so `approve` never fetches another address, whatever host name the caller
+/// used for the sandbox. A relative `/v1/oauth/authorize?...` is accepted too.
+pub fn own_authorize_url(base: &str, auth_url: &str) -> Result<String, SandboxError> {
+    let path_and_query = match auth_url.split_once("://") {
+        Some((scheme, rest))
+            if scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c)) =>
+        {
+            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            &rest[end..]
+        }
+        _ => auth_url,
+    };
+    let query = path_and_query
+        .strip_prefix("/v1/oauth/authorize")
+        .filter(|q| q.is_empty() || q.starts_with('?'))
+        .ok_or_else(|| {
+            SandboxError::InvalidUrl(
+                "auth_url must be an authorize URL: [scheme://host[:port]]/v1/oauth/authorize[?query]"
+                    .to_owned(),
+            )
+        })?;
+    Ok(format!("{base}/v1/oauth/authorize{query}"))
+}
+
 /// A form-encoded POST of `fields`.
 fn post_form(
     client: &reqwest::Client,

@@ -224,11 +224,21 @@ fn issue(
                 expires_at: now + REFRESH_TTL as f64,
             },
         );
+        // Spec 5.5: the refresh token used must be the one of the most recent token
+        // response. A new response supersedes every earlier refresh token of this client and
+        // user, those of other families (an earlier consent) included.
+        for (id, f) in &mut oauth.families {
+            if *id != family && f.client_id == client.id && f.user == user {
+                f.current.clear();
+            }
+        }
         oauth.families.insert(
             family,
             Family {
                 current: refresh.clone(),
                 revoked: false,
+                client_id: client.id.clone(),
+                user: user.to_owned(),
             },
         );
         body.insert("refresh_token".to_owned(), json!(refresh));
@@ -365,7 +375,7 @@ fn refresh_token(
         let current = oauth
             .families
             .get(&record.family)
-            .is_some_and(|f| !f.revoked && f.current == token);
+            .is_some_and(|f| !f.revoked && !f.current.is_empty() && f.current == token);
         if !current {
             return Err(OAuthError::bad(
                 "invalid_grant",

@@ -89,11 +89,30 @@ fn parse(c: &mut Checker, obj: &Map<String, Value>) -> Option<DealRequest> {
 pub async fn create(
     AxState(state): AxState<Arc<State>>,
     caller: Caller<Payments>,
+    headers: HeaderMap,
     JsonObject(obj): JsonObject,
 ) -> Response {
+    // Only a spot deal sends a `DealCreated` notification. Callback headers here would never
+    // be answered, so they are refused rather than dropped: a caller must not wait in silence.
+    let mut header_check = Checker::new("callback");
+    for name in CALLBACK_HEADERS {
+        if headers.contains_key(name) {
+            header_check.push(
+                Field::CallbackNotDelivered,
+                name,
+                format!(
+                    "{name} is not accepted on POST /v1/payments/deals, which answers \
+                     synchronously and sends no notification; use POST /v1/payments/deals/spot"
+                ),
+            );
+        }
+    }
     let mut c = Checker::new("deal");
-    let Some(deal_req) = parse(&mut c, &obj) else {
-        return ApiError::validation(c.errors).into_response();
+    let deal_req = parse(&mut c, &obj);
+    let Some(deal_req) = deal_req.filter(|_| header_check.is_ok()) else {
+        let mut errors = header_check.errors;
+        errors.extend(c.errors);
+        return ApiError::validation(errors).into_response();
     };
     match book(
         &state,
@@ -110,71 +129,15 @@ pub async fn create(
     }
 }
 
-/// A decimal octet without leading zeros (`0`..=`255`).
-fn octet(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 3
-        && s.bytes().all(|b| b.is_ascii_digit())
-        && (s == "0" || !s.starts_with('0'))
-        && s.parse::<u16>().is_ok_and(|n| n <= 255)
-}
-
-/// The loopback hosts an http callback may use: `localhost`, `127.x.y.z`, `[::1]`.
-fn loopback_authority(rest: &str) -> bool {
-    let end = |tail: &str| tail.is_empty() || tail.starts_with([':', '/', '?', '#']);
-    if let Some(tail) = rest.strip_prefix("[::1]") {
-        return end(tail);
-    }
-    let host_len = rest.find([':', '/', '?', '#']).unwrap_or(rest.len());
-    let host = &rest[..host_len];
-    if host == "localhost" {
-        return true;
-    }
-    let parts: Vec<&str> = host.split('.').collect();
-    parts.len() == 4 && parts[0] == "127" && parts[1..].iter().all(|p| octet(p))
-}
-
-/// Checks a callback URL exactly as the OpenAPI document describes it: RFC 3986 characters
-/// with valid percent escapes, and `https://` with a host, or `http://` to a loopback host.
+/// Checks a callback URL exactly as the OpenAPI document describes it: the rule of
+/// `fxpay_core::callback_url`, whose `PATTERN` the document publishes (the client checks the
+/// same rule before sending).
 pub fn callback_url(s: &str) -> Option<url::Url> {
-    const ALLOWED: &str = "-._~:/?#[]@!$&'()*+,;=%";
-    if !s
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || ALLOWED.contains(c))
-    {
-        return None;
-    }
-    let bytes = s.as_bytes();
-    let escapes_ok = bytes.iter().enumerate().all(|(i, b)| {
-        *b != b'%'
-            || (bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
-                && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
-    });
-    if !escapes_ok {
-        return None;
-    }
-    let prefix_ok = if let Some(rest) = s.strip_prefix("https://") {
-        rest.chars()
-            .next()
-            .is_some_and(|c| !matches!(c, '/' | '?' | '#'))
-    } else if let Some(rest) = s.strip_prefix("http://") {
-        loopback_authority(rest)
-    } else {
-        false
-    };
-    if !prefix_ok {
-        return None;
-    }
-    let url = url::Url::parse(s).ok()?;
-    let host_ok = match (url.scheme(), url.host()) {
-        ("https", Some(_)) => true,
-        ("http", Some(url::Host::Ipv4(ip))) => ip.is_loopback(),
-        ("http", Some(url::Host::Ipv6(ip))) => ip.is_loopback(),
-        ("http", Some(url::Host::Domain(d))) => d == "localhost",
-        _ => false,
-    };
-    host_ok.then_some(url)
+    fxpay_core::callback_url::parse(s)
 }
+
+/// The headers that ask for a `DealCreated` notification.
+pub const CALLBACK_HEADERS: [&str; 3] = ["callback-location", "callback-url", "callback-nonce"];
 
 /// Reads and checks the callback headers; errors go into `c`.
 fn callback_headers(c: &mut Checker, headers: &HeaderMap) -> Option<Option<Callback>> {
@@ -197,7 +160,7 @@ fn callback_headers(c: &mut Checker, headers: &HeaderMap) -> Option<Option<Callb
             None => c.push(
                 Field::BadCallbackUrl,
                 name,
-                format!("{name} must be an https URL, or an http URL on a loopback host"),
+                format!("{name} must be {}", fxpay_core::callback_url::RULE),
             ),
         }
     }
@@ -246,6 +209,7 @@ mod tests {
             "https://0.com",
             "http://127.0.0.1:8080/hook",
             "http://localhost/x?y=1",
+            "http://LOCALHOST/",
             "http://[::1]:9/h",
             "http://127.255.0.9",
         ] {
@@ -256,8 +220,12 @@ mod tests {
             "ftp://x/y",
             "http://127.0.0.1.evil.test/",
             "http://127.0.0.01/",
-            "http://LOCALHOST/",
+            "http://127.1:9/x",
             "https:///path",
+            "https://:443/hook",
+            "https://@/hook",
+            "https://a.test:99999/hook",
+            "http://127.0.0.1:99999/h",
             "https://a b/",
             "https://a/%zz",
             "not a url",
