@@ -35,8 +35,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests" / "python"))
 
-import fxpay  # noqa: E402
 from measure import SandboxProcess  # noqa: E402
+
+import fxpay  # noqa: E402
 
 CONCURRENCY = 8
 FUNDING = "Own account"
@@ -97,7 +98,21 @@ def redis_server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
     sock = folder / "redis.sock"
     # As docs/idempotency.md asks for at most once across a restart: every write on disk.
     proc = subprocess.Popen(
-        [exe, "--port", "0", "--unixsocket", str(sock), "--dir", str(folder), "--save", "", "--appendonly", "yes", "--appendfsync", "always"],
+        [
+            exe,
+            "--port",
+            "0",
+            "--unixsocket",
+            str(sock),
+            "--dir",
+            str(folder),
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
