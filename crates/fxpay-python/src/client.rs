@@ -24,7 +24,6 @@ use fxpay_core::models::{Beneficiary, DealRequest, QuoteRequest};
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -70,7 +69,7 @@ impl Client {
         beneficiaries: &Bound<'_, PyAny>,
     ) -> PyResult<QuoteRequest> {
         let buy_currency = text(buy_currency, "buy_currency")?;
-        let amount = amount("buy_amount", buy_amount)?;
+        let amount = amount_text("buy_amount", buy_amount)?;
         let sell_currency = text(sell_currency, "sell_currency")?;
         let beneficiaries = int(beneficiaries, "beneficiaries", Error::InvalidRequest)?;
         guard(|| QuoteRequest::new(&buy_currency, &amount, &sell_currency, beneficiaries))
@@ -127,33 +126,6 @@ fn deal_request(
 /// A `fxpay.AuthorizationRequest` as the core's; anything else is a `TypeError`.
 fn authorization_request(auth: &Bound<'_, PyAny>) -> PyResult<AuthorizationRequest> {
     authorization_from_py(auth)
-}
-
-/// An amount argument's text: a `Decimal`, `int` (not a `bool`), `str` or `float`; anything
-/// else is a `TypeError` naming `field`. Its value is the core's to check.
-fn amount(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
-    let py = value.py();
-    static DECIMAL: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    let decimal = DECIMAL.get_or_try_init(py, || {
-        Ok::<_, PyErr>(
-            py.import("decimal")?
-                .getattr("Decimal")?
-                .cast_into::<PyType>()?
-                .unbind(),
-        )
-    })?;
-    let typed = !value.is_instance_of::<PyBool>()
-        && (value.is_instance_of::<PyInt>()
-            || value.is_instance_of::<PyFloat>()
-            || value.is_instance_of::<PyString>()
-            || value.is_instance(decimal.bind(py))?);
-    if !typed {
-        return Err(PyTypeError::new_err(format!(
-            "{field} must be a Decimal, int, str or float, not {}",
-            type_name(value)
-        )));
-    }
-    amount_text(field, value)
 }
 
 /// A timeout in seconds: an `int` or `float` (not a `bool`); its range is the core's to check

@@ -212,11 +212,13 @@ pub fn decimal_to_py<'py>(py: Python<'py>, d: &Decimal) -> PyResult<Bound<'py, P
 }
 
 /// The text of an amount given as `Decimal`, `int`, `str` or `float` (its shortest repr).
+///
+/// The one rule for the type of an amount, wherever it is given (a `Client` method's
+/// argument, a model's field): anything else, a `bool` included, is a `TypeError` naming
+/// `field`. Its value is checked later, by the core (an `InvalidRequestError`).
 pub fn amount_text(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
     if value.is_instance_of::<PyBool>() {
-        return Err(to_pyerr(Error::invalid(format!(
-            "{field} must be a number, not a bool"
-        ))));
+        return Err(amount_type_error(field, value));
     }
     if value.is_instance_of::<PyFloat>() {
         return Ok(value.repr()?.to_string());
@@ -236,10 +238,14 @@ pub fn amount_text(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
     if value.is_instance_of::<PyString>() || value.is_instance(decimal_class(value.py())?)? {
         return Ok(value.str()?.to_string());
     }
-    Err(to_pyerr(Error::invalid(format!(
-        "{field} must be a Decimal, int, str or float, got {}",
-        value.get_type().name()?
-    ))))
+    Err(amount_type_error(field, value))
+}
+
+fn amount_type_error(field: &str, value: &Bound<'_, PyAny>) -> PyErr {
+    PyTypeError::new_err(format!(
+        "{field} must be a Decimal, int, str or float, not {}",
+        type_name(value)
+    ))
 }
 
 /// A number given as `Decimal`, `int`, `str` or `float` (its shortest repr), kept exactly

@@ -30,7 +30,10 @@ pub fn check_redirect_uri(uri: &str) -> Result<()> {
             "redirect_uri must not contain control or space characters, got {c:?} in {uri:?}"
         )));
     }
-    if uri.get(..6).is_some_and(|s| s.eq_ignore_ascii_case("https:")) {
+    if uri
+        .get(..6)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https:"))
+    {
         let authority = uri[6..]
             .strip_prefix("//")
             .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or_default());
