@@ -62,7 +62,7 @@ def examples() -> dict[str, Any]:
             "https://x.example/a?state=STATE-SECRET", "STATE-SECRET", "https://app/cb", "VERIFIER-SECRET"
         ),
         "FieldError": fxpay.FieldError("validation:beneficiary:1004", "PaymentReason", "Payment reason is required"),
-        "DealCreated": fxpay.DealCreated("fail", UUID, None, [fxpay.FieldError("a:b:1", None, "m")]),
+        "DealCreated": fxpay.DealCreated("fail", UUID, None, [fxpay.FieldError("a:b:1", "f", "m")]),
     }
 
 

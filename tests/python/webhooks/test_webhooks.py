@@ -39,6 +39,33 @@ def test_success_event() -> None:
     assert ev.to_dict() == success()
 
 
+ERR = FieldError("validation:beneficiary:1004", "PaymentReason", "Payment reason must not be empty")
+
+
+@pytest.mark.parametrize(
+    ("args", "field", "body"),
+    [
+        (("success", "p-1", DID, []), "process_id", success(pid="p-1")),
+        (("success", PID, None, []), "deal_id", None),
+        (("success", PID, "d-1", []), "deal_id", success(dealId="d-1")),
+        (("success", PID, DID, [ERR]), "errors", None),
+        (("fail", PID, DID, [ERR]), "deal_id", None),
+        (("fail", PID, None, []), "errors", None),
+        (("fail", "not-a-uuid", None, [ERR]), "process_id", None),
+        (("fail", PID, None, [FieldError("a:b:1", None, "m")]), "field_name", None),
+    ],
+)
+def test_the_constructor_checks_what_the_parser_checks(args: tuple[Any, ...], field: str, body: Any) -> None:
+    with pytest.raises(fxpay.InvalidRequestError, match=field):
+        DealCreated(*args)
+    if body is not None:
+        with pytest.raises(WebhookPayloadError):
+            fxpay.parse_deal_created(dumps(body))
+    # What the constructor accepts, the parser accepts too, and the other way round.
+    for good in (DealCreated("success", PID, DID, []), DealCreated("fail", PID, None, [ERR])):
+        assert fxpay.parse_deal_created(json.dumps(good.to_dict())) == good
+
+
 def test_fail_event_with_parsed_error_codes() -> None:
     body = fail(n=2)
     body["eventBody"]["errors"][1]["errorCode"] = "not-three-parts"
