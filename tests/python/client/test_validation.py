@@ -13,6 +13,7 @@ from conftest import make_beneficiary
 
 PID = "3f2504e0-4f89-11d3-9a0c-0305e82c3301"
 
+
 def requests_made(sb: fxpay.testing.Sandbox) -> int:  # type: ignore[name-defined]
     return int(sb.stats()["requests"])
 

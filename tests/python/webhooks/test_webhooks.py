@@ -113,15 +113,17 @@ def test_raw_is_the_whole_json_with_exact_numbers_and_unknown_fields() -> None:
 
 
 @pytest.mark.parametrize("as_text", [False, True])
-def test_raw_is_built_on_first_use_and_kept(as_text: bool) -> None:
+def test_raw_is_built_on_first_use_as_a_new_dict_each_time(as_text: bool) -> None:
     data = dumps(success())[:-1] + b',"amount":10.50}'
     body: bytes | str = data.decode() if as_text else data
     ev = fxpay.parse_deal_created(body)
     copied = pickle.loads(pickle.dumps(ev))
     raw = ev.raw
     assert raw == json.loads(data, parse_float=Decimal)
-    assert ev.raw is raw
-    assert copied.raw == raw
+    assert ev.raw is not raw  # a new dict each time (issue 23 item 3): edits stay in it
+    raw["status"] = "fail"
+    assert ev.raw == json.loads(data, parse_float=Decimal)
+    assert copied.raw == ev.raw
     assert copied == ev
     assert fxpay.to_records([ev])[0]["process_id"] == PID
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
