@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import shutil
 import socket
 import subprocess
@@ -28,6 +29,8 @@ from decimal import Decimal
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
+
+import httpx
 
 import fxpay
 import fxpay.contrib._receive as receive
@@ -153,7 +156,7 @@ def run(n: int, outage: float, aof: bool, old: bool) -> dict[str, Any]:
             for d in sb.deliveries():
                 last[d["processId"]] = d
             return len(last) == n and all(
-                d["status"] is not None and 200 <= d["status"] < 300 or d["attempt"] == 4 for d in last.values()
+                (d["status"] is not None and 200 <= d["status"] < 300) or d["attempt"] == 4 for d in last.values()
             )
 
         deadline = time.monotonic() + 120
@@ -163,13 +166,11 @@ def run(n: int, outage: float, aof: bool, old: bool) -> dict[str, Any]:
         first: dict[str, dict[str, Any]] = {}
         for d in sb.deliveries():
             first.setdefault(d["processId"], d)
-        import httpx
-        import json
-
         with httpx.Client(timeout=30, trust_env=False) as http:
             for p in pids:
                 d = first[p]  # the same body, nonce and URL again
-                http.post(d["url"], content=json.dumps(d["body"]), headers={"content-type": "application/json", "callback-nonce": d["nonce"]})
+                headers = {"content-type": "application/json", "callback-nonce": d["nonce"]}
+                http.post(d["url"], content=json.dumps(d["body"]), headers=headers)
         twice = sum(1 for p in pids if calls[p] > 1)
         server.should_exit = True
         thread.join(10)
