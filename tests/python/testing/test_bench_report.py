@@ -17,7 +17,8 @@ def report() -> Any:
     sys.path.insert(0, str(BENCH))
     try:
         spec = importlib.util.spec_from_file_location("fxpay_bench_report", BENCH / "report.py")
-        assert spec is not None and spec.loader is not None
+        assert spec is not None
+        assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # dataclasses look their module up
         spec.loader.exec_module(module)

@@ -24,3 +24,11 @@ def test_every_path_the_docs_name_exists() -> None:
             if not glob.glob(str(ROOT / path)):
                 missing.append(f"{page.relative_to(ROOT)}:{text[: m.start()].count(chr(10)) + 1}: {m.group(1)}")
     assert missing == []
+
+
+def test_scripts_test_says_it_swaps_the_editable_install() -> None:
+    # Issue 23 item 10: scripts/test replaced the editable install with the wheel, silently.
+    script = (ROOT / "scripts" / "test").read_text()
+    assert "trap restore_note EXIT" in script
+    assert "'bash scripts/setup' (or '.venv/bin/maturin develop') restores it" in script
+    assert "restore it\nwith `bash scripts/setup`" in (ROOT / "CONTRIBUTING.md").read_text()
