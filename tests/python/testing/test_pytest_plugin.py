@@ -100,7 +100,8 @@ def test_async_tests_run_as_docs_testing_md_says(pytester: pytest.Pytester, mode
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
         result.assert_outcomes(passed=2)
     else:
-        pytester.makefile(".toml", pyproject='[tool.pytest.ini_options]\nasyncio_mode = "strict"\nasyncio_default_fixture_loop_scope = "function"\n')
+        strict = '[tool.pytest.ini_options]\nasyncio_mode = "strict"\nasyncio_default_fixture_loop_scope = "function"\n'
+        pytester.makefile(".toml", pyproject=strict)
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
         outcomes = result.parseoutcomes()
         assert outcomes.get("passed") == 1  # the marked one only
