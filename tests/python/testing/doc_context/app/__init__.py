@@ -1,0 +1,1 @@
+"""The reader's application package (a stand-in)."""

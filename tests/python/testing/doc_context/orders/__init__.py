@@ -1,0 +1,1 @@
+"""The reader's Django app of orders (a stand-in)."""
