@@ -1,1 +1,0 @@
-"""The reader's application package (a stand-in)."""

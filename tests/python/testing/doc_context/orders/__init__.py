@@ -1,1 +1,0 @@
-"""The reader's Django app of orders (a stand-in)."""
