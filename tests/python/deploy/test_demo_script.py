@@ -19,7 +19,7 @@ def test_the_demo_script_needs_no_root_apt_or_dev_toolchain() -> None:
     installs = [ln for ln in code.splitlines() if "pip install" in ln]
     assert len(installs) == 1
     assert '"maturin>=1.8,<2.0"' in installs[0]
-    assert "maturin\" develop" in code
+    assert 'maturin" develop' in code
 
 
 def test_the_demo_imports_only_fxpay_and_the_standard_library() -> None:
