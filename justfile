@@ -1,6 +1,6 @@
 # fxpay's tasks. `just` itself comes with the dev dependencies (the rust-just package), so on
 # a fresh machine: `bash scripts/setup && .venv/bin/just --list`. `bash scripts/test` (what CI
-# runs) and `bash scripts/demo` set up and then call the recipes below.
+# runs) sets up and then calls the recipes below; `bash scripts/demo` needs none of them.
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 

@@ -47,6 +47,29 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+# The sandbox gets a core of its own and the clients the others (with at least two cores).
+# Left to the scheduler, the two sides share cores or not as load comes and goes, and the
+# blocking loop's rate jumps between two modes (on 2 cores: about 9,500 req/s at 50 us of
+# client CPU per call, or about 34,000 at 19 us) for seconds at a time, while 8 threads stay
+# near 36,000-47,000: "8 threads >= 1.5x one thread" then read 1.04x in one --quick run and
+# 4.89x in a full one (issue 23 item 12). Pinned, each cell runs in one arrangement.
+# FXPAY_BENCH_NO_PIN=1 leaves the placement to the scheduler (to compare).
+_CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") and not os.environ.get("FXPAY_BENCH_NO_PIN") else []
+SERVER_CPUS = set(_CPUS[-1:]) if len(_CPUS) >= 2 else set()
+CLIENT_CPUS = set(_CPUS[:-1]) if len(_CPUS) >= 2 else set()
+
+
+def pin_client() -> None:
+    """Keeps this process (and the threads it starts from now on) off the sandbox's core."""
+    if CLIENT_CPUS:
+        os.sched_setaffinity(0, CLIENT_CPUS)
+
+
+def _pin_server() -> None:
+    if SERVER_CPUS:
+        os.sched_setaffinity(0, SERVER_CPUS)
+
+
 class SandboxProcess:
     """``python -m fxpay.sandbox --port 0 [--tls]`` in its own process, for the whole run: its
     CPU time is read from /proc around every timed measurement. ``transport``: ``http``,
@@ -58,7 +81,7 @@ class SandboxProcess:
         cmd = [sys.executable, "-m", "fxpay.sandbox", "--port", "0"] + (["--tls"] if tls else [])
         env = {**os.environ, "FXPAY_SANDBOX_ALPN": "http/1.1" if transport == "https" else "h2"}
         self.transport = transport
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, preexec_fn=_pin_server)
         need = {"FXPAY_BASE_URL", "FXPAY_CLIENT_ID", "FXPAY_CLIENT_SECRET", "FXPAY_ADMIN_TOKEN"} | ({"FXPAY_CA_BUNDLE"} if tls else set())
         values: dict[str, str] = {}
         deadline = time.monotonic() + 30
@@ -145,11 +168,21 @@ class Plan:
     requests: int  # calls per timed measurement, at most
     warmup: int
     cell_seconds: float  # ... and no more than the warm-up's rate makes in this many seconds
+    # ... but at least this many seconds of calls, whatever ``requests`` says. A fast cell
+    # capped at ``requests`` lasts only milliseconds (--quick: 2,000 calls of fxpay's 8
+    # threads took 45 ms), and so short a window measures scheduling luck, not the client:
+    # a loop window of 54 ms ran at 37,000 req/s against its usual 9,500, which made
+    # "8 threads >= 1.5x one thread" read 1.04x (issue 23 item 12).
+    min_seconds: float = 0.5
 
     def count(self, warm_n: int, warm_seconds: float) -> int:
-        """Slow clients get fewer calls (a cell takes about ``cell_seconds``), never fewer than 1,000."""
+        """Slow clients get fewer calls (a cell takes about ``cell_seconds``), never fewer than
+        1,000; fast ones at least ``min_seconds`` of calls."""
         rate = warm_n / warm_seconds if warm_seconds > 0 else float("inf")
-        return int(min(self.requests, max(1_000, rate * self.cell_seconds)))
+        n = min(self.requests, max(1_000, rate * self.cell_seconds))
+        if rate != float("inf"):
+            n = max(n, rate * self.min_seconds)
+        return int(n)
 
 
 def _loop(get: Get, n: int) -> None:
@@ -585,6 +618,7 @@ def machine() -> dict[str, Any]:
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
+        "pinning": {"sandbox": sorted(SERVER_CPUS), "clients": sorted(CLIENT_CPUS)},
         "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "os": platform.platform(),
         "python": platform.python_version(),
@@ -638,7 +672,8 @@ def measure(args: Any) -> Results:
     import fxpay
 
     started = time.perf_counter()
-    plan = Plan(args.requests, args.warmup, args.cell_seconds)
+    pin_client()
+    plan = Plan(args.requests, args.warmup, args.cell_seconds, getattr(args, "min_cell_seconds", 0.5))
     res = Results(quick=args.quick, requests=args.requests, rounds=args.rounds, cell_seconds=args.cell_seconds, env=machine())
     if res.env["fxpay_build"] == "debug":
         print("WARNING: fxpay is a debug build; run `maturin develop --release` for numbers", file=sys.stderr)

@@ -34,10 +34,17 @@ class Check:
     need: str  # e.g. ">= 2x"
     ok: bool | None
     unit: str = "x"
+    # Whether missing the target fails the run. In a --quick run none is: only the CI gate
+    # (blocking fxpay >= httpx.Client, bench/run.py) is, so a miss there reads "not gated".
+    gated: bool = True
 
     @property
     def verdict(self) -> str:
-        return "n/a" if self.ok is None else ("PASS" if self.ok else "FAIL")
+        if self.ok is None:
+            return "n/a"
+        if self.ok:
+            return "PASS"
+        return "FAIL" if self.gated else "not gated"
 
 
 def checks(doc: dict[str, Any]) -> list[Check]:
@@ -94,6 +101,9 @@ def checks(doc: dict[str, Any]) -> list[Check]:
     if rss:
         g = rss["growth_mib"]
         out.append(Check(f"RSS growth < 5 MiB ({rss['calls_first']:,} -> {rss['calls_total']:,} calls)", g, "< 5 MiB", g < 5, " MiB"))
+    if doc.get("quick"):
+        for c in out:
+            c.gated = False
     return out
 
 
@@ -312,9 +322,24 @@ def write(doc: dict[str, Any], out: Path) -> list[Check]:
     full = {**doc, "targets": [{"name": c.name, "measured": c.measured, "needed": c.need, "result": c.verdict} for c in cks]}
     (out / "results.json").write_text(json.dumps(full, indent=2, default=str) + "\n")
     for c in cks:
-        print(f"{c.verdict:<4}  {c.name}")
+        print(f"{c.verdict:<9}  {c.name}")
     print(f"wrote {out / 'results.md'}, results.png, results.json")
     return cks
+
+
+def _bullets(lines: list[str], starts: tuple[str, ...]) -> list[str]:
+    """The bullets among ``lines`` that begin with one of ``starts``, each with what belongs to
+    it (its indented lines: sub-bullets, a table, and the blank lines around that table)."""
+    out: list[str] = []
+    keep = False
+    for ln in lines:
+        if ln.startswith("- "):
+            keep = ln.startswith(starts)
+        if keep:
+            out.append(ln)
+    while out and not out[-1]:
+        out.pop()
+    return out
 
 
 def readme_block(doc: dict[str, Any]) -> str:
@@ -324,7 +349,7 @@ def readme_block(doc: dict[str, Any]) -> str:
     measured = [c for c in cks if c.ok is not None]
     passed = sum(c.ok is True for c in measured)
     failed = [c.name for c in measured if c.ok is False]
-    extra = [ln for ln in extras_lines(doc) if ln.startswith(("- cold start", "- the sandbox alone", "- tracing cost"))]
+    extra = _bullets(extras_lines(doc), ("- cold start", "- the sandbox alone", "- tracing cost"))
     lines = [
         README_BEGIN,
         f"Last full run: {e['cpu']}, {e['cores']} cores, Python {e['python']}, fxpay build {e['fxpay_build']}; "

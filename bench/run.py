@@ -35,6 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="CI mode: small counts, the plain cells and one TLS pair")
     p.add_argument("--requests", type=int, help="requests per cell, at most (default 20000; --quick 2000)")
     p.add_argument("--cell-seconds", type=float, help="a slow client's cell makes about this many seconds of calls (default 10; --quick 3)")
+    p.add_argument(
+        "--min-cell-seconds",
+        type=float,
+        default=0.5,
+        help="a fast client's cell makes at least about this many seconds of calls, whatever --requests says (default 0.5)",
+    )
     p.add_argument("--rounds", type=int, help="interleaved rounds, best kept (default 3; --quick 1)")
     p.add_argument("--warmup", type=int, help="warm-up requests per cell (default 1000; --quick 200)")
     p.add_argument("--cold-processes", type=int, default=20, help="fresh processes per client for the cold start (default 20)")

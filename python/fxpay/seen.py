@@ -142,8 +142,8 @@ class RedisSeenSet:
     (``redis://127.0.0.1:6379/0``), and ``socket_timeout`` bounds each command.
     A claim is one ``SET key pending:<token> NX PX lease``; a commit sets ``seen`` with
     ``EX ttl`` (7 days by default); a release deletes the key only if it still holds this
-    claim. Keys are ``prefix + processId``. If Redis fails, the receiver answers 500 and
-    does not call ``on_event``; the service retries.
+    claim. Keys are ``prefix + processId``. If Redis fails, the receiver answers 503 with
+    ``Retry-After`` and does not call ``on_event``; the service retries later.
     """
 
     def __init__(

@@ -65,3 +65,14 @@ def test_no_test_module_imports_another() -> None:
                 names.append(node.module)
             offenders += [f"{p.relative_to(HERE)}: {n}" for n in names if n.split(".")[0].startswith("test_")]
     assert offenders == []
+
+
+def test_nothing_skips_silently_for_want_of_a_dependency() -> None:
+    """A missing optional dependency goes through conftest.need / need_program (a skip on a
+    developer's machine, a failure in CI), never pytest.importorskip, which skips in CI too."""
+    offenders = []
+    for p in suite_files():
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(node, ast.Attribute) and node.attr == "importorskip":
+                offenders.append(f"{p.relative_to(HERE)}:{node.lineno}")
+    assert offenders == []

@@ -1,12 +1,11 @@
 //! `fxpay.VirtualAccount`: a read-only mapping over the JSON object the service sent (the
 //! spec shows no fields, so there is no field list to generate a class from).
-use super::convert::{py_to_value, value_to_py};
+use super::convert::{object_to_py, py_to_value, value_to_py};
 use super::model::escape;
 use fxpay_core::models::VirtualAccount as Account;
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
 use serde_json::Value;
 use std::hash::{Hash, Hasher};
 
@@ -16,7 +15,6 @@ use std::hash::{Hash, Hasher};
 #[pyclass(frozen, eq, hash, mapping, module = "fxpay._fxpay")]
 pub struct VirtualAccount {
     data: Account,
-    dict: PyOnceLock<Py<PyDict>>,
 }
 
 impl PartialEq for VirtualAccount {
@@ -60,22 +58,27 @@ fn hash_object<H: Hasher>(o: &Account, state: &mut H) {
 
 impl VirtualAccount {
     fn new_from(data: Account) -> Self {
-        VirtualAccount {
-            data,
-            dict: PyOnceLock::new(),
-        }
+        VirtualAccount { data }
     }
 
-    /// The Python dict of the account, made on first use and kept.
-    fn dict<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, PyDict>> {
-        let d = self.dict.get_or_try_init(py, || {
-            let dict = PyDict::new(py);
-            for (k, v) in &self.data {
-                dict.set_item(k, value_to_py(py, v)?)?;
-            }
-            Ok::<_, PyErr>(dict.unbind())
-        })?;
-        Ok(d.bind(py))
+    /// The account as a new Python dict: nothing a caller does to it reaches the account.
+    fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        object_to_py(py, &self.data)
+    }
+
+    /// One value, made anew; `None` for a key that is not there (or not a `str`).
+    fn value<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Ok(k) = key.cast::<PyString>() else {
+            return Ok(None);
+        };
+        let Ok(k) = k.to_str() else {
+            return Ok(None);
+        };
+        self.data.get(k).map(|v| value_to_py(py, v)).transpose()
     }
 }
 
@@ -96,13 +99,15 @@ impl VirtualAccount {
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.dict(py)?
-            .get_item(key)?
+        self.value(py, key)?
             .ok_or_else(|| PyKeyError::new_err(key.clone().unbind()))
     }
 
-    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.dict(py)?.contains(key)
+    fn __contains__(&self, key: &Bound<'_, PyAny>) -> bool {
+        key.cast::<PyString>()
+            .ok()
+            .and_then(|k| k.to_str().ok().map(|k| self.data.contains_key(k)))
+            .unwrap_or(false)
     }
 
     fn __len__(&self) -> usize {
@@ -120,7 +125,7 @@ impl VirtualAccount {
         key: &Bound<'py, PyAny>,
         default: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        match self.dict(py)?.get_item(key)? {
+        match self.value(py, key)? {
             Some(v) => Ok(v),
             None => Ok(default.unwrap_or_else(|| py.None().into_bound(py))),
         }
@@ -138,15 +143,15 @@ impl VirtualAccount {
         self.dict(py)?.call_method0("items")
     }
 
-    /// The whole JSON object, as a new dict.
+    /// The whole JSON object, as a new dict (nested values new too) on each access.
     #[getter]
     fn raw<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.dict(py)?.copy()
+        self.dict(py)
     }
 
     /// The JSON object as the service sent it (a new dict).
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.dict(py)?.copy()
+        self.dict(py)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -176,7 +181,7 @@ impl VirtualAccount {
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
-        let args = PyTuple::new(py, [slf.get().dict(py)?.copy()?])?;
+        let args = PyTuple::new(py, [slf.get().dict(py)?])?;
         PyTuple::new(py, [slf.as_any().get_type().into_any(), args.into_any()])
     }
 }

@@ -6,7 +6,7 @@ use super::bridge::CallFuture as OutFuture;
 use super::bridge::{block, block_until_stopped, guard};
 use super::call::{call, ready};
 use super::cassette::CoreCassette;
-use super::convert::{amount, int, opt_text, text, type_name};
+use super::convert::{amount_text, int, opt_text, text, type_name};
 use super::errors::{closed_error, to_pyerr};
 use super::journal::PyJournal;
 use super::models::{
@@ -262,7 +262,7 @@ impl Client {
         beneficiaries: &Bound<'_, PyAny>,
     ) -> PyResult<QuoteRequest> {
         let buy_currency = text(buy_currency, "buy_currency")?;
-        let amount = amount("buy_amount", buy_amount)?;
+        let amount = amount_text("buy_amount", buy_amount)?;
         let sell_currency = text(sell_currency, "sell_currency")?;
         let beneficiaries = int(beneficiaries, "beneficiaries", Error::InvalidRequest)?;
         guard(|| QuoteRequest::new(&buy_currency, &amount, &sell_currency, beneficiaries))

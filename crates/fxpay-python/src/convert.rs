@@ -4,7 +4,7 @@ use fxpay_core::error::Error;
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{IntoPyDict, PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyType};
+use pyo3::types::{IntoPyDict, PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
 use rust_decimal::Decimal;
 use serde_json::Value;
 
@@ -212,11 +212,13 @@ pub fn decimal_to_py<'py>(py: Python<'py>, d: &Decimal) -> PyResult<Bound<'py, P
 }
 
 /// The text of an amount given as `Decimal`, `int`, `str` or `float` (its shortest repr).
+///
+/// The one rule for the type of an amount, wherever it is given (a `Client` method's
+/// argument, a model's field): anything else, a `bool` included, is a `TypeError` naming
+/// `field`. Its value is checked later, by the core (an `InvalidRequestError`).
 pub fn amount_text(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
     if value.is_instance_of::<PyBool>() {
-        return Err(to_pyerr(Error::invalid(format!(
-            "{field} must be a number, not a bool"
-        ))));
+        return Err(amount_type_error(field, value));
     }
     if value.is_instance_of::<PyFloat>() {
         return Ok(value.repr()?.to_string());
@@ -236,10 +238,14 @@ pub fn amount_text(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
     if value.is_instance_of::<PyString>() || value.is_instance(decimal_class(value.py())?)? {
         return Ok(value.str()?.to_string());
     }
-    Err(to_pyerr(Error::invalid(format!(
-        "{field} must be a Decimal, int, str or float, got {}",
-        value.get_type().name()?
-    ))))
+    Err(amount_type_error(field, value))
+}
+
+fn amount_type_error(field: &str, value: &Bound<'_, PyAny>) -> PyErr {
+    PyTypeError::new_err(format!(
+        "{field} must be a Decimal, int, str or float, not {}",
+        type_name(value)
+    ))
 }
 
 /// A number given as `Decimal`, `int`, `str` or `float` (its shortest repr), kept exactly
@@ -303,31 +309,4 @@ pub fn instant_from_py(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
         .call_method0("timestamp")
         .and_then(|t| t.extract())
         .map_err(|e| to_pyerr(Error::invalid(format!("{name} is out of range: {e}"))))
-}
-
-/// An amount argument's text: a `Decimal`, `int` (not a `bool`), `str` or `float`; anything
-/// else is a `TypeError` naming `field`. Its value is the core's to check.
-pub fn amount(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
-    let py = value.py();
-    static DECIMAL: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    let decimal = DECIMAL.get_or_try_init(py, || {
-        Ok::<_, PyErr>(
-            py.import("decimal")?
-                .getattr("Decimal")?
-                .cast_into::<PyType>()?
-                .unbind(),
-        )
-    })?;
-    let typed = !value.is_instance_of::<PyBool>()
-        && (value.is_instance_of::<PyInt>()
-            || value.is_instance_of::<PyFloat>()
-            || value.is_instance_of::<PyString>()
-            || value.is_instance(decimal.bind(py))?);
-    if !typed {
-        return Err(PyTypeError::new_err(format!(
-            "{field} must be a Decimal, int, str or float, not {}",
-            type_name(value)
-        )));
-    }
-    amount_text(field, value)
 }

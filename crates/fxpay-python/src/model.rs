@@ -18,8 +18,8 @@
 //! money, and as exact JSON (every number a `Decimal`) for models with money, because
 //! pythonize gives a number either as a float or as serde_json's private struct.
 use super::convert::{
-    decimal_from_py, decimal_to_py, instant_from_py, instant_to_py, int, opt_text, text, type_name,
-    value_to_py, wire_to_py,
+    decimal_from_py, decimal_to_py, instant_from_py, instant_to_py, int, opt_text, py_to_value,
+    text, type_name, value_to_py, wire_to_py,
 };
 use super::errors::to_pyerr;
 use fxpay_core::error::Error;
@@ -32,6 +32,7 @@ use pyo3::PyClass;
 use rust_decimal::Decimal;
 use serde_json::Value;
 use std::any::{Any, TypeId};
+use std::sync::OnceLock;
 
 /// How the nested models of a model (a quote's freebies, a deal's beneficiaries) cross:
 /// given by the file that declares the classes.
@@ -71,7 +72,9 @@ pub enum Raw {
 pub struct Slots {
     /// Each field's Python value, once made.
     values: Box<[PyOnceLock<Py<PyAny>>]>,
-    raw: PyOnceLock<Py<PyAny>>,
+    /// The JSON `raw` is made from, parsed on first use (or given back by `__setstate__`)
+    /// and never changed after: each `raw` is a new dict made from it.
+    json: OnceLock<Value>,
     source: Raw,
 }
 
@@ -79,7 +82,7 @@ impl Slots {
     pub fn new(source: Raw, fields: usize) -> Self {
         Slots {
             values: (0..fields).map(|_| PyOnceLock::new()).collect(),
-            raw: PyOnceLock::new(),
+            json: OnceLock::new(),
             source,
         }
     }
@@ -400,27 +403,36 @@ pub fn to_dict<'py, M: ModelClass>(slf: &Bound<'py, M>) -> PyResult<Bound<'py, P
     }
 }
 
-/// `raw`: the JSON the model was read from (unknown fields included), made on first use.
+/// `raw`: the JSON the model was read from (unknown fields included), as a new dict on
+/// every access. The model keeps the JSON itself, parsed on first use, out of Python's reach:
+/// changing a dict `raw` returned changes neither the model nor the next `raw`.
 pub fn raw<'py, M: ModelClass>(slf: &Bound<'py, M>) -> PyResult<Bound<'py, PyAny>> {
     let py = slf.py();
     let slots = slf.get().slots();
-    let raw = slots.raw.get_or_try_init(py, || {
-        let made = match &slots.source {
-            Raw::None => PyDict::new(py).into_any(),
-            Raw::Text(t) => value_to_py(py, &parse_json(t.as_bytes())?)?,
-            Raw::Value(v) => value_to_py(py, v)?,
-            Raw::Body(b) => {
-                let b = b.bind(py);
-                let bytes = match b.cast::<pyo3::types::PyBytes>() {
-                    Ok(bytes) => parse_json(bytes.as_bytes())?,
-                    Err(_) => parse_json(b.cast::<PyString>()?.to_str()?.as_bytes())?,
-                };
-                value_to_py(py, &bytes)?
-            }
-        };
-        Ok::<_, PyErr>(made.unbind())
-    })?;
-    Ok(raw.bind(py).clone())
+    let json = match slots.json.get() {
+        Some(v) => v,
+        None => {
+            let parsed = match &slots.source {
+                Raw::None => Value::Object(serde_json::Map::new()),
+                Raw::Text(t) => parse_json(t.as_bytes())?,
+                Raw::Value(v) => v.clone(),
+                Raw::Body(b) => {
+                    let b = b.bind(py);
+                    match b.cast::<pyo3::types::PyBytes>() {
+                        Ok(bytes) => parse_json(bytes.as_bytes())?,
+                        Err(_) => parse_json(b.cast::<PyString>()?.to_str()?.as_bytes())?,
+                    }
+                }
+            };
+            // Another thread may have set it meanwhile: theirs is the same JSON.
+            let _ = slots.json.set(parsed);
+            slots
+                .json
+                .get()
+                .ok_or_else(|| to_pyerr(Error::Internal("the kept JSON was not kept".into())))?
+        }
+    };
+    value_to_py(py, json)
 }
 
 fn parse_json(bytes: &[u8]) -> PyResult<Value> {
@@ -445,10 +457,27 @@ pub fn reduce<'py, M: ModelClass>(
     }
 }
 
-/// `__setstate__` of a model with `raw`: takes the pickled `raw` back.
-pub fn set_raw<M: ModelClass>(slf: &Bound<'_, M>, state: &Bound<'_, PyAny>) {
-    // A model being unpickled has no raw yet; one that has (a direct call) keeps its own.
-    let _ = slf.get().slots().raw.set(slf.py(), state.clone().unbind());
+/// `__setstate__` of a model with `raw`: takes the pickled `raw` back, checked as a
+/// constructor checks its arguments. The state must be a `dict` of JSON values (`None`,
+/// `bool`, `int`, `float`, `Decimal`, `str`, lists and dicts with `str` keys); anything else
+/// is a `TypeError`. Only a model that was just made by its class (as unpickling does) and has
+/// no `raw` yet takes one: on any other, `raw` is fixed and the call is a `TypeError`.
+pub fn set_raw<M: ModelClass>(slf: &Bound<'_, M>, state: &Bound<'_, PyAny>) -> PyResult<()> {
+    let name = M::Core::NAME;
+    if !state.is_instance_of::<PyDict>() {
+        return Err(PyTypeError::new_err(format!(
+            "{name}.__setstate__: the state (raw) must be a dict, not {}",
+            type_name(state)
+        )));
+    }
+    let json = py_to_value(state, &format!("{name}.raw"), true)?;
+    let slots = slf.get().slots();
+    if !matches!(slots.source, Raw::None) || slots.json.set(json).is_err() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} is immutable: its raw is fixed, __setstate__ is for unpickling only"
+        )));
+    }
+    Ok(())
 }
 
 // -- the class attributes ------------------------------------------------------------------
@@ -591,6 +620,7 @@ macro_rules! pymodel {
         super::model::pymodel! { @class $(#[$meta])* $name($core) $money {
             /// The whole JSON object the model was read from, unknown fields included
             /// (numbers exact: ``Decimal`` unless whole); an empty dict for one built by hand.
+            /// A new dict on each access: changing it changes nothing in the model.
             #[getter]
             fn raw<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
                 super::model::raw(slf)
@@ -600,7 +630,7 @@ macro_rules! pymodel {
                 super::model::reduce(slf, true)
             }
 
-            fn __setstate__(slf: &Bound<'_, Self>, state: &Bound<'_, PyAny>) {
+            fn __setstate__(slf: &Bound<'_, Self>, state: &Bound<'_, PyAny>) -> PyResult<()> {
                 super::model::set_raw(slf, state)
             }
 

@@ -45,7 +45,7 @@ pymodel! {
     ///
     /// ``amount`` accepts ``Decimal``, ``int``, ``str`` or a ``float`` (through its shortest
     /// repr) and is kept as an exact ``Decimal``; zero, negative and non-finite amounts raise
-    /// :class:`fxpay.InvalidRequestError`.
+    /// :class:`fxpay.InvalidRequestError`, any other type (``bool`` included) ``TypeError``.
     DealBeneficiary(core::DealBeneficiary) { money: true, raw: false } {}
 }
 

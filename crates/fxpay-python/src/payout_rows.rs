@@ -1,6 +1,6 @@
 //! `Client.pay_out`'s rows in: a table's records (dicts that `fxpay._payouts` made of a
 //! list, a pandas or a polars frame) become the core's rows.
-use super::convert::{amount, opt_text, text, type_name};
+use super::convert::{amount_text, opt_text, text, type_name};
 use super::models::beneficiary_from_py;
 use fxpay_core::error::Error;
 use fxpay_core::journal::payout::{Outcome, Row, RowBeneficiary, Status};
@@ -67,7 +67,7 @@ fn row_from_py(
         }
     }
     let amount = match need(rec, i, "buy_amount")? {
-        Ok(v) => amount(&name("buy_amount"), &v)?,
+        Ok(v) => amount_text(&name("buy_amount"), &v)?,
         Err(e) => return Ok(Err(e)),
     };
     let funding = opt_text(

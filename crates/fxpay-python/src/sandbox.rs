@@ -179,6 +179,11 @@ impl CoreSandbox {
         Ok(())
     }
 
+    /// The faults that have not fired, as the calls that added them.
+    fn unfired_faults(&self) -> PyResult<Vec<String>> {
+        Ok(self.served()?.unfired_faults())
+    }
+
     fn register_client(
         &self,
         client_id: &Bound<'_, PyAny>,

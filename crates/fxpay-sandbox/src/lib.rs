@@ -298,6 +298,11 @@ impl Sandbox {
             .add(path, Action::Delay { seconds }, 1);
     }
 
+    /// The faults that have not fired (all their uses), described as the calls that added them.
+    pub fn unfired_faults(&self) -> Vec<String> {
+        self.inner.state.faults.unfired()
+    }
+
     /// Stops accepting and ends every connection. Idempotent.
     pub fn shutdown(&self) {
         self.inner.shutdown.send_replace(true);

@@ -22,6 +22,7 @@ __all__ = [
     "check_journal",
     "check_nonce_settings",
     "complete_spot",
+    "headers_of",
     "logger",
     "nonce_for_unknown",
     "parse_unverified",
@@ -43,6 +44,12 @@ OK: Answer = (200, {"ok": True})
 DUPLICATE: Answer = (200, {"ok": True, "duplicate": True})
 BUSY: Answer = (409, {"ok": False, "error": "another delivery of this processId is being handled; try again"})
 LOOKUP_FAILED: Answer = (500, {"ok": False, "error": "nonce lookup failed"})
+#: How long a sender should wait before it tries again when the seen-set is down (seconds).
+SEEN_RETRY_AFTER = 5
+#: The seen-set raised (Redis down): 503 with ``Retry-After``, so the sender backs off until
+#: it is back instead of spending its retries on an outage.
+SEEN_UNAVAILABLE: Answer = (503, {"ok": False, "error": "the seen-set is unavailable; try again later"})
+#: The seen-set answered something that is none of "claimed", "seen", "busy" (a bug).
 SEEN_FAILED: Answer = (500, {"ok": False, "error": "the seen-set failed"})
 HANDLER_FAILED: Answer = (500, {"ok": False, "error": "the event handler failed"})
 
@@ -107,6 +114,11 @@ def after_claim(claim: Any, event: DealCreated) -> Answer:
         return BUSY
     logger.error("the seen-set's claim returned %r for DealCreated %s", claim, event.process_id)
     return SEEN_FAILED
+
+
+def headers_of(answer: Answer) -> dict[str, str] | None:
+    """The headers an answer carries: ``Retry-After`` on a 503."""
+    return {"Retry-After": str(SEEN_RETRY_AFTER)} if answer[0] == 503 else None
 
 
 def parse_unverified(body: bytes) -> DealCreated:

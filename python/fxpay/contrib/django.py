@@ -59,8 +59,10 @@ def deal_created_view(
     Answers: 200 ``{"ok": true}`` after ``on_event`` returned, or without calling it when the
     ``processId`` was handled before (``"duplicate": true``); 409 while another delivery of
     it is being handled; 401 when the nonce is missing, wrong or unknown; 400 when the body
-    is not a valid event; 500 when a lookup, the seen-set or ``on_event`` raised (logged on
-    the ``fxpay.webhooks`` logger; the ``processId`` is not marked seen), so the sender retries.
+    is not a valid event; 503 with ``Retry-After`` when the seen-set is unavailable (it raised:
+    Redis down), so the sender backs off; 500 when a lookup or ``on_event`` raised. Failures
+    are logged on the ``fxpay.webhooks`` logger and leave the ``processId`` unseen, so the
+    sender retries.
     """
     _receive.check_journal(journal)
     conf = _receive.settings(
@@ -111,7 +113,7 @@ def deal_created_view(
             claim = seen_claim(key)
         except Exception:
             _receive.logger.exception("the seen-set failed to claim DealCreated %s", event.process_id)
-            return _answer(_receive.SEEN_FAILED)
+            return _answer(_receive.SEEN_UNAVAILABLE)
         if claim != "claimed":
             return _answer(_receive.after_claim(claim, event))
         try:
@@ -137,4 +139,4 @@ def deal_created_view(
 
 
 def _answer(answer: _receive.Answer) -> JsonResponse:
-    return JsonResponse(answer[1], status=answer[0])
+    return JsonResponse(answer[1], status=answer[0], headers=_receive.headers_of(answer))

@@ -78,8 +78,10 @@ def deal_created_router(
     Answers: 200 ``{"ok": true}`` after ``on_event`` returned, or without calling it when the
     ``processId`` was handled before (``"duplicate": true``); 409 while another delivery of
     it is being handled; 401 when the nonce is missing, wrong or unknown; 400 when the body
-    is not a valid event; 500 when a lookup, the seen-set or ``on_event`` raised (logged on
-    the ``fxpay.webhooks`` logger; the ``processId`` is not marked seen), so the sender retries.
+    is not a valid event; 503 with ``Retry-After`` when the seen-set is unavailable (it raised:
+    Redis down), so the sender backs off; 500 when a lookup or ``on_event`` raised. Failures
+    are logged on the ``fxpay.webhooks`` logger and leave the ``processId`` unseen, so the
+    sender retries.
     """
     _receive.check_journal(journal)
     conf = _receive.settings(
@@ -128,7 +130,7 @@ def deal_created_router(
             claim = await seen_call(conf.seen.claim, key)
         except Exception:
             _receive.logger.exception("the seen-set failed to claim DealCreated %s", event.process_id)
-            return _answer(_receive.SEEN_FAILED)
+            return _answer(_receive.SEEN_UNAVAILABLE)
         if claim != "claimed":
             return _answer(_receive.after_claim(claim, event))
         try:
@@ -151,4 +153,4 @@ def deal_created_router(
 
 
 def _answer(answer: _receive.Answer) -> JSONResponse:
-    return JSONResponse(answer[1], status_code=answer[0])
+    return JSONResponse(answer[1], status_code=answer[0], headers=_receive.headers_of(answer))

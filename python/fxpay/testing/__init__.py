@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from ..errors import CassetteMismatchError
 from ._cassette import Cassette
+from ._checks import UnfiredFaultWarning
 from ._remote import RemoteSandbox
 from ._sandbox import Sandbox
 
-__all__ = ["Cassette", "CassetteMismatchError", "RemoteSandbox", "Sandbox"]
+__all__ = ["Cassette", "CassetteMismatchError", "RemoteSandbox", "Sandbox", "UnfiredFaultWarning"]

@@ -4,6 +4,7 @@ wrong type, an ``InvalidRequestError`` for a wrong value."""
 from __future__ import annotations
 
 import math
+import warnings
 
 from ..errors import InvalidRequestError
 
@@ -36,3 +37,14 @@ def check_nonneg_seconds(name: str, value: object) -> float:
     if not (math.isfinite(seconds) and seconds >= 0):
         raise InvalidRequestError(f"{name} must be a finite number >= 0")
     return seconds
+
+
+class UnfiredFaultWarning(UserWarning):
+    """A fault set with ``fail_next``, ``drop_next`` or ``delay_next`` that never fired before
+    ``reset()`` or ``close()``: most often a path that matches no request (see "Faults" in
+    docs/testing.md), so the test did not test what it meant to."""
+
+
+def warn_unfired(faults: list[str], when: str) -> None:
+    for fault in faults:
+        warnings.warn(f"{fault} never fired before {when}", UnfiredFaultWarning, stacklevel=3)

@@ -14,7 +14,7 @@ from typing import Any
 
 from .._fxpay import Client
 from ..errors import ConfigurationError, FxPayError, InvalidRequestError, TransportError
-from ._checks import check_nonneg_seconds, check_type
+from ._checks import check_nonneg_seconds, check_type, warn_unfired
 
 __all__ = ["RemoteSandbox"]
 
@@ -163,8 +163,15 @@ class RemoteSandbox:
         )
 
     def reset(self) -> None:
-        """Forgets every quote, beneficiary, deal, delivery and fault; zeroes the counters."""
+        """Forgets every quote, beneficiary, deal, delivery and fault; zeroes the counters.
+
+        Faults that never fired are reported as an :class:`UnfiredFaultWarning` (the admin
+        API gives their number; an embedded :class:`Sandbox` names each).
+        """
+        pending = int(self.stats().get("faults_pending", 0))
         self._call("POST", "reset")
+        if pending:
+            warn_unfired([f"{pending} fault(s) set with fail_next, drop_next or delay_next"], "reset()")
 
     # -- the consent flow ------------------------------------------------------------------
 

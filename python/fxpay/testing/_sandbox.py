@@ -18,7 +18,8 @@ from types import TracebackType
 from typing import Any
 
 from .._fxpay import Client, CoreSandbox
-from ._checks import check_flag, check_seconds
+from ..errors import FxPayError
+from ._checks import check_flag, check_seconds, warn_unfired
 
 __all__ = ["Sandbox"]
 
@@ -99,9 +100,12 @@ class Sandbox:
     def reset(self) -> None:
         """Forgets every quote, beneficiary, deal, delivery and fault; zeroes the counters.
 
-        Clients, users, tokens and the clock stay.
+        Clients, users, tokens and the clock stay. A fault that never fired is reported as an
+        :class:`UnfiredFaultWarning` naming it.
         """
+        unfired = self._core.unfired_faults()
         self._core.reset()
+        warn_unfired(unfired, "reset()")
 
     def register_client(self, client_id: str, client_secret: str, redirect_uris: list[str] | None = None) -> None:
         """Registers another OAuth client."""
@@ -146,7 +150,9 @@ class Sandbox:
         """Answers the next ``times`` requests to ``path`` with ``status`` without processing them.
 
         ``path`` is exact (``"/v1/payments/quotes"``), may start with a method
-        (``"POST /v1/payments/deals"``) and may end with ``*`` to match a prefix.
+        (``"POST /v1/payments/deals"``) and may end with ``*`` to match a prefix (the rules
+        are in docs/testing.md, "Faults"). A fault that never fires is reported when the
+        sandbox is reset or closed (:class:`UnfiredFaultWarning`).
         """
         self._core.fail_next(path, status, times, retry_after)
 
@@ -162,9 +168,16 @@ class Sandbox:
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Stops the sandbox. A fault that never fired is reported as an
+        :class:`UnfiredFaultWarning` naming it."""
         if not self._closed:
             self._closed = True
+            try:
+                unfired = self._core.unfired_faults()
+            except FxPayError:  # a forked child cannot inspect its parent's sandbox
+                unfired = []
             self._core.shutdown()
+            warn_unfired(unfired, "close()")
 
     def __enter__(self) -> Sandbox:
         return self

@@ -247,6 +247,7 @@ class NotAStore:
     ("kwargs", "name"),
     [
         (dict(timeout="30"), "timeout"),
+        (dict(timeout="x"), "timeout"),
         (dict(timeout=None), "timeout"),
         (dict(timeout=True), "timeout"),
         (dict(max_retries=1.0), "max_retries"),

@@ -11,6 +11,8 @@ import fxpay
 
 from conftest import make_beneficiary
 
+PID = "3f2504e0-4f89-11d3-9a0c-0305e82c3301"
+
 
 def requests_made(sb: fxpay.testing.Sandbox) -> int:  # type: ignore[name-defined]
     return int(sb.stats()["requests"])
@@ -54,6 +56,24 @@ def test_an_amount_of_a_wrong_type_is_a_type_error_naming_it(fxpay_sandbox, amou
     assert requests_made(fxpay_sandbox) == 0
 
 
+@pytest.mark.parametrize("amount", [True, False, [1], None, b"10", object(), {"amount": 1}])
+def test_an_amount_of_a_wrong_type_is_refused_alike_everywhere(fxpay_sandbox, amount) -> None:  # type: ignore[no-untyped-def]
+    # One rule in one place: a Client argument and a model field refuse a wrong-typed amount
+    # (a bool included) with the same TypeError, naming the parameter or the field.
+    c = fxpay_sandbox.client()
+    with pytest.raises(TypeError) as by_client:
+        c.create_quote(buy_currency="USD", buy_amount=amount, sell_currency="AUD")
+    with pytest.raises(TypeError) as by_model:
+        fxpay.DealBeneficiary(PID, amount, "Invoice", "INV-1")
+    with pytest.raises(TypeError) as by_freebies:
+        fxpay.Freebies(total=amount, claimed=0, remaining=0)
+    assert str(by_client.value).startswith("buy_amount must be a Decimal, int, str or float, not ")
+    assert str(by_model.value) == str(by_client.value).replace("buy_amount", "DealBeneficiary.amount")
+    assert str(by_freebies.value) == str(by_client.value).replace("buy_amount", "Freebies.total")
+    assert not isinstance(by_model.value, fxpay.FxPayError)
+    assert requests_made(fxpay_sandbox) == 0
+
+
 async def test_bad_inputs_async_send_nothing(fxpay_sandbox) -> None:  # type: ignore[no-untyped-def]
     c = fxpay_sandbox.client()
     with pytest.raises(fxpay.InvalidRequestError):
@@ -80,7 +100,7 @@ def test_bad_beneficiaries_send_nothing(fxpay_sandbox, overrides) -> None:  # ty
     assert requests_made(fxpay_sandbox) == 0
 
 
-@pytest.mark.parametrize("amount", [0, -1, "0.00", Decimal("-0.01"), math.nan, "abc", None])
+@pytest.mark.parametrize("amount", [0, -1, "0.00", Decimal("-0.01"), math.nan, "abc"])
 def test_deal_beneficiary_amounts(amount: object) -> None:
     with pytest.raises(fxpay.InvalidRequestError):
         fxpay.DealBeneficiary("b", amount, "r", "x")  # type: ignore[arg-type]

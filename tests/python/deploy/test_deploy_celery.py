@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,10 +20,11 @@ from typing import Any
 
 import pytest
 
+from conftest import need, need_program
+
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the prefork pool needs fork")
 
 APPS = Path(__file__).parent / "apps"
-REDIS_SERVER = shutil.which("redis-server")
 RESULT_TIMEOUT = 90.0
 
 
@@ -47,15 +47,12 @@ def stop(proc: subprocess.Popen[bytes], grace: float) -> None:
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[str]:
-    pytest.importorskip("celery")
-    redis = pytest.importorskip("redis")
-    if REDIS_SERVER is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is not installed (scripts/setup installs it)")
-        pytest.skip("redis-server is not installed")
+    need("celery")
+    redis = need("redis")
+    redis_server = need_program("redis-server")
     port = free_port()
     proc = subprocess.Popen(
-        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+        [redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

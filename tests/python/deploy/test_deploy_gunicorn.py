@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from conftest import need
+
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="gunicorn needs fork")
 
 APPS = Path(__file__).parent / "apps"
@@ -48,12 +50,12 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(params=["sync", "uvicorn"])
 def gunicorn(request: pytest.FixtureRequest, fxpay_sandbox: Any, tmp_path: Path) -> Iterator[tuple[int, int, Path]]:
-    pytest.importorskip("gunicorn")
+    need("gunicorn")
     if request.param == "sync":
         worker = ["wsgi_app:app"]
     else:
-        pytest.importorskip("fastapi")
-        pytest.importorskip("uvicorn.workers")
+        need("fastapi")
+        need("uvicorn.workers")
         worker = ["-k", "uvicorn.workers.UvicornWorker", "asgi_app:app"]
     port = free_port()
     log = tmp_path / "gunicorn.log"

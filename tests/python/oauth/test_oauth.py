@@ -68,6 +68,57 @@ def test_state_mismatch(fxpay_sandbox, fxpay_client) -> None:  # type: ignore[no
     assert fxpay_sandbox.stats()["token_requests"] == 0
 
 
+@pytest.mark.parametrize(
+    "redirect_uri",
+    [
+        "https:///nohost",
+        "https:/nohost",
+        "https://:8443/cb",
+        "https://app.example/cb\r\nX-Injected: 1",
+        "https://app.example/c\nb",
+        "https://app.example/c\rb",
+        "https://app.example/c\tb",
+        "https://app.example/c b",
+        " https://app.example/cb",
+        "https://app.example/cb ",
+        "https://app.example/cb\x00",
+        "https://app.example/cb\x7f",
+        "https://app.example/c\u00a0b",
+        "https://app.example/c\u2028b",
+        "com.example.app:/o\nauth",
+    ],
+)
+def test_malformed_redirect_uris_are_configuration_errors(fxpay_sandbox, fxpay_client, redirect_uri: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(fxpay.ConfigurationError, match="redirect_uri"):
+        fxpay_client.authorization_url(redirect_uri)
+    assert fxpay_sandbox.stats()["requests"] == 0
+
+
+@pytest.mark.parametrize("repeat", ["state=WRONG&code=x&state={s}", "state={s}&code=x&state=WRONG", "state={s}&state={s}&code=x"])
+def test_a_repeated_state_is_refused_before_any_request(fxpay_sandbox, fxpay_client, repeat: str) -> None:  # type: ignore[no-untyped-def]
+    auth, callback = login(fxpay_sandbox, fxpay_client)
+    code = callback.split("code=", 1)[1].split("&", 1)[0]
+    before = fxpay_sandbox.stats()["token_requests"]
+    forged = f"{fxpay_sandbox.redirect_uri}?" + repeat.format(s=auth.state).replace("code=x", f"code={code}")
+    with pytest.raises(fxpay.StateMismatchError):
+        fxpay_client.exchange_code(auth, forged)
+    assert fxpay_sandbox.stats()["token_requests"] == before
+    # The code was not redeemed: the genuine callback still works.
+    assert fxpay_client.exchange_code(auth, callback).access_token
+
+
+def test_a_repeated_code_is_refused_before_any_request(fxpay_sandbox, fxpay_client) -> None:  # type: ignore[no-untyped-def]
+    auth, callback = login(fxpay_sandbox, fxpay_client)
+    code = callback.split("code=", 1)[1].split("&", 1)[0]
+    before = fxpay_sandbox.stats()["token_requests"]
+    for forged in (f"?code=other&state={auth.state}&code={code}", f"?code={code}&state={auth.state}&code={code}"):
+        with pytest.raises(fxpay.OAuthError, match="repeats the parameter") as ei:
+            fxpay_client.exchange_code(auth, forged)
+        assert ei.value.error == "invalid_request"
+    assert fxpay_sandbox.stats()["token_requests"] == before
+    assert fxpay_client.exchange_code(auth, callback).access_token
+
+
 def test_codes_are_single_use(fxpay_sandbox, fxpay_client) -> None:  # type: ignore[no-untyped-def]
     auth, callback = login(fxpay_sandbox, fxpay_client)
     fxpay_client.exchange_code(auth, callback)

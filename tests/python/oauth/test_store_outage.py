@@ -5,8 +5,6 @@ restarted by the test."""
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import socket
 import subprocess
 import time
@@ -18,8 +16,9 @@ import pytest
 
 import fxpay
 
-redis = pytest.importorskip("redis")
-REDIS_SERVER = shutil.which("redis-server")
+from conftest import need, need_program
+
+redis = need("redis")
 
 
 def free_port() -> int:
@@ -31,18 +30,18 @@ def free_port() -> int:
 class RedisServer:
     """A redis-server on a fixed loopback port that can be stopped and started again."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, program: str) -> None:
+        self.program = program
         self.port = free_port()
         self.workdir = workdir
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        assert REDIS_SERVER is not None
         # No automatic snapshots; a snapshot is written only when `stop(save=True)` asks.
         self.proc = subprocess.Popen(
             [
-                REDIS_SERVER,
+                self.program,
                 "--port",
                 str(self.port),
                 "--bind",
@@ -88,11 +87,7 @@ class RedisServer:
 
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    if REDIS_SERVER is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is not installed (scripts/setup installs it)")
-        pytest.skip("redis-server is not installed")
-    server = RedisServer(tmp_path)
+    server = RedisServer(tmp_path, need_program("redis-server"))
     server.start()
     yield server
     if server.proc is not None:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from conftest import need
 from served_support import remote, served
 
 pytest_plugins = ["pytester"]
@@ -166,7 +167,7 @@ def _record_worker(fxpay_sandbox):
 
 
 def test_xdist_four_workers_each_with_its_own_sandboxes(suite: pytest.Pytester) -> None:
-    pytest.importorskip("xdist")
+    need("xdist")
     suite.makeconftest(WORKER_LOG)
     many = "\n".join(
         f"def test_many_{i}(fxpay_sandbox, fxpay_client):\n"
@@ -192,7 +193,7 @@ def test_xdist_four_workers_each_with_its_own_sandboxes(suite: pytest.Pytester) 
 def test_xdist_with_one_served_sandbox_is_a_usage_error(
     suite: pytest.Pytester, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("xdist")
+    need("xdist")
     for name in ("FXPAY_BASE_URL", "FXPAY_CLIENT_ID", "FXPAY_CLIENT_SECRET", "FXPAY_ADMIN_TOKEN"):
         monkeypatch.setenv(name, env[name])
     result = suite.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")

@@ -65,3 +65,45 @@ def test_remote_skips_faults(pytester: pytest.Pytester, monkeypatch: pytest.Monk
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+ASYNC_SUITE = """
+import pytest
+
+@pytest.mark.asyncio
+async def test_marked(fxpay_client):
+    qid = await fxpay_client.create_quote_async(buy_currency="USD", buy_amount=100, sell_currency="EUR")
+    assert (await fxpay_client.get_quote_async(qid)).buy_amount == 100
+
+async def test_unmarked(fxpay_client):
+    qid = await fxpay_client.create_quote_async(buy_currency="USD", buy_amount=100, sell_currency="EUR")
+    assert qid
+"""
+
+
+def docs_toml(section: str) -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "testing.md").read_text()
+    part = text.split("## The pytest plugin", 1)[1].split("\n## ", 1)[0]
+    assert section in part
+    return part.split("```toml\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.parametrize("mode", ["strict", "docs"])
+def test_async_tests_run_as_docs_testing_md_says(pytester: pytest.Pytester, mode: str) -> None:
+    # Issue 23 item 10: awaitable tests with the plugin need pytest-asyncio's mode; the docs
+    # now say how, and what they say works.
+    pytester.makepyfile(test_user=ASYNC_SUITE)
+    if mode == "docs":
+        pytester.makefile(".toml", pyproject=docs_toml('asyncio_mode = "auto"'))
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+        result.assert_outcomes(passed=2)
+    else:
+        strict = '[tool.pytest.ini_options]\nasyncio_mode = "strict"\nasyncio_default_fixture_loop_scope = "function"\n'
+        pytester.makefile(".toml", pyproject=strict)
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+        outcomes = result.parseoutcomes()
+        assert outcomes.get("passed") == 1  # the marked one only
+        assert outcomes.get("failed", 0) + outcomes.get("skipped", 0) == 1
+        result.stdout.fnmatch_lines(["*async def functions are not natively supported*"])

@@ -6,6 +6,10 @@ from __future__ import annotations
 import importlib.metadata
 import subprocess
 import sys
+import warnings
+from pathlib import Path
+
+import pytest
 
 import fxpay
 import fxpay.errors
@@ -30,7 +34,7 @@ def test_import_fxpay_imports_neither_testing_nor_pytest() -> None:
 
 
 def test_the_names_of_fxpay_testing() -> None:
-    assert sorted(fxpay.testing.__all__) == ["Cassette", "CassetteMismatchError", "RemoteSandbox", "Sandbox"]
+    assert sorted(fxpay.testing.__all__) == ["Cassette", "CassetteMismatchError", "RemoteSandbox", "Sandbox", "UnfiredFaultWarning"]
     assert fxpay.testing.CassetteMismatchError is fxpay.errors.CassetteMismatchError
     assert issubclass(fxpay.testing.CassetteMismatchError, fxpay.FxPayError)
     for name in fxpay.testing.__all__:
@@ -52,3 +56,40 @@ def test_python_m_fxpay_sandbox_still_serves() -> None:
     r = subprocess.run([sys.executable, "-m", "fxpay.sandbox", "--help"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "--tls" in r.stdout
+
+
+def test_a_fault_that_never_fired_is_a_warning_naming_it() -> None:
+    # Issue 23 item 10: an unfired fault was silent; a typo in its path went unnoticed.
+    with warnings.catch_warnings(record=True) as caught, fxpay.testing.Sandbox() as sb:
+        warnings.simplefilter("always")
+        sb.fail_next("POST /v1/payments/quotes/", 503, times=2)  # a trailing slash: no match
+        sb.fail_next("post /v1/payments/quotes", 502)  # fires: method any case, exact path
+        sb.delay_next("/v1/payments/quotes/*", 0.1)  # a prefix: not the collection itself
+        with sb.client(max_retries=0) as c, pytest.raises(fxpay.ServerError):
+            c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="AUD")
+        sb.reset()
+        sb.drop_next("/v1/payments/deals", after_processing=False)
+    assert {w.category for w in caught} == {fxpay.testing.UnfiredFaultWarning}
+    assert [str(w.message) for w in caught] == [
+        'fail_next("POST /v1/payments/quotes/", 503): 2 use(s) left never fired before reset()',
+        'delay_next("/v1/payments/quotes/*", 0.1): 1 use(s) left never fired before reset()',
+        'drop_next("/v1/payments/deals", after_processing=False): 1 use(s) left never fired before close()',
+    ]
+
+
+def test_faults_that_fired_warn_nothing() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fxpay.testing.Sandbox() as sb:
+            with sb.client() as c:
+                qid = c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="AUD")
+                sb.fail_next("GET /v1/payments/quotes/*", 503, retry_after=0)
+                c.get_quote(qid)  # fails once, retried
+            sb.reset()
+
+
+def test_the_docs_give_the_fault_path_rules() -> None:
+    text = (Path(__file__).resolve().parents[3] / "docs" / "testing.md").read_text()
+    section = text.split("### Faults", 1)[1].split("\n#", 1)[0]
+    for rule in ("exactly that path", "a trailing `*`", "limits the rule to that", "UnfiredFaultWarning"):
+        assert rule in section

@@ -4,7 +4,9 @@ receiver processes sharing one RedisSeenSet."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +19,7 @@ import fxpay
 from fxpay.seen import DEFAULT_TTL, MemorySeenSet, RedisSeenSet, SeenSet
 
 import webhook_support as tw
-from conftest import all_at_once
+from conftest import all_at_once, need
 from receiver_support import new_prefix, redis_server, serve, wait_for
 from webhook_support import DID, NONCE, OTHER_PID, PID, dumps, fail, success
 
@@ -81,6 +83,14 @@ class Bogus(MemorySeenSet):
         return True
 
 
+def closed_redis_url() -> str:
+    """The URL of a Redis that is down: a loopback port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    return f"redis://127.0.0.1:{port}/0"
+
+
 class App:
     def __init__(self) -> None:
         self.rec = tw.Recorder()
@@ -118,7 +128,11 @@ class App:
             ("/by-ref", {"nonce_for_ref": self.refs.get, "on_event": self.on_ref_event}),
             ("/by-order", {"nonce_for_ref": self.refs.get, "on_event": self.on_ref_event, "ref_param": "order"}),
             ("/by-ref-boom", {"nonce_for_ref": self.ref_lookup_explodes, "on_event": self.on_ref_event}),
-        ]
+        ] + (
+            [("/redis-down", {"nonce": NONCE, "on_event": rec.record, "seen": RedisSeenSet(url=closed_redis_url(), socket_timeout=2.0)})]
+            if importlib.util.find_spec("redis")
+            else []
+        )
 
 
 @pytest.fixture(params=["fastapi", "django"])
@@ -223,13 +237,22 @@ def test_an_unverified_delivery_neither_marks_seen_nor_passes_as_a_repeat(served
 
 def test_a_failing_seen_set(served: tuple[httpx.Client, App]) -> None:
     http, app = served
+    # The seen-set is down (Redis outage): 503 with Retry-After, so the sender backs off
+    # instead of spending its retries on the outage (issue 23 item 8).
     r = post(http, "/claim-down", success())
-    assert r.status_code == 500
-    assert "seen-set" in r.json()["error"]
+    assert r.status_code == 503
+    assert r.headers["retry-after"] == "5"
+    assert "seen-set is unavailable" in r.json()["error"]
     assert app.rec.events == []
-    # A claim that is none of "claimed", "seen", "busy" is a failure of the seen-set too.
+    # A real RedisSeenSet whose Redis is down answers the same.
+    need("redis")
+    r = post(http, "/redis-down", success())
+    assert (r.status_code, r.headers["retry-after"]) == (503, "5")
+    assert app.rec.events == []
+    # A claim that is none of "claimed", "seen", "busy" is a bug of the seen-set: a 500.
     r = post(http, "/bogus-seen", success())
     assert r.status_code == 500
+    assert "retry-after" not in r.headers
     assert "seen-set" in r.json()["error"]
     assert app.rec.events == []
     # on_event ran, so the answer is 200 even though the seen-set could not record it.

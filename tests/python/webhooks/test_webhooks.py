@@ -39,6 +39,33 @@ def test_success_event() -> None:
     assert ev.to_dict() == success()
 
 
+ERR = FieldError("validation:beneficiary:1004", "PaymentReason", "Payment reason must not be empty")
+
+
+@pytest.mark.parametrize(
+    ("args", "field", "body"),
+    [
+        (("success", "p-1", DID, []), "process_id", success(pid="p-1")),
+        (("success", PID, None, []), "deal_id", None),
+        (("success", PID, "d-1", []), "deal_id", success(dealId="d-1")),
+        (("success", PID, DID, [ERR]), "errors", None),
+        (("fail", PID, DID, [ERR]), "deal_id", None),
+        (("fail", PID, None, []), "errors", None),
+        (("fail", "not-a-uuid", None, [ERR]), "process_id", None),
+        (("fail", PID, None, [FieldError("a:b:1", None, "m")]), "field_name", None),
+    ],
+)
+def test_the_constructor_checks_what_the_parser_checks(args: tuple[Any, ...], field: str, body: Any) -> None:
+    with pytest.raises(fxpay.InvalidRequestError, match=field):
+        DealCreated(*args)
+    if body is not None:
+        with pytest.raises(WebhookPayloadError):
+            fxpay.parse_deal_created(dumps(body))
+    # What the constructor accepts, the parser accepts too, and the other way round.
+    for good in (DealCreated("success", PID, DID, []), DealCreated("fail", PID, None, [ERR])):
+        assert fxpay.parse_deal_created(json.dumps(good.to_dict())) == good
+
+
 def test_fail_event_with_parsed_error_codes() -> None:
     body = fail(n=2)
     body["eventBody"]["errors"][1]["errorCode"] = "not-three-parts"
@@ -86,15 +113,17 @@ def test_raw_is_the_whole_json_with_exact_numbers_and_unknown_fields() -> None:
 
 
 @pytest.mark.parametrize("as_text", [False, True])
-def test_raw_is_built_on_first_use_and_kept(as_text: bool) -> None:
+def test_raw_is_built_on_first_use_as_a_new_dict_each_time(as_text: bool) -> None:
     data = dumps(success())[:-1] + b',"amount":10.50}'
     body: bytes | str = data.decode() if as_text else data
     ev = fxpay.parse_deal_created(body)
     copied = pickle.loads(pickle.dumps(ev))
     raw = ev.raw
     assert raw == json.loads(data, parse_float=Decimal)
-    assert ev.raw is raw
-    assert copied.raw == raw
+    assert ev.raw is not raw  # a new dict each time (issue 23 item 3): edits stay in it
+    raw["status"] = "fail"
+    assert ev.raw == json.loads(data, parse_float=Decimal)
+    assert copied.raw == ev.raw
     assert copied == ev
     assert fxpay.to_records([ev])[0]["process_id"] == PID
     with pytest.raises(AttributeError, match="no attribute 'nope'"):

@@ -12,6 +12,8 @@ import httpx
 import pytest
 
 import fxpay
+import fxpay.contrib._receive
+from fxpay.seen import Claim, MemorySeenSet
 
 import webhook_support as tw
 from conftest import make_beneficiary
@@ -26,6 +28,8 @@ class App:
         self.nonces: dict[str, str] = {}
         self.events: list[fxpay.DealCreated] = []
         self.flaky_failures = 0
+        # Down for longer than the sandbox's whole default retry schedule (1.4 s).
+        self.outage = Outage(2.0)
 
     def remember(self, spot: fxpay.SpotDeal) -> None:
         assert spot.callback_nonce is not None
@@ -48,10 +52,27 @@ class App:
         self.record(ev)
 
 
+class Outage(MemorySeenSet):
+    """A seen-set that is down (Redis unreachable) for ``seconds`` from its first claim."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.claims: list[float] = []
+
+    def claim(self, key: str) -> Claim:
+        now = time.monotonic()
+        self.claims.append(now)
+        if now - self.claims[0] < self.seconds:
+            raise ConnectionError("redis is down")
+        return super().claim(key)
+
+
 def app_routes(app: App) -> list[tuple[str, dict[str, Any]]]:
     return [
         ("/hooks/deal", {"nonce_for": app.nonce_for, "on_event": app.record}),
         ("/hooks/flaky", {"nonce_for": app.nonce_for, "on_event": app.flaky}),
+        ("/hooks/outage", {"nonce_for": app.nonce_for, "on_event": app.record, "seen": app.outage}),
     ]
 
 
@@ -168,3 +189,20 @@ def test_a_500_makes_the_sandbox_retry_and_the_retry_is_accepted(fxpay_sandbox: 
     assert [d["status"] for d in attempts] == [500, 200]
     assert [d["attempt"] for d in attempts] == [1, 2]
     assert app.events[0].process_id == s.process_id
+
+
+def test_a_seen_set_outage_is_a_503_the_sandbox_waits_out(
+    fxpay_sandbox: Any, receiver: tuple[str, App], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 23 item 8: with 500s, a 2 s outage outlasted the sender's retries and the event
+    # was lost. A 503 with Retry-After makes the sender wait until the seen-set is back.
+    monkeypatch.setattr(fxpay.contrib._receive, "SEEN_RETRY_AFTER", 3, raising=False)
+    base, app = receiver
+    c = fxpay_sandbox.client()
+    s = spot(fxpay_sandbox, c, f"{base}/hooks/outage", app=app)
+    wait_for(lambda: len(app.events) == 1, seconds=20)
+    attempts = deliveries_for(fxpay_sandbox, s.process_id)
+    assert [d["status"] for d in attempts] == [503, 200]
+    assert app.events[0].process_id == s.process_id
+    first, second = app.outage.claims
+    assert second - first >= 3.0  # the sandbox waited as Retry-After asked

@@ -18,7 +18,39 @@ pub fn random_token(n: usize) -> Result<String> {
 
 /// A redirect URI must be `https://` or a custom scheme (native apps); plain http is refused.
 /// Whatever its scheme, it must not carry a fragment (RFC 6749 3.1.2).
+///
+/// The URI is checked as written, not as `url` would mend it: `url` drops tabs, CR and LF
+/// anywhere and spaces at either end, and reads `https:///cb` or `https:/cb` as the host
+/// `cb`. A URI that needs mending is not the one the service has registered, so any control
+/// or space character, and an `https` URI whose authority (after `https://`) names no host,
+/// are refused.
 pub fn check_redirect_uri(uri: &str) -> Result<()> {
+    if let Some(c) = uri.chars().find(|c| c.is_control() || c.is_whitespace()) {
+        return Err(Error::config(format!(
+            "redirect_uri must not contain control or space characters, got {c:?} in {uri:?}"
+        )));
+    }
+    if uri
+        .get(..6)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https:"))
+    {
+        let authority = uri[6..]
+            .strip_prefix("//")
+            .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or_default());
+        let host = authority.map(|a| {
+            let host_port = a.rsplit('@').next().unwrap_or_default();
+            if host_port.starts_with('[') {
+                host_port
+            } else {
+                host_port.split(':').next().unwrap_or_default()
+            }
+        });
+        if host.is_none_or(str::is_empty) {
+            return Err(Error::config(format!(
+                "an https redirect_uri must be https://<host>/..., got {uri:?} with no host"
+            )));
+        }
+    }
     let parsed = url::Url::parse(uri)
         .map_err(|e| Error::config(format!("redirect_uri {uri:?} is not an absolute URI: {e}")))?;
     if parsed.fragment().is_some() {
@@ -26,8 +58,6 @@ pub fn check_redirect_uri(uri: &str) -> Result<()> {
             "redirect_uri must not have a fragment, got {uri:?}"
         )));
     }
-    // `url` refuses an https URL without a host ("https://", "https:"), so every
-    // https one that parsed names a host.
     match parsed.scheme() {
         "http" | "ws" | "wss" | "ftp" | "file" | "data" | "javascript" => Err(Error::config(
             format!("redirect_uri must be https:// or a custom scheme, got {uri:?}"),
@@ -107,6 +137,11 @@ pub fn authorization_url(
 
 /// Reads the callback (a full URL, or its query string) and returns the code, after checking
 /// the state in constant time and turning `error=` into `Error::OAuth`.
+///
+/// RFC 6749 3.1 forbids repeating a parameter. A callback that repeats `state` is refused as
+/// a state mismatch whatever its values (a forged one may come first or last), and one that
+/// repeats `code`, `error` or `error_description` as an `invalid_request`, before anything is
+/// sent: which code to redeem is not ours to guess.
 pub fn code_from_callback(auth: &AuthorizationRequest, callback: &str) -> Result<String> {
     let query = match callback.find('?') {
         Some(i) => &callback[i + 1..],
@@ -117,14 +152,33 @@ pub fn code_from_callback(auth: &AuthorizationRequest, callback: &str) -> Result
     let mut state = None;
     let mut error = None;
     let mut description = None;
+    let mut repeated: Option<&'static str> = None;
+    let mut state_repeated = false;
     for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
-        match k.as_ref() {
-            "code" => code = Some(v.into_owned()),
-            "state" => state = Some(v.into_owned()),
-            "error" => error = Some(v.into_owned()),
-            "error_description" => description = Some(v.into_owned()),
-            _ => {}
+        let (slot, name) = match k.as_ref() {
+            "code" => (&mut code, "code"),
+            "state" => (&mut state, "state"),
+            "error" => (&mut error, "error"),
+            "error_description" => (&mut description, "error_description"),
+            _ => continue,
+        };
+        if slot.replace(v.into_owned()).is_some() {
+            if name == "state" {
+                state_repeated = true;
+            } else {
+                repeated.get_or_insert(name);
+            }
         }
+    }
+    if state_repeated {
+        return Err(Error::StateMismatch);
+    }
+    if let Some(name) = repeated {
+        return Err(Error::OAuth {
+            error: "invalid_request".into(),
+            description: Some(format!("the callback repeats the parameter {name:?}")),
+            status: None,
+        });
     }
     let state_ok = state
         .as_deref()
@@ -231,7 +285,6 @@ mod tests {
 
     #[test]
     fn an_https_redirect_uri_always_names_a_host() {
-        // Why check_redirect_uri has no "https without a host" arm: such a URI never parses.
         for hostless in ["https://", "https:", "https://:443/cb", "https://?x=1"] {
             assert!(url::Url::parse(hostless).is_err(), "{hostless:?}");
             assert!(
@@ -239,11 +292,60 @@ mod tests {
                 "{hostless:?}"
             );
         }
-        // Missing or extra slashes are mended, and the first segment is read as the host
-        // ("https:/cb" and "https:///cb" are both "https://cb/").
-        for mended in ["https:/cb", "https:///cb"] {
-            let parsed = url::Url::parse(mended).expect(mended);
-            assert_eq!(parsed.host_str(), Some("cb"), "{mended:?}");
+        // `url` mends missing or extra slashes and reads the first segment as the host
+        // ("https:/cb" and "https:///cb" are both "https://cb/"); the check does not.
+        for mended in [
+            "https:/cb",
+            "https:///cb",
+            "https:///nohost",
+            "HTTPS:///nohost",
+            "https:cb",
+            "https://user@/cb",
+            "https://:8443",
+        ] {
+            let err = check_redirect_uri(mended).expect_err(mended);
+            assert!(
+                matches!(&err, Error::Configuration(m) if m.contains("no host")),
+                "{mended:?}: {err:?}"
+            );
+        }
+        for fine in [
+            "https://app.example/cb",
+            "https://app.example:8443/cb?x=1",
+            "https://u@app.example/cb",
+            "https://[::1]:8443/cb",
+            "HTTPS://APP.EXAMPLE/cb",
+        ] {
+            assert!(check_redirect_uri(fine).is_ok(), "{fine:?}");
+        }
+    }
+
+    #[test]
+    fn a_redirect_uri_with_a_control_or_space_character_is_refused() {
+        // `url` would silently drop each of these (or percent-encode it), and send a URI
+        // that is not the one given.
+        for bad in [
+            "https://app.example/cb\r\n",
+            "https://app.example/c\nb",
+            "https://app.ex\rample/cb",
+            "https://app.example/c\tb",
+            " https://app.example/cb",
+            "https://app.example/cb ",
+            "https://app.example/c b",
+            "https://app.example/cb\u{0}",
+            "https://app.example/cb\u{7f}",
+            "https://app.example/cb\u{85}",
+            "https://app.example/c\u{a0}b",
+            "https://app.example/c\u{2028}b",
+            "https://app.example/c\u{3000}b",
+            "com.example.app:/oauth\n",
+            "com.example.app:/o auth",
+        ] {
+            let err = check_redirect_uri(bad).expect_err(bad);
+            assert!(
+                matches!(&err, Error::Configuration(m) if m.contains("control or space")),
+                "{bad:?}: {err:?}"
+            );
         }
     }
 
@@ -287,6 +389,51 @@ mod tests {
         assert!(
             matches!(code_from_callback(&a, &denied), Err(Error::OAuth { error, .. }) if error == "access_denied")
         );
+    }
+
+    #[test]
+    fn a_repeated_state_is_a_mismatch_whichever_value_comes_last() {
+        let a = auth();
+        let s = &a.state;
+        for cb in [
+            format!("?state=WRONG&code=x&state={s}"),
+            format!("?state={s}&code=x&state=WRONG"),
+            format!("?state={s}&code=x&state={s}"),
+            format!("https://app.example/cb?state={s}&state={s}&code=x"),
+            format!("?error=access_denied&state={s}&state=WRONG"),
+        ] {
+            assert!(
+                matches!(code_from_callback(&a, &cb), Err(Error::StateMismatch)),
+                "{cb}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_repeated_code_or_error_is_an_invalid_request() {
+        let a = auth();
+        let s = &a.state;
+        for (cb, name) in [
+            (format!("?code=x&state={s}&code=y"), "code"),
+            (format!("?code=x&code=x&state={s}"), "code"),
+            (format!("?code=&code=y&state={s}"), "code"),
+            (format!("?error=a&error=b&state={s}"), "error"),
+            (
+                format!("?error=a&error_description=x&error_description=y&state={s}"),
+                "error_description",
+            ),
+        ] {
+            match code_from_callback(&a, &cb) {
+                Err(Error::OAuth {
+                    error, description, ..
+                }) => {
+                    assert_eq!(error, "invalid_request", "{cb}");
+                    let d = description.unwrap_or_default();
+                    assert!(d.contains(&format!("{name:?}")), "{cb}: {d}");
+                }
+                other => panic!("{cb}: expected Error::OAuth, got {other:?}"),
+            }
+        }
     }
 
     #[test]

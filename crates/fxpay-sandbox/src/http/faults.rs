@@ -118,6 +118,43 @@ impl Faults {
     pub fn pending(&self) -> usize {
         self.active.load(Ordering::Acquire)
     }
+
+    /// The rules with uses left, each as the call that added it would be written
+    /// (`fail_next('POST /v1/payments/deals', 503), 2 of 2 left`), in the order they were added.
+    pub fn unfired(&self) -> Vec<String> {
+        let rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        rules.iter().map(Rule::describe).collect()
+    }
+}
+
+impl Rule {
+    fn describe(&self) -> String {
+        let spec = format!(
+            "{}{}{}",
+            self.method
+                .as_ref()
+                .map(|m| format!("{m} "))
+                .unwrap_or_default(),
+            self.path,
+            if self.prefix { "*" } else { "" }
+        );
+        let call = match self.action {
+            Action::Fail {
+                status,
+                retry_after: None,
+            } => format!("fail_next({spec:?}, {status})"),
+            Action::Fail {
+                status,
+                retry_after: Some(r),
+            } => format!("fail_next({spec:?}, {status}, retry_after={r})"),
+            Action::Drop { after_processing } => format!(
+                "drop_next({spec:?}, after_processing={})",
+                if after_processing { "True" } else { "False" }
+            ),
+            Action::Delay { seconds } => format!("delay_next({spec:?}, {seconds})"),
+        };
+        format!("{call}: {} use(s) left", self.remaining)
+    }
 }
 
 #[cfg(test)]
@@ -149,5 +186,23 @@ mod tests {
         assert_eq!(f.take(&Method::GET, "/v1/payments/quotes/abc"), None);
         assert_eq!(f.fired(), 3);
         assert_eq!(f.pending(), 0);
+        assert!(f.unfired().is_empty());
+        f.add(
+            "post /v1/payments/deals",
+            Action::Fail {
+                status: 503,
+                retry_after: Some(1),
+            },
+            2,
+        );
+        f.add("/v1/x/*", Action::Delay { seconds: 0.5 }, 1);
+        assert_eq!(
+            f.unfired(),
+            [
+                "fail_next(\"POST /v1/payments/deals\", 503, retry_after=1): 2 use(s) left",
+                "delay_next(\"/v1/x/*\", 0.5): 1 use(s) left",
+            ]
+        );
+        assert_eq!(f.pending(), 2);
     }
 }

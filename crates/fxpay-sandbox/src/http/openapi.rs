@@ -361,6 +361,10 @@ mod tests {
             ("delivery_attempts", json!(callbacks::ATTEMPTS)),
             ("delivery_backoff", json!(backoff)),
             (
+                "delivery_max_retry_after",
+                json!(callbacks::MAX_RETRY_AFTER.as_secs()),
+            ),
+            (
                 "delivery_timeout",
                 json!(callbacks::DELIVERY_TIMEOUT.as_secs()),
             ),

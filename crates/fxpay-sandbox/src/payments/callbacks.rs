@@ -4,8 +4,11 @@
 //! and POSTs `{"eventType":"DealCreated","status":"success"|"fail","eventBody":{...}}` to the
 //! callback URL with `Content-Type: application/json` and the `callback-nonce` header echoed
 //! byte for byte. A non-2xx answer or a connection error is retried: 4 attempts in all,
-//! after 0.2 s, 0.4 s and 0.8 s (real time). Redirects are not followed; each attempt has a
-//! 5 s timeout. Every attempt is recorded for `Sandbox::deliveries`.
+//! after 0.2 s, 0.4 s and 0.8 s (real time), or after the answer's `Retry-After` (delta
+//! seconds, at most 60) when that is longer, so a receiver that answers 503 with
+//! `Retry-After` during an outage is not given up on before it is back. Redirects are not
+//! followed; each attempt has a 5 s timeout. Every attempt is recorded for
+//! `Sandbox::deliveries`.
 use std::error::Error as _;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +28,22 @@ pub const BACKOFF: [Duration; 3] = [
     Duration::from_millis(400),
     Duration::from_millis(800),
 ];
+/// The longest `Retry-After` a delivery honours.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// The wait a non-2xx answer asks for: its `Retry-After` in delta seconds (an HTTP date is
+/// not honoured), capped at [`MAX_RETRY_AFTER`].
+pub fn retry_after(headers: &axum::http::HeaderMap) -> Option<Duration> {
+    let secs: u64 = headers
+        .get("retry-after")?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(secs).min(MAX_RETRY_AFTER))
+}
+
 /// Timeout of one delivery attempt (the sandbox's HTTP client is built with it).
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -100,9 +119,13 @@ async fn deliver(state: &State, process_id: &str, cb: &Callback, body: &Value) {
             req = req.header("callback-nonce", n.clone());
         }
         let outcome = req.send().await;
-        let (status, error) = match &outcome {
-            Ok(resp) => (Some(resp.status().as_u16()), None),
-            Err(e) => (None, Some(describe(e))),
+        let (status, error, asked) = match &outcome {
+            Ok(resp) => (
+                Some(resp.status().as_u16()),
+                None,
+                retry_after(resp.headers()),
+            ),
+            Err(e) => (None, Some(describe(e)), None),
         };
         lock(&state.deliveries).push(json!({
             "processId": process_id,
@@ -118,7 +141,7 @@ async fn deliver(state: &State, process_id: &str, cb: &Callback, body: &Value) {
             return;
         }
         if let Some(wait) = BACKOFF.get(attempt as usize - 1) {
-            tokio::time::sleep(*wait).await;
+            tokio::time::sleep(asked.map_or(*wait, |a| a.max(*wait))).await;
         }
     }
 }
