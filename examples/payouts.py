@@ -42,19 +42,15 @@ def main() -> None:
         # A deal whose answer is lost: unknown, never sent again until resolved.
         quote_id = c.create_quote(buy_currency="USD", buy_amount="50", sell_currency="AUD", idempotency_key="inv-99/quote")
         quote = c.get_quote(quote_id)
-        args = {
-            "quote_id": quote_id,
-            "funding_source": "Own account",
-            "beneficiaries": [fxpay.DealBeneficiary(first[0]["beneficiary_id"], quote.sell_amount, "Invoice", "INV-99")],
-        }
+        paid = [fxpay.DealBeneficiary(first[0]["beneficiary_id"], quote.sell_amount, "Invoice", "INV-99")]
         sb.drop_next("POST /v1/payments/deals", after_processing=True)
         try:
-            c.create_deal(**args, idempotency_key="inv-99/deal")
+            c.create_deal(quote_id=quote_id, funding_source="Own account", beneficiaries=paid, idempotency_key="inv-99/deal")
         except fxpay.OutcomeUnknownError as e:
             print("lost:     ", e.entry.state if e.entry else None)
         booked = next(d["dealId"] for d in sb.deals() if d["beneficiaries"][0]["payReference"] == "INV-99")
         journal.resolve("inv-99/deal", result=booked)  # found in the provider's records
-        deal = c.create_deal(**args, idempotency_key="inv-99/deal")
+        deal = c.create_deal(quote_id=quote_id, funding_source="Own account", beneficiaries=paid, idempotency_key="inv-99/deal")
         print("resolved: ", deal.deal_id == booked, f"({len(sb.deals())} deals in all)")
 
 
