@@ -200,6 +200,18 @@ class MemoryJournal(JournalBase):
         return f"MemoryJournal(keys={len(self._entries)})"
 
 
+class _Write:
+    """One write statement waiting for a group commit, and what came of it."""
+
+    __slots__ = ("args", "done", "error", "rowcount", "sql")
+
+    def __init__(self, sql: str, args: tuple[Any, ...]) -> None:
+        self.sql, self.args = sql, args
+        self.done = False
+        self.rowcount = 0
+        self.error: Exception | None = None
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS fxpay_journal (
     key TEXT PRIMARY KEY,
@@ -236,6 +248,11 @@ class SqliteJournal(JournalBase):
         self.path = os.fspath(path)
         self._timeout = float(timeout)
         self._lock = threading.Lock()
+        # Group commit: writes of concurrent calls wait in `_queue`; one of them (the leader)
+        # commits them all in one transaction, so they share one fsync.
+        self._writes = threading.Condition()
+        self._queue: list[_Write] = []
+        self._leading = False
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
         # Connections inherited through a fork are never used or closed in the child.
@@ -300,6 +317,58 @@ class SqliteJournal(JournalBase):
                     continue
                 raise
 
+    def _write(self, sql: str, args: tuple[Any, ...]) -> int:
+        """Runs one write statement in the next commit and returns its rowcount once that
+        commit is on disk. Writes queued by other threads meanwhile share the commit (and
+        its fsync): a claim is still durable before its request is sent."""
+        mine = _Write(sql, args)
+        with self._writes:
+            self._queue.append(mine)
+            while not mine.done:
+                if self._leading:
+                    self._writes.wait()
+                    continue
+                self._leading = True
+                batch, self._queue = self._queue, []
+                break
+        if not mine.done:
+            try:
+                self._commit(batch)
+            finally:
+                with self._writes:
+                    for w in batch:
+                        w.done = True
+                    self._leading = False
+                    self._writes.notify_all()
+        if mine.error is not None:
+            raise mine.error
+        return mine.rowcount
+
+    def _commit(self, batch: list[_Write]) -> None:
+        """Runs `batch` in one transaction; each write gets its rowcount, or everyone the
+        error that kept the transaction from committing."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                with self._lock:
+                    conn = self._connection()
+                    conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        for w in batch:
+                            w.rowcount = conn.execute(w.sql, w.args).rowcount
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        conn.execute("ROLLBACK")
+                        raise
+                return
+            except Exception as e:
+                if "locked" in str(e) and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                    continue
+                for w in batch:
+                    w.error = e
+                return
+
     @_fails_closed("get")
     def get(self, key: str) -> JournalEntry | None:
         _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (_check_key(key),))
@@ -309,7 +378,7 @@ class SqliteJournal(JournalBase):
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         e = _check_entry(entry)
         for _ in range(16):
-            n, _ = self._run(
+            n = self._write(
                 "INSERT INTO fxpay_journal (key, state, result, data) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
                 (e.key, e.state, e.result, e.to_json()),
             )
@@ -325,7 +394,7 @@ class SqliteJournal(JournalBase):
         o, n = _check_entry(old, "old"), _check_entry(new, "new")
         if o.key != n.key:
             raise ValueError("old and new must have the same key")
-        count, _ = self._run(
+        count = self._write(
             "UPDATE fxpay_journal SET state = ?, result = ?, data = ? WHERE key = ? AND data = ?",
             (n.state, n.result, n.to_json(), o.key, o.to_json()),
         )

@@ -241,6 +241,9 @@ def test_ctrl_c_starts_no_new_row_and_the_table_resumes(
     assert sorted(refs) == sorted(r["pay_reference"] for r in rows)
 
 
+# Each run is slowed by a delay per deal it may make; the runs are killed, so some delays are
+# left over by design when the sandbox closes.
+@pytest.mark.filterwarnings("ignore::fxpay.testing.UnfiredFaultWarning")
 def test_rerun_chaos_ten_kills_then_exactly_one_deal_per_row(
     fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.SqliteJournal
 ) -> None:

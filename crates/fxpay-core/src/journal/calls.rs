@@ -52,11 +52,6 @@ fn keyed(key: &str, operation: &'static str, body: &[u8], extra: &[u8]) -> Keyed
     }
 }
 
-/// The fingerprint a quote request has under a key.
-pub fn quote_fingerprint(req: &QuoteRequest) -> Result<String> {
-    Ok(fingerprint("create_quote", &[&wire(req)?, b""]))
-}
-
 /// Checks an idempotency key: non-empty text of at most 255 characters, no control
 /// characters.
 pub fn check_key(key: &str) -> Result<()> {
