@@ -474,11 +474,14 @@ class RedisJournal(JournalBase):
             from ._redis import client_from_url
 
             url_or_client = client_from_url("RedisJournal", url_or_client, socket_timeout)
-        elif not (hasattr(url_or_client, "eval") and hasattr(url_or_client, "get")):
+        elif not (hasattr(url_or_client, "register_script") and hasattr(url_or_client, "get")):
             raise TypeError(f"url_or_client must be a redis URL or a redis.Redis, not {type(url_or_client).__name__}")
         self._r = url_or_client
         self.prefix = prefix
         self._open = prefix + "open"
+        # Sent once, then run by their SHA (EVALSHA): no script text on every call.
+        self._claim = url_or_client.register_script(_CLAIM)
+        self._swap = url_or_client.register_script(_SWAP)
 
     def _k(self, key: str) -> str:
         return self.prefix + "k:" + key
@@ -495,7 +498,7 @@ class RedisJournal(JournalBase):
     @_fails_closed("claim")
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         e = _check_entry(entry)
-        return self._entry(self._r.eval(_CLAIM, 2, self._k(e.key), self._open, e.to_json(), e.key))
+        return self._entry(self._claim(keys=[self._k(e.key), self._open], args=[e.to_json(), e.key]))
 
     @_fails_closed("swap")
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
@@ -503,7 +506,7 @@ class RedisJournal(JournalBase):
         if o.key != n.key:
             raise ValueError("old and new must have the same key")
         index = self.prefix + "r:" + n.result if n.result and n.result != o.result else ""
-        done = self._r.eval(_SWAP, 3, self._k(o.key), self._open, index, o.to_json(), n.to_json(), o.key, n.state)
+        done = self._swap(keys=[self._k(o.key), self._open, index], args=[o.to_json(), n.to_json(), o.key, n.state])
         return bool(done == 1)
 
     @_fails_closed("find")

@@ -67,6 +67,9 @@ def pool_children(master: int) -> list[int]:
     return [c.pid for c in psutil.Process(master).children()]
 
 
+# A delay per deal slows the run so that kills land mid-run; a killed task's deal may never be
+# sent again (its key is unknown), so a few delays are left over by design.
+@pytest.mark.filterwarnings("ignore::fxpay.testing.UnfiredFaultWarning")
 def test_celery_chaos_each_deal_at_most_once(fxpay_sandbox: Any, redis_url: str, tmp_path: Path) -> None:
     need("celery")
     from celery import Celery  # type: ignore[import-untyped]
