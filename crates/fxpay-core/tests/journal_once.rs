@@ -1,0 +1,183 @@
+//! The journal's state machine end to end, in plain Rust: the core's `Client` against the
+//! sandbox crate over loopback HTTP, with a store kept in memory.
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use fxpay_core::api::Client;
+use fxpay_core::config::ClientConfig;
+use fxpay_core::error::{Error, IdempotencyKind};
+use fxpay_core::journal::holder::{HolderCheck, LocalProcesses};
+use fxpay_core::journal::{admin, calls, Entry, State, Store};
+use fxpay_core::models::{Beneficiary, DealBeneficiary, DealRequest, QuoteRequest};
+use fxpay_sandbox::{Sandbox, SandboxConfig};
+use serde_json::json;
+
+/// Entries by key, as their JSON text (as a real store keeps them).
+#[derive(Default)]
+struct MemoryStore(Mutex<HashMap<String, String>>);
+
+impl Store for MemoryStore {
+    fn get(&self, key: &str) -> fxpay_core::error::Result<Option<Entry>> {
+        let map = self.0.lock().expect("lock");
+        Ok(map.get(key).map(|t| Entry::from_json(t).expect("valid")))
+    }
+    fn claim(&self, entry: &Entry) -> fxpay_core::error::Result<Option<Entry>> {
+        let mut map = self.0.lock().expect("lock");
+        match map.get(&entry.key) {
+            Some(t) => Ok(Some(Entry::from_json(t).expect("valid"))),
+            None => {
+                map.insert(entry.key.clone(), entry.to_json());
+                Ok(None)
+            }
+        }
+    }
+    fn swap(&self, old: &Entry, new: &Entry) -> fxpay_core::error::Result<bool> {
+        let mut map = self.0.lock().expect("lock");
+        if map.get(&old.key) != Some(&old.to_json()) {
+            return Ok(false);
+        }
+        map.insert(old.key.clone(), new.to_json());
+        Ok(true)
+    }
+    fn find(&self, result: &str) -> fxpay_core::error::Result<Option<Entry>> {
+        let map = self.0.lock().expect("lock");
+        Ok(map
+            .values()
+            .map(|t| Entry::from_json(t).expect("valid"))
+            .find(|e| e.result.as_deref() == Some(result)))
+    }
+    fn holders(&self) -> &dyn HolderCheck {
+        &LocalProcesses
+    }
+}
+
+async fn setup() -> (Sandbox, Client, Arc<dyn Store>) {
+    let sb = Sandbox::start(SandboxConfig::default())
+        .await
+        .expect("the sandbox starts");
+    let config = ClientConfig::new(sb.client_id(), sb.client_secret(), &sb.base_url())
+        .expect("a loopback base URL is accepted");
+    let client = Client::new(config, None).expect("client");
+    (sb, client, Arc::new(MemoryStore::default()))
+}
+
+fn beneficiary() -> Beneficiary {
+    let address = json!({"addressLine": "1 Main St", "citySuburb": "Sydney",
+        "stateProvince": "NSW", "postCode": "2000", "country": "AU"});
+    serde_json::from_value(json!({
+        "currency": "AUD", "name": "Jane Doe", "classification": "Individual",
+        "paymentReason": "Invoice 42",
+        "beneficiaryBankDetails": {"bankName": "Bank", "bankBranchName": "Main",
+            "branchCode": "062000", "account": "12345678", "bankAddress": address},
+        "beneficiaryAddress": address,
+    }))
+    .expect("a beneficiary")
+}
+
+async fn deal_request(c: &Client) -> DealRequest {
+    let req = QuoteRequest::new("USD", "100", "AUD", 1).expect("quote request");
+    let (quote_id, _) = c.create_quote(&req, None).await.expect("quote");
+    let (quote, _) = c.get_quote(&quote_id, None).await.expect("read quote");
+    let (bid, _) = c
+        .create_beneficiary(&beneficiary(), None)
+        .await
+        .expect("beneficiary");
+    DealRequest {
+        quote_id,
+        funding_source: "Own account".into(),
+        channel: None,
+        beneficiaries: vec![DealBeneficiary {
+            beneficiary_id: bid,
+            amount: quote.sell_amount,
+            pay_reason: "r".into(),
+            pay_reference: "REF-1".into(),
+        }],
+    }
+}
+
+fn deals_sent(sb: &Sandbox) -> u64 {
+    sb.stats()["paths"]["POST /v1/payments/deals"]
+        .as_u64()
+        .unwrap_or(u64::MAX)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeat_replays_and_another_request_is_refused() {
+    let (sb, c, store) = setup().await;
+    let req = deal_request(&c).await;
+    let ((first, _), replayed) = calls::create_deal(&c, &store, "k", req.clone(), None)
+        .await
+        .expect("booked");
+    assert!(!replayed);
+    let ((again, _), replayed) = calls::create_deal(&c, &store, "k", req.clone(), None)
+        .await
+        .expect("replayed");
+    assert!(replayed);
+    assert_eq!(again, first);
+    assert_eq!(deals_sent(&sb), 1);
+    let mut other = req;
+    other.funding_source = "Direct Debit".into();
+    let err = calls::create_deal(&c, &store, "k", other, None)
+        .await
+        .expect_err("reused");
+    assert!(matches!(
+        err,
+        Error::Idempotency {
+            kind: IdempotencyKind::KeyReused,
+            ..
+        }
+    ));
+    assert_eq!(deals_sent(&sb), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_answer_is_unknown_until_resolved() {
+    let (sb, c, store) = setup().await;
+    let req = deal_request(&c).await;
+    sb.drop_next("/v1/payments/deals", true);
+    let err = calls::create_deal(&c, &store, "lost", req.clone(), None)
+        .await
+        .expect_err("lost");
+    let Error::Idempotency {
+        kind: IdempotencyKind::OutcomeUnknown,
+        entry: Some(entry),
+        ..
+    } = err
+    else {
+        panic!("{err:?}")
+    };
+    assert_eq!(entry.state, State::Unknown);
+    let again = calls::create_deal(&c, &store, "lost", req.clone(), None).await;
+    assert!(again.is_err());
+    assert_eq!(deals_sent(&sb), 1);
+    let booked = sb.deals()[0]["dealId"]
+        .as_str()
+        .expect("a deal id")
+        .to_string();
+    admin::resolve(&*store, "lost", Some(booked.clone())).expect("resolved");
+    let ((deal, _), replayed) = calls::create_deal(&c, &store, "lost", req, None)
+        .await
+        .expect("replayed");
+    assert!(replayed);
+    assert_eq!(deal.deal_id, booked);
+    assert_eq!(deals_sent(&sb), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_releases_the_key() {
+    let (sb, c, store) = setup().await;
+    let req = deal_request(&c).await;
+    sb.fail_next("/v1/payments/deals", 400, 1, None);
+    let err = calls::create_deal(&c, &store, "r", req.clone(), None)
+        .await
+        .expect_err("refused");
+    assert!(matches!(err, Error::Api { status: 400, .. }), "{err:?}");
+    assert_eq!(
+        store.get("r").expect("get").map(|e| e.state),
+        Some(State::Released)
+    );
+    calls::create_deal(&c, &store, "r", req, None)
+        .await
+        .expect("sent again");
+    assert_eq!(deals_sent(&sb), 2);
+}
