@@ -102,33 +102,7 @@ fn wait_on_shared<F>(py: Python<'_>, fut: F) -> PyResult<Result<Out, Error>>
 where
     F: Future<Output = Result<Out, Error>> + Send + 'static,
 {
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let task = fxpay_core::runtime::runtime().spawn(async move {
-        let _ = tx.send(fut.await);
-    });
-    let mut rx = rx;
-    loop {
-        // The receiver goes into the GIL-free closure and comes back out of it.
-        let (waited, back) = py.detach(move || (rx.recv_timeout(SIGNAL_CHECK), rx));
-        rx = back;
-        match waited {
-            Ok(result) => {
-                super::logging::flush_deferred(py);
-                return Ok(result);
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                if let Err(interrupted) = py.check_signals() {
-                    task.abort();
-                    super::logging::flush_deferred(py);
-                    return Err(interrupted);
-                }
-            }
-            // The future is panic-guarded, so the task cannot have ended without sending.
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Ok(Err(Error::Internal("the call did not finish".into())))
-            }
-        }
-    }
+    wait_shared(py, fut, None)
 }
 
 /// Runs `fut` on the shared runtime with the GIL released, as a call that can be asked to
@@ -142,7 +116,21 @@ pub fn block_until_stopped<F>(
 where
     F: Future<Output = Result<Out, Error>> + Send + 'static,
 {
-    let fut = guarded(Box::pin(fut));
+    let result = wait_shared(py, guarded(Box::pin(fut)), Some(stop))?;
+    Ok(result.map_err(to_pyerr)?.into_pyobject(py)?.unbind())
+}
+
+/// Waits for `fut` as a task of the shared runtime. A signal abandons it (its task aborted),
+/// unless `stop` is given: then the first signal sets `stop`, the wait goes on until `fut`
+/// ends, and the signal's exception is raised; a second signal abandons it.
+fn wait_shared<F>(
+    py: Python<'_>,
+    fut: F,
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+) -> PyResult<Result<Out, Error>>
+where
+    F: Future<Output = Result<Out, Error>> + Send + 'static,
+{
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let task = fxpay_core::runtime::runtime().spawn(async move {
         let _ = tx.send(fut.await);
@@ -150,29 +138,35 @@ where
     let mut rx = rx;
     let mut interrupted: Option<PyErr> = None;
     loop {
+        // The receiver goes into the GIL-free closure and comes back out of it.
         let (waited, back) = py.detach(move || (rx.recv_timeout(SIGNAL_CHECK), rx));
         rx = back;
         match waited {
             Ok(result) => {
                 super::logging::flush_deferred(py);
-                if let Some(e) = interrupted {
-                    return Err(e);
-                }
-                return Ok(result.map_err(to_pyerr)?.into_pyobject(py)?.unbind());
+                return match interrupted {
+                    Some(e) => Err(e),
+                    None => Ok(result),
+                };
             }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 if let Err(e) = py.check_signals() {
-                    if interrupted.is_some() {
-                        task.abort();
-                        super::logging::flush_deferred(py);
-                        return Err(e);
+                    match &stop {
+                        Some(flag) if interrupted.is_none() => {
+                            flag.store(true, std::sync::atomic::Ordering::Release);
+                            interrupted = Some(e);
+                        }
+                        _ => {
+                            task.abort();
+                            super::logging::flush_deferred(py);
+                            return Err(e);
+                        }
                     }
-                    stop.store(true, std::sync::atomic::Ordering::Release);
-                    interrupted = Some(e);
                 }
             }
+            // The future is panic-guarded, so the task cannot have ended without sending.
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(to_pyerr(Error::Internal("the call did not finish".into())))
+                return Ok(Err(Error::Internal("the call did not finish".into())))
             }
         }
     }

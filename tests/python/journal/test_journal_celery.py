@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from conftest import make_beneficiary, need, need_program
+from conftest import make_beneficiary, need
+from journal_support import RedisServer
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the prefork pool needs fork")
 
@@ -38,28 +39,10 @@ def stop(proc: subprocess.Popen[bytes], grace: float) -> None:
 
 @pytest.fixture
 def redis_url(tmp_path: Path) -> Iterator[str]:
-    redis = need("redis")
-    sock = tmp_path / "redis.sock"
-    proc = subprocess.Popen(
-        [need_program("redis-server"), "--port", "0", "--unixsocket", str(sock), "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"redis+socket://{sock}"
-    probe = redis.Redis(unix_socket_path=str(sock))
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            probe.ping()
-            break
-        except (redis.ConnectionError, FileNotFoundError):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("redis-server did not start")
-            time.sleep(0.05)
-    probe.close()
-    yield url
-    stop(proc, 5)
+    server = RedisServer(tmp_path)
+    server.start()
+    yield f"redis+socket://{server.sock}"
+    server.stop()
 
 
 def pool_children(master: int) -> list[int]:
