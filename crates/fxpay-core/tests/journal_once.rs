@@ -181,3 +181,36 @@ async fn a_refusal_releases_the_key() {
         .expect("sent again");
     assert_eq!(deals_sent(&sb), 2);
 }
+
+#[test]
+fn a_deal_created_that_overtakes_its_spot_deal_is_kept_until_the_entry_is_there() {
+    let store = MemoryStore::default();
+    // The notification first: no entry holds its process id yet, so a note is left.
+    assert!(admin::complete_spot(&store, "pid-1", "deal-1")
+        .expect("complete")
+        .is_none());
+    // Then the spot deal's entry records the process id, and adopts the note.
+    let pending =
+        fxpay_core::journal::machine::claim("s", "create_spot_deal", "fp", "h/1/t", None, None, 1);
+    assert!(store.claim(&pending).expect("claim").is_none());
+    let done = fxpay_core::journal::machine::done(&pending, "pid-1".into(), None, 2);
+    assert!(store.swap(&pending, &done).expect("swap"));
+    let adopted = admin::adopt_early(&store, "pid-1")
+        .expect("adopt")
+        .expect("the note is found");
+    assert_eq!(adopted.deal_id.as_deref(), Some("deal-1"));
+    assert_eq!(
+        store.get("s").expect("get").and_then(|e| e.deal_id),
+        Some("deal-1".to_string())
+    );
+    // In the usual order (the entry first) the deal id is recorded at once.
+    assert_eq!(
+        admin::complete_spot(&store, "pid-1", "deal-1")
+            .expect("complete")
+            .and_then(|e| e.deal_id),
+        Some("deal-1".to_string())
+    );
+    assert!(admin::adopt_early(&store, "pid-unknown")
+        .expect("adopt")
+        .is_none());
+}
