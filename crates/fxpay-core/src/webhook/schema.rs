@@ -115,7 +115,4 @@ fn uuid_field<'a>(obj: &'a Map<String, Value>, key: &str, path: &str) -> Result<
     }
 }
 
-/// A UUID in the 36-character hyphenated form (`8-4-4-4-12` hex digits, either case).
-pub fn is_uuid(s: &str) -> bool {
-    s.len() == 36 && uuid::Uuid::try_parse(s).is_ok()
-}
+pub use crate::models::is_uuid;
