@@ -9,7 +9,6 @@ pub mod cassette_transport;
 pub mod config;
 pub mod error;
 pub mod fork;
-pub mod ids;
 pub mod journal;
 pub mod json_kind;
 pub mod local_runtime;

@@ -1,7 +1,6 @@
 //! The `DealCreated` notification (spec 6.2), as parsed by `crate::webhook`.
 use super::field_error::FieldError;
 use crate::error::{Error, Result};
-use crate::ids::is_uuid;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +32,11 @@ crate::model! {
         /// Non-empty exactly when `status` is fail.
         pub errors: Vec<FieldError>,
     }
+}
+
+/// A UUID in the 36-character hyphenated form (`8-4-4-4-12` hex digits, either case).
+pub fn is_uuid(s: &str) -> bool {
+    s.len() == 36 && uuid::Uuid::try_parse(s).is_ok()
 }
 
 impl DealCreated {

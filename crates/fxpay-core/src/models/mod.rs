@@ -15,7 +15,7 @@ pub use account::VirtualAccount;
 pub use authorization::AuthorizationRequest;
 pub use beneficiary::{Address, BankDetails, Beneficiary};
 pub use deal::{Deal, DealBeneficiary, DealRequest, SpotDeal};
-pub use event::{DealCreated, EventStatus};
+pub use event::{is_uuid, DealCreated, EventStatus};
 pub use field_error::FieldError;
 pub use model::Model;
 pub use quote::{Freebies, Quote, QuoteRequest};

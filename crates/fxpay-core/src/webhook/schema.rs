@@ -115,5 +115,4 @@ fn uuid_field<'a>(obj: &'a Map<String, Value>, key: &str, path: &str) -> Result<
     }
 }
 
-/// A UUID in the 36-character hyphenated form (`8-4-4-4-12` hex digits, either case).
-pub use crate::ids::is_uuid;
+pub use crate::models::is_uuid;
