@@ -157,3 +157,22 @@ def test_a_read_only_sqlite_journal_fails_closed_and_sends_nothing(fxpay_sandbox
         os.chmod(tmp_path, 0o755)
         assert outcome.startswith("JournalError"), outcome
         assert fxpay_sandbox.stats()["requests"] == before
+
+
+def test_with_aof_a_key_outlives_a_redis_restart(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    # docs/idempotency.md: at most once across a Redis restart needs appendonly yes with
+    # appendfsync always. The server is killed (SIGKILL: no shutdown save) right after the call.
+    server = RedisServer(tmp_path, aof=True)
+    server.start()
+    journal = fxpay.RedisJournal(server.url, prefix="aof:", socket_timeout=1.0)
+    with fxpay_sandbox.client(journal=journal) as c:
+        args = deal_args(c)
+        deal = c.create_deal(**args, idempotency_key="survives")
+        assert server.proc is not None
+        server.proc.kill()
+        server.proc.wait(10)
+        server.proc = None
+        server.start()
+        assert c.create_deal(**args, idempotency_key="survives") == deal
+        assert requests_to(fxpay_sandbox, DEALS) == 1
+    server.stop()
