@@ -141,6 +141,8 @@ where
         // The receiver goes into the GIL-free closure and comes back out of it.
         let (waited, back) = py.detach(move || (rx.recv_timeout(SIGNAL_CHECK), rx));
         rx = back;
+        // The spans of the attempts that ended meanwhile (their ends wait for the GIL).
+        super::trace::flush_ended(py);
         match waited {
             Ok(result) => {
                 super::logging::flush_deferred(py);

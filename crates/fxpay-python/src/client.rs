@@ -126,7 +126,7 @@ impl Client {
         concurrency: &Bound<'_, PyAny>,
         sink: Py<PyAny>,
         stop: Arc<AtomicBool>,
-    ) -> PyResult<OutFuture> {
+    ) -> PyResult<impl FnOnce(Vec<Obs>) -> OutFuture + Send + 'static> {
         let Some(journal) = self.initialised()?.journal.clone() else {
             return Err(to_pyerr(Error::config(
                 "pay_out needs a journal: Client(..., journal=fxpay.SqliteJournal(path))",
@@ -153,19 +153,21 @@ impl Client {
             }
         }
         check_rows(&rows).map_err(to_pyerr)?;
-        Ok(Box::pin(async move {
-            let progress = Progress::start(sink, total);
-            for o in outcomes.iter().flatten() {
-                progress.row(o);
-            }
-            let on_row = |_: usize, o: &Outcome| progress.row(o);
-            let got = run_payout(&c, &journal, rows, concurrency, stop, &on_row).await;
-            progress.finish().await;
-            for (k, o) in got?.into_iter().enumerate() {
-                outcomes[index[k]] = o;
-            }
-            Ok(Out::Payout(outcomes))
-        }))
+        Ok(move |obs: Vec<Obs>| -> OutFuture {
+            Box::pin(async move {
+                let progress = Progress::start(sink, total);
+                for o in outcomes.iter().flatten() {
+                    progress.row(o);
+                }
+                let on_row = |_: usize, o: &Outcome| progress.row(o);
+                let got = run_payout(&c, &journal, rows, concurrency, stop, &on_row, obs).await;
+                progress.finish().await;
+                for (k, o) in got?.into_iter().enumerate() {
+                    outcomes[index[k]] = o;
+                }
+                Ok(Out::Payout(outcomes))
+            })
+        })
     }
 }
 
@@ -225,6 +227,17 @@ impl Progress {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         let _ = self.done.await;
+    }
+}
+
+/// One observer per row of a payout, each a child of the current span; none when neither
+/// tracing nor DEBUG logging is on.
+fn row_observers(py: Python<'_>, n: usize) -> Vec<Obs> {
+    match observer(py) {
+        None => Vec::new(),
+        Some(first) => std::iter::once(Some(first))
+            .chain((1..n).map(|_| observer(py)))
+            .collect(),
     }
 }
 
@@ -848,8 +861,9 @@ impl Client {
         sink: Py<PyAny>,
     ) -> PyResult<Py<PyAny>> {
         let stop = Arc::new(AtomicBool::new(false));
-        let fut = self.payout(records, funding_source, concurrency, sink, stop.clone())?;
-        block_until_stopped(py, fut, stop)
+        let n = records.len();
+        let start = self.payout(records, funding_source, concurrency, sink, stop.clone())?;
+        block_until_stopped(py, start(row_observers(py, n)), stop)
     }
 
     /// :meth:`_pay_out`, awaitable (cancelling it starts no further row).
@@ -862,8 +876,13 @@ impl Client {
         sink: Py<PyAny>,
     ) -> PyResult<Py<PyAny>> {
         let stop = Arc::new(AtomicBool::new(false));
-        let fut = self.payout(records, funding_source, concurrency, sink, stop)?;
-        call(py, "pay_out_async", move |_obs| fut)
+        let n = records.len();
+        let start = self.payout(records, funding_source, concurrency, sink, stop)?;
+        // The observers are made in the awaiting task (their parent span is that task's).
+        call(py, "pay_out_async", move |first| {
+            let rest = Python::attach(|py| first.map(|_| row_observers(py, n)));
+            start(rest.unwrap_or_default())
+        })
     }
 
     // -- account information ------------------------------------------------------------

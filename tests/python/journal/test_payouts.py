@@ -280,3 +280,42 @@ def test_rerun_chaos_ten_kills_then_exactly_one_deal_per_row(
     refs = references(fxpay_sandbox)
     assert len(refs) == 300
     assert collections.Counter(refs) == collections.Counter(r["pay_reference"] for r in rows)
+
+
+def test_each_call_of_a_payout_is_a_client_span_under_the_callers(client: fxpay.Client) -> None:
+    need("opentelemetry.sdk")
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+    from opentelemetry.util._once import Once
+
+    def reset() -> None:
+        trace._TRACER_PROVIDER = None  # type: ignore[attr-defined]
+        trace._TRACER_PROVIDER_SET_ONCE = Once()  # type: ignore[attr-defined]
+
+    bid = client.create_beneficiary(make_beneficiary())
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reset()
+    trace.set_tracer_provider(provider)
+    try:
+        with trace.get_tracer("test").start_as_current_span("notebook cell") as cell:
+            client.pay_out(table(bid, 3), funding_source=FUNDING, progress=False)
+        deadline = time.monotonic() + 10
+        while len([s for s in exporter.get_finished_spans() if s.kind == SpanKind.CLIENT]) < 9:
+            assert time.monotonic() < deadline, [s.name for s in exporter.get_finished_spans()]
+            time.sleep(0.01)
+    finally:
+        reset()
+        provider.shutdown()
+    calls = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.CLIENT]
+    assert collections.Counter(s.name for s in calls) == {
+        "POST /v1/payments/quotes": 3,
+        "GET /v1/payments/quotes/{quote_id}": 3,
+        "POST /v1/payments/deals": 3,
+    }
+    parent = cell.get_span_context()
+    assert all(s.parent is not None and s.parent.span_id == parent.span_id for s in calls)

@@ -7,6 +7,7 @@ use super::store::{blocking, Store};
 use crate::api::Client;
 use crate::error::{Error, IdempotencyKind, Result};
 use crate::models::{Beneficiary, DealBeneficiary, DealRequest, QuoteRequest};
+use crate::transport::Observer;
 use futures_util::stream::{self, StreamExt};
 use rust_decimal::Decimal;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -84,7 +85,8 @@ pub fn check_rows(rows: &[Row]) -> Result<()> {
     Ok(())
 }
 
-/// Runs `rows`, at most `concurrency` at once. `on_row(index, outcome)` is called as each
+/// Runs `rows`, at most `concurrency` at once, each row's calls traced through its own
+/// observer (`observers[i]`, if any). `on_row(index, outcome)` is called as each
 /// row ends. Once `stop` is set no further row starts; rows in flight run to their end.
 /// Rows never started have no outcome (None).
 pub async fn pay_out(
@@ -94,6 +96,7 @@ pub async fn pay_out(
     concurrency: usize,
     stop: Arc<AtomicBool>,
     on_row: &(dyn Fn(usize, &Outcome) + Send + Sync),
+    observers: Vec<Option<Arc<dyn Observer>>>,
 ) -> Result<Vec<Option<Outcome>>> {
     check_rows(&rows)?;
     if concurrency == 0 {
@@ -102,21 +105,54 @@ pub async fn pay_out(
     let n = rows.len();
     let mut out: Vec<Option<Outcome>> = vec![None; n];
     let stop_ref = &stop;
-    let mut running = stream::iter(rows.into_iter().enumerate())
-        .take_while(|_| std::future::ready(!stop_ref.load(Ordering::Acquire)))
-        .map(|(i, row)| async move { (i, run_row(c, store, row).await) })
-        .buffer_unordered(concurrency);
+    // One observer per row (an observer follows one call's attempts at a time).
+    let mut observers = observers.into_iter();
+    let rows: Vec<_> = rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| (i, r, observers.next().flatten()))
+        .collect();
+    // A row starts only while `stop` is not set; one never started has no outcome.
+    // The rows' futures are made first (nothing runs until polled): a stream that stores no
+    // closure keeps the future `Send` for any caller.
+    let starts: Vec<_> = rows
+        .into_iter()
+        .map(|(i, row, obs)| start_row(c, store, stop_ref, i, row, obs))
+        .collect();
+    let mut running = stream::iter(starts).buffer_unordered(concurrency);
     while let Some((i, outcome)) = running.next().await {
-        on_row(i, &outcome);
-        out[i] = Some(outcome);
+        if let Some(outcome) = outcome {
+            on_row(i, &outcome);
+            out[i] = Some(outcome);
+        }
     }
     Ok(out)
 }
 
+/// Row `i`, unless `stop` is set (then no outcome: it never started).
+async fn start_row(
+    c: &Client,
+    store: &Arc<dyn Store>,
+    stop: &AtomicBool,
+    i: usize,
+    row: Row,
+    obs: Option<Arc<dyn Observer>>,
+) -> (usize, Option<Outcome>) {
+    if stop.load(Ordering::Acquire) {
+        return (i, None);
+    }
+    (i, Some(run_row(c, store, row, obs.as_deref()).await))
+}
+
 /// One row's steps. Every error is kept in the outcome, never raised.
-async fn run_row(c: &Client, store: &Arc<dyn Store>, row: Row) -> Outcome {
+async fn run_row(
+    c: &Client,
+    store: &Arc<dyn Store>,
+    row: Row,
+    obs: Option<&dyn Observer>,
+) -> Outcome {
     let mut o = Outcome::default();
-    match steps(c, store, row, &mut o).await {
+    match steps(c, store, row, &mut o, obs).await {
         Ok(replayed) => {
             o.status = Some(if replayed {
                 Status::Replayed
@@ -175,9 +211,15 @@ async fn already_booked(
     }))
 }
 
-async fn steps(c: &Client, store: &Arc<dyn Store>, row: Row, o: &mut Outcome) -> Result<bool> {
+async fn steps(
+    c: &Client,
+    store: &Arc<dyn Store>,
+    row: Row,
+    o: &mut Outcome,
+    obs: Option<&dyn Observer>,
+) -> Result<bool> {
     let ((quote_id, _), quote_replayed) =
-        calls::create_quote(c, store, &format!("{}/quote", row.key), &row.quote, None).await?;
+        calls::create_quote(c, store, &format!("{}/quote", row.key), &row.quote, obs).await?;
     o.quote_id = Some(quote_id.clone());
     if quote_replayed {
         if let Some(done) = already_booked(store, &row.key, &quote_id).await? {
@@ -185,14 +227,14 @@ async fn steps(c: &Client, store: &Arc<dyn Store>, row: Row, o: &mut Outcome) ->
             return Ok(true);
         }
     }
-    let (quote, _) = c.get_quote(&quote_id, None).await?;
+    let (quote, _) = c.get_quote(&quote_id, obs).await?;
     let sell_amount = quote.sell_amount;
     o.sell_amount = Some(sell_amount);
     let beneficiary_id = match row.beneficiary {
         RowBeneficiary::Id(id) => id,
         RowBeneficiary::New(b) => {
             let key = format!("{}/beneficiary", row.key);
-            calls::create_beneficiary(c, store, &key, &b, None)
+            calls::create_beneficiary(c, store, &key, &b, obs)
                 .await?
                 .0
                  .0
@@ -211,7 +253,7 @@ async fn steps(c: &Client, store: &Arc<dyn Store>, row: Row, o: &mut Outcome) ->
         }],
     };
     let ((deal, _), replayed) =
-        calls::create_deal(c, store, &format!("{}/deal", row.key), req, None).await?;
+        calls::create_deal(c, store, &format!("{}/deal", row.key), req, obs).await?;
     o.deal_id = Some(deal.deal_id);
     Ok(replayed)
 }
