@@ -15,6 +15,7 @@ pub mod json_kind;
 pub mod local_runtime;
 pub mod models;
 pub mod money;
+pub mod paging;
 pub mod runtime;
 pub mod tls;
 pub mod trace;

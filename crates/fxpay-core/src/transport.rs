@@ -102,6 +102,8 @@ pub struct AttemptLog<'a> {
     /// The error of an attempt that got no answer.
     pub failure: Option<&'a Error>,
     pub retry_in: Option<Duration>,
+    /// The answer's request id (`x-request-id`, else `request-id`).
+    pub request_id: Option<&'a str>,
 }
 
 /// Where one attempt is about to go, for tracing. Carries no secret.
@@ -297,6 +299,7 @@ impl Transport {
             error: result.as_ref().err().map(|e| e.to_string()),
             failure: result.as_ref().err(),
             retry_in: None,
+            request_id: result.as_ref().ok().and_then(|r| request_id(&r.headers)),
         });
         result
     }
@@ -365,6 +368,7 @@ impl Transport {
                     error: result.as_ref().err().map(|e| e.to_string()),
                     failure: result.as_ref().err(),
                     retry_in,
+                    request_id: result.as_ref().ok().and_then(|r| request_id(&r.headers)),
                 });
             }
             match retry_in {
@@ -550,7 +554,23 @@ pub fn api_error(resp: &Response) -> Error {
         errors,
         body,
         retry_after: retry_after(&resp.headers),
+        headers: header_pairs(&resp.headers),
     }
+}
+
+/// The headers as (lower-case name, value) pairs; a value that is not text is left out.
+pub fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+        .collect()
+}
+
+/// The request id of an answer: `x-request-id`, else `request-id`.
+pub fn request_id(headers: &HeaderMap) -> Option<&str> {
+    ["x-request-id", "request-id"]
+        .iter()
+        .find_map(|n| headers.get(*n)?.to_str().ok())
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ mod tls;
 pub use config::{SandboxConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_IDLE_TIMEOUT};
 pub use error::SandboxError;
 pub use http::errors;
+pub use payments::callbacks::SendError;
 pub use payments::rates;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -263,6 +264,34 @@ impl Sandbox {
     /// Every callback delivery attempt, in order.
     pub fn deliveries(&self) -> Vec<Value> {
         lock(&self.inner.state.deliveries).clone()
+    }
+
+    /// Sends a spot deal's recorded `DealCreated` again (same body, nonce and URL; one
+    /// attempt) and returns the delivery, also recorded in `deliveries`. `None` when the
+    /// sandbox sent no event for `process_id`.
+    pub async fn redeliver(&self, process_id: &str) -> Option<Value> {
+        callbacks::redeliver(&self.inner.state, process_id).await
+    }
+
+    /// POSTs a `DealCreated` body of the caller's making to `url` once (with `nonce` as
+    /// `callback-nonce`) and returns the delivery, also recorded in `deliveries`.
+    pub async fn send_event(
+        &self,
+        url: &str,
+        payload: &str,
+        nonce: Option<&str>,
+    ) -> Result<Value, callbacks::SendError> {
+        callbacks::send(&self.inner.state, url, payload, nonce).await
+    }
+
+    /// From now on every user has `count` generated accounts, served in pages of
+    /// `page_size` (all in one page when `None`) linked by `next`. `count` 0 is no accounts.
+    pub fn set_virtual_accounts(&self, count: usize, page_size: Option<usize>) {
+        let accounts = accounts::generate(count, &self.inner.state.clock.now_rfc3339());
+        *state::write(&self.inner.state.paged_accounts) = Some(state::Paged {
+            accounts,
+            page_size: page_size.map(|p| p.max(1)),
+        });
     }
 
     /// Request counters: `requests`, `token_requests`, `paths`, `tokens_issued`, deliveries, faults.

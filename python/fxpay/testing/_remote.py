@@ -9,12 +9,14 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from .._fxpay import Client
+from .._fxpay import Client, FieldError
 from ..errors import ConfigurationError, FxPayError, InvalidRequestError, TransportError
 from ._checks import check_nonneg_seconds, check_type, warn_unfired
+from ._webhooks import event_json
 
 __all__ = ["RemoteSandbox"]
 
@@ -203,6 +205,35 @@ class RemoteSandbox:
     def deliveries(self) -> list[dict[str, Any]]:
         """Every ``DealCreated`` delivery attempt, oldest first."""
         return list(self._call("GET", "deliveries"))
+
+    def set_virtual_accounts(self, count: int, *, page_size: int | None = None) -> None:
+        """From now on every user has ``count`` generated accounts, in pages of ``page_size``."""
+        check_type("count", count, int, "an int")
+        if page_size is not None:
+            check_type("page_size", page_size, int, "an int or None")
+        self._call("POST", "set_virtual_accounts", {"count": count, "page_size": page_size})
+
+    def redeliver(self, process_id: str) -> dict[str, Any]:
+        """Sends a spot deal's recorded ``DealCreated`` again (same body, nonce and URL, one
+        attempt); returns the delivery, also recorded in :meth:`deliveries`."""
+        check_type("process_id", process_id, str, "a str")
+        return dict(self._call("POST", "redeliver", {"process_id": process_id}))
+
+    def send_deal_created(
+        self,
+        url: str,
+        *,
+        status: str = "success",
+        process_id: str | None = None,
+        deal_id: str | None = None,
+        errors: Sequence[FieldError | Mapping[str, Any]] = (),
+        nonce: str | None = None,
+    ) -> dict[str, Any]:
+        """POSTs a ``DealCreated`` of your choosing to ``url`` in one attempt; returns the
+        delivery, also recorded in :meth:`deliveries`."""
+        check_type("url", url, str, "a str")
+        body = event_json(status=status, process_id=process_id, deal_id=deal_id, errors=errors, nonce=nonce)
+        return dict(self._call("POST", "send_event", {"url": url, "body": body, "nonce": nonce}))
 
     def stats(self) -> dict[str, Any]:
         """Request counters: at least ``requests`` and ``token_requests``."""

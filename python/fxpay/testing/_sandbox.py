@@ -14,12 +14,14 @@ injects faults on demand (``fail_next``, ``drop_next``, ``delay_next``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from .._fxpay import Client, CoreSandbox
+from .._fxpay import Client, CoreSandbox, FieldError
 from ..errors import FxPayError
-from ._checks import check_flag, check_seconds, warn_unfired
+from ._checks import check_flag, check_seconds, check_type, warn_unfired
+from ._webhooks import event_json
 
 __all__ = ["Sandbox"]
 
@@ -139,6 +141,39 @@ class Sandbox:
     def deliveries(self) -> list[dict[str, Any]]:
         """Every ``DealCreated`` delivery attempt, oldest first."""
         return self._core.deliveries()
+
+    def set_virtual_accounts(self, count: int, *, page_size: int | None = None) -> None:
+        """From now on every user has ``count`` generated accounts, served in pages of
+        ``page_size`` (all on one page when ``None``) linked by ``next``
+        (``/v1/gca/virtual-accounts?page=N``). ``reset()`` keeps them."""
+        self._core.set_virtual_accounts(count, page_size)
+
+    def redeliver(self, process_id: str) -> dict[str, Any]:
+        """Sends a spot deal's recorded ``DealCreated`` again: the same body, nonce and URL, in
+        one attempt. Returns the delivery (as :meth:`deliveries` records it, ``kind``
+        ``"redelivery"``), with the receiver's ``status`` (``None`` and ``error`` when it could
+        not be reached). An ``InvalidRequestError`` when no event was sent for ``process_id``.
+        """
+        check_type("process_id", process_id, str, "a str")
+        return self._core.redeliver(process_id)
+
+    def send_deal_created(
+        self,
+        url: str,
+        *,
+        status: str = "success",
+        process_id: str | None = None,
+        deal_id: str | None = None,
+        errors: Sequence[FieldError | Mapping[str, Any]] = (),
+        nonce: str | None = None,
+    ) -> dict[str, Any]:
+        """POSTs a ``DealCreated`` of your choosing to ``url`` in one attempt, as the sandbox
+        sends its own (the body of :func:`fxpay.testing.deal_created_request`, ``nonce`` as
+        ``callback-nonce``). Returns the delivery (``kind`` ``"sent"``), also recorded in
+        :meth:`deliveries`, with the receiver's ``status``."""
+        check_type("url", url, str, "a str")
+        body = event_json(status=status, process_id=process_id, deal_id=deal_id, errors=errors, nonce=nonce)
+        return self._core.send_event(url, body, nonce)
 
     def stats(self) -> dict[str, Any]:
         """Request counters: at least ``requests`` and ``token_requests``."""

@@ -148,13 +148,20 @@ fn track(req: Request<Incoming>, timeout: Duration) -> (Request<Body>, Option<Ar
 /// failure...) says `Connection: close`: the unread rest of the body makes the connection
 /// unusable, and without the header a keep-alive client would send its next request into a
 /// connection the server is closing.
+/// Also stamps every answer with a fresh `x-request-id` (a UUID), as the service does.
 fn close_if_unread(mut resp: Response<Body>, body: Option<Arc<AtomicBool>>) -> Response<Body> {
+    if let Ok(id) = HeaderValue::from_str(&crate::ids::uuid()) {
+        resp.headers_mut().insert(REQUEST_ID, id);
+    }
     if body.is_some_and(|done| !done.load(Ordering::Relaxed)) {
         resp.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     resp
 }
+
+/// The response header that carries the request id.
+pub const REQUEST_ID: &str = "x-request-id";
 
 /// One request: stats, faults, then the router.
 async fn handle(
