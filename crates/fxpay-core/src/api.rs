@@ -41,6 +41,16 @@ impl Client {
         self.transport.config()
     }
 
+    /// A client with other per-call settings that shares this one's connection pools,
+    /// token cache and store, and cassette. `config` must be this client's, changed only in
+    /// `timeout`, `retry` and `deadline`.
+    pub fn with_config(&self, config: ClientConfig) -> Client {
+        Client {
+            transport: Arc::new(self.transport.with_config(config)),
+            tokens: self.tokens.clone(),
+        }
+    }
+
     /// The payments token, fetched on first use and renewed before it expires.
     pub async fn payments_token(&self, obs: Option<&dyn Observer>) -> Result<Arc<Token>> {
         let t = &self.transport;

@@ -44,6 +44,9 @@ pub struct ClientConfig {
     pub ca_bundle: Option<String>,
     /// Records or replays every exchange (`crate::cassette`).
     pub cassette: Option<std::sync::Arc<crate::cassette::Cassette>>,
+    /// The total time of one call: every attempt, backoff, `Retry-After` wait and token
+    /// request inside it (`crate::deadline`). `None`: only `timeout` per attempt.
+    pub deadline: Option<Duration>,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -75,6 +78,7 @@ impl ClientConfig {
             user_agent_suffix: None,
             ca_bundle: None,
             cassette: None,
+            deadline: None,
         })
     }
 
@@ -87,6 +91,17 @@ impl ClientConfig {
         }
         self.timeout = Duration::from_secs_f64(seconds);
         self.connect_timeout = self.timeout.min(Duration::from_secs(10));
+        Ok(self)
+    }
+
+    /// `deadline` in seconds: a finite number greater than 0 (at most a day).
+    pub fn with_deadline(mut self, seconds: f64) -> Result<Self> {
+        if !(seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0) {
+            return Err(Error::config(format!(
+                "deadline must be a number of seconds greater than 0, got {seconds}"
+            )));
+        }
+        self.deadline = Some(Duration::from_secs_f64(seconds));
         Ok(self)
     }
 

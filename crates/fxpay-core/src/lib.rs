@@ -7,6 +7,7 @@ pub mod cassette;
 pub mod cassette_scrub;
 pub mod cassette_transport;
 pub mod config;
+pub mod deadline;
 pub mod error;
 pub mod fork;
 pub mod ids;

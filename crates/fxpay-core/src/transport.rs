@@ -182,8 +182,9 @@ enum Route {
 }
 
 pub struct Transport {
-    /// The pools of the current process: made anew on first use in a forked child.
-    pools: PerProcess<Pools>,
+    /// The pools of the current process: made anew on first use in a forked child. Shared
+    /// with the transports derived by `with_config` (`Client.with_options`).
+    pools: std::sync::Arc<PerProcess<Pools>>,
     /// The extra root certificates of `ca_bundle`, read once.
     roots: Vec<CertificateDer<'static>>,
     config: ClientConfig,
@@ -198,7 +199,7 @@ impl Transport {
             Some(path) => crate::tls::read_roots(path)?,
             None => Vec::new(),
         };
-        let pools = PerProcess::new(Pools::new(&config, &roots)?);
+        let pools = std::sync::Arc::new(PerProcess::new(Pools::new(&config, &roots)?));
         let api_base = reqwest::Url::parse(&config.url("")).ok();
         Ok(Transport {
             pools,
@@ -206,6 +207,17 @@ impl Transport {
             config,
             api_base,
         })
+    }
+
+    /// A transport over the same connection pools with other per-call settings (`timeout`,
+    /// `retry`, `deadline`); the base URL, TLS settings and cassette stay this one's.
+    pub fn with_config(&self, config: ClientConfig) -> Transport {
+        Transport {
+            pools: self.pools.clone(),
+            roots: self.roots.clone(),
+            config,
+            api_base: self.api_base.clone(),
+        }
     }
 
     /// The pool for a request, and how the request reaches it: on a thread driving its own
@@ -319,10 +331,22 @@ impl Transport {
         // `local_runtime::settle`.
         let local = (route == Route::Local).then_some(std::ptr::from_ref(http) as usize);
         let policy = &self.config.retry;
+        let end = crate::deadline::ends_at();
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
             let started = Instant::now();
+            // What is left of the call's deadline bounds this attempt.
+            let timeout = match end {
+                Some(end) => {
+                    let left = end.saturating_duration_since(started);
+                    if left.is_zero() {
+                        return Err(crate::deadline::passed_at(true));
+                    }
+                    self.config.timeout.min(left)
+                }
+                None => self.config.timeout,
+            };
             let extra = match observer {
                 Some(obs) => obs.start(&AttemptStart {
                     method: req.method.as_str(),
@@ -336,7 +360,9 @@ impl Transport {
             if let Some(pool) = local {
                 crate::local_runtime::settle(pool).await;
             }
-            let outcome = self.attempt(http, remote, &url, req, bearer, &extra).await;
+            let outcome = self
+                .attempt(http, remote, &url, req, bearer, &extra, timeout)
+                .await;
             if let (Some(pool), Ok(_)) = (local, &outcome) {
                 crate::local_runtime::answered(pool);
             }
@@ -352,12 +378,15 @@ impl Transport {
                 }
                 Err(e) => {
                     let nothing_sent = e.is_connect();
-                    let timeout = e.is_timeout();
+                    let timed_out = e.is_timeout();
                     let wait = (may_retry && (nothing_sent || req.retry == Retry::Safe))
                         .then(|| backoff(attempt, policy));
-                    (wait, Err(transport_error(&e, timeout, nothing_sent)))
+                    (wait, Err(transport_error(&e, timed_out, nothing_sent)))
                 }
             };
+            // No wait runs past the deadline: the answer (or error) in hand is the result.
+            let retry_in =
+                retry_in.filter(|wait| end.is_none_or(|end| Instant::now() + *wait < end));
             if let Some(obs) = observer {
                 obs.attempt(&AttemptLog {
                     method: req.method.as_str(),
@@ -379,6 +408,8 @@ impl Transport {
     }
 
     /// One try over `http`; with `remote`, the exchange runs as a task on the shared runtime.
+    /// `timeout` is the client's, or what is left of the call's deadline.
+    #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
         http: &reqwest::Client,
@@ -387,12 +418,13 @@ impl Transport {
         req: &Request<'_>,
         bearer: Option<&str>,
         extra: &[(String, String)],
+        timeout: Duration,
     ) -> std::result::Result<Response, reqwest::Error> {
         let rb = match url {
             Target::Parsed(u) => http.request(req.method.clone(), u.clone()),
             Target::Text(t) => http.request(req.method.clone(), t.as_str()),
         };
-        let mut rb = rb.timeout(self.config.timeout);
+        let mut rb = rb.timeout(timeout);
         if let Some(token) = bearer {
             rb = rb.header(AUTHORIZATION, format!("Bearer {token}"));
         }

@@ -106,22 +106,27 @@ impl UserSession {
     /// The user's virtual accounts.
     fn list_virtual_accounts(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let (s, obs) = (self.check_open()?, observer(py));
-        block(py, async move {
-            let (accounts, _raw) =
-                fxpay_core::api::list_virtual_accounts(&s, obs.as_deref()).await?;
-            Ok(Out::Accounts(accounts))
-        })
+        let deadline = s.transport().config().deadline;
+        block(
+            py,
+            fxpay_core::deadline::scope(deadline, async move {
+                let (accounts, _raw) =
+                    fxpay_core::api::list_virtual_accounts(&s, obs.as_deref()).await?;
+                Ok(Out::Accounts(accounts))
+            }),
+        )
     }
 
     /// :meth:`list_virtual_accounts`, awaitable.
     fn list_virtual_accounts_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let s = self.check_open()?;
+        let deadline = s.transport().config().deadline;
         call(py, "list_virtual_accounts_async", move |obs| {
-            Box::pin(async move {
+            Box::pin(fxpay_core::deadline::scope(deadline, async move {
                 let (accounts, _raw) =
                     fxpay_core::api::list_virtual_accounts(&s, obs.as_deref()).await?;
                 Ok(Out::Accounts(accounts))
-            })
+            }))
         })
     }
 
