@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from . import _fxpay
 from ._fxpay import Client, UserSession
 from ._payouts import PayoutProgress
+from ._raw import RawResponse
 from .errors import (
     ApiError,
     AuthenticationError,
@@ -97,6 +98,7 @@ __all__ = [
     "PermissionDeniedError",
     "Quote",
     "RateLimitError",
+    "RawResponse",
     "RedisJournal",
     "RedisTokenStore",
     "ServerError",

@@ -12,6 +12,7 @@
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use crate::fork::PerProcess;
+pub use crate::headers::header_pairs;
 use crate::models::FieldError;
 use bytes::Bytes;
 use reqwest::header::{
@@ -272,8 +273,13 @@ impl Transport {
         let live = self.send_live(req, bearer, observer);
         match &self.config.cassette {
             Some(cassette) if cassette.mode() == crate::cassette::Mode::Replay => {
-                self.replayed(req, observer, cassette.around(req, bearer, live))
-                    .await
+                let result = self
+                    .replayed(req, observer, cassette.around(req, bearer, live))
+                    .await;
+                if let Ok(r) = &result {
+                    crate::raw::record(r.status, &r.headers, 1);
+                }
+                result
             }
             Some(cassette) => cassette.around(req, bearer, live).await,
             None => live.await,
@@ -402,7 +408,12 @@ impl Transport {
             }
             match retry_in {
                 Some(wait) => tokio::time::sleep(wait).await,
-                None => return result,
+                None => {
+                    if let Ok(r) = &result {
+                        crate::raw::record(r.status, &r.headers, attempt);
+                    }
+                    return result;
+                }
             }
         }
     }
@@ -588,14 +599,6 @@ pub fn api_error(resp: &Response) -> Error {
         retry_after: retry_after(&resp.headers),
         headers: header_pairs(&resp.headers),
     }
-}
-
-/// The headers as (lower-case name, value) pairs; a value that is not text is left out.
-pub fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
-    headers
-        .iter()
-        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
-        .collect()
 }
 
 /// The request id of an answer: `x-request-id`, else `request-id`.

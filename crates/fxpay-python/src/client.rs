@@ -68,7 +68,11 @@ fn block<F>(py: Python<'_>, deadline: Option<Duration>, fut: F) -> PyResult<Py<P
 where
     F: std::future::Future<Output = Result<Out, Error>> + Send + 'static,
 {
-    block_now(py, fxpay_core::deadline::scope(deadline, fut))
+    let raw = super::raw::take_armed();
+    block_now(
+        py,
+        fxpay_core::raw::scope(raw, fxpay_core::deadline::scope(deadline, fut)),
+    )
 }
 
 /// An awaitable call bounded by the client's deadline.
@@ -78,8 +82,12 @@ fn call(
     name: &'static str,
     start: impl FnOnce(Option<Arc<dyn Observer>>) -> OutFuture + Send + 'static,
 ) -> PyResult<Py<PyAny>> {
+    let raw = super::raw::take_armed();
     call_later(py, name, move |obs| {
-        Box::pin(fxpay_core::deadline::scope(deadline, start(obs)))
+        Box::pin(fxpay_core::raw::scope(
+            raw,
+            fxpay_core::deadline::scope(deadline, start(obs)),
+        ))
     })
 }
 
@@ -557,6 +565,15 @@ impl Client {
     #[getter]
     fn closed(&self) -> bool {
         self.is_closed()
+    }
+
+    /// ``with_raw_response.<method>(...)``: the call, returning a ``fxpay.RawResponse``.
+    #[getter]
+    fn with_raw_response<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import(intern!(slf.py(), "fxpay._raw"))?
+            .getattr(intern!(slf.py(), "WithRawResponse"))?
+            .call1((slf,))
     }
 
     /// A client with other per-call options that shares this one's connection pools, token
