@@ -520,6 +520,7 @@ class Client:
         cassette: Cassette | None = None,
         journal: Journal | None = None,
         deadline: float | None = None,
+        proxy: str | None = None,
     ) -> None: ...
     @classmethod
     def from_env(
@@ -533,6 +534,7 @@ class Client:
         cassette: Cassette | None = ...,
         journal: Journal | None = ...,
         deadline: float | None = ...,
+        proxy: str | None = ...,
     ) -> Self: ...
     @property
     def base_url(self) -> str: ...

@@ -47,6 +47,9 @@ pub struct ClientConfig {
     /// The total time of one call: every attempt, backoff, `Retry-After` wait and token
     /// request inside it (`crate::deadline`). `None`: only `timeout` per attempt.
     pub deadline: Option<Duration>,
+    /// `http://host:port` (or `https://`): this client's proxy, whatever the environment
+    /// says. `None`: `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` are read as before.
+    pub proxy: Option<String>,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -79,6 +82,7 @@ impl ClientConfig {
             ca_bundle: None,
             cassette: None,
             deadline: None,
+            proxy: None,
         })
     }
 
@@ -91,6 +95,23 @@ impl ClientConfig {
         }
         self.timeout = Duration::from_secs_f64(seconds);
         self.connect_timeout = self.timeout.min(Duration::from_secs(10));
+        Ok(self)
+    }
+
+    /// `proxy`: an `http://` or `https://` URL with a host (and no path beyond `/`).
+    pub fn with_proxy(mut self, proxy: &str) -> Result<Self> {
+        let url = url::Url::parse(proxy).map_err(|e| {
+            Error::config(format!("proxy must be a URL like http://host:port: {e}"))
+        })?;
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
+            return Err(Error::config(
+                "proxy must be an http:// or https:// URL with a host, like http://proxy.internal:3128",
+            ));
+        }
+        if !(url.path().is_empty() || url.path() == "/") || url.query().is_some() {
+            return Err(Error::config("proxy must not have a path or a query"));
+        }
+        self.proxy = Some(proxy.to_owned());
         Ok(self)
     }
 

@@ -493,13 +493,19 @@ fn build_http(config: &ClientConfig, roots: &[CertificateDer<'static>]) -> Resul
     let ua = HeaderValue::from_str(&config.user_agent())
         .map_err(|_| Error::config("user_agent must be printable ASCII"))?;
     headers.insert(USER_AGENT, ua);
-    let builder = reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .default_headers(headers)
         .connect_timeout(config.connect_timeout)
         .pool_idle_timeout(Duration::from_secs(60))
         .pool_max_idle_per_host(256)
         .tcp_nodelay(true)
         .redirect(reqwest::redirect::Policy::none());
+    if let Some(proxy) = &config.proxy {
+        // A proxy of its own: the environment's (HTTPS_PROXY, NO_PROXY...) is not read.
+        let p = reqwest::Proxy::all(proxy.as_str())
+            .map_err(|e| Error::config(format!("proxy {proxy:?} is unusable: {e}")))?;
+        builder = builder.proxy(p);
+    }
     // The process's shared TLS configuration (crate::tls): the system's roots are parsed
     // once, and pools resume each other's TLS sessions.
     let tls = crate::tls::client_config(roots)?;

@@ -430,7 +430,7 @@ impl Client {
     #[new]
     #[pyo3(signature = (*_args, **_kwargs))]
     #[pyo3(
-        text_signature = "(client_id, client_secret, *, base_url, timeout=30.0, max_retries=2, token_store=None, user_agent=None, ca_bundle=None, cassette=None, journal=None, deadline=None)"
+        text_signature = "(client_id, client_secret, *, base_url, timeout=30.0, max_retries=2, token_store=None, user_agent=None, ca_bundle=None, cassette=None, journal=None, deadline=None, proxy=None)"
     )]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
         Client {
@@ -440,7 +440,7 @@ impl Client {
         }
     }
 
-    #[pyo3(signature = (client_id, client_secret, *, base_url, timeout = default(30.0), max_retries = default(2),  token_store = None, user_agent = None, ca_bundle = None, cassette = None, journal = None, deadline = None))]
+    #[pyo3(signature = (client_id, client_secret, *, base_url, timeout = default(30.0), max_retries = default(2),  token_store = None, user_agent = None, ca_bundle = None, cassette = None, journal = None, deadline = None, proxy = None))]
     #[allow(clippy::too_many_arguments)]
     fn __init__(
         &self,
@@ -456,6 +456,7 @@ impl Client {
         cassette: Option<&Bound<'_, PyAny>>,
         journal: Option<&Bound<'_, PyAny>>,
         deadline: Option<&Bound<'_, PyAny>>,
+        proxy: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         if self.open.get().is_some() {
             return Err(to_pyerr(Error::config(
@@ -481,6 +482,7 @@ impl Client {
             Some(d) => Some(seconds_named(d, "deadline")?),
             None => None,
         };
+        let proxy = opt_text(proxy, "proxy")?;
         let journal = match journal.filter(|j| !j.is_none()) {
             Some(j) => Some(PyJournal::from_py(j, "journal")?),
             None => None,
@@ -493,6 +495,9 @@ impl Client {
                     .with_max_retries(max_retries)?;
                 if let Some(d) = deadline {
                     cfg = cfg.with_deadline(d)?;
+                }
+                if let Some(p) = &proxy {
+                    cfg = cfg.with_proxy(p)?;
                 }
                 cfg.user_agent_suffix = user_agent;
                 cfg.ca_bundle = ca_bundle;
