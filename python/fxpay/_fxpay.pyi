@@ -521,6 +521,8 @@ class Client:
         journal: Journal | None = None,
         deadline: float | None = None,
         proxy: str | None = None,
+        client_cert: str | os.PathLike[str] | None = None,
+        client_key: str | os.PathLike[str] | None = None,
     ) -> None: ...
     @classmethod
     def from_env(
@@ -535,6 +537,8 @@ class Client:
         journal: Journal | None = ...,
         deadline: float | None = ...,
         proxy: str | None = ...,
+        client_cert: str | os.PathLike[str] | None = ...,
+        client_key: str | os.PathLike[str] | None = ...,
     ) -> Self: ...
     @property
     def base_url(self) -> str: ...
@@ -700,8 +704,18 @@ class CoreCassette:
 @final
 class CoreSandbox:
     def __new__(
-        cls, host: str = "127.0.0.1", port: int = 0, tls: bool = False, body_timeout: float = 10.0, idle_timeout: float = 60.0
+        cls,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: bool = False,
+        body_timeout: float = 10.0,
+        idle_timeout: float = 60.0,
+        client_auth: bool = False,
     ) -> CoreSandbox: ...
+    @property
+    def client_cert(self) -> str | None: ...
+    @property
+    def client_key(self) -> str | None: ...
     @property
     def base_url(self) -> str: ...
     @property

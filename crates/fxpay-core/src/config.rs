@@ -50,6 +50,9 @@ pub struct ClientConfig {
     /// `http://host:port` (or `https://`): this client's proxy, whatever the environment
     /// says. `None`: `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` are read as before.
     pub proxy: Option<String>,
+    /// A TLS client identity: the PEM file of the certificate, and of its key (`None`: the
+    /// certificate's file holds the key too).
+    pub client_cert: Option<(String, Option<String>)>,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -83,6 +86,7 @@ impl ClientConfig {
             cassette: None,
             deadline: None,
             proxy: None,
+            client_cert: None,
         })
     }
 

@@ -162,9 +162,13 @@ struct Pools {
 }
 
 impl Pools {
-    fn new(config: &ClientConfig, roots: &[CertificateDer<'static>]) -> Result<Self> {
+    fn new(
+        config: &ClientConfig,
+        roots: &[CertificateDer<'static>],
+        identity: Option<&crate::tls::Identity>,
+    ) -> Result<Self> {
         Ok(Pools {
-            http: build_http(config, roots)?,
+            http: build_http(config, roots, identity)?,
             local: thread_local::ThreadLocal::new(),
         })
     }
@@ -188,6 +192,8 @@ pub struct Transport {
     pools: std::sync::Arc<PerProcess<Pools>>,
     /// The extra root certificates of `ca_bundle`, read once.
     roots: Vec<CertificateDer<'static>>,
+    /// The TLS client identity of `client_cert`/`client_key`, read once.
+    identity: Option<crate::tls::Identity>,
     config: ClientConfig,
     /// `<base_url>/v1`, parsed once: a request's URL is this with its path appended, so the
     /// host is not parsed (and IDNA-checked) again on every request.
@@ -200,11 +206,20 @@ impl Transport {
             Some(path) => crate::tls::read_roots(path)?,
             None => Vec::new(),
         };
-        let pools = std::sync::Arc::new(PerProcess::new(Pools::new(&config, &roots)?));
+        let identity = match &config.client_cert {
+            Some((cert, key)) => Some(crate::tls::read_identity(cert, key.as_deref())?),
+            None => None,
+        };
+        let pools = std::sync::Arc::new(PerProcess::new(Pools::new(
+            &config,
+            &roots,
+            identity.as_ref(),
+        )?));
         let api_base = reqwest::Url::parse(&config.url("")).ok();
         Ok(Transport {
             pools,
             roots,
+            identity,
             config,
             api_base,
         })
@@ -216,6 +231,7 @@ impl Transport {
         Transport {
             pools: self.pools.clone(),
             roots: self.roots.clone(),
+            identity: self.identity.clone(),
             config,
             api_base: self.api_base.clone(),
         }
@@ -227,7 +243,7 @@ impl Transport {
     fn pool(&self, retry: Retry) -> std::result::Result<(&reqwest::Client, Route), Error> {
         let pools = self
             .pools
-            .get_or_try_make(|| Pools::new(&self.config, &self.roots))?;
+            .get_or_try_make(|| Pools::new(&self.config, &self.roots, self.identity.as_ref()))?;
         if !crate::local_runtime::driving() {
             return Ok((&pools.http, Route::Shared));
         }
@@ -236,7 +252,7 @@ impl Transport {
         }
         let http = pools
             .local
-            .get_or_try(|| build_http(&self.config, &self.roots))?;
+            .get_or_try(|| build_http(&self.config, &self.roots, self.identity.as_ref()))?;
         Ok((http, Route::Local))
     }
 
@@ -487,7 +503,11 @@ async fn exchange(rb: reqwest::RequestBuilder) -> std::result::Result<Response, 
 }
 
 /// One connection pool with the client's settings.
-fn build_http(config: &ClientConfig, roots: &[CertificateDer<'static>]) -> Result<reqwest::Client> {
+fn build_http(
+    config: &ClientConfig,
+    roots: &[CertificateDer<'static>],
+    identity: Option<&crate::tls::Identity>,
+) -> Result<reqwest::Client> {
     let mut headers = HeaderMap::new();
     headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
     let ua = HeaderValue::from_str(&config.user_agent())
@@ -508,7 +528,10 @@ fn build_http(config: &ClientConfig, roots: &[CertificateDer<'static>]) -> Resul
     }
     // The process's shared TLS configuration (crate::tls): the system's roots are parsed
     // once, and pools resume each other's TLS sessions.
-    let tls = crate::tls::client_config(roots)?;
+    let tls = match identity {
+        Some(id) => crate::tls::client_config_with_identity(roots, id)?,
+        None => crate::tls::client_config(roots)?,
+    };
     builder
         .tls_backend_preconfigured(rustls::ClientConfig::clone(&tls))
         .build()
@@ -533,6 +556,12 @@ fn transport_error(e: &reqwest::Error, timeout: bool, nothing_sent: bool) -> Err
     if !detail.is_empty() {
         message.push_str(": ");
         message.push_str(&detail.join(": "));
+    }
+    if detail.iter().any(|d| d.contains("CertificateRequired")) {
+        message.push_str(
+            " (the server asked for a client certificate in the TLS handshake: give \
+             Client(client_cert=..., client_key=...))",
+        );
     }
     Error::Transport {
         message,

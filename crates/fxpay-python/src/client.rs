@@ -430,7 +430,7 @@ impl Client {
     #[new]
     #[pyo3(signature = (*_args, **_kwargs))]
     #[pyo3(
-        text_signature = "(client_id, client_secret, *, base_url, timeout=30.0, max_retries=2, token_store=None, user_agent=None, ca_bundle=None, cassette=None, journal=None, deadline=None, proxy=None)"
+        text_signature = "(client_id, client_secret, *, base_url, timeout=30.0, max_retries=2, token_store=None, user_agent=None, ca_bundle=None, cassette=None, journal=None, deadline=None, proxy=None, client_cert=None, client_key=None)"
     )]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
         Client {
@@ -440,7 +440,7 @@ impl Client {
         }
     }
 
-    #[pyo3(signature = (client_id, client_secret, *, base_url, timeout = default(30.0), max_retries = default(2),  token_store = None, user_agent = None, ca_bundle = None, cassette = None, journal = None, deadline = None, proxy = None))]
+    #[pyo3(signature = (client_id, client_secret, *, base_url, timeout = default(30.0), max_retries = default(2),  token_store = None, user_agent = None, ca_bundle = None, cassette = None, journal = None, deadline = None, proxy = None, client_cert = None, client_key = None))]
     #[allow(clippy::too_many_arguments)]
     fn __init__(
         &self,
@@ -457,6 +457,8 @@ impl Client {
         journal: Option<&Bound<'_, PyAny>>,
         deadline: Option<&Bound<'_, PyAny>>,
         proxy: Option<&Bound<'_, PyAny>>,
+        client_cert: Option<&Bound<'_, PyAny>>,
+        client_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         if self.open.get().is_some() {
             return Err(to_pyerr(Error::config(
@@ -483,6 +485,13 @@ impl Client {
             None => None,
         };
         let proxy = opt_text(proxy, "proxy")?;
+        let client_cert = path(client_cert, "client_cert")?;
+        let client_key = path(client_key, "client_key")?;
+        if client_key.is_some() && client_cert.is_none() {
+            return Err(to_pyerr(Error::config(
+                "client_key needs client_cert (the certificate it is the key of)",
+            )));
+        }
         let journal = match journal.filter(|j| !j.is_none()) {
             Some(j) => Some(PyJournal::from_py(j, "journal")?),
             None => None,
@@ -499,6 +508,7 @@ impl Client {
                 if let Some(p) = &proxy {
                     cfg = cfg.with_proxy(p)?;
                 }
+                cfg.client_cert = client_cert.map(|c| (c, client_key));
                 cfg.user_agent_suffix = user_agent;
                 cfg.ca_bundle = ca_bundle;
                 cfg.cassette = for_config;

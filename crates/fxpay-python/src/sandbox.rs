@@ -78,9 +78,9 @@ impl serde::Serialize for Inspection<'_> {
 #[pymethods]
 impl CoreSandbox {
     #[new]
-    #[pyo3(signature = (host = None, port = None, tls = false, body_timeout = 10.0, idle_timeout = 60.0))]
+    #[pyo3(signature = (host = None, port = None, tls = false, body_timeout = 10.0, idle_timeout = 60.0, client_auth = false))]
     #[pyo3(
-        text_signature = "(host='127.0.0.1', port=0, tls=False, body_timeout=10.0, idle_timeout=60.0)"
+        text_signature = "(host='127.0.0.1', port=0, tls=False, body_timeout=10.0, idle_timeout=60.0, client_auth=False)"
     )]
     fn new(
         py: Python<'_>,
@@ -89,7 +89,13 @@ impl CoreSandbox {
         tls: bool,
         body_timeout: f64,
         idle_timeout: f64,
+        client_auth: bool,
     ) -> PyResult<Self> {
+        if client_auth && !tls {
+            return Err(to_pyerr(Error::config(
+                "client_auth=True needs tls=True: client certificates are a TLS feature",
+            )));
+        }
         let host = opt_text(host, "host")?.unwrap_or_else(|| "127.0.0.1".into());
         let port = match port {
             Some(p) if !p.is_none() => int(p, "port", Error::Configuration)?,
@@ -123,6 +129,7 @@ impl CoreSandbox {
             host,
             port,
             tls,
+            client_auth,
             body_timeout,
             idle_timeout,
         };
@@ -166,6 +173,20 @@ impl CoreSandbox {
     #[getter]
     fn admin_token(&self) -> String {
         self.inner.admin_token().to_string()
+    }
+    /// With `client_auth`: a client certificate (PEM) the sandbox's CA issued.
+    #[getter]
+    fn client_cert(&self) -> Option<String> {
+        self.inner
+            .client_identity()
+            .map(|(c, _)| c.to_string_lossy().into_owned())
+    }
+    /// With `client_auth`: the key (PEM) of `client_cert`.
+    #[getter]
+    fn client_key(&self) -> Option<String> {
+        self.inner
+            .client_identity()
+            .map(|(_, k)| k.to_string_lossy().into_owned())
     }
     #[getter]
     fn ca_bundle(&self) -> Option<String> {

@@ -100,7 +100,7 @@ impl Sandbox {
         let addr = listener.local_addr()?;
         let base_url = base_url_of(addr, config.tls);
         let tls = if config.tls {
-            Some(tls::make(config.host)?)
+            Some(tls::make(config.host, config.client_auth)?)
         } else {
             None
         };
@@ -207,6 +207,15 @@ impl Sandbox {
     /// The token of the admin API (`Authorization: Bearer <token>` under `/_sandbox/`).
     pub fn admin_token(&self) -> &str {
         &self.inner.admin_token
+    }
+
+    /// With `client_auth`: a client certificate (PEM) the sandbox's CA issued, and its key.
+    pub fn client_identity(&self) -> Option<(&std::path::Path, &std::path::Path)> {
+        let t = self.inner.tls.as_ref()?;
+        Some((
+            t.client_cert_path.as_deref()?,
+            t.client_key_path.as_deref()?,
+        ))
     }
 
     /// The CA file (PEM) an https sandbox's certificate chains to; `None` without `tls`.

@@ -46,9 +46,13 @@ class Sandbox:
         tls: bool = False,
         body_timeout: float = 10.0,
         idle_timeout: float = 60.0,
+        client_auth: bool = False,
     ) -> None:
         check_flag("tls", tls)
-        self._core = CoreSandbox(host, port, tls, check_seconds("body_timeout", body_timeout), check_seconds("idle_timeout", idle_timeout))
+        check_flag("client_auth", client_auth)
+        self._core = CoreSandbox(
+            host, port, tls, check_seconds("body_timeout", body_timeout), check_seconds("idle_timeout", idle_timeout), client_auth
+        )
         self._closed = False
 
     # -- identity --------------------------------------------------------------------------
@@ -97,7 +101,22 @@ class Sandbox:
         """
         if self.ca_bundle is not None:
             kwargs.setdefault("ca_bundle", self.ca_bundle)
+        if self.client_cert is not None and "client_cert" not in kwargs:
+            kwargs["client_cert"] = self.client_cert
+            kwargs.setdefault("client_key", self.client_key)
         return Client(self.client_id, self.client_secret, base_url=self.base_url, **kwargs)
+
+    @property
+    def client_cert(self) -> str | None:
+        """With ``client_auth=True``: a client certificate (PEM) the sandbox's CA issued."""
+        path = self._core.client_cert
+        return None if path is None else str(path)
+
+    @property
+    def client_key(self) -> str | None:
+        """With ``client_auth=True``: the key (PEM) of :attr:`client_cert`."""
+        path = self._core.client_key
+        return None if path is None else str(path)
 
     def reset(self) -> None:
         """Forgets every quote, beneficiary, deal, delivery and fault; zeroes the counters.

@@ -369,16 +369,37 @@ async fn open_connection(
     let Some(acceptor) = tls else {
         return connection(stream, false, state, router, shutdown).await;
     };
-    let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+    let handshake = tokio::time::timeout(
+        TLS_HANDSHAKE_TIMEOUT,
+        acceptor.accept(stream).into_fallible(),
+    );
     let stream = tokio::select! {
         r = handshake => match r {
             Ok(Ok(s)) => s,
-            // A failed handshake (a client that does not trust the CA...) ends here.
-            _ => return,
+            // A failed handshake (a client that does not trust the CA, or that has no client
+            // certificate...) ends here. Its alert is sent; what the client sent meanwhile is
+            // read and dropped for a moment before closing, so that the close is not a reset
+            // that could discard the alert before the client reads it.
+            Ok(Err((_, mut tcp))) => {
+                linger(&mut tcp).await;
+                return;
+            }
+            Err(_) => return,
         },
         _ = shut_down(shutdown.clone()) => return,
     };
     connection(stream, true, state, router, shutdown).await
+}
+
+/// Half-closes `tcp` and reads what the peer still sends (at most a second), then returns.
+async fn linger(tcp: &mut TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = tcp.shutdown().await;
+    let mut buf = [0u8; 4096];
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while matches!(tcp.read(&mut buf).await, Ok(n) if n > 0) {}
+    })
+    .await;
 }
 
 /// The accept loop; ends (dropping the listener) when the sandbox shuts down.
