@@ -40,6 +40,8 @@ class RemoteSandbox:
         admin_token: str,
         ca_bundle: str | os.PathLike[str] | None = None,
         timeout: float = 30.0,
+        client_cert: str | os.PathLike[str] | None = None,
+        client_key: str | os.PathLike[str] | None = None,
     ) -> None:
         for name, value in (
             ("base_url", base_url),
@@ -50,8 +52,11 @@ class RemoteSandbox:
             check_type(name, value, str, "a str")
             if not value:
                 raise InvalidRequestError(f"{name} must not be empty")
-        if ca_bundle is not None and not isinstance(ca_bundle, (str, os.PathLike)):
-            raise TypeError(f"ca_bundle must be a path or None, got {type(ca_bundle).__name__}")
+        for name, value in (("ca_bundle", ca_bundle), ("client_cert", client_cert), ("client_key", client_key)):
+            if value is not None and not isinstance(value, (str, os.PathLike)):
+                raise TypeError(f"{name} must be a path or None, got {type(value).__name__}")
+        if client_key is not None and client_cert is None:
+            raise ConfigurationError("client_key needs client_cert (the certificate it is the key of)")
         if check_nonneg_seconds("timeout", timeout) == 0:
             raise InvalidRequestError("timeout must be > 0")
         parsed = urllib.parse.urlsplit(base_url)
@@ -62,6 +67,8 @@ class RemoteSandbox:
         self._client_secret = client_secret
         self._admin_token = admin_token
         self._ca_bundle = None if ca_bundle is None else os.fspath(ca_bundle)
+        self._client_cert = None if client_cert is None else os.fspath(client_cert)
+        self._client_key = None if client_key is None else os.fspath(client_key)
         self._timeout = float(timeout)
         self._info: dict[str, Any] | None = None
         handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]
@@ -70,6 +77,11 @@ class RemoteSandbox:
                 ctx = ssl.create_default_context(cafile=self._ca_bundle)
             except (OSError, ssl.SSLError) as e:
                 raise ConfigurationError(f"cannot read ca_bundle {self._ca_bundle!r}: {e}") from e
+            if self._client_cert is not None:
+                try:
+                    ctx.load_cert_chain(self._client_cert, self._client_key)
+                except (OSError, ssl.SSLError) as e:
+                    raise ConfigurationError(f"cannot read client_cert {self._client_cert!r}: {e}") from e
             handlers.append(urllib.request.HTTPSHandler(context=ctx))
         self._opener = urllib.request.build_opener(*handlers)
 
@@ -133,6 +145,16 @@ class RemoteSandbox:
         return self._ca_bundle
 
     @property
+    def client_cert(self) -> str | None:
+        """The client certificate (PEM) presented to a ``--client-auth`` sandbox, as given."""
+        return self._client_cert
+
+    @property
+    def client_key(self) -> str | None:
+        """The key (PEM) of :attr:`client_cert`, as given."""
+        return self._client_key
+
+    @property
     def redirect_uri(self) -> str:
         """A registered https redirect URI of the default client (asked of the server once)."""
         return self._about("redirect_uri")
@@ -149,6 +171,9 @@ class RemoteSandbox:
         """A :class:`fxpay.Client` bound to this sandbox (keyword arguments go to ``Client``)."""
         if self._ca_bundle is not None:
             kwargs.setdefault("ca_bundle", self._ca_bundle)
+        if self._client_cert is not None and "client_cert" not in kwargs:
+            kwargs["client_cert"] = self._client_cert
+            kwargs.setdefault("client_key", self._client_key)
         return Client(self._client_id, self._client_secret, base_url=self._base_url, **kwargs)
 
     def register_client(self, client_id: str, client_secret: str, redirect_uris: list[str] | None = None) -> None:

@@ -101,3 +101,18 @@ def test_the_command_line_serves_client_auth() -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_remote_sandbox_presents_a_client_certificate() -> None:
+    from fxpay.testing import RemoteSandbox
+
+    with Sandbox(tls=True, client_auth=True) as served:
+        args = {"client_id": served.client_id, "client_secret": served.client_secret, "admin_token": served.admin_token}
+        bare = RemoteSandbox(served.base_url, ca_bundle=served.ca_bundle, **args)
+        with pytest.raises(fxpay.TransportError):
+            bare.stats()
+        sb = RemoteSandbox(served.base_url, ca_bundle=served.ca_bundle, client_cert=served.client_cert, client_key=served.client_key, **args)
+        assert sb.client_cert == served.client_cert
+        with sb.client() as c:
+            assert book(c).deal_id
+        assert sb.stats()["deals"] == 1
