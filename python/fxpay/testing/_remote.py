@@ -52,9 +52,9 @@ class RemoteSandbox:
             check_type(name, value, str, "a str")
             if not value:
                 raise InvalidRequestError(f"{name} must not be empty")
-        for name, value in (("ca_bundle", ca_bundle), ("client_cert", client_cert), ("client_key", client_key)):
-            if value is not None and not isinstance(value, (str, os.PathLike)):
-                raise TypeError(f"{name} must be a path or None, got {type(value).__name__}")
+        for path_name, path_value in (("ca_bundle", ca_bundle), ("client_cert", client_cert), ("client_key", client_key)):
+            if path_value is not None and not isinstance(path_value, (str, os.PathLike)):
+                raise TypeError(f"{path_name} must be a path or None, got {type(path_value).__name__}")
         if client_key is not None and client_cert is None:
             raise ConfigurationError("client_key needs client_cert (the certificate it is the key of)")
         if check_nonneg_seconds("timeout", timeout) == 0:

@@ -111,7 +111,8 @@ def test_remote_sandbox_presents_a_client_certificate() -> None:
         bare = RemoteSandbox(served.base_url, ca_bundle=served.ca_bundle, **args)
         with pytest.raises(fxpay.TransportError):
             bare.stats()
-        sb = RemoteSandbox(served.base_url, ca_bundle=served.ca_bundle, client_cert=served.client_cert, client_key=served.client_key, **args)
+        identity = {"client_cert": served.client_cert, "client_key": served.client_key}
+        sb = RemoteSandbox(served.base_url, ca_bundle=served.ca_bundle, **identity, **args)
         assert sb.client_cert == served.client_cert
         with sb.client() as c:
             assert book(c).deal_id
