@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from . import _fxpay
 from ._fxpay import Client, UserSession
 from ._payouts import PayoutProgress
+from ._raw import RawResponse
 from .errors import (
     ApiError,
     AuthenticationError,
@@ -25,6 +26,7 @@ from .errors import (
     NotFoundError,
     OAuthError,
     OutcomeUnknownError,
+    PaginationError,
     PermissionDeniedError,
     RateLimitError,
     ServerError,
@@ -91,10 +93,12 @@ __all__ = [
     "NotFoundError",
     "OAuthError",
     "OutcomeUnknownError",
+    "PaginationError",
     "PayoutProgress",
     "PermissionDeniedError",
     "Quote",
     "RateLimitError",
+    "RawResponse",
     "RedisJournal",
     "RedisTokenStore",
     "ServerError",

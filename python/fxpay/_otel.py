@@ -148,11 +148,15 @@ def inject(span: Span, parent: Context) -> list[tuple[str, str]]:
     return list(carrier.items())
 
 
-def end(span: Span, status: int | None, error_type: str | None, end_time: int) -> None:
+def end(span: Span, status: int | None, error_type: str | None, end_time: int, request_id: str | None = None) -> None:
     """Ends an attempt's span with its answer's status or its error, at ``end_time`` (ns since
-    the epoch, taken when the attempt ended: the core may end it a little later)."""
+    the epoch, taken when the attempt ended: the core may end it a little later). The
+    answer's request id is ``http.response.header.x-request-id`` (a list of one string, as
+    the semantic conventions spell header attributes)."""
     if status is not None:
         span.set_attribute("http.response.status_code", status)
+    if request_id is not None:
+        span.set_attribute("http.response.header.x-request-id", [request_id])
     if error_type is not None:
         from opentelemetry.trace import Status, StatusCode
 

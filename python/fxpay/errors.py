@@ -6,6 +6,7 @@ Python exceptions that pickle, subclass and document like any other.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ __all__ = [
     "NotFoundError",
     "OAuthError",
     "OutcomeUnknownError",
+    "PaginationError",
     "PermissionDeniedError",
     "RateLimitError",
     "ServerError",
@@ -88,11 +90,63 @@ class StateMismatchError(FxPayError):
     """The ``state`` of an authorization callback is not the one that was sent."""
 
 
+class Headers(Mapping[str, str]):
+    """An answer's headers: a read-only mapping whose keys ignore case
+    (``h["X-Request-Id"] == h["x-request-id"]``). A header sent more than once keeps its
+    values joined by ``", "``."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Iterable[tuple[str, str]] | Mapping[str, str] = ()) -> None:
+        pairs = items.items() if isinstance(items, Mapping) else items
+        d: dict[str, str] = {}
+        for k, v in pairs:
+            k = str(k).lower()
+            d[k] = f"{d[k]}, {v}" if k in d else str(v)
+        self._items = d
+
+    def __getitem__(self, key: str) -> str:
+        if not isinstance(key, str):
+            raise KeyError(key)
+        return self._items[key.lower()]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key.lower() in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return self._items == {str(k).lower(): v for k, v in other.items()}
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Headers({self._items!r})"
+
+    def __reduce__(self) -> Any:
+        return (Headers, (list(self._items.items()),))
+
+
+def request_id_of(headers: Mapping[str, str]) -> str | None:
+    """The request id of an answer: ``x-request-id``, else ``request-id``."""
+    h = headers if isinstance(headers, Headers) else Headers(headers)
+    return h.get("x-request-id") or h.get("request-id")
+
+
 class ApiError(FxPayError):
     """The service answered with an error status.
 
     ``status`` is the HTTP status, ``errors`` the :class:`~fxpay.FieldError` entries of an
     ``{"errors": [...]}`` body, and ``body`` the body as received, whatever its shape.
+    ``headers`` are the answer's headers (a read-only mapping that ignores case) and
+    ``request_id`` its ``x-request-id`` (else ``request-id``) header: quote it to the
+    provider's support.
     """
 
     def __init__(
@@ -102,15 +156,27 @@ class ApiError(FxPayError):
         errors: list[FieldError] | None = None,
         body: str | None = None,
         retry_after: int | None = None,
+        headers: Iterable[tuple[str, str]] | Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.errors: list[FieldError] = list(errors or [])
         self.body = body
         self.retry_after = retry_after
+        self._headers = Headers(headers or ())
+
+    @property
+    def headers(self) -> Headers:
+        """The answer's headers (read-only, case-insensitive)."""
+        return self._headers
+
+    @property
+    def request_id(self) -> str | None:
+        """The answer's ``x-request-id`` (else ``request-id``) header, or ``None``."""
+        return request_id_of(self._headers)
 
     def __reduce__(self) -> Any:
-        return (type(self), (self.message, self.status, self.errors, self.body, self.retry_after))
+        return (type(self), (self.message, self.status, self.errors, self.body, self.retry_after, list(self._headers.items())))
 
 
 class BadRequestError(ApiError):
@@ -135,6 +201,14 @@ class RateLimitError(ApiError):
 
 class ServerError(ApiError):
     """5xx: the service failed."""
+
+
+class PaginationError(ApiError):
+    """A listing's pages cannot all be fetched, so fxpay returns none of it rather than a
+    short list: a ``next`` link on another origin or outside the API, a link already
+    followed (a loop), or a paging marker that is not a link (a cursor, a page token,
+    ``hasMore: true``). ``status``, ``body`` and ``headers`` are those of the page that said
+    so; the message names the marker or the link."""
 
 
 class WebhookError(FxPayError):

@@ -20,6 +20,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
     p.add_argument("--tls", action="store_true", help="serve https with a CA made at start (FXPAY_CA_BUNDLE)")
     p.add_argument(
+        "--client-auth",
+        action="store_true",
+        help="with --tls, require a client certificate issued by the sandbox's CA (FXPAY_CLIENT_CERT, FXPAY_CLIENT_KEY)",
+    )
+    p.add_argument(
         "--body-timeout",
         type=float,
         default=10.0,
@@ -34,7 +39,16 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with Sandbox(host=args.host, port=args.port, tls=args.tls, body_timeout=args.body_timeout, idle_timeout=args.idle_timeout) as sb:
+    if args.client_auth and not args.tls:
+        p.error("--client-auth needs --tls")
+    with Sandbox(
+        host=args.host,
+        port=args.port,
+        tls=args.tls,
+        body_timeout=args.body_timeout,
+        idle_timeout=args.idle_timeout,
+        client_auth=args.client_auth,
+    ) as sb:
         print(f"FXPAY_BASE_URL={sb.base_url}")
         print(f"FXPAY_CLIENT_ID={sb.client_id}")
         print(f"FXPAY_CLIENT_SECRET={sb.client_secret}")
@@ -44,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FXPAY_ADMIN_TOKEN={sb.admin_token}")
         if sb.ca_bundle is not None:
             print(f"FXPAY_CA_BUNDLE={sb.ca_bundle}")
+        if sb.client_cert is not None:
+            print(f"FXPAY_CLIENT_CERT={sb.client_cert}")
+            print(f"FXPAY_CLIENT_KEY={sb.client_key}")
         sys.stdout.flush()
         try:
             while not stop.wait(0.5):

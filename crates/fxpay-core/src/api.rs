@@ -9,6 +9,7 @@ use crate::models::account::accounts_from_body;
 use crate::models::{
     Beneficiary, Deal, DealRequest, Quote, QuoteRequest, SpotDeal, Token, VirtualAccount,
 };
+use crate::paging;
 use crate::transport::{api_error, Observer, Request, Response, Transport};
 use serde_json::Value;
 use std::future::Future;
@@ -38,6 +39,16 @@ impl Client {
 
     pub fn config(&self) -> &ClientConfig {
         self.transport.config()
+    }
+
+    /// A client with other per-call settings that shares this one's connection pools,
+    /// token cache and store, and cassette. `config` must be this client's, changed only in
+    /// `timeout`, `retry` and `deadline`.
+    pub fn with_config(&self, config: ClientConfig) -> Client {
+        Client {
+            transport: Arc::new(self.transport.with_config(config)),
+            tokens: self.tokens.clone(),
+        }
     }
 
     /// The payments token, fetched on first use and renewed before it expires.
@@ -230,19 +241,73 @@ pub async fn list_virtual_accounts(
     obs: Option<&dyn Observer>,
 ) -> Result<WithRaw<Vec<VirtualAccount>>> {
     const PATH: &str = "/gca/virtual-accounts";
-    let token = session.token(obs).await?;
-    let renew = || session.renew_after_reject(&token.access_token, obs);
-    let resp =
-        send_authorized(session.transport(), &Request::get(PATH), &token, renew, obs).await?;
-    let resp = success(resp)?;
-    let raw = parse_body(&resp)?;
-    let accounts = accounts_from_body(&raw).map_err(|shape| {
-        unexpected(
-            &resp,
-            &format!("a list of virtual accounts (a JSON array of objects, or an object holding one); it sent {shape}"),
+    let api_base = reqwest::Url::parse(&session.transport().config().url(""))
+        .map_err(|e| Error::config(format!("the base URL is not a URL: {e}")))?;
+    let mut current = reqwest::Url::parse(&session.transport().config().url(PATH))
+        .map_err(|e| Error::config(format!("the base URL is not a URL: {e}")))?;
+    let mut path = PATH.to_owned();
+    let mut followed = std::collections::HashSet::from([current.as_str().to_owned()]);
+    let mut all = Vec::new();
+    let mut first: Option<Value> = None;
+    loop {
+        let token = session.token(obs).await?;
+        let renew = || session.renew_after_reject(&token.access_token, obs);
+        let resp = send_authorized(
+            session.transport(),
+            &Request::get(&path),
+            &token,
+            renew,
+            obs,
         )
-    })?;
-    Ok((accounts, raw))
+        .await?;
+        let resp = success(resp)?;
+        let raw = parse_body(&resp)?;
+        let accounts = accounts_from_body(&raw).map_err(|shape| {
+            unexpected(
+                &resp,
+                &format!("a list of virtual accounts (a JSON array of objects, or an object holding one); it sent {shape}"),
+            )
+        })?;
+        all.extend(accounts);
+        let next = paging::next_link(&raw, &resp.headers).map_err(|marker| {
+            paging_error(&resp, format!("the listing has more pages behind a paging marker fxpay cannot follow: {marker}"))
+        })?;
+        first.get_or_insert(raw);
+        let Some(next) = next else { break };
+        let (url, next_path) = paging::resolve(&api_base, &current, &next).map_err(|why| {
+            paging_error(
+                &resp,
+                format!("the listing's next page cannot be followed: {why}"),
+            )
+        })?;
+        if !followed.insert(url.as_str().to_owned()) {
+            return Err(paging_error(
+                &resp,
+                format!(
+                    "the listing's next link leads to a page already fetched ({}): a loop",
+                    url.path()
+                ),
+            ));
+        }
+        if followed.len() > paging::MAX_PAGES {
+            return Err(paging_error(
+                &resp,
+                format!("the listing has more than {} pages", paging::MAX_PAGES),
+            ));
+        }
+        current = url;
+        path = next_path;
+    }
+    Ok((all, first.unwrap_or(Value::Null)))
+}
+
+fn paging_error(resp: &Response, message: String) -> Error {
+    Error::Paging {
+        status: resp.status,
+        message,
+        body: String::from_utf8_lossy(&resp.body).into_owned(),
+        headers: crate::transport::header_pairs(&resp.headers),
+    }
 }
 
 /// Sends `req` with `token`. A 401 means the service no longer takes that token: `renew`
@@ -289,6 +354,7 @@ fn unexpected(resp: &Response, what: &str) -> Error {
         errors: Vec::new(),
         body: String::from_utf8_lossy(&resp.body).into_owned(),
         retry_after: None,
+        headers: crate::transport::header_pairs(&resp.headers),
     }
 }
 

@@ -17,6 +17,7 @@ const KEPT_HEADERS: &[&str] = &[
     "www-authenticate",
     "link",
     "x-request-id",
+    "request-id",
 ];
 
 impl Cassette {

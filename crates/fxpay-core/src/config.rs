@@ -44,6 +44,15 @@ pub struct ClientConfig {
     pub ca_bundle: Option<String>,
     /// Records or replays every exchange (`crate::cassette`).
     pub cassette: Option<std::sync::Arc<crate::cassette::Cassette>>,
+    /// The total time of one call: every attempt, backoff, `Retry-After` wait and token
+    /// request inside it (`crate::deadline`). `None`: only `timeout` per attempt.
+    pub deadline: Option<Duration>,
+    /// `http://host:port` (or `https://`): this client's proxy, whatever the environment
+    /// says. `None`: `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` are read as before.
+    pub proxy: Option<String>,
+    /// A TLS client identity: the PEM file of the certificate, and of its key (`None`: the
+    /// certificate's file holds the key too).
+    pub client_cert: Option<(String, Option<String>)>,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -75,6 +84,9 @@ impl ClientConfig {
             user_agent_suffix: None,
             ca_bundle: None,
             cassette: None,
+            deadline: None,
+            proxy: None,
+            client_cert: None,
         })
     }
 
@@ -87,6 +99,34 @@ impl ClientConfig {
         }
         self.timeout = Duration::from_secs_f64(seconds);
         self.connect_timeout = self.timeout.min(Duration::from_secs(10));
+        Ok(self)
+    }
+
+    /// `proxy`: an `http://` or `https://` URL with a host (and no path beyond `/`).
+    pub fn with_proxy(mut self, proxy: &str) -> Result<Self> {
+        let url = url::Url::parse(proxy).map_err(|e| {
+            Error::config(format!("proxy must be a URL like http://host:port: {e}"))
+        })?;
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
+            return Err(Error::config(
+                "proxy must be an http:// or https:// URL with a host, like http://proxy.internal:3128",
+            ));
+        }
+        if !(url.path().is_empty() || url.path() == "/") || url.query().is_some() {
+            return Err(Error::config("proxy must not have a path or a query"));
+        }
+        self.proxy = Some(proxy.to_owned());
+        Ok(self)
+    }
+
+    /// `deadline` in seconds: a finite number greater than 0 (at most a day).
+    pub fn with_deadline(mut self, seconds: f64) -> Result<Self> {
+        if !(seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0) {
+            return Err(Error::config(format!(
+                "deadline must be a number of seconds greater than 0, got {seconds}"
+            )));
+        }
+        self.deadline = Some(Duration::from_secs_f64(seconds));
         Ok(self)
     }
 

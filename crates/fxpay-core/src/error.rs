@@ -38,6 +38,18 @@ pub enum Error {
         errors: Vec<FieldError>,
         body: String,
         retry_after: Option<u64>,
+        /// The answer's headers (names in lower case), for `ApiError.headers` and
+        /// `.request_id`.
+        headers: Vec<(String, String)>,
+    },
+    /// A listing's pages cannot all be fetched: a `next` on another origin, a loop, or a
+    /// paging marker that is not a link. The page that said so answered `status`.
+    #[error("{message}")]
+    Paging {
+        status: u16,
+        message: String,
+        body: String,
+        headers: Vec<(String, String)>,
     },
     /// A webhook failed verification (nonce missing or different).
     #[error("{0}")]

@@ -42,6 +42,72 @@ pub fn read_roots(path: &str) -> Result<Vec<CertificateDer<'static>>> {
     Ok(certs)
 }
 
+/// A TLS client identity (`client_cert`/`client_key`): a certificate chain and its key.
+#[derive(Debug)]
+pub struct Identity {
+    chain: Vec<CertificateDer<'static>>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+}
+
+impl Clone for Identity {
+    fn clone(&self) -> Self {
+        Identity {
+            chain: self.chain.clone(),
+            key: self.key.clone_key(),
+        }
+    }
+}
+
+/// Reads a client identity: the certificate chain from `cert`, the key from `key`, or from
+/// `cert` too when `key` is `None` (one PEM holding both). A file that is missing or
+/// unreadable, or that holds no certificate or no key, is a `ConfigurationError`.
+pub fn read_identity(cert: &str, key: Option<&str>) -> Result<Identity> {
+    let read = |what: &str, path: &str| {
+        std::fs::read(path).map_err(|e| Error::config(format!("cannot read {what} {path:?}: {e}")))
+    };
+    let cert_pem = read("client_cert", cert)?;
+    let chain = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::config(format!("client_cert {cert:?} is not PEM: {e}")))?;
+    if chain.is_empty() {
+        return Err(Error::config(format!(
+            "client_cert {cert:?} holds no certificate"
+        )));
+    }
+    let (key_pem, key_path, what) = match key {
+        Some(k) => (read("client_key", k)?, k, "client_key"),
+        None => (cert_pem.clone(), cert, "client_cert"),
+    };
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| {
+        Error::config(format!(
+            "{what} {key_path:?} holds no private key (PEM: PKCS#8, PKCS#1 or SEC1)"
+        ))
+    })?;
+    Ok(Identity { chain, key })
+}
+
+/// The configuration of a client with an identity: the shared one's trust and ALPN, plus the
+/// certificate (made for that client, not shared).
+pub fn client_config_with_identity(
+    extra: &[CertificateDer<'static>],
+    identity: &Identity,
+) -> Result<Arc<rustls::ClientConfig>> {
+    let (provider, verifier) = trust(extra)?;
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::config(format!("cannot set up TLS: {e}")))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_client_auth_cert(identity.chain.clone(), identity.key.clone_key())
+        .map_err(|e| {
+            Error::config(format!(
+                "the client certificate and key do not go together: {e}"
+            ))
+        })?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
 /// The configuration that trusts the system's roots and `extra`: built on first use, then
 /// the same one for every pool of this process.
 pub fn client_config(extra: &[CertificateDer<'static>]) -> Result<Arc<rustls::ClientConfig>> {
@@ -71,6 +137,24 @@ fn find(extra: &[CertificateDer<'static>]) -> Option<Arc<rustls::ClientConfig>> 
 /// default crypto provider (aws-lc-rs unless the application installed another), the
 /// platform verifier, and ALPN offering h2, then HTTP/1.1.
 fn build(extra: &[CertificateDer<'static>]) -> Result<rustls::ClientConfig> {
+    let (provider, verifier) = trust(extra)?;
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::config(format!("cannot set up TLS: {e}")))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// The crypto provider and the verifier trusting the system's roots and `extra`.
+fn trust(
+    extra: &[CertificateDer<'static>],
+) -> Result<(
+    Arc<rustls::crypto::CryptoProvider>,
+    rustls_platform_verifier::Verifier,
+)> {
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()
         .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
@@ -83,14 +167,7 @@ fn build(extra: &[CertificateDer<'static>]) -> Result<rustls::ClientConfig> {
         )
     }
     .map_err(|e| Error::config(format!("cannot load the system's root certificates: {e}")))?;
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| Error::config(format!("cannot set up TLS: {e}")))?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(config)
+    Ok((provider, verifier))
 }
 
 #[cfg(test)]

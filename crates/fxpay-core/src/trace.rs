@@ -38,6 +38,8 @@ pub struct SpanEnd {
     /// The status code as text for a 4xx/5xx answer; the Python exception's name when no
     /// answer came.
     pub error_type: Option<String>,
+    /// `http.response.header.x-request-id`.
+    pub request_id: Option<String>,
 }
 
 /// The route template of `path` (below `/v1`, query ignored), if it is a known route.
@@ -107,6 +109,7 @@ pub fn span_end(log: &AttemptLog<'_>) -> SpanEnd {
     SpanEnd {
         status: log.status,
         error_type,
+        request_id: log.request_id.map(str::to_owned),
     }
 }
 
@@ -190,6 +193,7 @@ mod tests {
             error: None,
             failure,
             retry_in: None,
+            request_id: None,
         };
         assert_eq!(span_end(&log(Some(200), None)).error_type, None);
         assert_eq!(

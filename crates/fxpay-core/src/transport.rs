@@ -12,6 +12,7 @@
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use crate::fork::PerProcess;
+pub use crate::headers::header_pairs;
 use crate::models::FieldError;
 use bytes::Bytes;
 use reqwest::header::{
@@ -102,6 +103,8 @@ pub struct AttemptLog<'a> {
     /// The error of an attempt that got no answer.
     pub failure: Option<&'a Error>,
     pub retry_in: Option<Duration>,
+    /// The answer's request id (`x-request-id`, else `request-id`).
+    pub request_id: Option<&'a str>,
 }
 
 /// Where one attempt is about to go, for tracing. Carries no secret.
@@ -159,9 +162,13 @@ struct Pools {
 }
 
 impl Pools {
-    fn new(config: &ClientConfig, roots: &[CertificateDer<'static>]) -> Result<Self> {
+    fn new(
+        config: &ClientConfig,
+        roots: &[CertificateDer<'static>],
+        identity: Option<&crate::tls::Identity>,
+    ) -> Result<Self> {
         Ok(Pools {
-            http: build_http(config, roots)?,
+            http: build_http(config, roots, identity)?,
             local: thread_local::ThreadLocal::new(),
         })
     }
@@ -180,10 +187,13 @@ enum Route {
 }
 
 pub struct Transport {
-    /// The pools of the current process: made anew on first use in a forked child.
-    pools: PerProcess<Pools>,
+    /// The pools of the current process: made anew on first use in a forked child. Shared
+    /// with the transports derived by `with_config` (`Client.with_options`).
+    pools: std::sync::Arc<PerProcess<Pools>>,
     /// The extra root certificates of `ca_bundle`, read once.
     roots: Vec<CertificateDer<'static>>,
+    /// The TLS client identity of `client_cert`/`client_key`, read once.
+    identity: Option<crate::tls::Identity>,
     config: ClientConfig,
     /// `<base_url>/v1`, parsed once: a request's URL is this with its path appended, so the
     /// host is not parsed (and IDNA-checked) again on every request.
@@ -196,14 +206,35 @@ impl Transport {
             Some(path) => crate::tls::read_roots(path)?,
             None => Vec::new(),
         };
-        let pools = PerProcess::new(Pools::new(&config, &roots)?);
+        let identity = match &config.client_cert {
+            Some((cert, key)) => Some(crate::tls::read_identity(cert, key.as_deref())?),
+            None => None,
+        };
+        let pools = std::sync::Arc::new(PerProcess::new(Pools::new(
+            &config,
+            &roots,
+            identity.as_ref(),
+        )?));
         let api_base = reqwest::Url::parse(&config.url("")).ok();
         Ok(Transport {
             pools,
             roots,
+            identity,
             config,
             api_base,
         })
+    }
+
+    /// A transport over the same connection pools with other per-call settings (`timeout`,
+    /// `retry`, `deadline`); the base URL, TLS settings and cassette stay this one's.
+    pub fn with_config(&self, config: ClientConfig) -> Transport {
+        Transport {
+            pools: self.pools.clone(),
+            roots: self.roots.clone(),
+            identity: self.identity.clone(),
+            config,
+            api_base: self.api_base.clone(),
+        }
     }
 
     /// The pool for a request, and how the request reaches it: on a thread driving its own
@@ -212,7 +243,7 @@ impl Transport {
     fn pool(&self, retry: Retry) -> std::result::Result<(&reqwest::Client, Route), Error> {
         let pools = self
             .pools
-            .get_or_try_make(|| Pools::new(&self.config, &self.roots))?;
+            .get_or_try_make(|| Pools::new(&self.config, &self.roots, self.identity.as_ref()))?;
         if !crate::local_runtime::driving() {
             return Ok((&pools.http, Route::Shared));
         }
@@ -221,7 +252,7 @@ impl Transport {
         }
         let http = pools
             .local
-            .get_or_try(|| build_http(&self.config, &self.roots))?;
+            .get_or_try(|| build_http(&self.config, &self.roots, self.identity.as_ref()))?;
         Ok((http, Route::Local))
     }
 
@@ -258,8 +289,13 @@ impl Transport {
         let live = self.send_live(req, bearer, observer);
         match &self.config.cassette {
             Some(cassette) if cassette.mode() == crate::cassette::Mode::Replay => {
-                self.replayed(req, observer, cassette.around(req, bearer, live))
-                    .await
+                let result = self
+                    .replayed(req, observer, cassette.around(req, bearer, live))
+                    .await;
+                if let Ok(r) = &result {
+                    crate::raw::record(r.status, &r.headers, 1);
+                }
+                result
             }
             Some(cassette) => cassette.around(req, bearer, live).await,
             None => live.await,
@@ -297,6 +333,7 @@ impl Transport {
             error: result.as_ref().err().map(|e| e.to_string()),
             failure: result.as_ref().err(),
             retry_in: None,
+            request_id: result.as_ref().ok().and_then(|r| request_id(&r.headers)),
         });
         result
     }
@@ -316,10 +353,22 @@ impl Transport {
         // `local_runtime::settle`.
         let local = (route == Route::Local).then_some(std::ptr::from_ref(http) as usize);
         let policy = &self.config.retry;
+        let end = crate::deadline::ends_at();
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
             let started = Instant::now();
+            // What is left of the call's deadline bounds this attempt.
+            let timeout = match end {
+                Some(end) => {
+                    let left = end.saturating_duration_since(started);
+                    if left.is_zero() {
+                        return Err(crate::deadline::passed_at(true));
+                    }
+                    self.config.timeout.min(left)
+                }
+                None => self.config.timeout,
+            };
             let extra = match observer {
                 Some(obs) => obs.start(&AttemptStart {
                     method: req.method.as_str(),
@@ -333,7 +382,9 @@ impl Transport {
             if let Some(pool) = local {
                 crate::local_runtime::settle(pool).await;
             }
-            let outcome = self.attempt(http, remote, &url, req, bearer, &extra).await;
+            let outcome = self
+                .attempt(http, remote, &url, req, bearer, &extra, timeout)
+                .await;
             if let (Some(pool), Ok(_)) = (local, &outcome) {
                 crate::local_runtime::answered(pool);
             }
@@ -349,12 +400,15 @@ impl Transport {
                 }
                 Err(e) => {
                     let nothing_sent = e.is_connect();
-                    let timeout = e.is_timeout();
+                    let timed_out = e.is_timeout();
                     let wait = (may_retry && (nothing_sent || req.retry == Retry::Safe))
                         .then(|| backoff(attempt, policy));
-                    (wait, Err(transport_error(&e, timeout, nothing_sent)))
+                    (wait, Err(transport_error(&e, timed_out, nothing_sent)))
                 }
             };
+            // No wait runs past the deadline: the answer (or error) in hand is the result.
+            let retry_in =
+                retry_in.filter(|wait| end.is_none_or(|end| Instant::now() + *wait < end));
             if let Some(obs) = observer {
                 obs.attempt(&AttemptLog {
                     method: req.method.as_str(),
@@ -365,16 +419,24 @@ impl Transport {
                     error: result.as_ref().err().map(|e| e.to_string()),
                     failure: result.as_ref().err(),
                     retry_in,
+                    request_id: result.as_ref().ok().and_then(|r| request_id(&r.headers)),
                 });
             }
             match retry_in {
                 Some(wait) => tokio::time::sleep(wait).await,
-                None => return result,
+                None => {
+                    if let Ok(r) = &result {
+                        crate::raw::record(r.status, &r.headers, attempt);
+                    }
+                    return result;
+                }
             }
         }
     }
 
     /// One try over `http`; with `remote`, the exchange runs as a task on the shared runtime.
+    /// `timeout` is the client's, or what is left of the call's deadline.
+    #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
         http: &reqwest::Client,
@@ -383,12 +445,13 @@ impl Transport {
         req: &Request<'_>,
         bearer: Option<&str>,
         extra: &[(String, String)],
+        timeout: Duration,
     ) -> std::result::Result<Response, reqwest::Error> {
         let rb = match url {
             Target::Parsed(u) => http.request(req.method.clone(), u.clone()),
             Target::Text(t) => http.request(req.method.clone(), t.as_str()),
         };
-        let mut rb = rb.timeout(self.config.timeout);
+        let mut rb = rb.timeout(timeout);
         if let Some(token) = bearer {
             rb = rb.header(AUTHORIZATION, format!("Bearer {token}"));
         }
@@ -440,22 +503,35 @@ async fn exchange(rb: reqwest::RequestBuilder) -> std::result::Result<Response, 
 }
 
 /// One connection pool with the client's settings.
-fn build_http(config: &ClientConfig, roots: &[CertificateDer<'static>]) -> Result<reqwest::Client> {
+fn build_http(
+    config: &ClientConfig,
+    roots: &[CertificateDer<'static>],
+    identity: Option<&crate::tls::Identity>,
+) -> Result<reqwest::Client> {
     let mut headers = HeaderMap::new();
     headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
     let ua = HeaderValue::from_str(&config.user_agent())
         .map_err(|_| Error::config("user_agent must be printable ASCII"))?;
     headers.insert(USER_AGENT, ua);
-    let builder = reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .default_headers(headers)
         .connect_timeout(config.connect_timeout)
         .pool_idle_timeout(Duration::from_secs(60))
         .pool_max_idle_per_host(256)
         .tcp_nodelay(true)
         .redirect(reqwest::redirect::Policy::none());
+    if let Some(proxy) = &config.proxy {
+        // A proxy of its own: the environment's (HTTPS_PROXY, NO_PROXY...) is not read.
+        let p = reqwest::Proxy::all(proxy.as_str())
+            .map_err(|e| Error::config(format!("proxy {proxy:?} is unusable: {e}")))?;
+        builder = builder.proxy(p);
+    }
     // The process's shared TLS configuration (crate::tls): the system's roots are parsed
     // once, and pools resume each other's TLS sessions.
-    let tls = crate::tls::client_config(roots)?;
+    let tls = match identity {
+        Some(id) => crate::tls::client_config_with_identity(roots, id)?,
+        None => crate::tls::client_config(roots)?,
+    };
     builder
         .tls_backend_preconfigured(rustls::ClientConfig::clone(&tls))
         .build()
@@ -480,6 +556,12 @@ fn transport_error(e: &reqwest::Error, timeout: bool, nothing_sent: bool) -> Err
     if !detail.is_empty() {
         message.push_str(": ");
         message.push_str(&detail.join(": "));
+    }
+    if detail.iter().any(|d| d.contains("CertificateRequired")) {
+        message.push_str(
+            " (the server asked for a client certificate in the TLS handshake: give \
+             Client(client_cert=..., client_key=...))",
+        );
     }
     Error::Transport {
         message,
@@ -550,7 +632,15 @@ pub fn api_error(resp: &Response) -> Error {
         errors,
         body,
         retry_after: retry_after(&resp.headers),
+        headers: header_pairs(&resp.headers),
     }
+}
+
+/// The request id of an answer: `x-request-id`, else `request-id`.
+pub fn request_id(headers: &HeaderMap) -> Option<&str> {
+    ["x-request-id", "request-id"]
+        .iter()
+        .find_map(|n| headers.get(*n)?.to_str().ok())
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! same arguments, converted here (a wrong type is a `TypeError` naming the parameter) and
 //! checked once, by the core.
 use super::bridge::CallFuture as OutFuture;
-use super::bridge::{block, block_until_stopped, guard};
-use super::call::{call, ready};
+use super::bridge::{block as block_now, block_until_stopped, guard};
+use super::call::{call as call_later, ready};
 use super::cassette::CoreCassette;
 use super::convert::{amount_text, int, opt_text, text, type_name};
 use super::errors::{closed_error, to_pyerr};
@@ -34,6 +34,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyT
 use pyo3::IntoPyObjectExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 /// A client of the payments and account-information service.
 ///
@@ -50,6 +51,9 @@ pub struct Client {
     open: OnceLock<Open>,
     /// Shared with the client's sessions: closing the client ends them.
     closed: Arc<AtomicBool>,
+    /// A client made by `with_options`: the flag of the client it came from (closing that
+    /// one closes this one too; closing this one closes nothing shared).
+    parent_closed: Option<Arc<AtomicBool>>,
 }
 
 struct Open {
@@ -57,6 +61,34 @@ struct Open {
     store: Option<Arc<dyn TokenStore>>,
     cassette: Option<Arc<Cassette>>,
     journal: Option<Arc<dyn Store>>,
+}
+
+/// A blocking call bounded by the client's deadline (`fxpay_core::deadline`).
+fn block<F>(py: Python<'_>, deadline: Option<Duration>, fut: F) -> PyResult<Py<PyAny>>
+where
+    F: std::future::Future<Output = Result<Out, Error>> + Send + 'static,
+{
+    let raw = super::raw::take_armed();
+    block_now(
+        py,
+        fxpay_core::raw::scope(raw, fxpay_core::deadline::scope(deadline, fut)),
+    )
+}
+
+/// An awaitable call bounded by the client's deadline.
+fn call(
+    py: Python<'_>,
+    deadline: Option<Duration>,
+    name: &'static str,
+    start: impl FnOnce(Option<Arc<dyn Observer>>) -> OutFuture + Send + 'static,
+) -> PyResult<Py<PyAny>> {
+    let raw = super::raw::take_armed();
+    call_later(py, name, move |obs| {
+        Box::pin(fxpay_core::raw::scope(
+            raw,
+            fxpay_core::deadline::scope(deadline, start(obs)),
+        ))
+    })
 }
 
 /// A creating call's idempotency key and the journal it is kept in.
@@ -262,7 +294,7 @@ impl Client {
     /// The core client, or `ConfigurationError` when closed (or never initialised).
     fn core(&self) -> PyResult<&Core> {
         let open = self.initialised()?;
-        if self.closed.load(Ordering::Acquire) {
+        if self.is_closed() {
             return Err(closed_error("Client"));
         }
         Ok(&open.core)
@@ -337,11 +369,16 @@ fn authorization_request(auth: &Bound<'_, PyAny>) -> PyResult<AuthorizationReque
 /// A timeout in seconds: an `int` or `float` (not a `bool`); its range is the core's to check
 /// (an int too large for a float is infinite, which the core refuses).
 fn seconds(obj: &Bound<'_, PyAny>) -> PyResult<f64> {
+    seconds_named(obj, "timeout")
+}
+
+/// A number of seconds (an int or a float, not a bool); a `TypeError` naming `name` else.
+fn seconds_named(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
     if obj.is_instance_of::<PyBool>()
         || !(obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>())
     {
         return Err(PyTypeError::new_err(format!(
-            "timeout must be a number of seconds, not {}",
+            "{name} must be a number of seconds, not {}",
             type_name(obj)
         )));
     }
@@ -406,16 +443,17 @@ impl Client {
     #[new]
     #[pyo3(signature = (*_args, **_kwargs))]
     #[pyo3(
-        text_signature = "(client_id, client_secret, *, base_url, timeout=30.0, max_retries=2, token_store=None, user_agent=None, ca_bundle=None, cassette=None, journal=None)"
+        text_signature = "(client_id, client_secret, *, base_url, timeout=30.0, max_retries=2, token_store=None, user_agent=None, ca_bundle=None, cassette=None, journal=None, deadline=None, proxy=None, client_cert=None, client_key=None)"
     )]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
         Client {
             open: OnceLock::new(),
             closed: Arc::new(AtomicBool::new(false)),
+            parent_closed: None,
         }
     }
 
-    #[pyo3(signature = (client_id, client_secret, *, base_url, timeout = default(30.0), max_retries = default(2),  token_store = None, user_agent = None, ca_bundle = None, cassette = None, journal = None))]
+    #[pyo3(signature = (client_id, client_secret, *, base_url, timeout = default(30.0), max_retries = default(2),  token_store = None, user_agent = None, ca_bundle = None, cassette = None, journal = None, deadline = None, proxy = None, client_cert = None, client_key = None))]
     #[allow(clippy::too_many_arguments)]
     fn __init__(
         &self,
@@ -430,6 +468,10 @@ impl Client {
         ca_bundle: Option<&Bound<'_, PyAny>>,
         cassette: Option<&Bound<'_, PyAny>>,
         journal: Option<&Bound<'_, PyAny>>,
+        deadline: Option<&Bound<'_, PyAny>>,
+        proxy: Option<&Bound<'_, PyAny>>,
+        client_cert: Option<&Bound<'_, PyAny>>,
+        client_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         if self.open.get().is_some() {
             return Err(to_pyerr(Error::config(
@@ -451,6 +493,18 @@ impl Client {
                 .filter(|p| !p.is_empty()),
         };
         let cassette = self::cassette(cassette)?;
+        let deadline = match deadline.filter(|d| !d.is_none()) {
+            Some(d) => Some(seconds_named(d, "deadline")?),
+            None => None,
+        };
+        let proxy = opt_text(proxy, "proxy")?;
+        let client_cert = path(client_cert, "client_cert")?;
+        let client_key = path(client_key, "client_key")?;
+        if client_key.is_some() && client_cert.is_none() {
+            return Err(to_pyerr(Error::config(
+                "client_key needs client_cert (the certificate it is the key of)",
+            )));
+        }
         let journal = match journal.filter(|j| !j.is_none()) {
             Some(j) => Some(PyJournal::from_py(j, "journal")?),
             None => None,
@@ -461,6 +515,13 @@ impl Client {
                 let mut cfg = ClientConfig::new(&client_id, &client_secret, &base_url)?
                     .with_timeout(timeout)?
                     .with_max_retries(max_retries)?;
+                if let Some(d) = deadline {
+                    cfg = cfg.with_deadline(d)?;
+                }
+                if let Some(p) = &proxy {
+                    cfg = cfg.with_proxy(p)?;
+                }
+                cfg.client_cert = client_cert.map(|c| (c, client_key));
                 cfg.user_agent_suffix = user_agent;
                 cfg.ca_bundle = ca_bundle;
                 cfg.cassette = for_config;
@@ -531,7 +592,61 @@ impl Client {
     /// Whether :meth:`close` has been called.
     #[getter]
     fn closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+        self.is_closed()
+    }
+
+    /// ``with_raw_response.<method>(...)``: the call, returning a ``fxpay.RawResponse``.
+    #[getter]
+    fn with_raw_response<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import(intern!(slf.py(), "fxpay._raw"))?
+            .getattr(intern!(slf.py(), "WithRawResponse"))?
+            .call1((slf,))
+    }
+
+    /// A client with other per-call options that shares this one's connection pools, token
+    /// cache, token store, journal and cassette. Options left ``None`` are this client's;
+    /// this client is unchanged. Closing this client closes the derived one too; closing
+    /// the derived one alone closes nothing shared.
+    #[pyo3(signature = (*, timeout = None, max_retries = None, deadline = None))]
+    fn with_options(
+        &self,
+        py: Python<'_>,
+        timeout: Option<&Bound<'_, PyAny>>,
+        max_retries: Option<&Bound<'_, PyAny>>,
+        deadline: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Client> {
+        let open = self.initialised()?;
+        let mut cfg = open.core.config().clone();
+        if let Some(t) = timeout.filter(|t| !t.is_none()) {
+            cfg = cfg
+                .with_timeout(seconds_named(t, "timeout")?)
+                .map_err(to_pyerr)?;
+        }
+        if let Some(n) = max_retries.filter(|n| !n.is_none()) {
+            cfg = cfg
+                .with_max_retries(int(n, "max_retries", Error::Configuration)?)
+                .map_err(to_pyerr)?;
+        }
+        if let Some(d) = deadline.filter(|d| !d.is_none()) {
+            cfg = cfg
+                .with_deadline(seconds_named(d, "deadline")?)
+                .map_err(to_pyerr)?;
+        }
+        let core = py.detach(|| open.core.with_config(cfg));
+        let derived = Client {
+            open: OnceLock::new(),
+            closed: Arc::new(AtomicBool::new(self.is_closed())),
+            parent_closed: Some(self.closed.clone()),
+        };
+        let _ = derived.open.set(Open {
+            core,
+            store: open.store.clone(),
+            // Saved when the client it came from closes, not when this one does.
+            cassette: None,
+            journal: open.journal.clone(),
+        });
+        Ok(derived)
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
@@ -600,7 +715,7 @@ impl Client {
     /// The client-credentials token payments calls use (for tests and diagnostics).
     fn _payments_token(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let (c, obs) = (self.core()?.clone(), observer(py));
-        block(py, async move {
+        block(py, self.deadline(), async move {
             let t = c.payments_token(obs.as_deref()).await?;
             Ok(Out::Token(Box::new((*t).clone())))
         })
@@ -608,7 +723,7 @@ impl Client {
 
     fn _payments_token_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let c = self.core()?.clone();
-        call(py, "_payments_token_async", move |obs| {
+        call(py, self.deadline(), "_payments_token_async", move |obs| {
             Box::pin(async move {
                 let t = c.payments_token(obs.as_deref()).await?;
                 Ok(Out::Token(Box::new((*t).clone())))
@@ -641,7 +756,7 @@ impl Client {
         )?;
         let keyed = self.keyed(idempotency_key)?;
         let obs = observer(py);
-        block(py, quote_call(c, req, keyed, obs))
+        block(py, self.deadline(), quote_call(c, req, keyed, obs))
     }
 
     /// :meth:`create_quote`, awaitable.
@@ -667,7 +782,7 @@ impl Client {
             beneficiaries.bind(py),
         )?;
         let keyed = self.keyed(idempotency_key)?;
-        call(py, "create_quote_async", move |obs| {
+        call(py, self.deadline(), "create_quote_async", move |obs| {
             Box::pin(quote_call(c, req, keyed, obs))
         })
     }
@@ -677,7 +792,7 @@ impl Client {
         let c = self.core()?.clone();
         let quote_id = text(quote_id, "quote_id")?;
         let obs = observer(py);
-        block(py, async move {
+        block(py, self.deadline(), async move {
             // `raw` goes to Python as the answer's JSON text, decoded on first use.
             let (quote, text) = c.get_quote(&quote_id, obs.as_deref()).await?;
             Ok(Out::Quote(Box::new((quote, text))))
@@ -688,7 +803,7 @@ impl Client {
     fn get_quote_async(&self, py: Python<'_>, quote_id: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let c = self.core()?.clone();
         let quote_id = text(quote_id, "quote_id")?;
-        call(py, "get_quote_async", move |obs| {
+        call(py, self.deadline(), "get_quote_async", move |obs| {
             Box::pin(async move {
                 let (quote, text) = c.get_quote(&quote_id, obs.as_deref()).await?;
                 Ok(Out::Quote(Box::new((quote, text))))
@@ -708,7 +823,7 @@ impl Client {
         let b = self::beneficiary(beneficiary)?;
         let keyed = self.keyed(idempotency_key)?;
         let obs = observer(py);
-        block(py, beneficiary_call(c, b, keyed, obs))
+        block(py, self.deadline(), beneficiary_call(c, b, keyed, obs))
     }
 
     /// :meth:`create_beneficiary`, awaitable.
@@ -722,9 +837,12 @@ impl Client {
         let c = self.core()?.clone();
         let b = self::beneficiary(beneficiary)?;
         let keyed = self.keyed(idempotency_key)?;
-        call(py, "create_beneficiary_async", move |obs| {
-            Box::pin(beneficiary_call(c, b, keyed, obs))
-        })
+        call(
+            py,
+            self.deadline(),
+            "create_beneficiary_async",
+            move |obs| Box::pin(beneficiary_call(c, b, keyed, obs)),
+        )
     }
 
     /// Books a deal at once. It is never sent twice by the client's own retries, nor, under
@@ -744,7 +862,7 @@ impl Client {
         let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
         let keyed = self.keyed(idempotency_key)?;
         let obs = observer(py);
-        block(py, deal_call(c, req, keyed, obs))
+        block(py, self.deadline(), deal_call(c, req, keyed, obs))
     }
 
     /// :meth:`create_deal`, awaitable.
@@ -762,7 +880,7 @@ impl Client {
         let c = self.core()?.clone();
         let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
         let keyed = self.keyed(idempotency_key)?;
-        call(py, "create_deal_async", move |obs| {
+        call(py, self.deadline(), "create_deal_async", move |obs| {
             Box::pin(deal_call(c, req, keyed, obs))
         })
     }
@@ -789,7 +907,11 @@ impl Client {
         let (url, nonce) = Self::spot_args(callback_url, callback_nonce)?;
         let keyed = self.keyed(idempotency_key)?;
         let obs = observer(py);
-        block(py, spot_call(c, req, (url, nonce), keyed, obs))
+        block(
+            py,
+            self.deadline(),
+            spot_call(c, req, (url, nonce), keyed, obs),
+        )
     }
 
     /// :meth:`create_spot_deal`, awaitable.
@@ -810,7 +932,7 @@ impl Client {
         let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
         let (url, nonce) = Self::spot_args(callback_url, callback_nonce)?;
         let keyed = self.keyed(idempotency_key)?;
-        call(py, "create_spot_deal_async", move |obs| {
+        call(py, self.deadline(), "create_spot_deal_async", move |obs| {
             Box::pin(spot_call(c, req, (url, nonce), keyed, obs))
         })
     }
@@ -879,7 +1001,7 @@ impl Client {
         let n = records.len();
         let start = self.payout(records, funding_source, concurrency, sink, stop)?;
         // The observers are made in the awaiting task (their parent span is that task's).
-        call(py, "pay_out_async", move |first| {
+        call(py, None, "pay_out_async", move |first| {
             let rest = Python::attach(|py| first.map(|_| row_observers(py, n)));
             start(rest.unwrap_or_default())
         })
@@ -932,7 +1054,7 @@ impl Client {
         let auth = authorization_request(auth)?;
         let callback = text(callback, "callback")?;
         let obs = observer(py);
-        block(py, async move {
+        block(py, self.deadline(), async move {
             Ok(Out::Token(Box::new(
                 c.exchange_code(&auth, &callback, obs.as_deref()).await?,
             )))
@@ -949,7 +1071,7 @@ impl Client {
         let c = self.core()?.clone();
         let auth = authorization_request(auth)?;
         let callback = text(callback, "callback")?;
-        call(py, "exchange_code_async", move |obs| {
+        call(py, self.deadline(), "exchange_code_async", move |obs| {
             Box::pin(async move {
                 Ok(Out::Token(Box::new(
                     c.exchange_code(&auth, &callback, obs.as_deref()).await?,
@@ -967,7 +1089,7 @@ impl Client {
         let c = self.core()?.clone();
         let refresh_token = text(refresh_token, "refresh_token")?;
         let obs = observer(py);
-        block(py, async move {
+        block(py, self.deadline(), async move {
             Ok(Out::Token(Box::new(
                 c.refresh_token(&refresh_token, obs.as_deref()).await?,
             )))
@@ -982,7 +1104,7 @@ impl Client {
     ) -> PyResult<Py<PyAny>> {
         let c = self.core()?.clone();
         let refresh_token = text(refresh_token, "refresh_token")?;
-        call(py, "refresh_token_async", move |obs| {
+        call(py, self.deadline(), "refresh_token_async", move |obs| {
             Box::pin(async move {
                 Ok(Out::Token(Box::new(
                     c.refresh_token(&refresh_token, obs.as_deref()).await?,
@@ -1036,6 +1158,20 @@ impl Client {
 
 impl Client {
     /// The initialised state, closed or not.
+    /// The deadline of one call of this client, if it has one.
+    fn deadline(&self) -> Option<Duration> {
+        self.open.get().and_then(|o| o.core.config().deadline)
+    }
+
+    /// Closed itself, or the client it was derived from (`with_options`) is.
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+            || self
+                .parent_closed
+                .as_ref()
+                .is_some_and(|p| p.load(Ordering::Acquire))
+    }
+
     fn initialised(&self) -> PyResult<&Open> {
         self.open.get().ok_or_else(|| {
             to_pyerr(Error::config(

@@ -18,6 +18,7 @@ pyo3::import_exception!(fxpay.errors, PermissionDeniedError);
 pyo3::import_exception!(fxpay.errors, NotFoundError);
 pyo3::import_exception!(fxpay.errors, RateLimitError);
 pyo3::import_exception!(fxpay.errors, ServerError);
+pyo3::import_exception!(fxpay.errors, PaginationError);
 pyo3::import_exception!(fxpay.errors, WebhookVerificationError);
 pyo3::import_exception!(fxpay.errors, WebhookPayloadError);
 pyo3::import_exception!(fxpay.errors, CassetteMismatchError);
@@ -65,9 +66,10 @@ pub fn to_pyerr(e: Error) -> PyErr {
             errors,
             body,
             retry_after,
+            headers,
         } => {
             let errors: Vec<PyFieldError> = errors.into_iter().map(PyFieldError).collect();
-            let args = (message, status, errors, body, retry_after);
+            let args = (message, status, errors, body, retry_after, headers);
             match status {
                 400 | 422 => BadRequestError::new_err(args),
                 401 => AuthenticationError::new_err(args),
@@ -77,6 +79,15 @@ pub fn to_pyerr(e: Error) -> PyErr {
                 500..=599 => ServerError::new_err(args),
                 _ => ApiError::new_err(args),
             }
+        }
+        Error::Paging {
+            status,
+            message,
+            body,
+            headers,
+        } => {
+            let errors: Vec<PyFieldError> = Vec::new();
+            PaginationError::new_err((message, status, errors, body, None::<u64>, headers))
         }
         Error::WebhookVerification(m) => WebhookVerificationError::new_err((m,)),
         Error::WebhookPayload(m) => WebhookPayloadError::new_err((m,)),

@@ -13,6 +13,7 @@ mod models;
 mod panic_test;
 mod payout_outcomes;
 mod payout_rows;
+mod raw;
 mod sandbox;
 mod session;
 mod store;
@@ -62,5 +63,8 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m
     )?)?;
     m.add_function(wrap_pyfunction!(webhook::parse_deal_created, m)?)?;
+    m.add_class::<raw::RawCapture>()?;
+    m.add_function(wrap_pyfunction!(raw::_raw_arm, m)?)?;
+    m.add_function(wrap_pyfunction!(raw::_raw_disarm, m)?)?;
     Ok(())
 }

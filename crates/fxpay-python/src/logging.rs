@@ -29,6 +29,7 @@ struct Line {
     attempt: u32,
     ms: f64,
     retry: String,
+    request_id: String,
 }
 
 impl Line {
@@ -49,6 +50,10 @@ impl Line {
             attempt: log.attempt,
             ms: log.duration.as_secs_f64() * 1000.0,
             retry,
+            request_id: log
+                .request_id
+                .map(|id| format!(", request id {id}"))
+                .unwrap_or_default(),
         }
     }
 
@@ -57,12 +62,13 @@ impl Line {
         let _ = logger.call_method1(
             "debug",
             (
-                "%s /v1%s -> %s (attempt %d, %.1f ms)%s",
+                "%s /v1%s -> %s (attempt %d, %.1f ms%s)%s",
                 &self.method,
                 &self.path,
                 &self.status,
                 self.attempt,
                 self.ms,
+                &self.request_id,
                 &self.retry,
             ),
         );

@@ -4,7 +4,7 @@ use super::errors::guard;
 use super::errors::to_pyerr;
 use fxpay_core::error::Error;
 use fxpay_core::fork::ProcessBound;
-use fxpay_sandbox::{Sandbox, SandboxConfig};
+use fxpay_sandbox::{Sandbox, SandboxConfig, SendError};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -78,9 +78,9 @@ impl serde::Serialize for Inspection<'_> {
 #[pymethods]
 impl CoreSandbox {
     #[new]
-    #[pyo3(signature = (host = None, port = None, tls = false, body_timeout = 10.0, idle_timeout = 60.0))]
+    #[pyo3(signature = (host = None, port = None, tls = false, body_timeout = 10.0, idle_timeout = 60.0, client_auth = false))]
     #[pyo3(
-        text_signature = "(host='127.0.0.1', port=0, tls=False, body_timeout=10.0, idle_timeout=60.0)"
+        text_signature = "(host='127.0.0.1', port=0, tls=False, body_timeout=10.0, idle_timeout=60.0, client_auth=False)"
     )]
     fn new(
         py: Python<'_>,
@@ -89,7 +89,13 @@ impl CoreSandbox {
         tls: bool,
         body_timeout: f64,
         idle_timeout: f64,
+        client_auth: bool,
     ) -> PyResult<Self> {
+        if client_auth && !tls {
+            return Err(to_pyerr(Error::config(
+                "client_auth=True needs tls=True: client certificates are a TLS feature",
+            )));
+        }
         let host = opt_text(host, "host")?.unwrap_or_else(|| "127.0.0.1".into());
         let port = match port {
             Some(p) if !p.is_none() => int(p, "port", Error::Configuration)?,
@@ -123,6 +129,7 @@ impl CoreSandbox {
             host,
             port,
             tls,
+            client_auth,
             body_timeout,
             idle_timeout,
         };
@@ -166,6 +173,20 @@ impl CoreSandbox {
     #[getter]
     fn admin_token(&self) -> String {
         self.inner.admin_token().to_string()
+    }
+    /// With `client_auth`: a client certificate (PEM) the sandbox's CA issued.
+    #[getter]
+    fn client_cert(&self) -> Option<String> {
+        self.inner
+            .client_identity()
+            .map(|(c, _)| c.to_string_lossy().into_owned())
+    }
+    /// With `client_auth`: the key (PEM) of `client_cert`.
+    #[getter]
+    fn client_key(&self) -> Option<String> {
+        self.inner
+            .client_identity()
+            .map(|(_, k)| k.to_string_lossy().into_owned())
     }
     #[getter]
     fn ca_bundle(&self) -> Option<String> {
@@ -263,6 +284,81 @@ impl CoreSandbox {
     fn deliveries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let list = serde_json::Value::Array(self.served()?.deliveries());
         Ok(pythonize::pythonize(py, &Inspection(&list))?)
+    }
+
+    #[pyo3(signature = (count, page_size = None))]
+    fn set_virtual_accounts(
+        &self,
+        count: &Bound<'_, PyAny>,
+        page_size: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let count = int(count, "count", Error::InvalidRequest)?;
+        let count = usize::try_from(count)
+            .ok()
+            .filter(|c| *c <= 1_000_000)
+            .ok_or_else(|| {
+                to_pyerr(Error::invalid(format!(
+                    "count must be between 0 and 1000000, got {count}"
+                )))
+            })?;
+        let page_size = match page_size {
+            Some(p) if !p.is_none() => {
+                let p = int(p, "page_size", Error::InvalidRequest)?;
+                Some(usize::try_from(p).ok().filter(|p| *p >= 1).ok_or_else(|| {
+                    to_pyerr(Error::invalid(format!(
+                        "page_size must be at least 1, got {p}"
+                    )))
+                })?)
+            }
+            _ => None,
+        };
+        self.served()?.set_virtual_accounts(count, page_size);
+        Ok(())
+    }
+
+    /// Sends a spot deal's recorded `DealCreated` again; the delivery made.
+    fn redeliver<'py>(
+        &self,
+        py: Python<'py>,
+        process_id: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let process_id = text(process_id, "process_id")?;
+        let sb = self.served()?.clone();
+        let pid = process_id.clone();
+        let d = block_on(py, async move { Ok(sb.redeliver(&pid).await) })?;
+        let d = d.ok_or_else(|| {
+            to_pyerr(Error::invalid(format!(
+                "no DealCreated was sent for process {process_id:?} in this sandbox"
+            )))
+        })?;
+        Ok(pythonize::pythonize(py, &Inspection(&d))?)
+    }
+
+    /// POSTs `body` (a `DealCreated` built by the caller) to `url` once; the delivery made.
+    #[pyo3(signature = (url, body, nonce = None))]
+    fn send_event<'py>(
+        &self,
+        py: Python<'py>,
+        url: &Bound<'py, PyAny>,
+        body: &Bound<'py, PyAny>,
+        nonce: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let url = text(url, "url")?;
+        let body = text(body, "body")?;
+        let nonce = opt_text(nonce, "nonce")?;
+        let sb = self.served()?.clone();
+        let d = block_on(py, async move {
+            sb.send_event(&url, &body, nonce.as_deref())
+                .await
+                .map_err(|e| {
+                    Error::invalid(match e {
+                        SendError::Url(e) => format!("url is not deliverable: {e}"),
+                        SendError::Nonce => "nonce is not a valid header value".to_owned(),
+                        SendError::Body(e) => format!("body is {e}"),
+                    })
+                })
+        })?;
+        Ok(pythonize::pythonize(py, &Inspection(&d))?)
     }
 
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

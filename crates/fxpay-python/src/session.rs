@@ -103,25 +103,47 @@ impl UserSession {
         self.closed.load(Ordering::Acquire) || self.client_closed.load(Ordering::Acquire)
     }
 
+    /// ``with_raw_response.list_virtual_accounts()``: returns a ``fxpay.RawResponse``.
+    #[getter]
+    fn with_raw_response<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import("fxpay._raw")?
+            .getattr("WithRawResponse")?
+            .call1((slf,))
+    }
+
     /// The user's virtual accounts.
     fn list_virtual_accounts(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let (s, obs) = (self.check_open()?, observer(py));
-        block(py, async move {
-            let (accounts, _raw) =
-                fxpay_core::api::list_virtual_accounts(&s, obs.as_deref()).await?;
-            Ok(Out::Accounts(accounts))
-        })
+        let deadline = s.transport().config().deadline;
+        let raw = super::raw::take_armed();
+        block(
+            py,
+            fxpay_core::raw::scope(
+                raw,
+                fxpay_core::deadline::scope(deadline, async move {
+                    let (accounts, _raw) =
+                        fxpay_core::api::list_virtual_accounts(&s, obs.as_deref()).await?;
+                    Ok(Out::Accounts(accounts))
+                }),
+            ),
+        )
     }
 
     /// :meth:`list_virtual_accounts`, awaitable.
     fn list_virtual_accounts_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let s = self.check_open()?;
+        let deadline = s.transport().config().deadline;
+        let raw = super::raw::take_armed();
         call(py, "list_virtual_accounts_async", move |obs| {
-            Box::pin(async move {
-                let (accounts, _raw) =
-                    fxpay_core::api::list_virtual_accounts(&s, obs.as_deref()).await?;
-                Ok(Out::Accounts(accounts))
-            })
+            Box::pin(fxpay_core::raw::scope(
+                raw,
+                fxpay_core::deadline::scope(deadline, async move {
+                    let (accounts, _raw) =
+                        fxpay_core::api::list_virtual_accounts(&s, obs.as_deref()).await?;
+                    Ok(Out::Accounts(accounts))
+                }),
+            ))
         })
     }
 

@@ -224,7 +224,13 @@ impl Ended {
         let Ok(otel) = otel(py) else { return };
         let _ = otel.call_method1(
             pyo3::intern!(py, "end"),
-            (self.span, self.end.status, self.end.error_type, self.at),
+            (
+                self.span,
+                self.end.status,
+                self.end.error_type,
+                self.at,
+                self.end.request_id,
+            ),
         );
     }
 }
@@ -450,6 +456,7 @@ impl Drop for PyTraceObserver {
         self.end_now(SpanEnd {
             status: None,
             error_type: Some("cancelled".to_string()),
+            request_id: None,
         })
     }
 }

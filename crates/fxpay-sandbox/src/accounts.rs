@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use axum::extract::State as AxState;
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use crate::http::errors::json_response;
 use crate::http::extract::{Caller, GcaAisp};
 use crate::payments::fields::number;
-use crate::state::State;
+use crate::state::{Paged, State};
 
 /// Builds the response body of `user`'s accounts.
 pub fn build(display_name: &str, created_at: &str) -> Bytes {
@@ -67,8 +67,74 @@ pub fn build(display_name: &str, created_at: &str) -> Bytes {
     Bytes::from(Value::Object(body).to_string())
 }
 
+/// `count` generated accounts (currencies in turn, distinct ids and numbers).
+pub fn generate(count: usize, created_at: &str) -> Vec<Value> {
+    const CURRENCIES: [(&str, &str); 4] =
+        [("EUR", "DE"), ("GBP", "GB"), ("USD", "US"), ("AUD", "AU")];
+    (0..count)
+        .map(|i| {
+            let (currency, country) = CURRENCIES[i % CURRENCIES.len()];
+            json!({
+                "id": crate::ids::uuid(),
+                "currency": currency,
+                "accountName": format!("Sandbox User {currency} {}", i + 1),
+                "accountNumber": format!("{:010}", 1_000_000 + i),
+                "bankName": "Sandbox Bank",
+                "bic": "SBXBDEFFXXX",
+                "country": country,
+                "balance": number(&rust_decimal::Decimal::new(100_000 + i as i64, 2)),
+                "status": "Active",
+                "createdAt": created_at,
+            })
+        })
+        .collect()
+}
+
+/// The body of page `page` (1-based) of `paged`; `None` past the last page.
+pub fn page_body(paged: &Paged, page: usize) -> Option<Value> {
+    let size = paged.page_size.unwrap_or(paged.accounts.len().max(1));
+    let start = (page - 1).checked_mul(size)?;
+    if page > 1 && start >= paged.accounts.len() {
+        return None;
+    }
+    let end = (start + size).min(paged.accounts.len());
+    let items = paged.accounts.get(start..end).unwrap_or_default().to_vec();
+    let next =
+        (end < paged.accounts.len()).then(|| format!("/v1/gca/virtual-accounts?page={}", page + 1));
+    Some(json!({"virtualAccounts": items, "next": next}))
+}
+
+/// The `page` query parameter (1 when absent); `Err` for anything but a positive integer.
+fn page_of(query: Option<&str>) -> Result<usize, ()> {
+    let Some(q) = query else { return Ok(1) };
+    for pair in q.split('&') {
+        if let Some(v) = pair.strip_prefix("page=") {
+            return v.parse::<usize>().ok().filter(|p| *p >= 1).ok_or(());
+        }
+    }
+    Ok(1)
+}
+
 /// The handler: needs a `gca-aisp` user token.
-pub async fn list(AxState(state): AxState<Arc<State>>, caller: Caller<GcaAisp>) -> Response {
+pub async fn list(
+    AxState(state): AxState<Arc<State>>,
+    uri: axum::http::Uri,
+    caller: Caller<GcaAisp>,
+) -> Response {
+    let paged = crate::state::read(&state.paged_accounts).clone();
+    if let Some(paged) = paged {
+        let body = page_of(uri.query()).ok().and_then(|p| page_body(&paged, p));
+        return match body {
+            Some(b) => json_response(StatusCode::OK, b.to_string()),
+            None => crate::http::errors::ApiError::one(
+                StatusCode::NOT_FOUND,
+                crate::http::errors::code::NO_SUCH_PATH,
+                "page",
+                "no such page of virtual accounts",
+            )
+            .into_response(),
+        };
+    }
     let body = caller
         .principal
         .user

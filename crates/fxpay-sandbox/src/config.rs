@@ -11,6 +11,8 @@ pub struct SandboxConfig {
     pub port: u16,
     /// Serve https with a CA and a certificate made at start (`Sandbox::ca_bundle`).
     pub tls: bool,
+    /// With `tls`: require a client certificate issued by the sandbox's CA (mutual TLS).
+    pub client_auth: bool,
     /// How long a request body may take to arrive in full once its headers are read
     /// (default [`DEFAULT_BODY_TIMEOUT`]). A body still incomplete then is answered 408 and
     /// its connection closed, so stalled uploads cannot hold the sandbox's connections.
@@ -33,6 +35,7 @@ impl Default for SandboxConfig {
             host: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
             tls: false,
+            client_auth: false,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }

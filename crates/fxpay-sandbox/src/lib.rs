@@ -32,6 +32,7 @@ mod tls;
 pub use config::{SandboxConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_IDLE_TIMEOUT};
 pub use error::SandboxError;
 pub use http::errors;
+pub use payments::callbacks::SendError;
 pub use payments::rates;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -99,7 +100,7 @@ impl Sandbox {
         let addr = listener.local_addr()?;
         let base_url = base_url_of(addr, config.tls);
         let tls = if config.tls {
-            Some(tls::make(config.host)?)
+            Some(tls::make(config.host, config.client_auth)?)
         } else {
             None
         };
@@ -208,6 +209,15 @@ impl Sandbox {
         &self.inner.admin_token
     }
 
+    /// With `client_auth`: a client certificate (PEM) the sandbox's CA issued, and its key.
+    pub fn client_identity(&self) -> Option<(&std::path::Path, &std::path::Path)> {
+        let t = self.inner.tls.as_ref()?;
+        Some((
+            t.client_cert_path.as_deref()?,
+            t.client_key_path.as_deref()?,
+        ))
+    }
+
     /// The CA file (PEM) an https sandbox's certificate chains to; `None` without `tls`.
     pub fn ca_bundle(&self) -> Option<&std::path::Path> {
         self.inner.tls.as_ref().map(|t| t.ca_path.as_path())
@@ -263,6 +273,34 @@ impl Sandbox {
     /// Every callback delivery attempt, in order.
     pub fn deliveries(&self) -> Vec<Value> {
         lock(&self.inner.state.deliveries).clone()
+    }
+
+    /// Sends a spot deal's recorded `DealCreated` again (same body, nonce and URL; one
+    /// attempt) and returns the delivery, also recorded in `deliveries`. `None` when the
+    /// sandbox sent no event for `process_id`.
+    pub async fn redeliver(&self, process_id: &str) -> Option<Value> {
+        callbacks::redeliver(&self.inner.state, process_id).await
+    }
+
+    /// POSTs a `DealCreated` body of the caller's making to `url` once (with `nonce` as
+    /// `callback-nonce`) and returns the delivery, also recorded in `deliveries`.
+    pub async fn send_event(
+        &self,
+        url: &str,
+        payload: &str,
+        nonce: Option<&str>,
+    ) -> Result<Value, callbacks::SendError> {
+        callbacks::send(&self.inner.state, url, payload, nonce).await
+    }
+
+    /// From now on every user has `count` generated accounts, served in pages of
+    /// `page_size` (all in one page when `None`) linked by `next`. `count` 0 is no accounts.
+    pub fn set_virtual_accounts(&self, count: usize, page_size: Option<usize>) {
+        let accounts = accounts::generate(count, &self.inner.state.clock.now_rfc3339());
+        *state::write(&self.inner.state.paged_accounts) = Some(state::Paged {
+            accounts,
+            page_size: page_size.map(|p| p.max(1)),
+        });
     }
 
     /// Request counters: `requests`, `token_requests`, `paths`, `tokens_issued`, deliveries, faults.

@@ -217,6 +217,22 @@ impl Ledger {
     }
 }
 
+/// A spot deal's `DealCreated` as first sent: what `redeliver` sends again, byte for byte.
+#[derive(Debug, Clone)]
+pub struct SentEvent {
+    pub url: url::Url,
+    pub nonce: Option<axum::http::HeaderValue>,
+    pub payload: String,
+}
+
+/// Accounts set by `Sandbox::set_virtual_accounts`: every user gets these, served in pages
+/// of `page_size` linked by `next` (a path with `?page=N`).
+#[derive(Debug, Clone)]
+pub struct Paged {
+    pub accounts: Vec<Value>,
+    pub page_size: Option<usize>,
+}
+
 /// The whole emulator state, shared by the server tasks.
 #[derive(Debug)]
 pub struct State {
@@ -228,6 +244,10 @@ pub struct State {
     pub quotes: RwLock<HashMap<String, Arc<Quote>>>,
     pub ledger: Mutex<Ledger>,
     pub deliveries: Mutex<Vec<Value>>,
+    /// process id → the spot deal's `DealCreated` as first sent (for `redeliver`).
+    pub events: Mutex<HashMap<String, SentEvent>>,
+    /// Accounts set by `set_virtual_accounts` (served in pages), instead of each user's own.
+    pub paged_accounts: RwLock<Option<Paged>>,
     pub stats: Stats,
     pub faults: Faults,
     /// Client for callback deliveries (no proxy, no redirects).
@@ -268,6 +288,8 @@ impl State {
             quotes: RwLock::new(HashMap::new()),
             ledger: Mutex::new(Ledger::default()),
             deliveries: Mutex::new(Vec::new()),
+            events: Mutex::new(HashMap::new()),
+            paged_accounts: RwLock::new(None),
             stats: Stats::default(),
             faults: Faults::default(),
             http,
@@ -303,6 +325,7 @@ impl State {
         write(&self.quotes).clear();
         *lock(&self.ledger) = Ledger::default();
         lock(&self.deliveries).clear();
+        lock(&self.events).clear();
         self.faults.clear();
         self.stats.reset();
     }

@@ -12,7 +12,8 @@ use rcgen::{
 };
 use tokio_rustls::rustls::crypto::aws_lc_rs;
 use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
-use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::TlsAcceptor;
 
 use crate::ids;
@@ -28,6 +29,9 @@ pub struct Tls {
     pub ca_pem: String,
     /// Where `ca_pem` is written.
     pub ca_path: PathBuf,
+    /// With client authentication: a client certificate the CA issued, and its key (PEM).
+    pub client_cert_path: Option<PathBuf>,
+    pub client_key_path: Option<PathBuf>,
     dir: PathBuf,
 }
 
@@ -65,7 +69,7 @@ fn alpn(setting: Option<&str>) -> Vec<Vec<u8>> {
 }
 
 /// Makes a CA, a server certificate for `CERT_NAMES`, loopback and `host`, and the acceptor.
-pub fn make(host: IpAddr) -> std::io::Result<Tls> {
+pub fn make(host: IpAddr, client_auth: bool) -> std::io::Result<Tls> {
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(other)?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.distinguished_name
@@ -98,12 +102,30 @@ pub fn make(host: IpAddr) -> std::io::Result<Tls> {
 
     let chain = vec![leaf_cert.der().clone(), ca_cert.der().clone()];
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der()));
-    let mut config = ServerConfig::builder_with_provider(Arc::new(aws_lc_rs::default_provider()))
+    let provider = Arc::new(aws_lc_rs::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(other)?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
         .map_err(other)?;
+    let mut client_pems = None;
+    let builder = if client_auth {
+        let mut roots = RootCertStore::empty();
+        roots.add(ca_cert.der().clone()).map_err(other)?;
+        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .map_err(other)?;
+        let mut client = CertificateParams::new(Vec::<String>::new()).map_err(other)?;
+        client
+            .distinguished_name
+            .push(DnType::CommonName, "fxpay sandbox client");
+        client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let client_key = KeyPair::generate().map_err(other)?;
+        let client_cert = client.signed_by(&client_key, &issuer).map_err(other)?;
+        client_pems = Some((client_cert.pem(), client_key.serialize_pem()));
+        builder.with_client_cert_verifier(verifier)
+    } else {
+        builder.with_no_client_auth()
+    };
+    let mut config = builder.with_single_cert(chain, key).map_err(other)?;
     config.alpn_protocols = alpn(std::env::var(ALPN_ENV).ok().as_deref());
 
     let ca_pem = ca_cert.pem();
@@ -114,10 +136,21 @@ pub fn make(host: IpAddr) -> std::io::Result<Tls> {
         let _ = std::fs::remove_dir_all(&dir);
         return Err(e);
     }
+    let (mut client_cert_path, mut client_key_path) = (None, None);
+    if let Some((cert, key)) = client_pems {
+        let (c, k) = (dir.join("client.pem"), dir.join("client-key.pem"));
+        if let Err(e) = std::fs::write(&c, cert).and_then(|()| std::fs::write(&k, key)) {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+        (client_cert_path, client_key_path) = (Some(c), Some(k));
+    }
     Ok(Tls {
         acceptor: TlsAcceptor::from(Arc::new(config)),
         ca_pem,
         ca_path,
+        client_cert_path,
+        client_key_path,
         dir,
     })
 }
@@ -135,7 +168,7 @@ mod tests {
 
     #[test]
     fn makes_a_ca_file_and_removes_it() {
-        let tls = make(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)).expect("tls");
+        let tls = make(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), false).expect("tls");
         let path = tls.ca_path.clone();
         let pem = std::fs::read_to_string(&path).expect("ca file");
         assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"));

@@ -23,5 +23,6 @@ from ._cassette import Cassette
 from ._checks import UnfiredFaultWarning
 from ._remote import RemoteSandbox
 from ._sandbox import Sandbox
+from ._webhooks import deal_created_request
 
-__all__ = ["Cassette", "CassetteMismatchError", "RemoteSandbox", "Sandbox", "UnfiredFaultWarning"]
+__all__ = ["Cassette", "CassetteMismatchError", "RemoteSandbox", "Sandbox", "UnfiredFaultWarning", "deal_created_request"]

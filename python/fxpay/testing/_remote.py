@@ -9,12 +9,14 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from .._fxpay import Client
+from .._fxpay import Client, FieldError
 from ..errors import ConfigurationError, FxPayError, InvalidRequestError, TransportError
 from ._checks import check_nonneg_seconds, check_type, warn_unfired
+from ._webhooks import event_json
 
 __all__ = ["RemoteSandbox"]
 
@@ -38,6 +40,8 @@ class RemoteSandbox:
         admin_token: str,
         ca_bundle: str | os.PathLike[str] | None = None,
         timeout: float = 30.0,
+        client_cert: str | os.PathLike[str] | None = None,
+        client_key: str | os.PathLike[str] | None = None,
     ) -> None:
         for name, value in (
             ("base_url", base_url),
@@ -48,8 +52,11 @@ class RemoteSandbox:
             check_type(name, value, str, "a str")
             if not value:
                 raise InvalidRequestError(f"{name} must not be empty")
-        if ca_bundle is not None and not isinstance(ca_bundle, (str, os.PathLike)):
-            raise TypeError(f"ca_bundle must be a path or None, got {type(ca_bundle).__name__}")
+        for path_name, path_value in (("ca_bundle", ca_bundle), ("client_cert", client_cert), ("client_key", client_key)):
+            if path_value is not None and not isinstance(path_value, (str, os.PathLike)):
+                raise TypeError(f"{path_name} must be a path or None, got {type(path_value).__name__}")
+        if client_key is not None and client_cert is None:
+            raise ConfigurationError("client_key needs client_cert (the certificate it is the key of)")
         if check_nonneg_seconds("timeout", timeout) == 0:
             raise InvalidRequestError("timeout must be > 0")
         parsed = urllib.parse.urlsplit(base_url)
@@ -60,6 +67,8 @@ class RemoteSandbox:
         self._client_secret = client_secret
         self._admin_token = admin_token
         self._ca_bundle = None if ca_bundle is None else os.fspath(ca_bundle)
+        self._client_cert = None if client_cert is None else os.fspath(client_cert)
+        self._client_key = None if client_key is None else os.fspath(client_key)
         self._timeout = float(timeout)
         self._info: dict[str, Any] | None = None
         handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]
@@ -68,6 +77,11 @@ class RemoteSandbox:
                 ctx = ssl.create_default_context(cafile=self._ca_bundle)
             except (OSError, ssl.SSLError) as e:
                 raise ConfigurationError(f"cannot read ca_bundle {self._ca_bundle!r}: {e}") from e
+            if self._client_cert is not None:
+                try:
+                    ctx.load_cert_chain(self._client_cert, self._client_key)
+                except (OSError, ssl.SSLError) as e:
+                    raise ConfigurationError(f"cannot read client_cert {self._client_cert!r}: {e}") from e
             handlers.append(urllib.request.HTTPSHandler(context=ctx))
         self._opener = urllib.request.build_opener(*handlers)
 
@@ -131,6 +145,16 @@ class RemoteSandbox:
         return self._ca_bundle
 
     @property
+    def client_cert(self) -> str | None:
+        """The client certificate (PEM) presented to a ``--client-auth`` sandbox, as given."""
+        return self._client_cert
+
+    @property
+    def client_key(self) -> str | None:
+        """The key (PEM) of :attr:`client_cert`, as given."""
+        return self._client_key
+
+    @property
     def redirect_uri(self) -> str:
         """A registered https redirect URI of the default client (asked of the server once)."""
         return self._about("redirect_uri")
@@ -147,6 +171,9 @@ class RemoteSandbox:
         """A :class:`fxpay.Client` bound to this sandbox (keyword arguments go to ``Client``)."""
         if self._ca_bundle is not None:
             kwargs.setdefault("ca_bundle", self._ca_bundle)
+        if self._client_cert is not None and "client_cert" not in kwargs:
+            kwargs["client_cert"] = self._client_cert
+            kwargs.setdefault("client_key", self._client_key)
         return Client(self._client_id, self._client_secret, base_url=self._base_url, **kwargs)
 
     def register_client(self, client_id: str, client_secret: str, redirect_uris: list[str] | None = None) -> None:
@@ -203,6 +230,35 @@ class RemoteSandbox:
     def deliveries(self) -> list[dict[str, Any]]:
         """Every ``DealCreated`` delivery attempt, oldest first."""
         return list(self._call("GET", "deliveries"))
+
+    def set_virtual_accounts(self, count: int, *, page_size: int | None = None) -> None:
+        """From now on every user has ``count`` generated accounts, in pages of ``page_size``."""
+        check_type("count", count, int, "an int")
+        if page_size is not None:
+            check_type("page_size", page_size, int, "an int or None")
+        self._call("POST", "set_virtual_accounts", {"count": count, "page_size": page_size})
+
+    def redeliver(self, process_id: str) -> dict[str, Any]:
+        """Sends a spot deal's recorded ``DealCreated`` again (same body, nonce and URL, one
+        attempt); returns the delivery, also recorded in :meth:`deliveries`."""
+        check_type("process_id", process_id, str, "a str")
+        return dict(self._call("POST", "redeliver", {"process_id": process_id}))
+
+    def send_deal_created(
+        self,
+        url: str,
+        *,
+        status: str = "success",
+        process_id: str | None = None,
+        deal_id: str | None = None,
+        errors: Sequence[FieldError | Mapping[str, Any]] = (),
+        nonce: str | None = None,
+    ) -> dict[str, Any]:
+        """POSTs a ``DealCreated`` of your choosing to ``url`` in one attempt; returns the
+        delivery, also recorded in :meth:`deliveries`."""
+        check_type("url", url, str, "a str")
+        body = event_json(status=status, process_id=process_id, deal_id=deal_id, errors=errors, nonce=nonce)
+        return dict(self._call("POST", "send_event", {"url": url, "body": body, "nonce": nonce}))
 
     def stats(self) -> dict[str, Any]:
         """Request counters: at least ``requests`` and ``token_requests``."""

@@ -14,12 +14,14 @@ injects faults on demand (``fail_next``, ``drop_next``, ``delay_next``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from .._fxpay import Client, CoreSandbox
+from .._fxpay import Client, CoreSandbox, FieldError
 from ..errors import FxPayError
-from ._checks import check_flag, check_seconds, warn_unfired
+from ._checks import check_flag, check_seconds, check_type, warn_unfired
+from ._webhooks import event_json
 
 __all__ = ["Sandbox"]
 
@@ -44,9 +46,13 @@ class Sandbox:
         tls: bool = False,
         body_timeout: float = 10.0,
         idle_timeout: float = 60.0,
+        client_auth: bool = False,
     ) -> None:
         check_flag("tls", tls)
-        self._core = CoreSandbox(host, port, tls, check_seconds("body_timeout", body_timeout), check_seconds("idle_timeout", idle_timeout))
+        check_flag("client_auth", client_auth)
+        self._core = CoreSandbox(
+            host, port, tls, check_seconds("body_timeout", body_timeout), check_seconds("idle_timeout", idle_timeout), client_auth
+        )
         self._closed = False
 
     # -- identity --------------------------------------------------------------------------
@@ -95,7 +101,22 @@ class Sandbox:
         """
         if self.ca_bundle is not None:
             kwargs.setdefault("ca_bundle", self.ca_bundle)
+        if self.client_cert is not None and "client_cert" not in kwargs:
+            kwargs["client_cert"] = self.client_cert
+            kwargs.setdefault("client_key", self.client_key)
         return Client(self.client_id, self.client_secret, base_url=self.base_url, **kwargs)
+
+    @property
+    def client_cert(self) -> str | None:
+        """With ``client_auth=True``: a client certificate (PEM) the sandbox's CA issued."""
+        path = self._core.client_cert
+        return None if path is None else str(path)
+
+    @property
+    def client_key(self) -> str | None:
+        """With ``client_auth=True``: the key (PEM) of :attr:`client_cert`."""
+        path = self._core.client_key
+        return None if path is None else str(path)
 
     def reset(self) -> None:
         """Forgets every quote, beneficiary, deal, delivery and fault; zeroes the counters.
@@ -139,6 +160,39 @@ class Sandbox:
     def deliveries(self) -> list[dict[str, Any]]:
         """Every ``DealCreated`` delivery attempt, oldest first."""
         return self._core.deliveries()
+
+    def set_virtual_accounts(self, count: int, *, page_size: int | None = None) -> None:
+        """From now on every user has ``count`` generated accounts, served in pages of
+        ``page_size`` (all on one page when ``None``) linked by ``next``
+        (``/v1/gca/virtual-accounts?page=N``). ``reset()`` keeps them."""
+        self._core.set_virtual_accounts(count, page_size)
+
+    def redeliver(self, process_id: str) -> dict[str, Any]:
+        """Sends a spot deal's recorded ``DealCreated`` again: the same body, nonce and URL, in
+        one attempt. Returns the delivery (as :meth:`deliveries` records it, ``kind``
+        ``"redelivery"``), with the receiver's ``status`` (``None`` and ``error`` when it could
+        not be reached). An ``InvalidRequestError`` when no event was sent for ``process_id``.
+        """
+        check_type("process_id", process_id, str, "a str")
+        return self._core.redeliver(process_id)
+
+    def send_deal_created(
+        self,
+        url: str,
+        *,
+        status: str = "success",
+        process_id: str | None = None,
+        deal_id: str | None = None,
+        errors: Sequence[FieldError | Mapping[str, Any]] = (),
+        nonce: str | None = None,
+    ) -> dict[str, Any]:
+        """POSTs a ``DealCreated`` of your choosing to ``url`` in one attempt, as the sandbox
+        sends its own (the body of :func:`fxpay.testing.deal_created_request`, ``nonce`` as
+        ``callback-nonce``). Returns the delivery (``kind`` ``"sent"``), also recorded in
+        :meth:`deliveries`, with the receiver's ``status``."""
+        check_type("url", url, str, "a str")
+        body = event_json(status=status, process_id=process_id, deal_id=deal_id, errors=errors, nonce=nonce)
+        return self._core.send_event(url, body, nonce)
 
     def stats(self) -> dict[str, Any]:
         """Request counters: at least ``requests`` and ``token_requests``."""

@@ -107,13 +107,16 @@ def test_a_blocking_call_is_a_client_span_under_the_current_one(spans: InMemoryS
     assert span.parent.span_id == parent.get_span_context().span_id
     assert span.context is not None
     assert span.context.trace_id == parent.get_span_context().trace_id
-    assert dict(span.attributes or {}) == {
+    attributes = dict(span.attributes or {})
+    (request_id,) = attributes.pop("http.response.header.x-request-id")  # type: ignore[misc]
+    assert attributes == {
         "http.request.method": "GET",
         "url.template": QUOTE,
         "server.address": "127.0.0.1",
         "server.port": port,
         "http.response.status_code": 200,
     }
+    assert request_id
     assert span.status.status_code == StatusCode.UNSET
 
 
@@ -659,3 +662,15 @@ def test_a_provider_named_by_the_environment(recorder: str) -> None:
     subprocess.run([sys.executable, "-c", code], env=without, check=True, timeout=120)
     assert len(Recorder.seen) == 2
     assert all("traceparent" not in h for _, _, h in Recorder.seen)
+
+
+def test_the_span_carries_the_request_id(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:
+    """Issue 30 item 1: http.response.header.x-request-id, as the sandbox sent it."""
+    with sandbox.client() as c:
+        c._payments_token()
+        spans.clear()
+        with pytest.raises(fxpay.NotFoundError) as e:
+            c.get_quote("no-such-quote")
+    (span,) = client_spans(spans)
+    assert e.value.request_id
+    assert tuple((span.attributes or {})["http.response.header.x-request-id"]) == (e.value.request_id,)  # type: ignore[arg-type]

@@ -34,7 +34,14 @@ def test_import_fxpay_imports_neither_testing_nor_pytest() -> None:
 
 
 def test_the_names_of_fxpay_testing() -> None:
-    assert sorted(fxpay.testing.__all__) == ["Cassette", "CassetteMismatchError", "RemoteSandbox", "Sandbox", "UnfiredFaultWarning"]
+    assert sorted(fxpay.testing.__all__) == [
+        "Cassette",
+        "CassetteMismatchError",
+        "RemoteSandbox",
+        "Sandbox",
+        "UnfiredFaultWarning",
+        "deal_created_request",
+    ]
     assert fxpay.testing.CassetteMismatchError is fxpay.errors.CassetteMismatchError
     assert issubclass(fxpay.testing.CassetteMismatchError, fxpay.FxPayError)
     for name in fxpay.testing.__all__:

@@ -90,6 +90,7 @@ pub async fn request_token(
             errors: Vec::new(),
             body: String::new(),
             retry_after: None,
+            headers: crate::transport::header_pairs(&resp.headers),
         })?;
         if parsed.access_token.is_empty() {
             return Err(Error::OAuth {

@@ -272,6 +272,7 @@ struct Attempt {
     duration: Duration,
     error: Option<String>,
     retry_in: Option<Duration>,
+    request_id: Option<String>,
 }
 
 /// Keeps the attempts of a refresh run as a task of its own.
@@ -291,6 +292,7 @@ impl Observer for Recorder {
                 duration: log.duration,
                 error: log.error.clone(),
                 retry_in: log.retry_in,
+                request_id: log.request_id.map(str::to_owned),
             });
     }
 }
@@ -309,6 +311,7 @@ impl Recorder {
                 // The error itself stayed with the task that made the attempt.
                 failure: None,
                 retry_in: a.retry_in,
+                request_id: a.request_id.as_deref(),
             });
         }
     }

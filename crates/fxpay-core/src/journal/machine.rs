@@ -317,6 +317,7 @@ mod tests {
             errors: Vec::new(),
             body: String::new(),
             retry_after: None,
+            headers: Vec::new(),
         }
     }
 

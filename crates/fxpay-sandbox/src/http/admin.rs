@@ -22,6 +22,7 @@ use crate::http::errors::{code, json_response, ApiError};
 use crate::http::faults::Action;
 use crate::oauth::bearer::bearer_token;
 use crate::oauth::browser;
+use crate::payments::callbacks::{self, SendError};
 use crate::state::{lock, State};
 
 /// The path prefix of the admin API.
@@ -43,6 +44,9 @@ pub fn router() -> Router<Arc<State>> {
         .route("/_sandbox/approve", post(approve))
         .route("/_sandbox/register_client", post(register_client))
         .route("/_sandbox/reset", post(reset))
+        .route("/_sandbox/redeliver", post(redeliver))
+        .route("/_sandbox/set_virtual_accounts", post(set_virtual_accounts))
+        .route("/_sandbox/send_event", post(send_event))
 }
 
 type Answer = Result<Response, ApiError>;
@@ -299,6 +303,57 @@ async fn register_client(
     let uris: Vec<&str> = uris.iter().map(String::as_str).collect();
     state.register_client(&id, &secret, &uris);
     ok(json!({}))
+}
+
+async fn set_virtual_accounts(
+    AxState(state): AxState<Arc<State>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
+    let m = args(&state, &headers, body).await?;
+    let count = uint(&m, "count", 1_000_000, false)?
+        .ok_or_else(|| bad("count", "count must be an integer in 0..=1000000"))?;
+    let page_size = match uint(&m, "page_size", 1_000_000, true)? {
+        Some(0) => return Err(bad("page_size", "page_size must be at least 1")),
+        p => p.map(|p| p as usize),
+    };
+    let accounts = crate::accounts::generate(count as usize, &state.clock.now_rfc3339());
+    *crate::state::write(&state.paged_accounts) = Some(crate::state::Paged {
+        accounts,
+        page_size,
+    });
+    ok(json!({}))
+}
+
+async fn redeliver(AxState(state): AxState<Arc<State>>, headers: HeaderMap, body: Body) -> Answer {
+    let m = args(&state, &headers, body).await?;
+    let process_id = text(&m, "process_id")?;
+    match callbacks::redeliver(&state, &process_id).await {
+        Some(d) => ok(d),
+        None => Err(ApiError::one(
+            StatusCode::NOT_FOUND,
+            code::ADMIN_NO_DEAL,
+            "process_id",
+            format!("no DealCreated was sent for process {process_id:?} in this sandbox"),
+        )),
+    }
+}
+
+async fn send_event(AxState(state): AxState<Arc<State>>, headers: HeaderMap, body: Body) -> Answer {
+    let m = args(&state, &headers, body).await?;
+    let url = text(&m, "url")?;
+    let payload = text(&m, "body")?;
+    let nonce = match m.get("nonce") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(bad("nonce", "nonce must be a string or null")),
+    };
+    match callbacks::send(&state, &url, &payload, nonce.as_deref()).await {
+        Ok(d) => ok(d),
+        Err(SendError::Url(e)) => Err(bad("url", format!("url is not deliverable: {e}"))),
+        Err(SendError::Nonce) => Err(bad("nonce", "nonce is not a valid header value")),
+        Err(SendError::Body(e)) => Err(bad("body", format!("body is {e}"))),
+    }
 }
 
 async fn reset(AxState(state): AxState<Arc<State>>, headers: HeaderMap) -> Answer {

@@ -148,13 +148,20 @@ fn track(req: Request<Incoming>, timeout: Duration) -> (Request<Body>, Option<Ar
 /// failure...) says `Connection: close`: the unread rest of the body makes the connection
 /// unusable, and without the header a keep-alive client would send its next request into a
 /// connection the server is closing.
+/// Also stamps every answer with a fresh `x-request-id` (a UUID), as the service does.
 fn close_if_unread(mut resp: Response<Body>, body: Option<Arc<AtomicBool>>) -> Response<Body> {
+    if let Ok(id) = HeaderValue::from_str(&crate::ids::uuid()) {
+        resp.headers_mut().insert(REQUEST_ID, id);
+    }
     if body.is_some_and(|done| !done.load(Ordering::Relaxed)) {
         resp.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     resp
 }
+
+/// The response header that carries the request id.
+pub const REQUEST_ID: &str = "x-request-id";
 
 /// One request: stats, faults, then the router.
 async fn handle(
@@ -362,16 +369,37 @@ async fn open_connection(
     let Some(acceptor) = tls else {
         return connection(stream, false, state, router, shutdown).await;
     };
-    let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+    let handshake = tokio::time::timeout(
+        TLS_HANDSHAKE_TIMEOUT,
+        acceptor.accept(stream).into_fallible(),
+    );
     let stream = tokio::select! {
         r = handshake => match r {
             Ok(Ok(s)) => s,
-            // A failed handshake (a client that does not trust the CA...) ends here.
-            _ => return,
+            // A failed handshake (a client that does not trust the CA, or that has no client
+            // certificate...) ends here. Its alert is sent; what the client sent meanwhile is
+            // read and dropped for a moment before closing, so that the close is not a reset
+            // that could discard the alert before the client reads it.
+            Ok(Err((_, mut tcp))) => {
+                linger(&mut tcp).await;
+                return;
+            }
+            Err(_) => return,
         },
         _ = shut_down(shutdown.clone()) => return,
     };
     connection(stream, true, state, router, shutdown).await
+}
+
+/// Half-closes `tcp` and reads what the peer still sends (at most a second), then returns.
+async fn linger(tcp: &mut TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = tcp.shutdown().await;
+    let mut buf = [0u8; 4096];
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while matches!(tcp.read(&mut buf).await, Ok(n) if n > 0) {}
+    })
+    .await;
 }
 
 /// The accept loop; ends (dropping the listener) when the sandbox shuts down.

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use crate::http::errors::FieldError;
 use crate::payments::booking::{book, DealRequest};
-use crate::state::{lock, DealKind, State};
+use crate::state::{lock, DealKind, SentEvent, State};
 
 /// Attempts per event.
 pub const ATTEMPTS: u32 = 4;
@@ -103,43 +103,91 @@ fn describe(e: &reqwest::Error) -> String {
     s
 }
 
+/// What a delivery was for: `callback` (a spot deal's own notification), `redelivery`
+/// (`Sandbox::redeliver`) or `sent` (`Sandbox::send_deal_created`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Callback,
+    Redelivery,
+    Sent,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Callback => "callback",
+            Kind::Redelivery => "redelivery",
+            Kind::Sent => "sent",
+        }
+    }
+}
+
+/// One POST of `payload`, recorded in `deliveries`; returns the record and the answer's
+/// `Retry-After`.
+pub async fn attempt(
+    state: &State,
+    kind: Kind,
+    process_id: &str,
+    cb: &Callback,
+    payload: &str,
+    attempt: u32,
+) -> (Value, Option<Duration>) {
+    let mut req = state
+        .http
+        .post(cb.url.clone())
+        .header("content-type", "application/json")
+        .body(payload.to_owned());
+    if let Some(n) = &cb.nonce {
+        req = req.header("callback-nonce", n.clone());
+    }
+    let outcome = req.send().await;
+    let (status, error, asked) = match &outcome {
+        Ok(resp) => (
+            Some(resp.status().as_u16()),
+            None,
+            retry_after(resp.headers()),
+        ),
+        Err(e) => (None, Some(describe(e)), None),
+    };
+    let body: Value = serde_json::from_str(payload).unwrap_or(Value::Null);
+    let record = json!({
+        "processId": process_id,
+        "url": cb.url.as_str(),
+        "kind": kind.as_str(),
+        "attempt": attempt,
+        "nonce": cb.nonce.as_ref().map(header_text),
+        "body": body,
+        "status": status,
+        "error": error,
+        "at": state.clock.now(),
+    });
+    lock(&state.deliveries).push(record.clone());
+    (record, asked)
+}
+
 /// Sends `body` with retries, recording each attempt.
 async fn deliver(state: &State, process_id: &str, cb: &Callback, body: &Value) {
     let payload = body.to_string();
-    for attempt in 1..=ATTEMPTS {
+    lock(&state.events).insert(
+        process_id.to_owned(),
+        SentEvent {
+            url: cb.url.clone(),
+            nonce: cb.nonce.clone(),
+            payload: payload.clone(),
+        },
+    );
+    for n in 1..=ATTEMPTS {
         if state.is_shut_down() {
             return;
         }
-        let mut req = state
-            .http
-            .post(cb.url.clone())
-            .header("content-type", "application/json")
-            .body(payload.clone());
-        if let Some(n) = &cb.nonce {
-            req = req.header("callback-nonce", n.clone());
-        }
-        let outcome = req.send().await;
-        let (status, error, asked) = match &outcome {
-            Ok(resp) => (
-                Some(resp.status().as_u16()),
-                None,
-                retry_after(resp.headers()),
-            ),
-            Err(e) => (None, Some(describe(e)), None),
-        };
-        lock(&state.deliveries).push(json!({
-            "processId": process_id,
-            "url": cb.url.as_str(),
-            "attempt": attempt,
-            "nonce": cb.nonce.as_ref().map(header_text),
-            "body": body,
-            "status": status,
-            "error": error,
-            "at": state.clock.now(),
-        }));
-        if status.is_some_and(|s| (200..300).contains(&s)) {
+        let (record, asked) = attempt(state, Kind::Callback, process_id, cb, &payload, n).await;
+        if record["status"]
+            .as_u64()
+            .is_some_and(|s| (200..300).contains(&s))
+        {
             return;
         }
+        let attempt = n;
         if let Some(wait) = BACKOFF.get(attempt as usize - 1) {
             tokio::time::sleep(asked.map_or(*wait, |a| a.max(*wait))).await;
         }
@@ -149,4 +197,52 @@ async fn deliver(state: &State, process_id: &str, cb: &Callback, body: &Value) {
 /// A header value as text, for records.
 fn header_text(v: &HeaderValue) -> String {
     String::from_utf8_lossy(v.as_bytes()).into_owned()
+}
+
+/// Sends a spot deal's recorded `DealCreated` once more: same body, nonce and URL (one
+/// attempt, no retries). `None` when no event of that process was ever sent.
+pub async fn redeliver(state: &State, process_id: &str) -> Option<Value> {
+    let sent = lock(&state.events).get(process_id).cloned()?;
+    let cb = Callback {
+        url: sent.url,
+        nonce: sent.nonce,
+    };
+    let (record, _) = attempt(state, Kind::Redelivery, process_id, &cb, &sent.payload, 1).await;
+    Some(record)
+}
+
+/// Why an event of the caller's choosing cannot be sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendError {
+    Url(String),
+    Nonce,
+    Body(String),
+}
+
+/// POSTs `payload` (a `DealCreated` the caller built) to `url` once, with `nonce` as its
+/// `callback-nonce`; records and returns the delivery.
+pub async fn send(
+    state: &State,
+    url: &str,
+    payload: &str,
+    nonce: Option<&str>,
+) -> Result<Value, SendError> {
+    let url = url::Url::parse(url).map_err(|e| SendError::Url(format!("{url:?}: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(SendError::Url(format!(
+            "{url}: only http and https URLs are delivered to"
+        )));
+    }
+    let nonce = nonce
+        .map(|n| HeaderValue::from_str(n).map_err(|_| SendError::Nonce))
+        .transpose()?;
+    let body: Value =
+        serde_json::from_str(payload).map_err(|e| SendError::Body(format!("not JSON: {e}")))?;
+    let process_id = body["eventBody"]["processId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let cb = Callback { url, nonce };
+    let (record, _) = attempt(state, Kind::Sent, &process_id, &cb, payload, 1).await;
+    Ok(record)
 }
