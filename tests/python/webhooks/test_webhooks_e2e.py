@@ -201,6 +201,8 @@ def test_a_seen_set_outage_is_a_503_the_sandbox_waits_out(
     c = fxpay_sandbox.client()
     s = spot(fxpay_sandbox, c, f"{base}/hooks/outage", app=app)
     wait_for(lambda: len(app.events) == 1, seconds=20)
+    # The sandbox records an attempt once the receiver's answer is in: after on_event ran.
+    wait_for(lambda: len(deliveries_for(fxpay_sandbox, s.process_id)) == 2)
     attempts = deliveries_for(fxpay_sandbox, s.process_id)
     assert [d["status"] for d in attempts] == [503, 200]
     assert app.events[0].process_id == s.process_id
