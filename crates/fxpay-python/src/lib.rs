@@ -6,6 +6,7 @@ mod cassette;
 mod client;
 mod convert;
 mod errors;
+mod exit_gate;
 mod journal;
 mod logging;
 mod model;
@@ -49,6 +50,8 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     #[cfg(feature = "mimalloc")]
     tune_allocator();
     fxpay_core::fork::watch();
+    // No thread of fxpay touches Python once the interpreter starts to shut down.
+    exit_gate::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<client::Client>()?;
     m.add_class::<session::UserSession>()?;
