@@ -18,7 +18,7 @@ default:
 setup *args:
     bash scripts/setup "$@"
 
-# Every static check: Rust format, clippy and import circles, ruff (lint and format), import contracts, mypy, stubtest, pyright.
+# Every static check: Rust format, clippy, import circles, the free-threaded 3.14 compile, ruff (lint and format), import contracts, mypy (also at 3.10), stubtest, pyright.
 lint:
     @echo "== cargo fmt --check"
     cargo fmt --check
@@ -26,6 +26,8 @@ lint:
     cargo clippy --workspace --all-targets -- -D warnings
     @echo "== import circles between Rust files"
     python3 scripts/check_circles
+    @echo "== free-threaded CPython 3.14: the binding compiles (PYO3_CONFIG_FILE, Py_GIL_DISABLED, gil_used = false)"
+    bash scripts/check_free_threaded
     @echo "== ruff"
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .
@@ -34,6 +36,8 @@ lint:
     @echo "== type checks"
     {{ py }} -m mypy.stubtest fxpay._fxpay
     .venv/bin/mypy --strict python/fxpay examples
+    @echo "== the 3.10 floor (mypy --python-version 3.10; ruff's target-version is py310, abi3audit runs in wheel-check)"
+    .venv/bin/mypy --python-version 3.10 python/fxpay
     .venv/bin/pyright --pythonpath {{ py }} examples
 
 # The Rust tests, the examples and the Python suite (arguments go to pytest, e.g. `just test -n 4 tests/python/oauth`).
@@ -69,7 +73,7 @@ bench *args:
 demo:
     {{ py }} examples/demo.py
 
-# Checks the release wheel in dist/ (auditwheel, clean venvs, the sdist) and the release workflow.
+# Checks the release wheel in dist/ (auditwheel, abi3audit, clean venvs, the sdist) and the release workflow.
 wheel-check:
     @echo "== wheel"
     bash scripts/check_wheel dist/fxpay-*.whl

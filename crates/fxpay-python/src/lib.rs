@@ -42,7 +42,9 @@ fn tune_allocator() {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_EAGER_COMMIT, 0) };
 }
 
-#[pymodule]
+/// `gil_used = false`: importing the module on a free-threaded CPython does not turn the GIL
+/// back on. What makes that true is written down in docs/interpreters.md.
+#[pymodule(gil_used = false)]
 #[pyo3(name = "_fxpay")]
 fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Importing starts no thread, runtime or socket: they start on first use (and anew in a
