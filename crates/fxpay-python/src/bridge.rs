@@ -240,19 +240,65 @@ mod awaitable {
                     // write can only mean the loop is gone, and then nobody waits.
                     let _ = (&**writer).write(&[1]);
                 }
-                Wake::Threadsafe(call_soon_threadsafe) => {
-                    // None: the interpreter is shutting down, nobody waits for the result.
-                    // An error: the loop is closed, the same.
-                    let _ = exit_gate::attach_kept(|py| {
-                        let drain = LoopDrain {
-                            inbox: self.clone(),
-                            #[cfg(unix)]
-                            reader: None,
-                        };
-                        Py::new(py, drain).and_then(|d| call_soon_threadsafe.call1(py, (d,)))
-                    });
-                }
+                Wake::Threadsafe(_) => waker::wake(self.clone()),
             }
+        }
+
+        /// On the waker thread: schedules the drain with the loop's `call_soon_threadsafe`.
+        fn wake_now(self: Arc<Self>) {
+            let Wake::Threadsafe(call_soon_threadsafe) = &self.wake else {
+                return;
+            };
+            // None: the interpreter is shutting down, nobody waits for the result. An
+            // error: the loop is closed, the same.
+            let _ = exit_gate::attach_kept(|py| {
+                let drain = LoopDrain {
+                    inbox: self.clone(),
+                    #[cfg(unix)]
+                    reader: None,
+                };
+                Py::new(py, drain).and_then(|d| call_soon_threadsafe.call1(py, (d,)))
+            });
+        }
+    }
+
+    /// One thread per process that takes the GIL to wake loops without `add_reader`, so that
+    /// no runtime worker ever waits for the GIL (the loop's thread holds it while it runs):
+    /// the worker hands the inbox over and goes on with other calls, whose results then join
+    /// the same batch.
+    mod waker {
+        use super::Inbox;
+        use fxpay_core::fork::ProcessBound;
+        use std::sync::mpsc::Sender;
+        use std::sync::{Arc, Mutex, PoisonError};
+
+        /// The waker's queue; in a forked child, the parent's (whose thread is not here): a
+        /// new thread is started on first use.
+        static QUEUE: Mutex<Option<ProcessBound<Sender<Arc<Inbox>>>>> = Mutex::new(None);
+
+        pub(super) fn wake(inbox: Arc<Inbox>) {
+            let mut queue = QUEUE.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(tx) = queue.as_ref().filter(|tx| tx.is_current()) {
+                if let Err(back) = tx.send(inbox) {
+                    // The thread is gone (it could not be started): wake from here.
+                    back.0.wake_now();
+                }
+                return;
+            }
+            let (tx, rx) = std::sync::mpsc::channel::<Arc<Inbox>>();
+            let started = std::thread::Builder::new()
+                .name("fxpay-loop-waker".into())
+                .spawn(move || {
+                    while let Ok(inbox) = rx.recv() {
+                        inbox.wake_now();
+                    }
+                });
+            if started.is_err() {
+                drop(queue);
+                return inbox.wake_now();
+            }
+            let _ = tx.send(inbox);
+            *queue = Some(ProcessBound::new(tx));
         }
     }
 
