@@ -7,8 +7,9 @@
 //! objects in one go. No runtime thread ever waits for the GIL, so a runtime worker is never
 //! stalled by Python code and many concurrent calls share a few wake-ups. A loop that cannot
 //! watch a descriptor (Windows' proactor loop) is woken the same way, in batches, with
-//! `loop.call_soon_threadsafe`: that takes the GIL on the runtime thread, once per batch,
-//! through `exit_gate` (never while the interpreter is shutting down).
+//! `loop.call_soon_threadsafe`: one waker thread per process takes the GIL for that, once per
+//! batch, through `exit_gate` (never while the interpreter is shutting down); the runtime
+//! workers still never wait for the GIL.
 use super::errors::{panic_message, to_pyerr};
 use super::models::Out;
 use futures_util::FutureExt;
