@@ -59,11 +59,14 @@ lines = []
 
 
 class Handler(logging.Handler):
-    def emit(self, record):
+    # handle, not emit: no handler lock held while it sleeps (logging.shutdown, another exit
+    # hook, would wait for that lock and hide whether fxpay's hook waits).
+    def handle(self, record):
         lines.append(record.getMessage())
         if slow[0]:
             entered.set()
             time.sleep(0.5)
+        return True
 
 
 log = logging.getLogger("fxpay")
