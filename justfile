@@ -80,9 +80,21 @@ wheel-check:
     bash scripts/check_workflows
 
 # What CI runs once `just setup --wheel` has built and installed the release wheel (arguments go to pytest).
-ci *args: lint test-rust examples && docs wheel-check bench-gate
+ci *args: lint test-rust examples && docs wheel-check test-313 bench-gate
     @echo "== pytest"
     {{ pytest }} "$@"
+
+# The Python suite on CPython 3.13, built from Debian's source by scripts/pythons (cached outside the checkout), with the release wheel of dist/ (arguments go to pytest).
+test-313 *args:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    echo "== pytest on CPython 3.13 (scripts/pythons), the abi3 wheel of dist/"
+    py313=$(bash scripts/pythons)
+    venv=$(dirname "$(dirname "$py313")")/venv   # beside the interpreter, outside the checkout
+    [ -x "$venv/bin/python" ] || "$py313" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps dist/fxpay-*.whl
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
 
 # The benchmark's CI gate: fails only if blocking fxpay is slower than httpx.Client.
 bench-gate:
