@@ -94,7 +94,7 @@ test-313 *args:
     [ -x "$venv/bin/python" ] || "$py313" -m venv "$venv"
     "$venv/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
     "$venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps dist/fxpay-*.whl
-    "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 "$@"   # in parallel: this is the second full run of just ci
 
 # The benchmark's CI gate: fails only if blocking fxpay is slower than httpx.Client.
 bench-gate:
