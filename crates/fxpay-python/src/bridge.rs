@@ -269,37 +269,36 @@ mod awaitable {
     /// the same batch.
     mod waker {
         use super::Inbox;
-        use fxpay_core::fork::ProcessBound;
+        use fxpay_core::fork::PerProcess;
         use std::sync::mpsc::Sender;
-        use std::sync::{Arc, Mutex, PoisonError};
+        use std::sync::Arc;
 
-        /// The waker's queue; in a forked child, the parent's (whose thread is not here): a
-        /// new thread is started on first use.
-        static QUEUE: Mutex<Option<ProcessBound<Sender<Arc<Inbox>>>>> = Mutex::new(None);
+        /// The waker's queue, made anew (with its thread) in a forked child. Lock-free: a
+        /// lock held by a thread of the parent at `fork()` would stay locked in the child
+        /// forever (a `Mutex` here made 4 of 40 forked children hang on their first wake).
+        static QUEUE: PerProcess<Sender<Arc<Inbox>>> = PerProcess::empty();
 
         pub(super) fn wake(inbox: Arc<Inbox>) {
-            let mut queue = QUEUE.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(tx) = queue.as_ref().filter(|tx| tx.is_current()) {
-                if let Err(back) = tx.send(inbox) {
-                    // The thread is gone (it could not be started): wake from here.
-                    back.0.wake_now();
-                }
-                return;
-            }
-            let (tx, rx) = std::sync::mpsc::channel::<Arc<Inbox>>();
-            let started = std::thread::Builder::new()
-                .name("fxpay-loop-waker".into())
-                .spawn(move || {
-                    while let Ok(inbox) = rx.recv() {
-                        inbox.wake_now();
+            let queue = QUEUE.get_or_try_make(|| {
+                let (tx, rx) = std::sync::mpsc::channel::<Arc<Inbox>>();
+                std::thread::Builder::new()
+                    .name("fxpay-loop-waker".into())
+                    .spawn(move || {
+                        while let Ok(inbox) = rx.recv() {
+                            inbox.wake_now();
+                        }
+                    })
+                    .map(|_| tx)
+            });
+            match queue {
+                Ok(tx) => {
+                    if let Err(back) = tx.send(inbox) {
+                        back.0.wake_now();
                     }
-                });
-            if started.is_err() {
-                drop(queue);
-                return inbox.wake_now();
+                }
+                // No thread could be started: wake from here.
+                Err(_) => inbox.wake_now(),
             }
-            let _ = tx.send(inbox);
-            *queue = Some(ProcessBound::new(tx));
         }
     }
 
