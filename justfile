@@ -18,7 +18,7 @@ default:
 setup *args:
     bash scripts/setup "$@"
 
-# Every static check: Rust format, clippy and import circles, ruff (lint and format), import contracts, mypy, stubtest, pyright.
+# Every static check: Rust format, clippy, import circles, the free-threaded 3.14 compile, ruff (lint and format), import contracts, mypy (also at 3.10), stubtest, pyright.
 lint:
     @echo "== cargo fmt --check"
     cargo fmt --check
@@ -26,6 +26,8 @@ lint:
     cargo clippy --workspace --all-targets -- -D warnings
     @echo "== import circles between Rust files"
     python3 scripts/check_circles
+    @echo "== free-threaded CPython 3.14: the binding compiles (PYO3_CONFIG_FILE, Py_GIL_DISABLED, gil_used = false)"
+    bash scripts/check_free_threaded
     @echo "== ruff"
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .
@@ -34,6 +36,8 @@ lint:
     @echo "== type checks"
     {{ py }} -m mypy.stubtest fxpay._fxpay
     .venv/bin/mypy --strict python/fxpay examples
+    @echo "== the 3.10 floor (mypy --python-version 3.10; ruff's target-version is py310, abi3audit runs in wheel-check)"
+    .venv/bin/mypy --python-version 3.10 python/fxpay
     .venv/bin/pyright --pythonpath {{ py }} examples
 
 # The Rust tests, the examples and the Python suite (arguments go to pytest, e.g. `just test -n 4 tests/python/oauth`).
@@ -69,16 +73,28 @@ bench *args:
 demo:
     {{ py }} examples/demo.py
 
-# Checks the release wheel in dist/ (auditwheel, clean venvs, the sdist) and the release workflow.
+# Checks the release wheel in dist/ (auditwheel, abi3audit, clean venvs, the sdist) and the release workflow.
 wheel-check:
     @echo "== wheel"
     bash scripts/check_wheel dist/fxpay-*.whl
     bash scripts/check_workflows
 
 # What CI runs once `just setup --wheel` has built and installed the release wheel (arguments go to pytest).
-ci *args: lint test-rust examples && docs wheel-check bench-gate
+ci *args: lint test-rust examples && docs wheel-check test-313 bench-gate
     @echo "== pytest"
     {{ pytest }} "$@"
+
+# The Python suite on CPython 3.13, built from Debian's source by scripts/pythons (cached outside the checkout), with the release wheel of dist/ (arguments go to pytest).
+test-313 *args:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    echo "== pytest on CPython 3.13 (scripts/pythons), the abi3 wheel of dist/"
+    py313=$(bash scripts/pythons)
+    venv=$(dirname "$(dirname "$py313")")/venv   # beside the interpreter, outside the checkout
+    [ -x "$venv/bin/python" ] || "$py313" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps dist/fxpay-*.whl
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 "$@"   # in parallel: this is the second full run of just ci
 
 # The benchmark's CI gate: fails only if blocking fxpay is slower than httpx.Client.
 bench-gate:

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
 import shutil
 import threading
 from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import pytest
 
@@ -138,3 +139,45 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line("fault matrix (typed outcome per cell):")
     for line in lines:
         terminalreporter.write_line(line)
+
+
+# -- the event loops every awaitable test runs on ---------------------------------------------
+
+
+class NoReaderLoop(asyncio.SelectorEventLoop):
+    """A loop that cannot watch a file descriptor, as Windows' ``ProactorEventLoop`` (what
+    ``asyncio.run`` gives there): its ``add_reader`` raises NotImplementedError, so fxpay's
+    awaitables take their fallback path (``loop.call_soon_threadsafe``)."""
+
+    def add_reader(self, fd: Any, callback: Any, *args: Any) -> None:  # type: ignore[override]
+        raise NotImplementedError
+
+
+def _uvloop_factory() -> asyncio.AbstractEventLoop:
+    uvloop = need("uvloop")
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "default": asyncio.new_event_loop,
+    "uvloop": _uvloop_factory,
+    "no_add_reader": NoReaderLoop,
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--loops",
+        default=",".join(LOOPS),
+        help=f"the event loops each awaitable test runs on, comma-separated (default and all: {','.join(LOOPS)})",
+    )
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """Every awaitable test runs once per loop: ``test_x[default]``, ``test_x[uvloop]``, ``test_x[no_add_reader]``."""
+    names = [n.strip() for n in str(config.getoption("--loops")).split(",") if n.strip()]
+    unknown = [n for n in names if n not in LOOPS]
+    if unknown or not names:
+        raise pytest.UsageError(f"--loops: unknown loop {unknown or names}; known: {', '.join(LOOPS)}")
+    return {n: LOOPS[n] for n in names}

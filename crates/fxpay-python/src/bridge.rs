@@ -5,7 +5,11 @@
 //! result and, if no wake-up is already on its way, writes one byte to a socket pair that
 //! the loop watches (`loop.add_reader`); the loop then turns every queued result into Python
 //! objects in one go. No runtime thread ever waits for the GIL, so a runtime worker is never
-//! stalled by Python code and many concurrent calls share a few wake-ups.
+//! stalled by Python code and many concurrent calls share a few wake-ups. A loop that cannot
+//! watch a descriptor (Windows' proactor loop) is woken the same way, in batches, with
+//! `loop.call_soon_threadsafe`: one waker thread per process takes the GIL for that, once per
+//! batch, through `exit_gate` (never while the interpreter is shutting down); the runtime
+//! workers still never wait for the GIL.
 use super::errors::{panic_message, to_pyerr};
 use super::models::Out;
 use futures_util::FutureExt;
@@ -176,89 +180,18 @@ where
 
 pub use super::errors::guard;
 
-/// Hands a future that is already panic-guarded to pyo3-async-runtimes: the path for event
-/// loops that cannot watch a file descriptor (Windows' proactor loop).
-fn via_pyo3_async_runtimes<F>(py: Python<'_>, fut: F) -> PyResult<Py<PyAny>>
-where
-    F: Future<Output = Result<Out, Error>> + Send + 'static,
-{
-    let awaitable =
-        pyo3_async_runtimes::generic::future_into_py::<SharedRuntime, _, _>(py, async move {
-            fut.await.map_err(to_pyerr)
-        })?;
-    Ok(awaitable.unbind())
-}
-
-/// pyo3-async-runtimes' view of fxpay's shared runtime. Its own tokio module keeps the
-/// runtime it is given for the life of the process, which a forked child cannot use; this
-/// one asks `fxpay_core::runtime` each time, which starts one anew in a child.
-struct SharedRuntime;
-
-tokio::task_local! {
-    static TASK_LOCALS: std::cell::OnceCell<pyo3_async_runtimes::TaskLocals>;
-}
-
-impl pyo3_async_runtimes::generic::Runtime for SharedRuntime {
-    type JoinError = tokio::task::JoinError;
-    type JoinHandle = tokio::task::JoinHandle<()>;
-
-    fn spawn<F>(fut: F) -> Self::JoinHandle
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        fxpay_core::runtime::runtime().spawn(fut)
-    }
-
-    fn spawn_blocking<F>(f: F) -> Self::JoinHandle
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        fxpay_core::runtime::runtime().spawn_blocking(f)
-    }
-}
-
-impl pyo3_async_runtimes::generic::ContextExt for SharedRuntime {
-    fn scope<F, R>(
-        locals: pyo3_async_runtimes::TaskLocals,
-        fut: F,
-    ) -> std::pin::Pin<Box<dyn Future<Output = R> + Send>>
-    where
-        F: Future<Output = R> + Send + 'static,
-    {
-        let cell = std::cell::OnceCell::new();
-        let _ = cell.set(locals);
-        Box::pin(TASK_LOCALS.scope(cell, fut))
-    }
-
-    fn get_task_locals() -> Option<pyo3_async_runtimes::TaskLocals> {
-        TASK_LOCALS
-            .try_with(|c| c.get().cloned())
-            .unwrap_or_default()
-    }
-}
-
-#[cfg(not(unix))]
 mod awaitable {
     use super::*;
-
-    pub fn spawn<F>(py: Python<'_>, fut: F) -> PyResult<(Py<PyAny>, Abort)>
-    where
-        F: Future<Output = Result<Out, Error>> + Send + 'static,
-    {
-        // pyo3-async-runtimes aborts the task itself when its future is cancelled.
-        Ok((via_pyo3_async_runtimes(py, fut)?, Abort(None)))
-    }
-}
-
-#[cfg(unix)]
-mod awaitable {
-    use super::*;
+    use crate::exit_gate;
     use fxpay_core::fork::ProcessBound;
     use pyo3::intern;
     use pyo3::sync::PyOnceLock;
     use std::cell::RefCell;
+    #[cfg(unix)]
     use std::io::{ErrorKind, Read, Write};
+    #[cfg(unix)]
     use std::os::fd::AsRawFd;
+    #[cfg(unix)]
     use std::os::unix::net::UnixStream;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex, PoisonError};
@@ -266,50 +199,130 @@ mod awaitable {
     /// A finished call: the asyncio future to resolve and what to resolve it with.
     type Done = (Py<PyAny>, Result<Out, Error>);
 
-    /// One event loop's inbox, shared with the runtime threads.
-    struct Inbox {
-        queue: Mutex<Vec<Done>>,
-        /// A wake-up byte has been written and not yet drained.
-        signalled: AtomicBool,
+    /// How a runtime thread tells the loop that results are waiting.
+    enum Wake {
+        /// One byte on a socket pair the loop watches (`loop.add_reader`): no Python.
         /// Bound to its process: a forked child never closes the parent's socket pair.
-        writer: ProcessBound<UnixStream>,
+        #[cfg(unix)]
+        Socket(ProcessBound<UnixStream>),
+        /// For loops that cannot watch a descriptor (Windows' proactor loop): the loop's
+        /// `call_soon_threadsafe`, called through the exit gate (never once the interpreter
+        /// is shutting down).
+        Threadsafe(Py<PyAny>),
+    }
+
+    /// One event loop's inbox, shared with the runtime threads.
+    pub(super) struct Inbox {
+        queue: Mutex<Vec<Done>>,
+        /// A wake-up is on its way and the drain has not taken the queue yet.
+        signalled: AtomicBool,
+        wake: Wake,
     }
 
     impl Inbox {
-        /// Called on a runtime thread; never touches Python.
-        fn push(&self, done: Done) {
+        /// Called on a runtime thread. Queues the result and, unless a wake-up is on its
+        /// way already, sends one: many results that finish close together share one.
+        fn push(self: &Arc<Self>, done: Done) {
             self.queue
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(done);
-            if !self.signalled.swap(true, Ordering::SeqCst) {
-                // The socket is non-blocking and holds at most a few bytes: a failed write
-                // can only mean the loop is gone, and then nobody waits for the result.
-                let _ = (&*self.writer).write(&[1]);
+            if self.signalled.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            match &self.wake {
+                #[cfg(unix)]
+                Wake::Socket(writer) => {
+                    // The socket is non-blocking and holds at most a few bytes: a failed
+                    // write can only mean the loop is gone, and then nobody waits.
+                    let _ = (&**writer).write(&[1]);
+                }
+                Wake::Threadsafe(_) => waker::wake(self.clone()),
+            }
+        }
+
+        /// On the waker thread: schedules the drain with the loop's `call_soon_threadsafe`.
+        fn wake_now(self: Arc<Self>) {
+            let Wake::Threadsafe(call_soon_threadsafe) = &self.wake else {
+                return;
+            };
+            // None: the interpreter is shutting down, nobody waits for the result. An
+            // error: the loop is closed, the same.
+            let _ = exit_gate::attach_kept(|py| {
+                let drain = LoopDrain {
+                    inbox: self.clone(),
+                    #[cfg(unix)]
+                    reader: None,
+                };
+                Py::new(py, drain).and_then(|d| call_soon_threadsafe.call1(py, (d,)))
+            });
+        }
+    }
+
+    /// One thread per process that takes the GIL to wake loops without `add_reader`, so that
+    /// no runtime worker ever waits for the GIL (the loop's thread holds it while it runs):
+    /// the worker hands the inbox over and goes on with other calls, whose results then join
+    /// the same batch.
+    mod waker {
+        use super::Inbox;
+        use fxpay_core::fork::PerProcess;
+        use std::sync::mpsc::Sender;
+        use std::sync::Arc;
+
+        /// The waker's queue, made anew (with its thread) in a forked child. Lock-free: a
+        /// lock held by a thread of the parent at `fork()` would stay locked in the child
+        /// forever (a `Mutex` here made 4 of 40 forked children hang on their first wake).
+        static QUEUE: PerProcess<Sender<Arc<Inbox>>> = PerProcess::empty();
+
+        pub(super) fn wake(inbox: Arc<Inbox>) {
+            let queue = QUEUE.get_or_try_make(|| {
+                let (tx, rx) = std::sync::mpsc::channel::<Arc<Inbox>>();
+                std::thread::Builder::new()
+                    .name("fxpay-loop-waker".into())
+                    .spawn(move || {
+                        while let Ok(inbox) = rx.recv() {
+                            inbox.wake_now();
+                        }
+                    })
+                    .map(|_| tx)
+            });
+            match queue {
+                Ok(tx) => {
+                    if let Err(back) = tx.send(inbox) {
+                        back.0.wake_now();
+                    }
+                }
+                // No thread could be started: wake from here.
+                Err(_) => inbox.wake_now(),
             }
         }
     }
 
-    /// The reader callback registered with the loop: resolves every queued future.
+    /// Resolves every queued future, on the loop's thread: the reader callback registered
+    /// with the loop, or the callback a `call_soon_threadsafe` wake-up schedules.
     #[pyclass(frozen, module = "fxpay._fxpay")]
     struct LoopDrain {
         inbox: Arc<Inbox>,
-        reader: ProcessBound<UnixStream>,
+        #[cfg(unix)]
+        reader: Option<ProcessBound<UnixStream>>,
     }
 
     #[pymethods]
     impl LoopDrain {
         fn __call__(&self, py: Python<'_>) {
-            let mut buf = [0u8; 64];
-            loop {
-                match (&*self.reader).read(&mut buf) {
-                    Ok(n) if n == buf.len() => continue,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                    _ => break,
+            #[cfg(unix)]
+            if let Some(reader) = &self.reader {
+                let mut buf = [0u8; 64];
+                loop {
+                    match (&**reader).read(&mut buf) {
+                        Ok(n) if n == buf.len() => continue,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                        _ => break,
+                    }
                 }
             }
             // Clear the flag before taking the queue: a result queued after the take then
-            // writes a new byte, so none is ever left waiting.
+            // sends a new wake-up, so none is ever left waiting.
             self.inbox.signalled.store(false, Ordering::SeqCst);
             let items = std::mem::take(
                 &mut *self
@@ -351,8 +364,7 @@ mod awaitable {
     struct LoopEntry {
         event_loop: Py<PyAny>,
         create_future: Py<PyAny>,
-        /// None when the loop cannot watch a descriptor: pyo3-async-runtimes is used.
-        inbox: Option<Arc<Inbox>>,
+        inbox: Arc<Inbox>,
     }
 
     thread_local! {
@@ -364,8 +376,10 @@ mod awaitable {
 
     static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-    fn entry_for(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<LoopEntry> {
-        let create_future = event_loop.getattr(intern!(py, "create_future"))?.unbind();
+    /// An inbox woken by a socket pair the loop watches; None when the loop cannot watch a
+    /// descriptor (`add_reader` raises NotImplementedError).
+    #[cfg(unix)]
+    fn socket_inbox(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<Option<Arc<Inbox>>> {
         let (reader, writer) = UnixStream::pair()
             .and_then(|(r, w)| {
                 r.set_nonblocking(true)?;
@@ -377,20 +391,44 @@ mod awaitable {
         let inbox = Arc::new(Inbox {
             queue: Mutex::new(Vec::new()),
             signalled: AtomicBool::new(false),
-            writer: ProcessBound::new(writer),
+            wake: Wake::Socket(ProcessBound::new(writer)),
         });
         let drain = Py::new(
             py,
             LoopDrain {
                 inbox: inbox.clone(),
-                reader: ProcessBound::new(reader),
+                reader: Some(ProcessBound::new(reader)),
             },
         )?;
         // The loop keeps the drain (and so the reader) for as long as it is registered.
-        let inbox = match event_loop.call_method1(intern!(py, "add_reader"), (fd, drain)) {
-            Ok(_) => Some(inbox),
-            Err(e) if e.is_instance_of::<pyo3::exceptions::PyNotImplementedError>(py) => None,
-            Err(e) => return Err(e),
+        match event_loop.call_method1(intern!(py, "add_reader"), (fd, drain)) {
+            Ok(_) => Ok(Some(inbox)),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyNotImplementedError>(py) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn socket_inbox(
+        _py: Python<'_>,
+        _event_loop: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<Arc<Inbox>>> {
+        Ok(None)
+    }
+
+    fn entry_for(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<LoopEntry> {
+        let create_future = event_loop.getattr(intern!(py, "create_future"))?.unbind();
+        let inbox = match socket_inbox(py, event_loop)? {
+            Some(inbox) => inbox,
+            None => Arc::new(Inbox {
+                queue: Mutex::new(Vec::new()),
+                signalled: AtomicBool::new(false),
+                wake: Wake::Threadsafe(
+                    event_loop
+                        .getattr(intern!(py, "call_soon_threadsafe"))?
+                        .unbind(),
+                ),
+            }),
         };
         Ok(LoopEntry {
             event_loop: event_loop.clone().unbind(),
@@ -400,7 +438,7 @@ mod awaitable {
     }
 
     /// This thread's running loop: its `create_future` and inbox, set up on first use.
-    fn current(py: Python<'_>) -> PyResult<(Bound<'_, PyAny>, Option<Arc<Inbox>>)> {
+    fn current(py: Python<'_>) -> PyResult<(Bound<'_, PyAny>, Arc<Inbox>)> {
         let get = GET_RUNNING_LOOP.get_or_try_init(py, || {
             Ok::<_, PyErr>(py.import("asyncio")?.getattr("get_running_loop")?.unbind())
         })?;
@@ -423,9 +461,6 @@ mod awaitable {
         F: Future<Output = Result<Out, Error>> + Send + 'static,
     {
         let (create_future, inbox) = current(py)?;
-        let Some(inbox) = inbox else {
-            return Ok((via_pyo3_async_runtimes(py, fut)?, Abort(None)));
-        };
         let py_fut = create_future.call0()?;
         let target = py_fut.clone().unbind();
         let task = fxpay_core::runtime::runtime().spawn(async move {

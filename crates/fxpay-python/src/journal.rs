@@ -169,7 +169,7 @@ impl PyJournal {
         args: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyTuple>>,
         out: impl for<'py> FnOnce(&Bound<'py, PyAny>) -> PyResult<T>,
     ) -> Result<T> {
-        let r = Python::try_attach(|py| {
+        let r = crate::exit_gate::attach(|py| {
             let got = self.obj.bind(py).call_method1(method, args(py)?)?;
             out(&got)
         });
@@ -177,7 +177,7 @@ impl PyJournal {
             Some(Ok(v)) => Ok(v),
             Some(Err(e)) => Err(Error::journal(format!(
                 "the journal's {method}() failed: {}",
-                Python::try_attach(|py| shown(py, &e)).unwrap_or_default()
+                crate::exit_gate::attach(|py| shown(py, &e)).unwrap_or_default()
             ))),
             None => Err(Error::journal(
                 "the journal cannot be used: the interpreter is shutting down",

@@ -6,6 +6,7 @@ mod cassette;
 mod client;
 mod convert;
 mod errors;
+mod exit_gate;
 mod journal;
 mod logging;
 mod model;
@@ -42,7 +43,9 @@ fn tune_allocator() {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_EAGER_COMMIT, 0) };
 }
 
-#[pymodule]
+/// `gil_used = false`: importing the module on a free-threaded CPython does not turn the GIL
+/// back on. What makes that true is written down in docs/interpreters.md.
+#[pymodule(gil_used = false)]
 #[pyo3(name = "_fxpay")]
 fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Importing starts no thread, runtime or socket: they start on first use (and anew in a
@@ -50,6 +53,8 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     #[cfg(feature = "mimalloc")]
     tune_allocator();
     fxpay_core::fork::watch();
+    // No thread of fxpay touches Python once the interpreter starts to shut down.
+    exit_gate::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<client::Client>()?;
     m.add_class::<session::UserSession>()?;

@@ -81,7 +81,8 @@ struct PyLogObserver;
 impl Observer for PyLogObserver {
     fn attempt(&self, log: &AttemptLog<'_>) {
         let line = Line::of(log);
-        Python::attach(|py| line.emit(py))
+        // Not once the interpreter is shutting down: the line is not written.
+        let _ = crate::exit_gate::attach(|py| line.emit(py));
     }
 }
 

@@ -70,23 +70,29 @@ pub fn on_token_callback(cb: Py<PyAny>) -> OnToken {
 }
 
 fn call_on_token(cb: &Py<PyAny>, t: &Token) -> Result<(), Error> {
-    Python::attach(|py| {
-        let py_token = token(py, t)?;
-        cb.bind(py).call1((py_token,))?;
-        Ok::<_, PyErr>(())
-    })
-    .map_err(|e| {
-        let shown = Python::attach(|py| {
-            e.value(py)
+    // Through the exit gate: this runs on a runtime thread for a session refreshed by an
+    // awaitable call. Once the interpreter is shutting down the callback is not called.
+    let called = crate::exit_gate::attach(|py| {
+        let r = token(py, t).and_then(|py_token| cb.bind(py).call1((py_token,)).map(|_| ()));
+        r.map_err(|e| {
+            let shown = e
+                .value(py)
                 .repr()
                 .map(|r| r.to_string())
-                .unwrap_or_default()
-        });
-        Error::Callback {
+                .unwrap_or_default();
+            (e, shown)
+        })
+    });
+    match called {
+        Some(Ok(())) => Ok(()),
+        Some(Err((e, shown))) => Err(Error::Callback {
             message: format!("on_token raised {shown}"),
             raised: Some(Arc::new(e)),
-        }
-    })
+        }),
+        None => Err(Error::Internal(
+            "on_token cannot be called: the interpreter is shutting down".into(),
+        )),
+    }
 }
 
 #[pymethods]

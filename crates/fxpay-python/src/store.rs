@@ -93,6 +93,16 @@ fn log(py: Python<'_>, level: &str, message: String) {
     let _ = logged;
 }
 
+/// Runs `f` attached to Python from a store thread; an error once the interpreter is
+/// shutting down (`crate::exit_gate`).
+fn gated<T>(f: impl for<'py> FnOnce(Python<'py>) -> Result<T>) -> Result<T> {
+    crate::exit_gate::attach(f).unwrap_or_else(|| {
+        Err(Error::Internal(
+            "the token store cannot be used: the interpreter is shutting down".into(),
+        ))
+    })
+}
+
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     // The shared runtime's blocking pool, also for calls driven on a caller's own runtime:
     // one pool of store threads for the process.
@@ -106,7 +116,7 @@ impl TokenStore for PyTokenStore {
     fn load<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Token>>> {
         let (obj, health, key) = (self.obj.clone(), self.health.clone(), key.to_string());
         Box::pin(blocking(move || {
-            Python::attach(|py| {
+            gated(|py| {
                 let r = obj.bind(py).call_method1("load", (key,)).and_then(|found| {
                     if found.is_none() {
                         Ok(None)
@@ -123,7 +133,7 @@ impl TokenStore for PyTokenStore {
         let (obj, health) = (self.obj.clone(), self.health.clone());
         let (key, t) = (key.to_string(), t.clone());
         Box::pin(blocking(move || {
-            Python::attach(|py| {
+            gated(|py| {
                 let r = token(py, &t)
                     .and_then(|pt| obj.bind(py).call_method1("save", (key, pt)))
                     .map(|_| ());
@@ -135,7 +145,7 @@ impl TokenStore for PyTokenStore {
     fn lock<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<StoreLock>>> {
         let (obj, health, key) = (self.obj.clone(), self.health.clone(), key.to_string());
         Box::pin(blocking(move || {
-            Python::attach(|py| {
+            gated(|py| {
                 let store = obj.bind(py);
                 let held = match store.hasattr("lock") {
                     Ok(false) => return Ok(None),
@@ -145,7 +155,7 @@ impl TokenStore for PyTokenStore {
                 let held = Arc::new(health.note(py, "lock", held)?);
                 Ok(Some(StoreLock::new(Box::new(move || {
                     Box::pin(blocking(move || {
-                        Python::attach(|py| {
+                        gated(|py| {
                             let r = held.bind(py).call_method0("release").map(|_| ());
                             health.note(py, "lock release", r)
                         })

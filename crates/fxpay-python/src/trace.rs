@@ -23,7 +23,7 @@ use fxpay_core::transport::{AttemptLog, AttemptStart, Observer};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -180,35 +180,9 @@ fn fixed_headers(py: Python<'_>, parent: &Bound<'_, PyAny>) -> PyResult<Option<H
 }
 
 thread_local! {
-    /// This thread has been given a Python thread state of its own ([`keep_thread_state`]).
-    static KEPT: Cell<bool> = const { Cell::new(false) };
     /// Spans of blocking calls driven on this thread whose attempts are over: ended by
     /// [`flush_ended`] once the thread holds the GIL again.
     static ENDED: RefCell<Vec<Ended>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Gives a thread Python does not know (a runtime thread running an awaitable's attempts) a
-/// Python thread state that it keeps, so that taking the GIL there is cheap: otherwise each
-/// time creates a thread state (and its frame stack) and deletes it on release. The state
-/// is made once per thread and kept; the shared runtime's threads live as long as the
-/// process. A Python thread (one that has a state already) is left alone.
-fn keep_thread_state() {
-    let _ = KEPT.try_with(|kept| {
-        if kept.replace(true) {
-            return;
-        }
-        // SAFETY: called without the GIL (pyo3's attach count is zero on this thread: the
-        // hooks run outside any `Python::attach`). With no thread state yet, `Ensure`
-        // creates one and takes the GIL, and `SaveThread` gives the GIL back while the
-        // state stays registered for this thread; later `Ensure`/`Release` pairs (pyo3's
-        // `attach`) then only take and give back the GIL.
-        unsafe {
-            if pyo3::ffi::PyGILState_GetThisThreadState().is_null() {
-                let _ = pyo3::ffi::PyGILState_Ensure();
-                let _ = pyo3::ffi::PyEval_SaveThread();
-            }
-        }
-    });
 }
 
 /// A span whose attempt is over, with what to end it with.
@@ -368,8 +342,8 @@ impl PyTraceObserver {
             end,
             at: now_ns(),
         };
-        keep_thread_state();
-        Python::attach(|py| ended.finish(py));
+        // Not once the interpreter is shutting down: the span is dropped unended.
+        let _ = crate::exit_gate::attach_kept(|py| ended.finish(py));
     }
 }
 
@@ -402,8 +376,8 @@ impl Observer for PyTraceObserver {
             return headers.clone();
         }
         let s = span_start(start);
-        keep_thread_state();
-        Python::attach(|py| {
+        // Not once the interpreter is shutting down: no span, no headers.
+        crate::exit_gate::attach_kept(|py| {
             // The previous attempt's span, when its end was deferred.
             flush_ended(py);
             flush_loop_ended(py);
@@ -420,6 +394,7 @@ impl Observer for PyTraceObserver {
                 Err(_) => Vec::new(),
             }
         })
+        .unwrap_or_default()
     }
 
     fn attempt(&self, log: &AttemptLog<'_>) {

@@ -210,7 +210,7 @@ def sandbox() -> dict[str, Any]:
 
 class NoFdLoop(asyncio.SelectorEventLoop):
     """A loop that cannot watch a file descriptor (as Windows' proactor loop): awaitable
-    calls take pyo3-async-runtimes' path."""
+    calls are resolved through loop.call_soon_threadsafe."""
 
     def add_reader(self, fd: Any, callback: Any, *args: Any) -> None:  # type: ignore[override]
         raise NotImplementedError

@@ -1,0 +1,100 @@
+//! The one way a thread Python does not own (a runtime worker, a blocking-pool thread) takes
+//! the GIL: through a gate that closes while the interpreter can still run everything, in an
+//! `atexit` hook, before finalization starts.
+//!
+//! Why: once `Py_FinalizeEx` has marked the runtime as finalizing, a foreign thread that asks
+//! for the GIL is not refused but killed (`PyThread_exit_thread`, which unwinds through Rust
+//! frames and aborts), or it gets a thread state the finalizer is freeing (SIGSEGV), or
+//! `PyGILState_Release` stops the process ("Fatal Python error: PyGILState_Release ...
+//! runtime state: finalizing"). A check of `Py_IsFinalizing` before attaching
+//! (`Python::try_attach`) cannot close that race on its own: finalization may start between
+//! the check and the attach. The gate does: the hook closes it and then waits, with the GIL
+//! released, until every thread inside it has left; no thread enters once it is closed.
+//! `try_attach` stays as a second check for interpreters that end without running `atexit`
+//! hooks (an embedder calling `Py_FinalizeEx` after `os._exit`-style shortcuts).
+use pyo3::prelude::*;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Closed by the `atexit` hook: no foreign thread attaches from then on.
+static CLOSED: AtomicBool = AtomicBool::new(false);
+/// Threads inside the gate (attached, or about to attach).
+static INSIDE: AtomicUsize = AtomicUsize::new(0);
+
+/// Leaves the gate when dropped (also when the closure unwinds).
+struct Inside;
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        INSIDE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Enters the gate; None when it is closed.
+fn enter() -> Option<Inside> {
+    // SeqCst on both sides: either this thread sees CLOSED, or the closing hook sees it in
+    // INSIDE and waits for it.
+    INSIDE.fetch_add(1, Ordering::SeqCst);
+    let inside = Inside;
+    if CLOSED.load(Ordering::SeqCst) {
+        return None;
+    }
+    Some(inside)
+}
+
+/// Runs `f` attached to Python unless the interpreter is shutting down (the gate is closed,
+/// or finalization has begun): then `f` does not run and the result is None.
+pub fn attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+    let _inside = enter()?;
+    Python::try_attach(f)
+}
+
+/// Like [`attach`], and the thread keeps the Python thread state that attach made: for the
+/// shared runtime's workers, which live as long as the process and attach often (otherwise
+/// each attach creates a thread state and its frame stack and deletes it on release).
+pub fn attach_kept<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+    let _inside = enter()?;
+    // A Python thread (one that has a state already) is left alone.
+    // SAFETY: reads this thread's thread-state slot (the interpreter is not finalizing: the
+    // gate is open); needs no GIL.
+    let foreign = unsafe { pyo3::ffi::PyGILState_GetThisThreadState() }.is_null();
+    Python::try_attach(|py| {
+        let _ = KEPT.try_with(|kept| {
+            if foreign && !kept.replace(true) {
+                // SAFETY: attached through `PyGILState_Ensure` (pyo3's attach). A second
+                // `Ensure`, never released, leaves the state's counter one above what the
+                // enclosing attach's `Release` takes off: the state stays registered for
+                // this thread instead of being deleted, and later attaches reuse it.
+                unsafe {
+                    let _ = pyo3::ffi::PyGILState_Ensure();
+                }
+            }
+        });
+        f(py)
+    })
+}
+
+thread_local! {
+    /// This thread keeps a Python thread state of its own.
+    static KEPT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The `atexit` hook: closes the gate and waits for the threads inside to leave.
+#[pyfunction]
+fn _close_exit_gate(py: Python<'_>) {
+    CLOSED.store(true, Ordering::SeqCst);
+    // A thread inside may be waiting for the GIL: let it have it.
+    py.detach(|| {
+        while INSIDE.load(Ordering::SeqCst) > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    });
+}
+
+/// Registers the hook (at import: `atexit` runs hooks last-registered first, so any hook a
+/// user registers later, which may still make calls, runs before the gate closes).
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let hook = wrap_pyfunction!(_close_exit_gate, m)?;
+    m.py().import("atexit")?.call_method1("register", (hook,))?;
+    Ok(())
+}
