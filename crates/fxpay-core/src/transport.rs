@@ -3,7 +3,7 @@
 //!
 //! Retry rules (the policy a payments client needs):
 //! - `Retry::Safe` requests (GETs and client-credentials token requests) are retried on
-//!   connection errors, timeouts, 429 (honouring `Retry-After` up to a cap) and 502/503/504.
+//!   connection errors, timeouts, 429 and 502/503/504 (each honouring a `Retry-After` up to a cap).
 //! - `Retry::CreateOnce` requests (POSTs that create something, and the authorization-code
 //!   and refresh grants, which spend a single-use code or a rotating refresh token) are
 //!   retried only when the connection could not be opened, so no byte of them was sent.
@@ -571,20 +571,21 @@ fn transport_error(e: &reqwest::Error, timeout: bool, nothing_sent: bool) -> Err
 }
 
 /// The wait before retrying a Safe request that got `status`, or None if it is final.
+/// A `Retry-After` on any retried status is honoured (capped): RFC 9110 names it for 503 as
+/// well as 429, and a gateway may send it with 502 or 504.
 fn retry_wait(
     status: u16,
     headers: &HeaderMap,
     attempt: u32,
     policy: &crate::config::RetryPolicy,
 ) -> Option<Duration> {
-    match status {
-        429 => Some(match retry_after(headers) {
-            Some(secs) => Duration::from_secs(secs).min(policy.retry_after_cap),
-            None => backoff(attempt, policy),
-        }),
-        502..=504 => Some(backoff(attempt, policy)),
-        _ => None,
+    if !matches!(status, 429 | 502..=504) {
+        return None;
     }
+    Some(match retry_after(headers) {
+        Some(secs) => Duration::from_secs(secs).min(policy.retry_after_cap),
+        None => backoff(attempt, policy),
+    })
 }
 
 /// `Retry-After` in whole seconds (the delta-seconds form).
@@ -707,6 +708,11 @@ mod tests {
         assert_eq!(retry_wait(429, &h, 1, &p), Some(Duration::from_secs(2)));
         h.insert(RETRY_AFTER, HeaderValue::from_static("3600"));
         assert_eq!(retry_wait(429, &h, 1, &p), Some(p.retry_after_cap));
+        h.insert(RETRY_AFTER, HeaderValue::from_static("7"));
+        for status in [502, 503, 504] {
+            assert_eq!(retry_wait(status, &h, 1, &p), Some(Duration::from_secs(7)));
+        }
+        assert!(retry_wait(500, &h, 1, &p).is_none());
     }
 
     #[test]

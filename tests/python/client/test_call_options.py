@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 import fxpay
-from fxpay.testing import Sandbox
+from fxpay.testing import Sandbox, UnfiredFaultWarning
 
 QUOTE_PATH = "GET /v1/payments/quotes/*"
 
@@ -52,7 +52,9 @@ def test_a_deadline_bounds_every_retry_and_retry_after(sb: Sandbox) -> None:
         with pytest.raises(fxpay.ServerError):
             c.with_options(deadline=2, max_retries=5).get_quote(qid)
         assert time.monotonic() - started < 3
-        sb.reset()
+        # The 503's Retry-After (10 s) ends past the deadline: one attempt, no wait, 4 faults left.
+        with pytest.warns(UnfiredFaultWarning, match=r"4 use\(s\) left"):
+            sb.reset()
         # A 429 whose Retry-After would end past the deadline is raised at once.
         sb.fail_next(QUOTE_PATH, 429, times=1, retry_after=10)
         started = time.monotonic()
