@@ -285,7 +285,8 @@ def run_ceiling(t: Target, transport: str, n: int, server_pid: int | None) -> di
     """Runs the built example; returns its rates (and the server's CPU shares), or why not."""
     if not ceiling_binary().exists():
         return "not built (cargo build --release --example ceiling)"
-    cmd = [str(ceiling_binary()), t.base_url, t.client_id, t.client_secret, t.quote_id, str(n), *ceiling_args(t, transport)]
+    # --self-stats: the ceiling's own CPU ticks in each measurement, for CPU per call.
+    cmd = [str(ceiling_binary()), t.base_url, t.client_id, t.client_secret, t.quote_id, str(n), *ceiling_args(t, transport), "--self-stats"]
     if server_pid:
         cmd += ["--server-pid", str(server_pid)]
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3600)
@@ -294,9 +295,16 @@ def run_ceiling(t: Target, transport: str, n: int, server_pid: int | None) -> di
     raw: dict[str, float] = {}
     for line in p.stdout.splitlines():
         k, _, v = line.partition("=")
-        if v:
+        if v and not k.endswith("_self"):
             raw[k.strip()] = float(v)
     out = {k: v for k, v in raw.items() if k.endswith("_rps")}
+    for line in p.stdout.splitlines():
+        # `<name>_self=utime,stime,...` (clock ticks of the whole process during the measurement)
+        k, _, v = line.partition("=")
+        if k.endswith("_self") and v:
+            name = k.removesuffix("_self")
+            utime, stime = (float(x) for x in v.split(",")[:2])
+            out[f"{name}_cpu_us"] = (utime + stime) / CLK_TCK / n * 1e6
     # The server's share of each measurement: its ticks over the measurement's wall time.
     for name in ("loop_mt", "loop_ct", "async64"):
         ticks, rps = raw.get(f"{name}_server_ticks"), raw.get(f"{name}_rps")
@@ -306,6 +314,8 @@ def run_ceiling(t: Target, transport: str, n: int, server_pid: int | None) -> di
         best = "loop_mt" if out["loop_mt_rps"] >= out["loop_ct_rps"] else "loop_ct"
         if f"{best}_server_share" in out:
             out["loop_server_share"] = out[f"{best}_server_share"]
+        if f"{best}_cpu_us" in out:
+            out["loop_cpu_us"] = out[f"{best}_cpu_us"]
     return out
 
 
@@ -641,6 +651,7 @@ class Results:
     samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # every round of every cell
     rps: dict[str, float] = field(default_factory=dict)  # best round
     server_share: dict[str, float] = field(default_factory=dict)  # of the best round
+    cpu_us: dict[str, float] = field(default_factory=dict)  # the client's CPU µs per call, of the best round
     errors: dict[str, str] = field(default_factory=dict)
     ceiling: dict[str, dict[str, float]] = field(default_factory=dict)  # transport -> best of each value
     ceiling_note: str = ""
@@ -721,7 +732,8 @@ def measure(args: Any) -> Results:
                     continue
                 res.samples.setdefault(cell.key, []).append({**asdict(s), "rate": s.rate, "server_share": s.server_share})
                 share = f"server {s.server_share:.2f} cores" if s.server_share is not None else ""
-                print(f"  round {r + 1}: {cell.key:<40} {s.rate:>10,.0f} req/s  ({s.n:,} calls; {share})", flush=True)
+                cpu = f"; client CPU {s.client_cpu / s.n * 1e6:.1f} µs/call" if s.client_cpu is not None else ""
+                print(f"  round {r + 1}: {cell.key:<40} {s.rate:>10,.0f} req/s  ({s.n:,} calls; {share}{cpu})", flush=True)
             if not args.no_ceiling:
                 for tr in transports:
                     sb = server_for(tr)
@@ -734,9 +746,10 @@ def measure(args: Any) -> Results:
                     for k, v in out.items():
                         if k.endswith("_rps") and v > best.get(k, 0.0):
                             best[k] = v
-                            share_key = k.replace("_rps", "_server_share")
-                            if share_key in out:
-                                best[share_key] = out[share_key]
+                            for suffix in ("_server_share", "_cpu_us"):  # of the round with the best rate
+                                other = k.replace("_rps", suffix)
+                                if other in out:
+                                    best[other] = out[other]
                     rates = ", ".join(f"{k}={v:,.0f}" for k, v in out.items() if k.endswith("_rps"))
                     print(f"  round {r + 1}: ceiling ({tr}): {rates}", flush=True)
         for cell_key, samples in res.samples.items():
@@ -744,6 +757,8 @@ def measure(args: Any) -> Results:
             res.rps[cell_key] = best_s["rate"]
             if best_s["server_share"] is not None:
                 res.server_share[cell_key] = best_s["server_share"]
+            if best_s.get("client_cpu") is not None:
+                res.cpu_us[cell_key] = best_s["client_cpu"] / best_s["n"] * 1e6
 
         if extras and not args.quick:  # --quick: only RSS and import time, as before
             res.cold = cold_start(servers["h2"].target, args.cold_processes)

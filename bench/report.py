@@ -111,6 +111,7 @@ def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per cell and ceiling value: transport, shape, client, rate, ratio vs httpx, server share."""
     rps: dict[str, float] = doc["rps"]
     share: dict[str, float] = doc.get("server_share") or {}
+    cpu: dict[str, float] = doc.get("cpu_us") or {}
     errors: dict[str, str] = doc.get("errors") or {}
     ceiling: dict[str, dict[str, float]] = doc.get("ceiling") or {}
     out = []
@@ -131,6 +132,7 @@ def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                         "rps": v,
                         "ratio": v / base if v and base else None,
                         "server_share": share.get(c.key),
+                        "cpu_us": cpu.get(c.key),
                         "note": errors.get(c.key, ""),
                     }
                 )
@@ -145,6 +147,7 @@ def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                         "rps": v,
                         "ratio": v / base if base else None,
                         "server_share": _get(ceiling, tr, ck.replace("_rps", "_server_share")),
+                        "cpu_us": _get(ceiling, tr, ck.replace("_rps", "_cpu_us")),
                         "note": "",
                     }
                 )
@@ -166,11 +169,68 @@ def cells_table(doc: dict[str, Any]) -> list[str]:
         "| transport | shape | client | requests/s | vs httpx (same shape, transport) | server CPU (cores) |",
         "|---|---|---|---:|---:|---:|",
     ]
+    # Results from before CPU per call was measured have no such column.
+    with_cpu = bool(doc.get("cpu_us"))
+    if with_cpu:
+        lines = [lines[0] + " client CPU µs/call |", lines[1] + "---:|"]
     for r in rows(doc):
         name = f"**{r['client']}**" if r["client"] == "fxpay" else r["client"]
         ratio = f"{r['ratio']:.2f}x" if r["ratio"] else ("n/a" + (f" ({r['note']})" if r["note"] else ""))
         share = f"{r['server_share']:.2f}" if r["server_share"] is not None else ""
-        lines.append(f"| {TRANSPORT_LABEL[r['transport']]} | {r['shape']} | {name} | {fmt_rate(r['rps'])} | {ratio} | {share} |")
+        line = f"| {TRANSPORT_LABEL[r['transport']]} | {r['shape']} | {name} | {fmt_rate(r['rps'])} | {ratio} | {share} |"
+        if with_cpu:
+            line += f" {r['cpu_us']:.1f} |" if r.get("cpu_us") is not None else " |"
+        lines.append(line)
+    return lines
+
+
+def ceiling_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """fxpay against the pure-Rust ceiling, per transport and shape: the ratio of requests/s
+    (higher is better) and of client CPU per call (lower is better; it moves less with the
+    host's load than a rate does)."""
+    rps: dict[str, float] = doc["rps"]
+    cpu: dict[str, float] = doc.get("cpu_us") or {}
+    ceiling: dict[str, dict[str, float]] = doc.get("ceiling") or {}
+    out = []
+    for tr in TRANSPORTS:
+        for shape, ck in CEILING_KEY.items():
+            fk = key("fxpay", shape, tr)
+            c_rps = _get(ceiling, tr, ck)
+            c_cpu = _get(ceiling, tr, ck.replace("_rps", "_cpu_us"))
+            f_rps, f_cpu = rps.get(fk), cpu.get(fk)
+            if f_rps is None and c_rps is None:
+                continue
+            out.append(
+                {
+                    "transport": tr,
+                    "shape": shape,
+                    "fxpay_rps": f_rps,
+                    "ceiling_rps": c_rps,
+                    "rps_ratio": f_rps / c_rps if f_rps and c_rps else None,
+                    "fxpay_cpu_us": f_cpu,
+                    "ceiling_cpu_us": c_cpu,
+                    "cpu_ratio": f_cpu / c_cpu if f_cpu and c_cpu else None,
+                }
+            )
+    return out
+
+
+def ceiling_table(doc: dict[str, Any]) -> list[str]:
+    lines = [
+        "| transport | shape | fxpay req/s | ceiling req/s | fxpay / ceiling | fxpay CPU µs/call | ceiling CPU µs/call "
+        "| CPU fxpay / ceiling |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def num(v: float | None, f: str) -> str:
+        return "n/a" if v is None else format(v, f)
+
+    for r in ceiling_rows(doc):
+        lines.append(
+            f"| {TRANSPORT_LABEL[r['transport']]} | {r['shape']} | {fmt_rate(r['fxpay_rps'])} | {fmt_rate(r['ceiling_rps'])} | "
+            f"{num(r['rps_ratio'], '.2f')}x | {num(r['fxpay_cpu_us'], '.1f')} | {num(r['ceiling_cpu_us'], '.1f')} | "
+            f"{num(r['cpu_ratio'], '.2f')}x |"
+        )
     return lines
 
 
@@ -268,6 +328,11 @@ def markdown(doc: dict[str, Any], cks: list[Check]) -> str:
         "one worker thread per two cores, so about 1.0 on 2 cores means the server is the limit)",
         "",
         *cells_table(doc),
+        "",
+        "fxpay against the pure-Rust ceiling (client CPU: the client process's user + system time during the timed "
+        "calls, per call; fxpay's includes its Rust runtime's threads):",
+        "",
+        *ceiling_table(doc),
         "",
         *targets_table(cks),
         "",

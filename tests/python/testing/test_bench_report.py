@@ -87,3 +87,44 @@ def test_the_sandbox_and_the_clients_get_cores_of_their_own(measure: Any) -> Non
         return
     assert {cpus[-1]} == measure.SERVER_CPUS
     assert set(cpus[:-1]) == measure.CLIENT_CPUS
+
+
+def test_cpu_per_call_is_reported_beside_the_rate_and_against_the_ceiling(report: Any) -> None:
+    # Issue 28 item 1: every cell's client CPU per call, and fxpay / ceiling for both figures.
+    doc = report.load(BENCH / "results" / "results.json")
+    doc["cpu_us"] = {k: 10.0 * (i + 1) for i, k in enumerate(doc["rps"])}
+    fx = "fxpay / async 64 / h2"
+    doc["rps"][fx] = 30_000.0
+    doc["cpu_us"][fx] = 60.0
+    doc["ceiling"]["h2"]["async64_rps"] = 40_000.0
+    doc["ceiling"]["h2"]["async64_cpu_us"] = 48.0
+    table = report.cells_table(doc)
+    assert table[0].endswith("| client CPU µs/call |")
+    assert any(ln.startswith("| TLS h2 | async 64 | **fxpay** | 30,000 |") and ln.endswith("| 60.0 |") for ln in table)
+    assert any("(ceiling) |" in ln and ln.endswith("| 48.0 |") for ln in table if "TLS h2 | async 64" in ln)
+    (row,) = [r for r in report.ceiling_rows(doc) if r["transport"] == "h2" and r["shape"] == "async 64"]
+    assert row["rps_ratio"] == pytest.approx(0.75)
+    assert row["cpu_ratio"] == pytest.approx(1.25)
+    assert "| TLS h2 | async 64 | 30,000 | 40,000 | 0.75x | 60.0 | 48.0 | 1.25x |" in report.ceiling_table(doc)
+    # Results without CPU figures keep the old table (the README's block is made from one).
+    del doc["cpu_us"]
+    assert not report.cells_table(doc)[0].endswith("| client CPU µs/call |")
+
+
+def test_the_ceilings_cpu_per_call_comes_from_its_own_ticks(measure: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The ceiling prints `<name>_self=utime,stime,...` in clock ticks over n calls.
+    fake = tmp_path / "ceiling"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "echo loop_mt_rps=1000.0\necho loop_mt_self=50,50,1,2,3,4\n"
+        "echo loop_ct_rps=2000.0\necho loop_ct_self=20,5,1,2,3,4\n"
+        "echo async64_rps=4000.0\necho async64_self=30,10,1,2,3,4\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(measure, "ceiling_binary", lambda: fake)
+    t = measure.Target("http://127.0.0.1:1", "id", "secret", "q")
+    out = measure.run_ceiling(t, "http", 10_000, None)
+    tick_us = 1e6 / measure.CLK_TCK
+    assert out["loop_mt_cpu_us"] == pytest.approx(100 * tick_us / 10_000)
+    assert out["loop_cpu_us"] == pytest.approx(25 * tick_us / 10_000)  # the faster loop's (loop_ct)
+    assert out["async64_cpu_us"] == pytest.approx(40 * tick_us / 10_000)
