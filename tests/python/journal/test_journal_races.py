@@ -164,15 +164,17 @@ def test_with_aof_a_key_outlives_a_redis_restart(fxpay_sandbox: Any, tmp_path: P
     # appendfsync always. The server is killed (SIGKILL: no shutdown save) right after the call.
     server = RedisServer(tmp_path, aof=True)
     server.start()
-    journal = fxpay.RedisJournal(server.url, prefix="aof:", socket_timeout=1.0)
-    with fxpay_sandbox.client(journal=journal) as c:
-        args = deal_args(c)
-        deal = c.create_deal(**args, idempotency_key="survives")
-        assert server.proc is not None
-        server.proc.kill()
-        server.proc.wait(10)
-        server.proc = None
-        server.start()
-        assert c.create_deal(**args, idempotency_key="survives") == deal
-        assert requests_to(fxpay_sandbox, DEALS) == 1
-    server.stop()
+    try:  # the server is stopped whatever fails, so no redis-server outlives the test
+        journal = fxpay.RedisJournal(server.url, prefix="aof:", socket_timeout=1.0)
+        with fxpay_sandbox.client(journal=journal) as c:
+            args = deal_args(c)
+            deal = c.create_deal(**args, idempotency_key="survives")
+            assert server.proc is not None
+            server.proc.kill()
+            server.proc.wait(10)
+            server.proc = None
+            server.start()
+            assert c.create_deal(**args, idempotency_key="survives") == deal
+            assert requests_to(fxpay_sandbox, DEALS) == 1
+    finally:
+        server.stop()
