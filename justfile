@@ -81,8 +81,8 @@ wheel-check:
 
 # What CI runs once `just setup --wheel` has built and installed the release wheel (arguments go to pytest).
 ci *args: lint test-rust examples && docs wheel-check test-313 bench-gate
-    @echo "== pytest"
-    {{ pytest }} "$@"
+    @echo "== pytest (-n 2; in a random order, pytest-randomly)"
+    {{ pytest }} -n 2 "$@"
 
 # The Python suite on CPython 3.13, built from Debian's source by scripts/pythons (cached outside the checkout), with the release wheel of dist/ (arguments go to pytest).
 test-313 *args:
