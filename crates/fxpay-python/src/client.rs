@@ -3,8 +3,8 @@
 //! same arguments, converted here (a wrong type is a `TypeError` naming the parameter) and
 //! checked once, by the core.
 use super::bridge::CallFuture as OutFuture;
-use super::bridge::{block as block_now, block_until_stopped, guard};
-use super::call::{call as call_later, ready};
+use super::bridge::{block_until_stopped, guard};
+use super::call::ready;
 use super::cassette::CoreCassette;
 use super::convert::{amount_text, int, opt_text, text, type_name};
 use super::errors::{closed_error, to_pyerr};
@@ -17,6 +17,7 @@ use super::payout_rows as payout;
 use super::session::{on_token_callback, UserSession};
 use super::store::PyTokenStore;
 use super::trace::observer;
+use super::twin::{call, twin, Obs};
 use fxpay_core::api::Client as Core;
 use fxpay_core::auth::authorize::{AuthorizationRequest, AuthorizeParams};
 use fxpay_core::auth::TokenStore;
@@ -26,7 +27,6 @@ use fxpay_core::error::Error;
 use fxpay_core::journal::payout::{check_rows, pay_out as run_payout, Outcome, Status};
 use fxpay_core::journal::{calls, Store};
 use fxpay_core::models::{Beneficiary, DealRequest, QuoteRequest};
-use fxpay_core::transport::Observer;
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -61,34 +61,6 @@ struct Open {
     store: Option<Arc<dyn TokenStore>>,
     cassette: Option<Arc<Cassette>>,
     journal: Option<Arc<dyn Store>>,
-}
-
-/// A blocking call bounded by the client's deadline (`fxpay_core::deadline`).
-fn block<F>(py: Python<'_>, deadline: Option<Duration>, fut: F) -> PyResult<Py<PyAny>>
-where
-    F: std::future::Future<Output = Result<Out, Error>> + Send + 'static,
-{
-    let raw = super::raw::take_armed();
-    block_now(
-        py,
-        fxpay_core::raw::scope(raw, fxpay_core::deadline::scope(deadline, fut)),
-    )
-}
-
-/// An awaitable call bounded by the client's deadline.
-fn call(
-    py: Python<'_>,
-    deadline: Option<Duration>,
-    name: &'static str,
-    start: impl FnOnce(Option<Arc<dyn Observer>>) -> OutFuture + Send + 'static,
-) -> PyResult<Py<PyAny>> {
-    let raw = super::raw::take_armed();
-    call_later(py, name, move |obs| {
-        Box::pin(fxpay_core::raw::scope(
-            raw,
-            fxpay_core::deadline::scope(deadline, start(obs)),
-        ))
-    })
 }
 
 /// A creating call's idempotency key and the journal it is kept in.
@@ -273,9 +245,6 @@ fn row_observers(py: Python<'_>, n: usize) -> Vec<Obs> {
     }
 }
 
-/// A call's tracing observer.
-type Obs = Option<Arc<dyn Observer>>;
-
 impl Client {
     /// The journal and key of a creating call given `idempotency_key` (None without one);
     /// a key on a client without a journal is a `ConfigurationError`.
@@ -438,8 +407,133 @@ fn cassette(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Arc<Cassette>>> {
     }
 }
 
-#[pymethods]
-impl Client {
+twin! {
+    #[pymethods]
+    impl Client {
+        /// The client-credentials token payments calls use (for tests and diagnostics).
+        fn _payments_token, _payments_token_async (&self, py) {
+            let c = self.core()?.clone();
+            move |obs: Obs| async move {
+                let t = c.payments_token(obs.as_deref()).await?;
+                Ok(Out::Token(Box::new((*t).clone())))
+            }
+        }
+
+        /// Creates a quote and returns its id. With ``idempotency_key`` (and a client
+        /// ``journal``), a repeat of the key returns the first call's id without sending.
+        #[pyo3(signature = (*, buy_currency, buy_amount, sell_currency, beneficiaries = default(1), idempotency_key = None))]
+        #[pyo3(
+            text_signature = "(self, /, *, buy_currency, buy_amount, sell_currency, beneficiaries=1, idempotency_key=None)"
+        )]
+        fn create_quote, create_quote_async (
+            &self,
+            py,
+            buy_currency: &Bound<'_, PyAny>,
+            buy_amount: &Bound<'_, PyAny>,
+            sell_currency: &Bound<'_, PyAny>,
+            beneficiaries: Py<PyAny>,
+            idempotency_key: Option<&Bound<'_, PyAny>>
+        ) {
+            let c = self.core()?.clone();
+            let beneficiaries = beneficiaries.bind(py);
+            let req = Self::quote_request(buy_currency, buy_amount, sell_currency, beneficiaries)?;
+            let keyed = self.keyed(idempotency_key)?;
+            move |obs: Obs| quote_call(c, req, keyed, obs)
+        }
+
+        /// Reads a quote.
+        fn get_quote, get_quote_async (&self, py, quote_id: &Bound<'_, PyAny>) {
+            let c = self.core()?.clone();
+            let quote_id = text(quote_id, "quote_id")?;
+            move |obs: Obs| async move {
+                // `raw` goes to Python as the answer's JSON text, decoded on first use.
+                let (quote, text) = c.get_quote(&quote_id, obs.as_deref()).await?;
+                Ok(Out::Quote(Box::new((quote, text))))
+            }
+        }
+
+        /// Registers a beneficiary and returns its ``beneficiaryId``.
+        #[pyo3(signature = (beneficiary, *, idempotency_key = None))]
+        fn create_beneficiary, create_beneficiary_async (
+            &self,
+            py,
+            beneficiary: &Bound<'_, PyAny>,
+            idempotency_key: Option<&Bound<'_, PyAny>>
+        ) {
+            let c = self.core()?.clone();
+            let b = self::beneficiary(beneficiary)?;
+            let keyed = self.keyed(idempotency_key)?;
+            move |obs: Obs| beneficiary_call(c, b, keyed, obs)
+        }
+
+        /// Books a deal at once. It is never sent twice by the client's own retries, nor, under
+        /// an ``idempotency_key``, by any later call with that key.
+        #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, idempotency_key = None))]
+        fn create_deal, create_deal_async (
+            &self,
+            py,
+            quote_id: &Bound<'_, PyAny>,
+            funding_source: &Bound<'_, PyAny>,
+            beneficiaries: &Bound<'_, PyAny>,
+            channel: Option<&Bound<'_, PyAny>>,
+            idempotency_key: Option<&Bound<'_, PyAny>>
+        ) {
+            let c = self.core()?.clone();
+            let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
+            let keyed = self.keyed(idempotency_key)?;
+            move |obs: Obs| deal_call(c, req, keyed, obs)
+        }
+
+        /// Starts a spot deal; its outcome arrives as a ``DealCreated`` notification.
+        ///
+        /// With ``callback_url`` and no ``callback_nonce`` a nonce of 256 random bits is made and
+        /// returned in the result: store it next to ``process_id`` to verify the notification.
+        #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, callback_url = None, callback_nonce = None, idempotency_key = None))]
+        fn create_spot_deal, create_spot_deal_async (
+            &self,
+            py,
+            quote_id: &Bound<'_, PyAny>,
+            funding_source: &Bound<'_, PyAny>,
+            beneficiaries: &Bound<'_, PyAny>,
+            channel: Option<&Bound<'_, PyAny>>,
+            callback_url: Option<&Bound<'_, PyAny>>,
+            callback_nonce: Option<&Bound<'_, PyAny>>,
+            idempotency_key: Option<&Bound<'_, PyAny>>
+        ) {
+            let c = self.core()?.clone();
+            let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
+            let callback = Self::spot_args(callback_url, callback_nonce)?;
+            let keyed = self.keyed(idempotency_key)?;
+            move |obs: Obs| spot_call(c, req, callback, keyed, obs)
+        }
+
+        /// Checks the callback (state, ``error=``) and trades its code (and PKCE verifier) for a
+        /// user token.
+        fn exchange_code, exchange_code_async (
+            &self,
+            py,
+            auth: &Bound<'_, PyAny>,
+            callback: &Bound<'_, PyAny>
+        ) {
+            let c = self.core()?.clone();
+            let auth = authorization_request(auth)?;
+            let callback = text(callback, "callback")?;
+            move |obs: Obs| async move {
+                let token = c.exchange_code(&auth, &callback, obs.as_deref()).await?;
+                Ok(Out::Token(Box::new(token)))
+            }
+        }
+
+        /// Trades a refresh token for a new token (the old refresh token is then spent).
+        fn refresh_token, refresh_token_async (&self, py, refresh_token: &Bound<'_, PyAny>) {
+            let c = self.core()?.clone();
+            let refresh_token = text(refresh_token, "refresh_token")?;
+            move |obs: Obs| async move {
+                let token = c.refresh_token(&refresh_token, obs.as_deref()).await?;
+                Ok(Out::Token(Box::new(token)))
+            }
+        }
+    }
     #[new]
     #[pyo3(signature = (*_args, **_kwargs))]
     #[pyo3(
@@ -710,233 +804,6 @@ impl Client {
         self.aclose(py)
     }
 
-    // -- payments -----------------------------------------------------------------------
-
-    /// The client-credentials token payments calls use (for tests and diagnostics).
-    fn _payments_token(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let (c, obs) = (self.core()?.clone(), observer(py));
-        block(py, self.deadline(), async move {
-            let t = c.payments_token(obs.as_deref()).await?;
-            Ok(Out::Token(Box::new((*t).clone())))
-        })
-    }
-
-    fn _payments_token_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        call(py, self.deadline(), "_payments_token_async", move |obs| {
-            Box::pin(async move {
-                let t = c.payments_token(obs.as_deref()).await?;
-                Ok(Out::Token(Box::new((*t).clone())))
-            })
-        })
-    }
-
-    /// Creates a quote and returns its id. With ``idempotency_key`` (and a client
-    /// ``journal``), a repeat of the key returns the first call's id without sending.
-    #[pyo3(signature = (*, buy_currency, buy_amount, sell_currency, beneficiaries = default(1), idempotency_key = None))]
-    #[pyo3(
-        text_signature = "(self, /, *, buy_currency, buy_amount, sell_currency, beneficiaries=1, idempotency_key=None)"
-    )]
-    #[allow(clippy::too_many_arguments)]
-    fn create_quote(
-        &self,
-        py: Python<'_>,
-        buy_currency: &Bound<'_, PyAny>,
-        buy_amount: &Bound<'_, PyAny>,
-        sell_currency: &Bound<'_, PyAny>,
-        beneficiaries: Py<PyAny>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let req = Self::quote_request(
-            buy_currency,
-            buy_amount,
-            sell_currency,
-            beneficiaries.bind(py),
-        )?;
-        let keyed = self.keyed(idempotency_key)?;
-        let obs = observer(py);
-        block(py, self.deadline(), quote_call(c, req, keyed, obs))
-    }
-
-    /// :meth:`create_quote`, awaitable.
-    #[pyo3(signature = (*, buy_currency, buy_amount, sell_currency, beneficiaries = default(1), idempotency_key = None))]
-    #[pyo3(
-        text_signature = "(self, /, *, buy_currency, buy_amount, sell_currency, beneficiaries=1, idempotency_key=None)"
-    )]
-    #[allow(clippy::too_many_arguments)]
-    fn create_quote_async(
-        &self,
-        py: Python<'_>,
-        buy_currency: &Bound<'_, PyAny>,
-        buy_amount: &Bound<'_, PyAny>,
-        sell_currency: &Bound<'_, PyAny>,
-        beneficiaries: Py<PyAny>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let req = Self::quote_request(
-            buy_currency,
-            buy_amount,
-            sell_currency,
-            beneficiaries.bind(py),
-        )?;
-        let keyed = self.keyed(idempotency_key)?;
-        call(py, self.deadline(), "create_quote_async", move |obs| {
-            Box::pin(quote_call(c, req, keyed, obs))
-        })
-    }
-
-    /// Reads a quote.
-    fn get_quote(&self, py: Python<'_>, quote_id: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let quote_id = text(quote_id, "quote_id")?;
-        let obs = observer(py);
-        block(py, self.deadline(), async move {
-            // `raw` goes to Python as the answer's JSON text, decoded on first use.
-            let (quote, text) = c.get_quote(&quote_id, obs.as_deref()).await?;
-            Ok(Out::Quote(Box::new((quote, text))))
-        })
-    }
-
-    /// :meth:`get_quote`, awaitable.
-    fn get_quote_async(&self, py: Python<'_>, quote_id: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let quote_id = text(quote_id, "quote_id")?;
-        call(py, self.deadline(), "get_quote_async", move |obs| {
-            Box::pin(async move {
-                let (quote, text) = c.get_quote(&quote_id, obs.as_deref()).await?;
-                Ok(Out::Quote(Box::new((quote, text))))
-            })
-        })
-    }
-
-    /// Registers a beneficiary and returns its ``beneficiaryId``.
-    #[pyo3(signature = (beneficiary, *, idempotency_key = None))]
-    fn create_beneficiary(
-        &self,
-        py: Python<'_>,
-        beneficiary: &Bound<'_, PyAny>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let b = self::beneficiary(beneficiary)?;
-        let keyed = self.keyed(idempotency_key)?;
-        let obs = observer(py);
-        block(py, self.deadline(), beneficiary_call(c, b, keyed, obs))
-    }
-
-    /// :meth:`create_beneficiary`, awaitable.
-    #[pyo3(signature = (beneficiary, *, idempotency_key = None))]
-    fn create_beneficiary_async(
-        &self,
-        py: Python<'_>,
-        beneficiary: &Bound<'_, PyAny>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let b = self::beneficiary(beneficiary)?;
-        let keyed = self.keyed(idempotency_key)?;
-        call(
-            py,
-            self.deadline(),
-            "create_beneficiary_async",
-            move |obs| Box::pin(beneficiary_call(c, b, keyed, obs)),
-        )
-    }
-
-    /// Books a deal at once. It is never sent twice by the client's own retries, nor, under
-    /// an ``idempotency_key``, by any later call with that key.
-    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, idempotency_key = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn create_deal(
-        &self,
-        py: Python<'_>,
-        quote_id: &Bound<'_, PyAny>,
-        funding_source: &Bound<'_, PyAny>,
-        beneficiaries: &Bound<'_, PyAny>,
-        channel: Option<&Bound<'_, PyAny>>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
-        let keyed = self.keyed(idempotency_key)?;
-        let obs = observer(py);
-        block(py, self.deadline(), deal_call(c, req, keyed, obs))
-    }
-
-    /// :meth:`create_deal`, awaitable.
-    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, idempotency_key = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn create_deal_async(
-        &self,
-        py: Python<'_>,
-        quote_id: &Bound<'_, PyAny>,
-        funding_source: &Bound<'_, PyAny>,
-        beneficiaries: &Bound<'_, PyAny>,
-        channel: Option<&Bound<'_, PyAny>>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
-        let keyed = self.keyed(idempotency_key)?;
-        call(py, self.deadline(), "create_deal_async", move |obs| {
-            Box::pin(deal_call(c, req, keyed, obs))
-        })
-    }
-
-    /// Starts a spot deal; its outcome arrives as a ``DealCreated`` notification.
-    ///
-    /// With ``callback_url`` and no ``callback_nonce`` a nonce of 256 random bits is made and
-    /// returned in the result: store it next to ``process_id`` to verify the notification.
-    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, callback_url = None, callback_nonce = None, idempotency_key = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn create_spot_deal(
-        &self,
-        py: Python<'_>,
-        quote_id: &Bound<'_, PyAny>,
-        funding_source: &Bound<'_, PyAny>,
-        beneficiaries: &Bound<'_, PyAny>,
-        channel: Option<&Bound<'_, PyAny>>,
-        callback_url: Option<&Bound<'_, PyAny>>,
-        callback_nonce: Option<&Bound<'_, PyAny>>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
-        let (url, nonce) = Self::spot_args(callback_url, callback_nonce)?;
-        let keyed = self.keyed(idempotency_key)?;
-        let obs = observer(py);
-        block(
-            py,
-            self.deadline(),
-            spot_call(c, req, (url, nonce), keyed, obs),
-        )
-    }
-
-    /// :meth:`create_spot_deal`, awaitable.
-    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, callback_url = None, callback_nonce = None, idempotency_key = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn create_spot_deal_async(
-        &self,
-        py: Python<'_>,
-        quote_id: &Bound<'_, PyAny>,
-        funding_source: &Bound<'_, PyAny>,
-        beneficiaries: &Bound<'_, PyAny>,
-        channel: Option<&Bound<'_, PyAny>>,
-        callback_url: Option<&Bound<'_, PyAny>>,
-        callback_nonce: Option<&Bound<'_, PyAny>>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
-        let (url, nonce) = Self::spot_args(callback_url, callback_nonce)?;
-        let keyed = self.keyed(idempotency_key)?;
-        call(py, self.deadline(), "create_spot_deal_async", move |obs| {
-            Box::pin(spot_call(c, req, (url, nonce), keyed, obs))
-        })
-    }
-
     // -- payouts ---------------------------------------------------------------------------
 
     /// Pays out a table: see ``fxpay._payouts`` (rows in and out) and docs/payouts.md.
@@ -1042,77 +909,6 @@ impl Client {
         Ok(authorization_into_py(py, a)?.into_bound(py).into_any())
     }
 
-    /// Checks the callback (state, ``error=``) and trades its code (and PKCE verifier) for a
-    /// user token.
-    fn exchange_code(
-        &self,
-        py: Python<'_>,
-        auth: &Bound<'_, PyAny>,
-        callback: &Bound<'_, PyAny>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let auth = authorization_request(auth)?;
-        let callback = text(callback, "callback")?;
-        let obs = observer(py);
-        block(py, self.deadline(), async move {
-            Ok(Out::Token(Box::new(
-                c.exchange_code(&auth, &callback, obs.as_deref()).await?,
-            )))
-        })
-    }
-
-    /// :meth:`exchange_code`, awaitable.
-    fn exchange_code_async(
-        &self,
-        py: Python<'_>,
-        auth: &Bound<'_, PyAny>,
-        callback: &Bound<'_, PyAny>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let auth = authorization_request(auth)?;
-        let callback = text(callback, "callback")?;
-        call(py, self.deadline(), "exchange_code_async", move |obs| {
-            Box::pin(async move {
-                Ok(Out::Token(Box::new(
-                    c.exchange_code(&auth, &callback, obs.as_deref()).await?,
-                )))
-            })
-        })
-    }
-
-    /// Trades a refresh token for a new token (the old refresh token is then spent).
-    fn refresh_token(
-        &self,
-        py: Python<'_>,
-        refresh_token: &Bound<'_, PyAny>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let refresh_token = text(refresh_token, "refresh_token")?;
-        let obs = observer(py);
-        block(py, self.deadline(), async move {
-            Ok(Out::Token(Box::new(
-                c.refresh_token(&refresh_token, obs.as_deref()).await?,
-            )))
-        })
-    }
-
-    /// :meth:`refresh_token`, awaitable.
-    fn refresh_token_async(
-        &self,
-        py: Python<'_>,
-        refresh_token: &Bound<'_, PyAny>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let refresh_token = text(refresh_token, "refresh_token")?;
-        call(py, self.deadline(), "refresh_token_async", move |obs| {
-            Box::pin(async move {
-                Ok(Out::Token(Box::new(
-                    c.refresh_token(&refresh_token, obs.as_deref()).await?,
-                )))
-            })
-        })
-    }
-
     /// A session over a user's token that refreshes it (with rotation) as needed.
     ///
     /// ``on_token(new)`` is called before a new token is first used: no request carries
@@ -1157,7 +953,6 @@ impl Client {
 }
 
 impl Client {
-    /// The initialised state, closed or not.
     /// The deadline of one call of this client, if it has one.
     fn deadline(&self) -> Option<Duration> {
         self.open.get().and_then(|o| o.core.config().deadline)
@@ -1172,6 +967,7 @@ impl Client {
                 .is_some_and(|p| p.load(Ordering::Acquire))
     }
 
+    /// The initialised state, closed or not.
     fn initialised(&self) -> PyResult<&Open> {
         self.open.get().ok_or_else(|| {
             to_pyerr(Error::config(

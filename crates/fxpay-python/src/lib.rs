@@ -19,6 +19,7 @@ mod sandbox;
 mod session;
 mod store;
 mod trace;
+mod twin;
 mod webhook;
 
 use pyo3::prelude::*;
