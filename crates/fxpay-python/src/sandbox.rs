@@ -3,7 +3,7 @@ use super::convert::{int, opt_text, text, type_name, value_to_py};
 use super::errors::guard;
 use super::errors::to_pyerr;
 use fxpay_core::error::Error;
-use fxpay_core::fork::ProcessBound;
+use fxpay_core::runtime::fork::ProcessBound;
 use fxpay_sandbox::{Sandbox, SandboxConfig, SendError};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;

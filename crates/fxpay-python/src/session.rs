@@ -62,7 +62,7 @@ pub fn on_token_callback(cb: Py<PyAny>) -> OnToken {
     let cb = Arc::new(cb);
     Arc::new(move |t| {
         let (cb, t) = (cb.clone(), t.clone());
-        if fxpay_core::local_runtime::driving() {
+        if fxpay_core::runtime::local::driving() {
             return Box::pin(std::future::ready(call_on_token(&cb, &t)));
         }
         Box::pin(async move {
@@ -108,7 +108,7 @@ twin! {
             let s = self.check_open()?;
             move |obs: Obs| async move {
                 let (accounts, _raw) =
-                    fxpay_core::api::list_virtual_accounts(&s, obs.as_deref()).await?;
+                    fxpay_core::client::list_virtual_accounts(&s, obs.as_deref()).await?;
                 Ok(Out::Accounts(accounts))
             }
         }
