@@ -82,7 +82,7 @@ where
             }))
         });
         // The spans of the attempts that ended meanwhile (their ends wait for the GIL).
-        super::trace::flush_ended(py);
+        super::observe::spans::flush_ended(py);
         match waited {
             Ok(Some(result)) => return Ok(result),
             Ok(None) => {
@@ -146,10 +146,10 @@ where
         let (waited, back) = py.detach(move || (rx.recv_timeout(SIGNAL_CHECK), rx));
         rx = back;
         // The spans of the attempts that ended meanwhile (their ends wait for the GIL).
-        super::trace::flush_ended(py);
+        super::observe::spans::flush_ended(py);
         match waited {
             Ok(result) => {
-                super::logging::flush_deferred(py);
+                super::observe::logging::flush_deferred(py);
                 return match interrupted {
                     Some(e) => Err(e),
                     None => Ok(result),
@@ -164,7 +164,7 @@ where
                         }
                         _ => {
                             task.abort();
-                            super::logging::flush_deferred(py);
+                            super::observe::logging::flush_deferred(py);
                             return Err(e);
                         }
                     }
@@ -332,7 +332,7 @@ mod awaitable {
                     .unwrap_or_else(PoisonError::into_inner),
             );
             // The spans of the attempts that ended, before their calls' results are seen.
-            super::super::trace::flush_loop_ended(py);
+            super::super::observe::spans::flush_loop_ended(py);
             for (fut, result) in items {
                 deliver(py, fut.bind(py), result);
             }
@@ -465,7 +465,7 @@ mod awaitable {
         let target = py_fut.clone().unbind();
         let task = fxpay_core::runtime::runtime().spawn(async move {
             // Spans of its attempts are ended by the drain below, on the loop's thread.
-            let result = super::super::trace::ended_on_loop(fut).await;
+            let result = super::super::observe::spans::ended_on_loop(fut).await;
             inbox.push((target, result));
         });
         // No done-callback on the future: the coroutine awaiting it (`call::Call`) aborts

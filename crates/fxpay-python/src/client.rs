@@ -13,10 +13,10 @@ use super::models::{
     authorization_from_py, authorization_into_py, beneficiary_from_py, deal_beneficiaries_from_py,
     token_from_py, Out,
 };
+use super::observe::observer;
 use super::payout_rows as payout;
 use super::session::{on_token_callback, UserSession};
 use super::store::PyTokenStore;
-use super::trace::observer;
 use super::twin::{call, twin, Obs};
 use fxpay_core::auth::authorize::{AuthorizationRequest, AuthorizeParams};
 use fxpay_core::auth::TokenStore;

@@ -28,7 +28,7 @@ pyo3::import_exception!(fxpay.errors, OutcomeUnknownError);
 pyo3::import_exception!(fxpay.errors, JournalError);
 
 /// A `FieldError` on its way to Python, as an entry of `ApiError.errors`. It becomes a
-/// `fxpay.FieldError` where that class is declared (`IntoPyObject` in `models.rs`), so this
+/// `fxpay.FieldError` where that class is declared (`IntoPyObject` in `models/mod.rs`), so this
 /// file needs no model.
 pub struct PyFieldError(pub FieldError);
 

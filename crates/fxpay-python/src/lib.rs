@@ -8,9 +8,8 @@ mod convert;
 mod errors;
 mod exit_gate;
 mod journal;
-mod logging;
-mod model;
 mod models;
+mod observe;
 mod panic_test;
 mod payout_outcomes;
 mod payout_rows;
@@ -18,7 +17,6 @@ mod raw;
 mod sandbox;
 mod session;
 mod store;
-mod trace;
 mod twin;
 mod webhook;
 

@@ -274,7 +274,7 @@ impl CoreSandbox {
         })
     }
 
-    /// The deals hold amounts: exact `Decimal`s (not through pythonize, see `model.rs`).
+    /// The deals hold amounts: exact `Decimal`s (not through pythonize, see `models/class.rs`).
     fn deals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         value_to_py(py, &serde_json::Value::Array(self.served()?.deals()))
     }

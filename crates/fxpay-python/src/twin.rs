@@ -90,7 +90,7 @@ macro_rules! twin {
                 #[allow(clippy::too_many_arguments)]
                 fn $name(&$self, $py: Python<'_> $(, $arg: $argty)*) -> PyResult<Py<PyAny>> {
                     let start = $body;
-                    let obs = $crate::trace::observer($py);
+                    let obs = $crate::observe::observer($py);
                     $crate::twin::block($py, $self.deadline(), start(obs))
                 }
 

@@ -1,8 +1,10 @@
-//! The model classes of `fxpay._fxpay`, each around its core struct (see `model.rs` for what
+//! The model classes of `fxpay._fxpay`, each around its core struct (see `class.rs` for what
 //! every class gets), and how core results become them.
+pub mod class;
+
 use super::convert::{instant_to_py, text_of, type_name};
 use super::errors::{to_pyerr, PyFieldError};
-use super::model::{install, into_py, pymodel, ModelClass, Nested, Raw};
+use class::{install, into_py, pymodel, ModelClass, Nested, Raw};
 use fxpay_core::error::Error;
 use fxpay_core::models as core;
 use pyo3::exceptions::PyTypeError;
@@ -450,5 +452,5 @@ fn token_from_dict(d: &Bound<'_, PyAny>) -> PyResult<core::Token> {
     kwargs.set_item("expires_at", expires_at)?;
     kwargs.set_item("refresh_token", get("refresh_token")?)?;
     kwargs.set_item("scope", get("scope")?)?;
-    super::model::new::<Token>(&PyTuple::empty(py), Some(&kwargs))
+    class::new::<Token>(&PyTuple::empty(py), Some(&kwargs))
 }
