@@ -6,7 +6,7 @@ use super::bridge::CallFuture as OutFuture;
 use super::bridge::{block_until_stopped, guard};
 use super::call::ready;
 use super::cassette::CoreCassette;
-use super::convert::{amount_text, int, opt_text, text, type_name};
+use super::convert::{amount_text, int, opt_text, path, seconds, text, type_name};
 use super::errors::{closed_error, to_pyerr};
 use super::journal::PyJournal;
 use super::models::{
@@ -30,7 +30,7 @@ use fxpay_core::models::{Beneficiary, DealRequest, QuoteRequest};
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -335,78 +335,6 @@ fn authorization_request(auth: &Bound<'_, PyAny>) -> PyResult<AuthorizationReque
     authorization_from_py(auth)
 }
 
-/// A timeout in seconds: an `int` or `float` (not a `bool`); its range is the core's to check
-/// (an int too large for a float is infinite, which the core refuses).
-fn seconds(obj: &Bound<'_, PyAny>) -> PyResult<f64> {
-    seconds_named(obj, "timeout")
-}
-
-/// A number of seconds (an int or a float, not a bool); a `TypeError` naming `name` else.
-fn seconds_named(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
-    if obj.is_instance_of::<PyBool>()
-        || !(obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>())
-    {
-        return Err(PyTypeError::new_err(format!(
-            "{name} must be a number of seconds, not {}",
-            type_name(obj)
-        )));
-    }
-    Ok(obj.extract::<f64>().unwrap_or(f64::INFINITY))
-}
-
-/// A path given as `str` or `os.PathLike` (or None) as text.
-fn path(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<String>> {
-    let Some(obj) = obj.filter(|o| !o.is_none()) else {
-        return Ok(None);
-    };
-    let py = obj.py();
-    let os = py.import("os")?;
-    let fspath = os.call_method1("fspath", (obj,)).map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{name} must be a str or an os.PathLike, not {}",
-            type_name(obj)
-        ))
-    })?;
-    let decoded = if fspath.is_instance_of::<PyBytes>() {
-        os.call_method1("fsdecode", (fspath,))?
-    } else {
-        fspath
-    };
-    text(&decoded, name).map(Some)
-}
-
-/// The token store: anything with `load(key)` and `save(key, token)`.
-fn token_store(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Arc<dyn TokenStore>>> {
-    let Some(obj) = obj.filter(|o| !o.is_none()) else {
-        return Ok(None);
-    };
-    if !(obj.hasattr("load")? && obj.hasattr("save")?) {
-        return Err(PyTypeError::new_err(format!(
-            "token_store must have load(key) and save(key, token), not {}",
-            type_name(obj)
-        )));
-    }
-    Ok(Some(Arc::new(PyTokenStore::new(obj.clone().unbind()))))
-}
-
-/// A `fxpay.testing.Cassette`'s core.
-fn cassette(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Arc<Cassette>>> {
-    let Some(obj) = obj.filter(|o| !o.is_none()) else {
-        return Ok(None);
-    };
-    let core = obj
-        .getattr(intern!(obj.py(), "_core"))
-        .ok()
-        .and_then(|c| c.cast_into::<CoreCassette>().ok());
-    match core {
-        Some(c) => Ok(Some(c.get().inner.clone())),
-        None => Err(PyTypeError::new_err(format!(
-            "cassette must be a fxpay.testing.Cassette, not {}",
-            type_name(obj)
-        ))),
-    }
-}
-
 twin! {
     #[pymethods]
     impl Client {
@@ -575,9 +503,9 @@ twin! {
         let client_id = text(client_id, "client_id")?;
         let client_secret = text(client_secret, "client_secret")?;
         let base_url = text(base_url, "base_url")?;
-        let timeout = seconds(timeout.bind(py))?;
+        let timeout = seconds(timeout.bind(py), "timeout")?;
         let max_retries = int(max_retries.bind(py), "max_retries", Error::Configuration)?;
-        let store = self::token_store(token_store)?;
+        let store = PyTokenStore::from_py(token_store)?;
         let user_agent = opt_text(user_agent, "user_agent")?;
         let ca_bundle = match path(ca_bundle, "ca_bundle")? {
             Some(p) => Some(p),
@@ -586,9 +514,9 @@ twin! {
                 .ok()
                 .filter(|p| !p.is_empty()),
         };
-        let cassette = self::cassette(cassette)?;
+        let cassette = CoreCassette::from_py(cassette)?;
         let deadline = match deadline.filter(|d| !d.is_none()) {
-            Some(d) => Some(seconds_named(d, "deadline")?),
+            Some(d) => Some(seconds(d, "deadline")?),
             None => None,
         };
         let proxy = opt_text(proxy, "proxy")?;
@@ -714,7 +642,7 @@ twin! {
         let mut cfg = open.core.config().clone();
         if let Some(t) = timeout.filter(|t| !t.is_none()) {
             cfg = cfg
-                .with_timeout(seconds_named(t, "timeout")?)
+                .with_timeout(seconds(t, "timeout")?)
                 .map_err(to_pyerr)?;
         }
         if let Some(n) = max_retries.filter(|n| !n.is_none()) {
@@ -724,7 +652,7 @@ twin! {
         }
         if let Some(d) = deadline.filter(|d| !d.is_none()) {
             cfg = cfg
-                .with_deadline(seconds_named(d, "deadline")?)
+                .with_deadline(seconds(d, "deadline")?)
                 .map_err(to_pyerr)?;
         }
         let core = py.detach(|| open.core.with_config(cfg));
