@@ -61,11 +61,7 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cassette::CoreCassette>()?;
     models::register(m)?;
     journal::register(m)?;
-    m.add_function(wrap_pyfunction!(panic_test::_raise_panic_for_test, m)?)?;
-    m.add_function(wrap_pyfunction!(
-        panic_test::_raise_panic_for_test_async,
-        m
-    )?)?;
+    panic_test::register(m)?;
     m.add_function(wrap_pyfunction!(webhook::parse_deal_created, m)?)?;
     m.add_class::<raw::RawCapture>()?;
     m.add_function(wrap_pyfunction!(raw::_raw_arm, m)?)?;
