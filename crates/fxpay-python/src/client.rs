@@ -7,7 +7,7 @@ use super::bridge::{block_until_stopped, guard};
 use super::call::ready;
 use super::cassette::CoreCassette;
 use super::convert::{amount_text, int, opt_text, path, seconds, text, type_name};
-use super::errors::{closed_error, to_pyerr};
+use super::errors::{closed_error, Failure, Fallible};
 use super::journal::PyJournal;
 use super::models::{
     authorization_from_py, authorization_into_py, beneficiary_from_py, deal_beneficiaries_from_py,
@@ -130,9 +130,9 @@ impl Client {
         concurrency: &Bound<'_, PyAny>,
         sink: Py<PyAny>,
         stop: Arc<AtomicBool>,
-    ) -> PyResult<impl FnOnce(Vec<Obs>) -> OutFuture + Send + 'static> {
+    ) -> Fallible<impl FnOnce(Vec<Obs>) -> OutFuture + Send + 'static> {
         let Some(journal) = self.initialised()?.journal.clone() else {
-            return Err(to_pyerr(Error::config(
+            return Err(Failure::from(Error::config(
                 "pay_out needs a journal: Client(..., journal=fxpay.SqliteJournal(path))",
             )));
         };
@@ -142,7 +142,7 @@ impl Client {
         let concurrency = usize::try_from(concurrency)
             .ok()
             .filter(|n| (1..=1024).contains(n))
-            .ok_or_else(|| to_pyerr(Error::invalid("concurrency must be 1 to 1024")))?;
+            .ok_or_else(|| Failure::from(Error::invalid("concurrency must be 1 to 1024")))?;
         let prepared = payout::rows_from_py(records, &funding)?;
         let total = prepared.len();
         let mut outcomes: Vec<Option<Outcome>> = vec![None; total];
@@ -156,7 +156,7 @@ impl Client {
                 Err(e) => outcomes[i] = Some(payout::refused(e)),
             }
         }
-        check_rows(&rows).map_err(to_pyerr)?;
+        check_rows(&rows)?;
         Ok(move |obs: Vec<Obs>| -> OutFuture {
             Box::pin(async move {
                 let progress = Progress::start(sink, total);
@@ -248,13 +248,13 @@ fn row_observers(py: Python<'_>, n: usize) -> Vec<Obs> {
 impl Client {
     /// The journal and key of a creating call given `idempotency_key` (None without one);
     /// a key on a client without a journal is a `ConfigurationError`.
-    fn keyed(&self, key: Option<&Bound<'_, PyAny>>) -> PyResult<Keyed> {
+    fn keyed(&self, key: Option<&Bound<'_, PyAny>>) -> Fallible<Keyed> {
         let Some(key) = opt_text(key, "idempotency_key")? else {
             return Ok(None);
         };
         match &self.initialised()?.journal {
             Some(j) => Ok(Some((j.clone(), key))),
-            None => Err(to_pyerr(Error::config(
+            None => Err(Failure::from(Error::config(
                 "idempotency_key needs a journal: Client(..., journal=fxpay.SqliteJournal(path))",
             ))),
         }
@@ -494,9 +494,9 @@ twin! {
         proxy: Option<&Bound<'_, PyAny>>,
         client_cert: Option<&Bound<'_, PyAny>>,
         client_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
+    ) -> Fallible<()> {
         if self.open.get().is_some() {
-            return Err(to_pyerr(Error::config(
+            return Err(Failure::from(Error::config(
                 "this Client is initialised already",
             )));
         }
@@ -523,7 +523,7 @@ twin! {
         let client_cert = path(client_cert, "client_cert")?;
         let client_key = path(client_key, "client_key")?;
         if client_key.is_some() && client_cert.is_none() {
-            return Err(to_pyerr(Error::config(
+            return Err(Failure::from(Error::config(
                 "client_key needs client_cert (the certificate it is the key of)",
             )));
         }
@@ -568,7 +568,7 @@ twin! {
     fn from_env<'py>(
         cls: &Bound<'py, PyType>,
         kwargs: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> Fallible<Bound<'py, PyAny>> {
         let py = cls.py();
         let environ = py.import("os")?.getattr("environ")?;
         let names = ["FXPAY_CLIENT_ID", "FXPAY_CLIENT_SECRET", "FXPAY_BASE_URL"];
@@ -582,7 +582,7 @@ twin! {
             values.push(v);
         }
         if !missing.is_empty() {
-            return Err(to_pyerr(Error::config(format!(
+            return Err(Failure::from(Error::config(format!(
                 "missing environment variable(s): {}",
                 missing.join(", ")
             ))));
@@ -592,12 +592,13 @@ twin! {
             if kw.contains("base_url")? {
                 return Err(PyTypeError::new_err(
                     "from_env() takes base_url from FXPAY_BASE_URL, not as an argument",
-                ));
+                )
+                .into());
             }
             all.update(kw.as_mapping())?;
         }
         all.set_item("base_url", &values[2])?;
-        cls.call((&values[0], &values[1]), Some(&all))
+        Ok(cls.call((&values[0], &values[1]), Some(&all))?)
     }
 
     /// The service address, without ``/v1``.
@@ -637,23 +638,23 @@ twin! {
         timeout: Option<&Bound<'_, PyAny>>,
         max_retries: Option<&Bound<'_, PyAny>>,
         deadline: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Client> {
+    ) -> Fallible<Client> {
         let open = self.initialised()?;
         let mut cfg = open.core.config().clone();
         if let Some(t) = timeout.filter(|t| !t.is_none()) {
             cfg = cfg
                 .with_timeout(seconds(t, "timeout")?)
-                .map_err(to_pyerr)?;
+                ?;
         }
         if let Some(n) = max_retries.filter(|n| !n.is_none()) {
             cfg = cfg
                 .with_max_retries(int(n, "max_retries", Error::Configuration)?)
-                .map_err(to_pyerr)?;
+                ?;
         }
         if let Some(d) = deadline.filter(|d| !d.is_none()) {
             cfg = cfg
                 .with_deadline(seconds(d, "deadline")?)
-                .map_err(to_pyerr)?;
+                ?;
         }
         let core = py.detach(|| open.core.with_config(cfg));
         let derived = Client {
@@ -850,7 +851,7 @@ twin! {
         token: &Bound<'_, PyAny>,
         on_token: Option<&Bound<'_, PyAny>>,
         key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<UserSession> {
+    ) -> Fallible<UserSession> {
         let core = self.core()?;
         let open = self.initialised()?;
         let on_token = match on_token.filter(|f| !f.is_none()) {
@@ -858,7 +859,8 @@ twin! {
                 return Err(PyTypeError::new_err(format!(
                     "on_token must be callable, not {}",
                     type_name(f)
-                )))
+                ))
+                .into())
             }
             f => f.map(|f| f.clone().unbind()),
         };
@@ -869,7 +871,7 @@ twin! {
                 format!("fxpay:{}:user:{k}", core.config().base_url),
             )),
             (Some(_), None) => {
-                return Err(to_pyerr(Error::config(
+                return Err(Failure::from(Error::config(
                     "user_session(key=...) needs a Client with a token_store",
                 )));
             }
@@ -896,9 +898,9 @@ impl Client {
     }
 
     /// The initialised state, closed or not.
-    fn initialised(&self) -> PyResult<&Open> {
+    fn initialised(&self) -> Fallible<&Open> {
         self.open.get().ok_or_else(|| {
-            to_pyerr(Error::config(
+            Failure::from(Error::config(
                 "this Client was not initialised (Client.__init__ was not called)",
             ))
         })
