@@ -60,6 +60,18 @@ impl From<PyErr> for Failure {
     }
 }
 
+impl From<std::convert::Infallible> for Failure {
+    fn from(e: std::convert::Infallible) -> Self {
+        match e {}
+    }
+}
+
+impl From<pyo3::CastError<'_, '_>> for Failure {
+    fn from(e: pyo3::CastError<'_, '_>) -> Self {
+        Failure::Py(e.into())
+    }
+}
+
 impl From<Failure> for PyErr {
     fn from(f: Failure) -> Self {
         match f {
