@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "quote":
             return _quote(args)
-        from .sandbox import main as sandbox_main
+        from .sandbox.__main__ import main as sandbox_main
 
         return sandbox_main(["--host", args.host, "--port", str(args.port), *(["--tls"] if args.tls else [])])
     except FxPayError as e:

@@ -27,7 +27,7 @@ impl Default for RetryPolicy {
     }
 }
 
-/// Everything a `crate::api::Client` needs.
+/// Everything a `crate::client::Client` needs.
 #[derive(Clone)]
 pub struct ClientConfig {
     /// `scheme://host[:port][/prefix]` with no trailing slash and no `/v1`.

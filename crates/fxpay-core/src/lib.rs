@@ -1,19 +1,15 @@
 //! fxpay-core: the pure-Rust core of fxpay (client, transport, auth, models, money, webhook,
 //! runtime). It knows no pyo3: the binding is the `fxpay-python` crate, the emulator `fxpay-sandbox`.
-pub mod api;
 pub mod auth;
 pub mod callback_url;
 pub mod cassette;
-pub mod cassette_scrub;
-pub mod cassette_transport;
+pub mod client;
 pub mod config;
 pub mod deadline;
 pub mod error;
-pub mod fork;
 pub mod headers;
 pub mod journal;
 pub mod json_kind;
-pub mod local_runtime;
 pub mod models;
 pub mod money;
 pub mod paging;

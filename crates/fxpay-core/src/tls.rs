@@ -12,7 +12,7 @@
 //! a thread of the parent may have held the session cache's lock (or this module's) at the
 //! fork, and nobody would ever release it in the child.
 use crate::error::{Error, Result};
-use crate::fork::PerProcess;
+use crate::runtime::fork::PerProcess;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -8,12 +8,12 @@
 //!   and refresh grants, which spend a single-use code or a rotating refresh token) are
 //!   retried only when the connection could not be opened, so no byte of them was sent.
 //!   Anything later is final.
-//! - A 401 is handled one level up (`crate::api`): renew the token and replay once.
+//! - A 401 is handled one level up (`crate::client`): renew the token and replay once.
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
-use crate::fork::PerProcess;
 pub use crate::headers::header_pairs;
 use crate::models::FieldError;
+use crate::runtime::fork::PerProcess;
 use bytes::Bytes;
 use reqwest::header::{
     HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT,
@@ -155,7 +155,7 @@ struct Pools {
     /// The pool used on the shared runtime (awaitable calls, and requests that create
     /// something).
     http: reqwest::Client,
-    /// One pool per thread that drives blocking calls itself (`crate::local_runtime`): a
+    /// One pool per thread that drives blocking calls itself (`crate::runtime::local`): a
     /// connection belongs to the runtime that opened it, so each of those runtimes needs its
     /// own. Dropped with the transport.
     local: thread_local::ThreadLocal<reqwest::Client>,
@@ -174,7 +174,7 @@ impl Pools {
     }
 }
 
-/// How a request reaches its pool (see `crate::local_runtime`).
+/// How a request reaches its pool (see `crate::runtime::local`).
 #[derive(Clone, Copy, PartialEq)]
 enum Route {
     /// The shared pool, on the runtime the request already runs on.
@@ -239,12 +239,12 @@ impl Transport {
 
     /// The pool for a request, and how the request reaches it: on a thread driving its own
     /// runtime, this thread's pool, except for requests that create something (see
-    /// `crate::local_runtime`).
+    /// `crate::runtime::local`).
     fn pool(&self, retry: Retry) -> std::result::Result<(&reqwest::Client, Route), Error> {
         let pools = self
             .pools
             .get_or_try_make(|| Pools::new(&self.config, &self.roots, self.identity.as_ref()))?;
-        if !crate::local_runtime::driving() {
+        if !crate::runtime::local::driving() {
             return Ok((&pools.http, Route::Shared));
         }
         if retry == Retry::CreateOnce {
@@ -380,13 +380,13 @@ impl Transport {
                 None => Vec::new(),
             };
             if let Some(pool) = local {
-                crate::local_runtime::settle(pool).await;
+                crate::runtime::local::settle(pool).await;
             }
             let outcome = self
                 .attempt(http, remote, &url, req, bearer, &extra, timeout)
                 .await;
             if let (Some(pool), Ok(_)) = (local, &outcome) {
-                crate::local_runtime::answered(pool);
+                crate::runtime::local::answered(pool);
             }
             let may_retry = attempt <= policy.max_retries;
             let (retry_in, result) = match outcome {

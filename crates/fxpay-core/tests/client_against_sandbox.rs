@@ -1,8 +1,8 @@
 //! The core's `Client` against the sandbox crate over loopback HTTP: the payments calls end to
-//! end, and the one replay after a 401 (`send_authorized` in `api.rs`).
+//! end, and the one replay after a 401 (`send_authorized` in `client.rs`).
 use std::str::FromStr;
 
-use fxpay_core::api::Client;
+use fxpay_core::client::Client;
 use fxpay_core::config::ClientConfig;
 use fxpay_core::error::Error;
 use fxpay_core::models::{Beneficiary, DealBeneficiary, DealRequest, QuoteRequest};

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use fxpay_core::api::Client;
+use fxpay_core::client::Client;
 use fxpay_core::config::ClientConfig;
 use fxpay_core::error::{Error, IdempotencyKind};
 use fxpay_core::journal::holder::{HolderCheck, LocalProcesses};

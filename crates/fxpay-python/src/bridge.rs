@@ -36,7 +36,7 @@ where
     F: Future<Output = Result<Out, Error>> + Send + 'static,
 {
     let fut = guarded(Box::pin(fut));
-    let result = if fxpay_core::local_runtime::available() {
+    let result = if fxpay_core::runtime::local::available() {
         wait_here(py, fut)?
     } else {
         wait_on_shared(py, fut)?
@@ -45,7 +45,7 @@ where
 }
 
 /// Aborts a started call's task: what cancelling its asyncio future must also do.
-pub struct Abort(Option<fxpay_core::fork::ProcessBound<tokio::task::AbortHandle>>);
+pub struct Abort(Option<fxpay_core::runtime::fork::ProcessBound<tokio::task::AbortHandle>>);
 
 impl Abort {
     /// Aborts the task, unless it belongs to the parent of this (forked) process: there is
@@ -67,7 +67,7 @@ pub fn awaitable(py: Python<'_>, fut: CallFuture) -> PyResult<(Py<PyAny>, Abort)
 /// How often a blocking call looks for a pending signal (Ctrl-C).
 const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Drives the call on this thread's own runtime (`fxpay_core::local_runtime`) with the GIL
+/// Drives the call on this thread's own runtime (`fxpay_core::runtime::local`) with the GIL
 /// released, looking up every SIGNAL_CHECK for a pending signal, so Ctrl-C
 /// (KeyboardInterrupt, e.g. Jupyter's interrupt) ends the wait and abandons the call.
 fn wait_here<F>(py: Python<'_>, fut: F) -> PyResult<Result<Out, Error>>
@@ -78,21 +78,21 @@ where
     loop {
         let waited = py.detach(|| {
             std::panic::catch_unwind(AssertUnwindSafe(|| {
-                fxpay_core::local_runtime::block_on_for(&mut fut, SIGNAL_CHECK)
+                fxpay_core::runtime::local::block_on_for(&mut fut, SIGNAL_CHECK)
             }))
         });
         // The spans of the attempts that ended meanwhile (their ends wait for the GIL).
-        super::trace::flush_ended(py);
+        super::observe::spans::flush_ended(py);
         match waited {
             Ok(Some(result)) => return Ok(result),
             Ok(None) => {
                 if let Err(interrupted) = py.check_signals() {
-                    fxpay_core::local_runtime::drop_inside(fut);
+                    fxpay_core::runtime::local::drop_inside(fut);
                     return Err(interrupted);
                 }
             }
             Err(payload) => {
-                fxpay_core::local_runtime::drop_inside(fut);
+                fxpay_core::runtime::local::drop_inside(fut);
                 return Ok(Err(panic_message(payload)));
             }
         }
@@ -146,10 +146,10 @@ where
         let (waited, back) = py.detach(move || (rx.recv_timeout(SIGNAL_CHECK), rx));
         rx = back;
         // The spans of the attempts that ended meanwhile (their ends wait for the GIL).
-        super::trace::flush_ended(py);
+        super::observe::spans::flush_ended(py);
         match waited {
             Ok(result) => {
-                super::logging::flush_deferred(py);
+                super::observe::logging::flush_deferred(py);
                 return match interrupted {
                     Some(e) => Err(e),
                     None => Ok(result),
@@ -164,7 +164,7 @@ where
                         }
                         _ => {
                             task.abort();
-                            super::logging::flush_deferred(py);
+                            super::observe::logging::flush_deferred(py);
                             return Err(e);
                         }
                     }
@@ -183,7 +183,7 @@ pub use super::errors::guard;
 mod awaitable {
     use super::*;
     use crate::exit_gate;
-    use fxpay_core::fork::ProcessBound;
+    use fxpay_core::runtime::fork::ProcessBound;
     use pyo3::intern;
     use pyo3::sync::PyOnceLock;
     use std::cell::RefCell;
@@ -265,7 +265,7 @@ mod awaitable {
     /// the same batch.
     mod waker {
         use super::Inbox;
-        use fxpay_core::fork::PerProcess;
+        use fxpay_core::runtime::fork::PerProcess;
         use std::sync::mpsc::Sender;
         use std::sync::Arc;
 
@@ -332,7 +332,7 @@ mod awaitable {
                     .unwrap_or_else(PoisonError::into_inner),
             );
             // The spans of the attempts that ended, before their calls' results are seen.
-            super::super::trace::flush_loop_ended(py);
+            super::super::observe::spans::flush_loop_ended(py);
             for (fut, result) in items {
                 deliver(py, fut.bind(py), result);
             }
@@ -465,7 +465,7 @@ mod awaitable {
         let target = py_fut.clone().unbind();
         let task = fxpay_core::runtime::runtime().spawn(async move {
             // Spans of its attempts are ended by the drain below, on the loop's thread.
-            let result = super::super::trace::ended_on_loop(fut).await;
+            let result = super::super::observe::spans::ended_on_loop(fut).await;
             inbox.push((target, result));
         });
         // No done-callback on the future: the coroutine awaiting it (`call::Call`) aborts

@@ -6,7 +6,7 @@
 //! span is that task's), starts on the shared runtime through the asyncio bridge and waits
 //! on the asyncio future the bridge resolves, as `await future` does.
 use super::bridge::{awaitable, Abort, CallFuture};
-use super::trace::observer;
+use super::observe::observer;
 use fxpay_core::transport::Observer;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::intern;

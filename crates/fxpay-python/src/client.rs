@@ -3,34 +3,34 @@
 //! same arguments, converted here (a wrong type is a `TypeError` naming the parameter) and
 //! checked once, by the core.
 use super::bridge::CallFuture as OutFuture;
-use super::bridge::{block as block_now, block_until_stopped, guard};
-use super::call::{call as call_later, ready};
+use super::bridge::{block_until_stopped, guard};
+use super::call::ready;
 use super::cassette::CoreCassette;
-use super::convert::{amount_text, int, opt_text, text, type_name};
-use super::errors::{closed_error, to_pyerr};
+use super::convert::{amount_text, int, opt_text, path, seconds, text, type_name};
+use super::errors::{closed_error, Failure, Fallible};
 use super::journal::PyJournal;
 use super::models::{
     authorization_from_py, authorization_into_py, beneficiary_from_py, deal_beneficiaries_from_py,
     token_from_py, Out,
 };
+use super::observe::observer;
 use super::payout_rows as payout;
 use super::session::{on_token_callback, UserSession};
 use super::store::PyTokenStore;
-use super::trace::observer;
-use fxpay_core::api::Client as Core;
+use super::twin::{call, twin, Obs};
 use fxpay_core::auth::authorize::{AuthorizationRequest, AuthorizeParams};
 use fxpay_core::auth::TokenStore;
 use fxpay_core::cassette::Cassette;
+use fxpay_core::client::Client as Core;
 use fxpay_core::config::ClientConfig;
 use fxpay_core::error::Error;
 use fxpay_core::journal::payout::{check_rows, pay_out as run_payout, Outcome, Status};
 use fxpay_core::journal::{calls, Store};
 use fxpay_core::models::{Beneficiary, DealRequest, QuoteRequest};
-use fxpay_core::transport::Observer;
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -61,34 +61,6 @@ struct Open {
     store: Option<Arc<dyn TokenStore>>,
     cassette: Option<Arc<Cassette>>,
     journal: Option<Arc<dyn Store>>,
-}
-
-/// A blocking call bounded by the client's deadline (`fxpay_core::deadline`).
-fn block<F>(py: Python<'_>, deadline: Option<Duration>, fut: F) -> PyResult<Py<PyAny>>
-where
-    F: std::future::Future<Output = Result<Out, Error>> + Send + 'static,
-{
-    let raw = super::raw::take_armed();
-    block_now(
-        py,
-        fxpay_core::raw::scope(raw, fxpay_core::deadline::scope(deadline, fut)),
-    )
-}
-
-/// An awaitable call bounded by the client's deadline.
-fn call(
-    py: Python<'_>,
-    deadline: Option<Duration>,
-    name: &'static str,
-    start: impl FnOnce(Option<Arc<dyn Observer>>) -> OutFuture + Send + 'static,
-) -> PyResult<Py<PyAny>> {
-    let raw = super::raw::take_armed();
-    call_later(py, name, move |obs| {
-        Box::pin(fxpay_core::raw::scope(
-            raw,
-            fxpay_core::deadline::scope(deadline, start(obs)),
-        ))
-    })
 }
 
 /// A creating call's idempotency key and the journal it is kept in.
@@ -158,9 +130,9 @@ impl Client {
         concurrency: &Bound<'_, PyAny>,
         sink: Py<PyAny>,
         stop: Arc<AtomicBool>,
-    ) -> PyResult<impl FnOnce(Vec<Obs>) -> OutFuture + Send + 'static> {
+    ) -> Fallible<impl FnOnce(Vec<Obs>) -> OutFuture + Send + 'static> {
         let Some(journal) = self.initialised()?.journal.clone() else {
-            return Err(to_pyerr(Error::config(
+            return Err(Failure::from(Error::config(
                 "pay_out needs a journal: Client(..., journal=fxpay.SqliteJournal(path))",
             )));
         };
@@ -170,7 +142,7 @@ impl Client {
         let concurrency = usize::try_from(concurrency)
             .ok()
             .filter(|n| (1..=1024).contains(n))
-            .ok_or_else(|| to_pyerr(Error::invalid("concurrency must be 1 to 1024")))?;
+            .ok_or_else(|| Failure::from(Error::invalid("concurrency must be 1 to 1024")))?;
         let prepared = payout::rows_from_py(records, &funding)?;
         let total = prepared.len();
         let mut outcomes: Vec<Option<Outcome>> = vec![None; total];
@@ -184,7 +156,7 @@ impl Client {
                 Err(e) => outcomes[i] = Some(payout::refused(e)),
             }
         }
-        check_rows(&rows).map_err(to_pyerr)?;
+        check_rows(&rows)?;
         Ok(move |obs: Vec<Obs>| -> OutFuture {
             Box::pin(async move {
                 let progress = Progress::start(sink, total);
@@ -273,19 +245,16 @@ fn row_observers(py: Python<'_>, n: usize) -> Vec<Obs> {
     }
 }
 
-/// A call's tracing observer.
-type Obs = Option<Arc<dyn Observer>>;
-
 impl Client {
     /// The journal and key of a creating call given `idempotency_key` (None without one);
     /// a key on a client without a journal is a `ConfigurationError`.
-    fn keyed(&self, key: Option<&Bound<'_, PyAny>>) -> PyResult<Keyed> {
+    fn keyed(&self, key: Option<&Bound<'_, PyAny>>) -> Fallible<Keyed> {
         let Some(key) = opt_text(key, "idempotency_key")? else {
             return Ok(None);
         };
         match &self.initialised()?.journal {
             Some(j) => Ok(Some((j.clone(), key))),
-            None => Err(to_pyerr(Error::config(
+            None => Err(Failure::from(Error::config(
                 "idempotency_key needs a journal: Client(..., journal=fxpay.SqliteJournal(path))",
             ))),
         }
@@ -366,80 +335,133 @@ fn authorization_request(auth: &Bound<'_, PyAny>) -> PyResult<AuthorizationReque
     authorization_from_py(auth)
 }
 
-/// A timeout in seconds: an `int` or `float` (not a `bool`); its range is the core's to check
-/// (an int too large for a float is infinite, which the core refuses).
-fn seconds(obj: &Bound<'_, PyAny>) -> PyResult<f64> {
-    seconds_named(obj, "timeout")
-}
+twin! {
+    #[pymethods]
+    impl Client {
+        /// The client-credentials token payments calls use (for tests and diagnostics).
+        fn _payments_token, _payments_token_async (&self, py) {
+            let c = self.core()?.clone();
+            move |obs: Obs| async move {
+                let t = c.payments_token(obs.as_deref()).await?;
+                Ok(Out::Token(Box::new((*t).clone())))
+            }
+        }
 
-/// A number of seconds (an int or a float, not a bool); a `TypeError` naming `name` else.
-fn seconds_named(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
-    if obj.is_instance_of::<PyBool>()
-        || !(obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>())
-    {
-        return Err(PyTypeError::new_err(format!(
-            "{name} must be a number of seconds, not {}",
-            type_name(obj)
-        )));
+        /// Creates a quote and returns its id. With ``idempotency_key`` (and a client
+        /// ``journal``), a repeat of the key returns the first call's id without sending.
+        #[pyo3(signature = (*, buy_currency, buy_amount, sell_currency, beneficiaries = default(1), idempotency_key = None))]
+        #[pyo3(
+            text_signature = "(self, /, *, buy_currency, buy_amount, sell_currency, beneficiaries=1, idempotency_key=None)"
+        )]
+        fn create_quote, create_quote_async (
+            &self,
+            py,
+            buy_currency: &Bound<'_, PyAny>,
+            buy_amount: &Bound<'_, PyAny>,
+            sell_currency: &Bound<'_, PyAny>,
+            beneficiaries: Py<PyAny>,
+            idempotency_key: Option<&Bound<'_, PyAny>>
+        ) {
+            let c = self.core()?.clone();
+            let beneficiaries = beneficiaries.bind(py);
+            let req = Self::quote_request(buy_currency, buy_amount, sell_currency, beneficiaries)?;
+            let keyed = self.keyed(idempotency_key)?;
+            move |obs: Obs| quote_call(c, req, keyed, obs)
+        }
+
+        /// Reads a quote.
+        fn get_quote, get_quote_async (&self, py, quote_id: &Bound<'_, PyAny>) {
+            let c = self.core()?.clone();
+            let quote_id = text(quote_id, "quote_id")?;
+            move |obs: Obs| async move {
+                // `raw` goes to Python as the answer's JSON text, decoded on first use.
+                let (quote, text) = c.get_quote(&quote_id, obs.as_deref()).await?;
+                Ok(Out::Quote(Box::new((quote, text))))
+            }
+        }
+
+        /// Registers a beneficiary and returns its ``beneficiaryId``.
+        #[pyo3(signature = (beneficiary, *, idempotency_key = None))]
+        fn create_beneficiary, create_beneficiary_async (
+            &self,
+            py,
+            beneficiary: &Bound<'_, PyAny>,
+            idempotency_key: Option<&Bound<'_, PyAny>>
+        ) {
+            let c = self.core()?.clone();
+            let b = self::beneficiary(beneficiary)?;
+            let keyed = self.keyed(idempotency_key)?;
+            move |obs: Obs| beneficiary_call(c, b, keyed, obs)
+        }
+
+        /// Books a deal at once. It is never sent twice by the client's own retries, nor, under
+        /// an ``idempotency_key``, by any later call with that key.
+        #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, idempotency_key = None))]
+        fn create_deal, create_deal_async (
+            &self,
+            py,
+            quote_id: &Bound<'_, PyAny>,
+            funding_source: &Bound<'_, PyAny>,
+            beneficiaries: &Bound<'_, PyAny>,
+            channel: Option<&Bound<'_, PyAny>>,
+            idempotency_key: Option<&Bound<'_, PyAny>>
+        ) {
+            let c = self.core()?.clone();
+            let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
+            let keyed = self.keyed(idempotency_key)?;
+            move |obs: Obs| deal_call(c, req, keyed, obs)
+        }
+
+        /// Starts a spot deal; its outcome arrives as a ``DealCreated`` notification.
+        ///
+        /// With ``callback_url`` and no ``callback_nonce`` a nonce of 256 random bits is made and
+        /// returned in the result: store it next to ``process_id`` to verify the notification.
+        #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, callback_url = None, callback_nonce = None, idempotency_key = None))]
+        fn create_spot_deal, create_spot_deal_async (
+            &self,
+            py,
+            quote_id: &Bound<'_, PyAny>,
+            funding_source: &Bound<'_, PyAny>,
+            beneficiaries: &Bound<'_, PyAny>,
+            channel: Option<&Bound<'_, PyAny>>,
+            callback_url: Option<&Bound<'_, PyAny>>,
+            callback_nonce: Option<&Bound<'_, PyAny>>,
+            idempotency_key: Option<&Bound<'_, PyAny>>
+        ) {
+            let c = self.core()?.clone();
+            let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
+            let callback = Self::spot_args(callback_url, callback_nonce)?;
+            let keyed = self.keyed(idempotency_key)?;
+            move |obs: Obs| spot_call(c, req, callback, keyed, obs)
+        }
+
+        /// Checks the callback (state, ``error=``) and trades its code (and PKCE verifier) for a
+        /// user token.
+        fn exchange_code, exchange_code_async (
+            &self,
+            py,
+            auth: &Bound<'_, PyAny>,
+            callback: &Bound<'_, PyAny>
+        ) {
+            let c = self.core()?.clone();
+            let auth = authorization_request(auth)?;
+            let callback = text(callback, "callback")?;
+            move |obs: Obs| async move {
+                let token = c.exchange_code(&auth, &callback, obs.as_deref()).await?;
+                Ok(Out::Token(Box::new(token)))
+            }
+        }
+
+        /// Trades a refresh token for a new token (the old refresh token is then spent).
+        fn refresh_token, refresh_token_async (&self, py, refresh_token: &Bound<'_, PyAny>) {
+            let c = self.core()?.clone();
+            let refresh_token = text(refresh_token, "refresh_token")?;
+            move |obs: Obs| async move {
+                let token = c.refresh_token(&refresh_token, obs.as_deref()).await?;
+                Ok(Out::Token(Box::new(token)))
+            }
+        }
     }
-    Ok(obj.extract::<f64>().unwrap_or(f64::INFINITY))
-}
-
-/// A path given as `str` or `os.PathLike` (or None) as text.
-fn path(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<String>> {
-    let Some(obj) = obj.filter(|o| !o.is_none()) else {
-        return Ok(None);
-    };
-    let py = obj.py();
-    let os = py.import("os")?;
-    let fspath = os.call_method1("fspath", (obj,)).map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{name} must be a str or an os.PathLike, not {}",
-            type_name(obj)
-        ))
-    })?;
-    let decoded = if fspath.is_instance_of::<PyBytes>() {
-        os.call_method1("fsdecode", (fspath,))?
-    } else {
-        fspath
-    };
-    text(&decoded, name).map(Some)
-}
-
-/// The token store: anything with `load(key)` and `save(key, token)`.
-fn token_store(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Arc<dyn TokenStore>>> {
-    let Some(obj) = obj.filter(|o| !o.is_none()) else {
-        return Ok(None);
-    };
-    if !(obj.hasattr("load")? && obj.hasattr("save")?) {
-        return Err(PyTypeError::new_err(format!(
-            "token_store must have load(key) and save(key, token), not {}",
-            type_name(obj)
-        )));
-    }
-    Ok(Some(Arc::new(PyTokenStore::new(obj.clone().unbind()))))
-}
-
-/// A `fxpay.testing.Cassette`'s core.
-fn cassette(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Arc<Cassette>>> {
-    let Some(obj) = obj.filter(|o| !o.is_none()) else {
-        return Ok(None);
-    };
-    let core = obj
-        .getattr(intern!(obj.py(), "_core"))
-        .ok()
-        .and_then(|c| c.cast_into::<CoreCassette>().ok());
-    match core {
-        Some(c) => Ok(Some(c.get().inner.clone())),
-        None => Err(PyTypeError::new_err(format!(
-            "cassette must be a fxpay.testing.Cassette, not {}",
-            type_name(obj)
-        ))),
-    }
-}
-
-#[pymethods]
-impl Client {
     #[new]
     #[pyo3(signature = (*_args, **_kwargs))]
     #[pyo3(
@@ -472,18 +494,18 @@ impl Client {
         proxy: Option<&Bound<'_, PyAny>>,
         client_cert: Option<&Bound<'_, PyAny>>,
         client_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
+    ) -> Fallible<()> {
         if self.open.get().is_some() {
-            return Err(to_pyerr(Error::config(
+            return Err(Failure::from(Error::config(
                 "this Client is initialised already",
             )));
         }
         let client_id = text(client_id, "client_id")?;
         let client_secret = text(client_secret, "client_secret")?;
         let base_url = text(base_url, "base_url")?;
-        let timeout = seconds(timeout.bind(py))?;
+        let timeout = seconds(timeout.bind(py), "timeout")?;
         let max_retries = int(max_retries.bind(py), "max_retries", Error::Configuration)?;
-        let store = self::token_store(token_store)?;
+        let store = PyTokenStore::from_py(token_store)?;
         let user_agent = opt_text(user_agent, "user_agent")?;
         let ca_bundle = match path(ca_bundle, "ca_bundle")? {
             Some(p) => Some(p),
@@ -492,16 +514,16 @@ impl Client {
                 .ok()
                 .filter(|p| !p.is_empty()),
         };
-        let cassette = self::cassette(cassette)?;
+        let cassette = CoreCassette::from_py(cassette)?;
         let deadline = match deadline.filter(|d| !d.is_none()) {
-            Some(d) => Some(seconds_named(d, "deadline")?),
+            Some(d) => Some(seconds(d, "deadline")?),
             None => None,
         };
         let proxy = opt_text(proxy, "proxy")?;
         let client_cert = path(client_cert, "client_cert")?;
         let client_key = path(client_key, "client_key")?;
         if client_key.is_some() && client_cert.is_none() {
-            return Err(to_pyerr(Error::config(
+            return Err(Failure::from(Error::config(
                 "client_key needs client_cert (the certificate it is the key of)",
             )));
         }
@@ -546,7 +568,7 @@ impl Client {
     fn from_env<'py>(
         cls: &Bound<'py, PyType>,
         kwargs: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> Fallible<Bound<'py, PyAny>> {
         let py = cls.py();
         let environ = py.import("os")?.getattr("environ")?;
         let names = ["FXPAY_CLIENT_ID", "FXPAY_CLIENT_SECRET", "FXPAY_BASE_URL"];
@@ -560,7 +582,7 @@ impl Client {
             values.push(v);
         }
         if !missing.is_empty() {
-            return Err(to_pyerr(Error::config(format!(
+            return Err(Failure::from(Error::config(format!(
                 "missing environment variable(s): {}",
                 missing.join(", ")
             ))));
@@ -570,12 +592,13 @@ impl Client {
             if kw.contains("base_url")? {
                 return Err(PyTypeError::new_err(
                     "from_env() takes base_url from FXPAY_BASE_URL, not as an argument",
-                ));
+                )
+                .into());
             }
             all.update(kw.as_mapping())?;
         }
         all.set_item("base_url", &values[2])?;
-        cls.call((&values[0], &values[1]), Some(&all))
+        Ok(cls.call((&values[0], &values[1]), Some(&all))?)
     }
 
     /// The service address, without ``/v1``.
@@ -615,23 +638,23 @@ impl Client {
         timeout: Option<&Bound<'_, PyAny>>,
         max_retries: Option<&Bound<'_, PyAny>>,
         deadline: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Client> {
+    ) -> Fallible<Client> {
         let open = self.initialised()?;
         let mut cfg = open.core.config().clone();
         if let Some(t) = timeout.filter(|t| !t.is_none()) {
             cfg = cfg
-                .with_timeout(seconds_named(t, "timeout")?)
-                .map_err(to_pyerr)?;
+                .with_timeout(seconds(t, "timeout")?)
+                ?;
         }
         if let Some(n) = max_retries.filter(|n| !n.is_none()) {
             cfg = cfg
                 .with_max_retries(int(n, "max_retries", Error::Configuration)?)
-                .map_err(to_pyerr)?;
+                ?;
         }
         if let Some(d) = deadline.filter(|d| !d.is_none()) {
             cfg = cfg
-                .with_deadline(seconds_named(d, "deadline")?)
-                .map_err(to_pyerr)?;
+                .with_deadline(seconds(d, "deadline")?)
+                ?;
         }
         let core = py.detach(|| open.core.with_config(cfg));
         let derived = Client {
@@ -708,233 +731,6 @@ impl Client {
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         self.aclose(py)
-    }
-
-    // -- payments -----------------------------------------------------------------------
-
-    /// The client-credentials token payments calls use (for tests and diagnostics).
-    fn _payments_token(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let (c, obs) = (self.core()?.clone(), observer(py));
-        block(py, self.deadline(), async move {
-            let t = c.payments_token(obs.as_deref()).await?;
-            Ok(Out::Token(Box::new((*t).clone())))
-        })
-    }
-
-    fn _payments_token_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        call(py, self.deadline(), "_payments_token_async", move |obs| {
-            Box::pin(async move {
-                let t = c.payments_token(obs.as_deref()).await?;
-                Ok(Out::Token(Box::new((*t).clone())))
-            })
-        })
-    }
-
-    /// Creates a quote and returns its id. With ``idempotency_key`` (and a client
-    /// ``journal``), a repeat of the key returns the first call's id without sending.
-    #[pyo3(signature = (*, buy_currency, buy_amount, sell_currency, beneficiaries = default(1), idempotency_key = None))]
-    #[pyo3(
-        text_signature = "(self, /, *, buy_currency, buy_amount, sell_currency, beneficiaries=1, idempotency_key=None)"
-    )]
-    #[allow(clippy::too_many_arguments)]
-    fn create_quote(
-        &self,
-        py: Python<'_>,
-        buy_currency: &Bound<'_, PyAny>,
-        buy_amount: &Bound<'_, PyAny>,
-        sell_currency: &Bound<'_, PyAny>,
-        beneficiaries: Py<PyAny>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let req = Self::quote_request(
-            buy_currency,
-            buy_amount,
-            sell_currency,
-            beneficiaries.bind(py),
-        )?;
-        let keyed = self.keyed(idempotency_key)?;
-        let obs = observer(py);
-        block(py, self.deadline(), quote_call(c, req, keyed, obs))
-    }
-
-    /// :meth:`create_quote`, awaitable.
-    #[pyo3(signature = (*, buy_currency, buy_amount, sell_currency, beneficiaries = default(1), idempotency_key = None))]
-    #[pyo3(
-        text_signature = "(self, /, *, buy_currency, buy_amount, sell_currency, beneficiaries=1, idempotency_key=None)"
-    )]
-    #[allow(clippy::too_many_arguments)]
-    fn create_quote_async(
-        &self,
-        py: Python<'_>,
-        buy_currency: &Bound<'_, PyAny>,
-        buy_amount: &Bound<'_, PyAny>,
-        sell_currency: &Bound<'_, PyAny>,
-        beneficiaries: Py<PyAny>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let req = Self::quote_request(
-            buy_currency,
-            buy_amount,
-            sell_currency,
-            beneficiaries.bind(py),
-        )?;
-        let keyed = self.keyed(idempotency_key)?;
-        call(py, self.deadline(), "create_quote_async", move |obs| {
-            Box::pin(quote_call(c, req, keyed, obs))
-        })
-    }
-
-    /// Reads a quote.
-    fn get_quote(&self, py: Python<'_>, quote_id: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let quote_id = text(quote_id, "quote_id")?;
-        let obs = observer(py);
-        block(py, self.deadline(), async move {
-            // `raw` goes to Python as the answer's JSON text, decoded on first use.
-            let (quote, text) = c.get_quote(&quote_id, obs.as_deref()).await?;
-            Ok(Out::Quote(Box::new((quote, text))))
-        })
-    }
-
-    /// :meth:`get_quote`, awaitable.
-    fn get_quote_async(&self, py: Python<'_>, quote_id: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let quote_id = text(quote_id, "quote_id")?;
-        call(py, self.deadline(), "get_quote_async", move |obs| {
-            Box::pin(async move {
-                let (quote, text) = c.get_quote(&quote_id, obs.as_deref()).await?;
-                Ok(Out::Quote(Box::new((quote, text))))
-            })
-        })
-    }
-
-    /// Registers a beneficiary and returns its ``beneficiaryId``.
-    #[pyo3(signature = (beneficiary, *, idempotency_key = None))]
-    fn create_beneficiary(
-        &self,
-        py: Python<'_>,
-        beneficiary: &Bound<'_, PyAny>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let b = self::beneficiary(beneficiary)?;
-        let keyed = self.keyed(idempotency_key)?;
-        let obs = observer(py);
-        block(py, self.deadline(), beneficiary_call(c, b, keyed, obs))
-    }
-
-    /// :meth:`create_beneficiary`, awaitable.
-    #[pyo3(signature = (beneficiary, *, idempotency_key = None))]
-    fn create_beneficiary_async(
-        &self,
-        py: Python<'_>,
-        beneficiary: &Bound<'_, PyAny>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let b = self::beneficiary(beneficiary)?;
-        let keyed = self.keyed(idempotency_key)?;
-        call(
-            py,
-            self.deadline(),
-            "create_beneficiary_async",
-            move |obs| Box::pin(beneficiary_call(c, b, keyed, obs)),
-        )
-    }
-
-    /// Books a deal at once. It is never sent twice by the client's own retries, nor, under
-    /// an ``idempotency_key``, by any later call with that key.
-    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, idempotency_key = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn create_deal(
-        &self,
-        py: Python<'_>,
-        quote_id: &Bound<'_, PyAny>,
-        funding_source: &Bound<'_, PyAny>,
-        beneficiaries: &Bound<'_, PyAny>,
-        channel: Option<&Bound<'_, PyAny>>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
-        let keyed = self.keyed(idempotency_key)?;
-        let obs = observer(py);
-        block(py, self.deadline(), deal_call(c, req, keyed, obs))
-    }
-
-    /// :meth:`create_deal`, awaitable.
-    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, idempotency_key = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn create_deal_async(
-        &self,
-        py: Python<'_>,
-        quote_id: &Bound<'_, PyAny>,
-        funding_source: &Bound<'_, PyAny>,
-        beneficiaries: &Bound<'_, PyAny>,
-        channel: Option<&Bound<'_, PyAny>>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
-        let keyed = self.keyed(idempotency_key)?;
-        call(py, self.deadline(), "create_deal_async", move |obs| {
-            Box::pin(deal_call(c, req, keyed, obs))
-        })
-    }
-
-    /// Starts a spot deal; its outcome arrives as a ``DealCreated`` notification.
-    ///
-    /// With ``callback_url`` and no ``callback_nonce`` a nonce of 256 random bits is made and
-    /// returned in the result: store it next to ``process_id`` to verify the notification.
-    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, callback_url = None, callback_nonce = None, idempotency_key = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn create_spot_deal(
-        &self,
-        py: Python<'_>,
-        quote_id: &Bound<'_, PyAny>,
-        funding_source: &Bound<'_, PyAny>,
-        beneficiaries: &Bound<'_, PyAny>,
-        channel: Option<&Bound<'_, PyAny>>,
-        callback_url: Option<&Bound<'_, PyAny>>,
-        callback_nonce: Option<&Bound<'_, PyAny>>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
-        let (url, nonce) = Self::spot_args(callback_url, callback_nonce)?;
-        let keyed = self.keyed(idempotency_key)?;
-        let obs = observer(py);
-        block(
-            py,
-            self.deadline(),
-            spot_call(c, req, (url, nonce), keyed, obs),
-        )
-    }
-
-    /// :meth:`create_spot_deal`, awaitable.
-    #[pyo3(signature = (*, quote_id, funding_source, beneficiaries, channel = None, callback_url = None, callback_nonce = None, idempotency_key = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn create_spot_deal_async(
-        &self,
-        py: Python<'_>,
-        quote_id: &Bound<'_, PyAny>,
-        funding_source: &Bound<'_, PyAny>,
-        beneficiaries: &Bound<'_, PyAny>,
-        channel: Option<&Bound<'_, PyAny>>,
-        callback_url: Option<&Bound<'_, PyAny>>,
-        callback_nonce: Option<&Bound<'_, PyAny>>,
-        idempotency_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
-        let (url, nonce) = Self::spot_args(callback_url, callback_nonce)?;
-        let keyed = self.keyed(idempotency_key)?;
-        call(py, self.deadline(), "create_spot_deal_async", move |obs| {
-            Box::pin(spot_call(c, req, (url, nonce), keyed, obs))
-        })
     }
 
     // -- payouts ---------------------------------------------------------------------------
@@ -1042,77 +838,6 @@ impl Client {
         Ok(authorization_into_py(py, a)?.into_bound(py).into_any())
     }
 
-    /// Checks the callback (state, ``error=``) and trades its code (and PKCE verifier) for a
-    /// user token.
-    fn exchange_code(
-        &self,
-        py: Python<'_>,
-        auth: &Bound<'_, PyAny>,
-        callback: &Bound<'_, PyAny>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let auth = authorization_request(auth)?;
-        let callback = text(callback, "callback")?;
-        let obs = observer(py);
-        block(py, self.deadline(), async move {
-            Ok(Out::Token(Box::new(
-                c.exchange_code(&auth, &callback, obs.as_deref()).await?,
-            )))
-        })
-    }
-
-    /// :meth:`exchange_code`, awaitable.
-    fn exchange_code_async(
-        &self,
-        py: Python<'_>,
-        auth: &Bound<'_, PyAny>,
-        callback: &Bound<'_, PyAny>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let auth = authorization_request(auth)?;
-        let callback = text(callback, "callback")?;
-        call(py, self.deadline(), "exchange_code_async", move |obs| {
-            Box::pin(async move {
-                Ok(Out::Token(Box::new(
-                    c.exchange_code(&auth, &callback, obs.as_deref()).await?,
-                )))
-            })
-        })
-    }
-
-    /// Trades a refresh token for a new token (the old refresh token is then spent).
-    fn refresh_token(
-        &self,
-        py: Python<'_>,
-        refresh_token: &Bound<'_, PyAny>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let refresh_token = text(refresh_token, "refresh_token")?;
-        let obs = observer(py);
-        block(py, self.deadline(), async move {
-            Ok(Out::Token(Box::new(
-                c.refresh_token(&refresh_token, obs.as_deref()).await?,
-            )))
-        })
-    }
-
-    /// :meth:`refresh_token`, awaitable.
-    fn refresh_token_async(
-        &self,
-        py: Python<'_>,
-        refresh_token: &Bound<'_, PyAny>,
-    ) -> PyResult<Py<PyAny>> {
-        let c = self.core()?.clone();
-        let refresh_token = text(refresh_token, "refresh_token")?;
-        call(py, self.deadline(), "refresh_token_async", move |obs| {
-            Box::pin(async move {
-                Ok(Out::Token(Box::new(
-                    c.refresh_token(&refresh_token, obs.as_deref()).await?,
-                )))
-            })
-        })
-    }
-
     /// A session over a user's token that refreshes it (with rotation) as needed.
     ///
     /// ``on_token(new)`` is called before a new token is first used: no request carries
@@ -1126,7 +851,7 @@ impl Client {
         token: &Bound<'_, PyAny>,
         on_token: Option<&Bound<'_, PyAny>>,
         key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<UserSession> {
+    ) -> Fallible<UserSession> {
         let core = self.core()?;
         let open = self.initialised()?;
         let on_token = match on_token.filter(|f| !f.is_none()) {
@@ -1134,7 +859,8 @@ impl Client {
                 return Err(PyTypeError::new_err(format!(
                     "on_token must be callable, not {}",
                     type_name(f)
-                )))
+                ))
+                .into())
             }
             f => f.map(|f| f.clone().unbind()),
         };
@@ -1145,7 +871,7 @@ impl Client {
                 format!("fxpay:{}:user:{k}", core.config().base_url),
             )),
             (Some(_), None) => {
-                return Err(to_pyerr(Error::config(
+                return Err(Failure::from(Error::config(
                     "user_session(key=...) needs a Client with a token_store",
                 )));
             }
@@ -1157,7 +883,6 @@ impl Client {
 }
 
 impl Client {
-    /// The initialised state, closed or not.
     /// The deadline of one call of this client, if it has one.
     fn deadline(&self) -> Option<Duration> {
         self.open.get().and_then(|o| o.core.config().deadline)
@@ -1172,9 +897,10 @@ impl Client {
                 .is_some_and(|p| p.load(Ordering::Acquire))
     }
 
-    fn initialised(&self) -> PyResult<&Open> {
+    /// The initialised state, closed or not.
+    fn initialised(&self) -> Fallible<&Open> {
         self.open.get().ok_or_else(|| {
-            to_pyerr(Error::config(
+            Failure::from(Error::config(
                 "this Client was not initialised (Client.__init__ was not called)",
             ))
         })

@@ -1,10 +1,21 @@
-//! Values between Python and the core: JSON values with exact Decimals, and amounts.
+//! Values between Python and the core, one rule per kind, each a `TypeError` naming the
+//! parameter for a wrong type (a `bool` included wherever a number is wanted) and leaving the
+//! value's range to the core:
+//! - text ([`text`], [`opt_text`]) and counts ([`int`]);
+//! - amounts ([`amount_text`], [`decimal_from_py`]): `Decimal`, `int`, `str` or `float` (its
+//!   shortest repr), kept exactly; the same rule for a `Client` argument and a model field;
+//! - seconds ([`seconds`]) and paths ([`path`], `str` or `os.PathLike`);
+//! - instants ([`instant_from_py`]) and JSON values with exact Decimals ([`py_to_value`]).
+//!
+//! The objects Python hands in convert where their wrapper lives: token stores in
+//! `store.rs` (`PyTokenStore::from_py`), cassettes in `cassette.rs` (`CoreCassette::from_py`),
+//! journals in `journal.rs` (`PyJournal::from_py`), models in `models/class.rs`.
 use super::errors::to_pyerr;
 use fxpay_core::error::Error;
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{IntoPyDict, PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
+use pyo3::types::{IntoPyDict, PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
 use rust_decimal::Decimal;
 use serde_json::Value;
 
@@ -309,4 +320,42 @@ pub fn instant_from_py(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
         .call_method0("timestamp")
         .and_then(|t| t.extract())
         .map_err(|e| to_pyerr(Error::invalid(format!("{name} is out of range: {e}"))))
+}
+
+// -- seconds and paths ----------------------------------------------------------------------
+
+/// A number of seconds: an `int` or a `float` (not a `bool`); a `TypeError` naming `name`
+/// else. Its range is the core's to check (an int too large for a float is infinite, which
+/// the core refuses).
+pub fn seconds(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
+    if obj.is_instance_of::<PyBool>()
+        || !(obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>())
+    {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be a number of seconds, not {}",
+            type_name(obj)
+        )));
+    }
+    Ok(obj.extract::<f64>().unwrap_or(f64::INFINITY))
+}
+
+/// A path given as `str` or `os.PathLike` (or None) as text.
+pub fn path(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<String>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    let py = obj.py();
+    let os = py.import("os")?;
+    let fspath = os.call_method1("fspath", (obj,)).map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{name} must be a str or an os.PathLike, not {}",
+            type_name(obj)
+        ))
+    })?;
+    let decoded = if fspath.is_instance_of::<PyBytes>() {
+        os.call_method1("fsdecode", (fspath,))?
+    } else {
+        fspath
+    };
+    text(&decoded, name).map(Some)
 }

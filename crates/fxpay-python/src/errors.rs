@@ -28,13 +28,58 @@ pyo3::import_exception!(fxpay.errors, OutcomeUnknownError);
 pyo3::import_exception!(fxpay.errors, JournalError);
 
 /// A `FieldError` on its way to Python, as an entry of `ApiError.errors`. It becomes a
-/// `fxpay.FieldError` where that class is declared (`IntoPyObject` in `models.rs`), so this
+/// `fxpay.FieldError` where that class is declared (`IntoPyObject` in `models/mod.rs`), so this
 /// file needs no model.
 pub struct PyFieldError(pub FieldError);
 
 /// A journal entry on its way to Python, as `IdempotencyError.entry` (it becomes a
 /// `fxpay.JournalEntry` in `journal.rs`).
 pub struct PyJournalEntry(pub fxpay_core::journal::entry::Entry);
+
+/// An error on its way out of the binding, as cryptography's `CryptographyError` is: the
+/// core's, or a Python exception already made. `?` turns either into it, and pyo3 raises it
+/// through `From<Failure> for PyErr`, whose one mapping to the classes of `fxpay.errors` is
+/// [`to_pyerr`]. A method that can fail either way returns [`Fallible`].
+pub enum Failure {
+    Core(Error),
+    Py(PyErr),
+}
+
+/// The result of a binding function that fails with a core error or a Python exception.
+pub type Fallible<T> = Result<T, Failure>;
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Core(e)
+    }
+}
+
+impl From<PyErr> for Failure {
+    fn from(e: PyErr) -> Self {
+        Failure::Py(e)
+    }
+}
+
+impl From<std::convert::Infallible> for Failure {
+    fn from(e: std::convert::Infallible) -> Self {
+        match e {}
+    }
+}
+
+impl From<pyo3::CastError<'_, '_>> for Failure {
+    fn from(e: pyo3::CastError<'_, '_>) -> Self {
+        Failure::Py(e.into())
+    }
+}
+
+impl From<Failure> for PyErr {
+    fn from(f: Failure) -> Self {
+        match f {
+            Failure::Core(e) => to_pyerr(e),
+            Failure::Py(e) => e,
+        }
+    }
+}
 
 /// Converts a core error into the matching Python exception.
 pub fn to_pyerr(e: Error) -> PyErr {

@@ -3,7 +3,7 @@
 //! core's `Store`, and the hand operations the Python journals share (resolve, unknown,
 //! complete a spot deal), which are the core's.
 use super::convert::{instant_to_py, opt_text, text, type_name};
-use super::errors::{to_pyerr, PyJournalEntry};
+use super::errors::{Fallible, PyJournalEntry};
 use fxpay_core::error::{Error, Result};
 use fxpay_core::journal::holder::{HolderCheck, LeaseOnly, LocalProcesses};
 use fxpay_core::journal::{admin, Entry, Store};
@@ -95,11 +95,10 @@ impl JournalEntry {
 
     /// An entry from the text :meth:`to_json` gave.
     #[staticmethod]
-    fn from_json(text: &Bound<'_, PyAny>) -> PyResult<Self> {
+    fn from_json(text: &Bound<'_, PyAny>) -> Fallible<Self> {
         let t = self::text(text, "text")?;
-        Entry::from_json(&t)
-            .map(JournalEntry)
-            .map_err(|e| to_pyerr(Error::journal(e)))
+        let entry = Entry::from_json(&t).map_err(Error::journal)?;
+        Ok(JournalEntry(entry))
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
@@ -245,13 +244,11 @@ pub fn _journal_resolve(
     journal: &Bound<'_, PyAny>,
     key: &Bound<'_, PyAny>,
     result: Option<&Bound<'_, PyAny>>,
-) -> PyResult<JournalEntry> {
+) -> Fallible<JournalEntry> {
     let store = PyJournal::from_py(journal, "journal")?;
     let key = text(key, "key")?;
     let result = opt_text(result, "result")?;
-    admin::resolve(&*store, &key, result)
-        .map(JournalEntry)
-        .map_err(to_pyerr)
+    Ok(JournalEntry(admin::resolve(&*store, &key, result)?))
 }
 
 /// Of a journal's pending and unknown entries, the unknown ones (a pending entry whose
@@ -260,7 +257,7 @@ pub fn _journal_resolve(
 pub fn _journal_unknown<'py>(
     journal: &Bound<'py, PyAny>,
     candidates: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyList>> {
+) -> Fallible<Bound<'py, PyList>> {
     let py = journal.py();
     let store = PyJournal::from_py(journal, "journal")?;
     let mut list = Vec::new();
@@ -269,8 +266,8 @@ pub fn _journal_unknown<'py>(
             list.push(e);
         }
     }
-    let out = admin::unknown(&*store, list).map_err(to_pyerr)?;
-    PyList::new(py, out.into_iter().map(JournalEntry))
+    let out = admin::unknown(&*store, list)?;
+    Ok(PyList::new(py, out.into_iter().map(JournalEntry))?)
 }
 
 /// Records a spot deal's `dealId` on its entry; the entry, or None if the journal holds no
@@ -280,13 +277,12 @@ pub fn _journal_complete_spot(
     journal: &Bound<'_, PyAny>,
     process_id: &Bound<'_, PyAny>,
     deal_id: &Bound<'_, PyAny>,
-) -> PyResult<Option<JournalEntry>> {
+) -> Fallible<Option<JournalEntry>> {
     let store = PyJournal::from_py(journal, "journal")?;
     let process_id = text(process_id, "process_id")?;
     let deal_id = text(deal_id, "deal_id")?;
-    admin::complete_spot(&*store, &process_id, &deal_id)
-        .map(|o| o.map(JournalEntry))
-        .map_err(to_pyerr)
+    let entry = admin::complete_spot(&*store, &process_id, &deal_id)?;
+    Ok(entry.map(JournalEntry))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

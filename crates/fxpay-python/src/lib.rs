@@ -8,9 +8,8 @@ mod convert;
 mod errors;
 mod exit_gate;
 mod journal;
-mod logging;
-mod model;
 mod models;
+mod observe;
 mod panic_test;
 mod payout_outcomes;
 mod payout_rows;
@@ -18,7 +17,7 @@ mod raw;
 mod sandbox;
 mod session;
 mod store;
-mod trace;
+mod twin;
 mod webhook;
 
 use pyo3::prelude::*;
@@ -52,7 +51,7 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // forked child, which this hook lets fxpay notice).
     #[cfg(feature = "mimalloc")]
     tune_allocator();
-    fxpay_core::fork::watch();
+    fxpay_core::runtime::fork::watch();
     // No thread of fxpay touches Python once the interpreter starts to shut down.
     exit_gate::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -62,11 +61,7 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cassette::CoreCassette>()?;
     models::register(m)?;
     journal::register(m)?;
-    m.add_function(wrap_pyfunction!(panic_test::_raise_panic_for_test, m)?)?;
-    m.add_function(wrap_pyfunction!(
-        panic_test::_raise_panic_for_test_async,
-        m
-    )?)?;
+    panic_test::register(m)?;
     m.add_function(wrap_pyfunction!(webhook::parse_deal_created, m)?)?;
     m.add_class::<raw::RawCapture>()?;
     m.add_function(wrap_pyfunction!(raw::_raw_arm, m)?)?;

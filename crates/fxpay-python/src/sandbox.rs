@@ -1,9 +1,9 @@
 //! `fxpay._fxpay.CoreSandbox`: the embedded emulator, served on the shared runtime.
 use super::convert::{int, opt_text, text, type_name, value_to_py};
 use super::errors::guard;
-use super::errors::to_pyerr;
+use super::errors::{Failure, Fallible};
 use fxpay_core::error::Error;
-use fxpay_core::fork::ProcessBound;
+use fxpay_core::runtime::fork::ProcessBound;
 use fxpay_sandbox::{Sandbox, SandboxConfig, SendError};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -20,11 +20,11 @@ pub struct CoreSandbox {
 
 impl CoreSandbox {
     /// The sandbox, if this process runs it.
-    fn served(&self) -> PyResult<&Sandbox> {
+    fn served(&self) -> Fallible<&Sandbox> {
         if self.inner.is_current() {
             Ok(&self.inner)
         } else {
-            Err(to_pyerr(Error::config(
+            Err(Failure::from(Error::config(
                 "this sandbox is served by the parent process: a forked child can call it \
                  over HTTP (base_url) but cannot inspect or change it",
             )))
@@ -90,9 +90,9 @@ impl CoreSandbox {
         body_timeout: f64,
         idle_timeout: f64,
         client_auth: bool,
-    ) -> PyResult<Self> {
+    ) -> Fallible<Self> {
         if client_auth && !tls {
-            return Err(to_pyerr(Error::config(
+            return Err(Failure::from(Error::config(
                 "client_auth=True needs tls=True: client certificates are a TLS feature",
             )));
         }
@@ -102,26 +102,26 @@ impl CoreSandbox {
             _ => 0,
         };
         let port = u16::try_from(port).map_err(|_| {
-            to_pyerr(Error::config(format!(
+            Failure::from(Error::config(format!(
                 "port must be between 0 and 65535, got {port}"
             )))
         })?;
         if !(body_timeout.is_finite() && body_timeout > 0.0 && body_timeout <= 86_400.0) {
-            return Err(to_pyerr(Error::config(format!(
+            return Err(Failure::from(Error::config(format!(
                 "body_timeout must be a number of seconds greater than 0 (at most 86400), \
                  got {body_timeout}"
             ))));
         }
         let body_timeout = std::time::Duration::from_secs_f64(body_timeout);
         if !(idle_timeout.is_finite() && idle_timeout > 0.0 && idle_timeout <= 86_400.0) {
-            return Err(to_pyerr(Error::config(format!(
+            return Err(Failure::from(Error::config(format!(
                 "idle_timeout must be a number of seconds greater than 0 (at most 86400), \
                  got {idle_timeout}"
             ))));
         }
         let idle_timeout = std::time::Duration::from_secs_f64(idle_timeout);
         let host: IpAddr = host.parse().map_err(|_| {
-            to_pyerr(Error::config(format!(
+            Failure::from(Error::config(format!(
                 "host must be an IP address, got {host:?}"
             )))
         })?;
@@ -251,9 +251,9 @@ impl CoreSandbox {
         })
     }
 
-    fn advance(&self, seconds: f64) -> PyResult<()> {
+    fn advance(&self, seconds: f64) -> Fallible<()> {
         if !(seconds.is_finite() && seconds >= 0.0) {
-            return Err(to_pyerr(Error::invalid(
+            return Err(Failure::from(Error::invalid(
                 "seconds must be a finite number >= 0",
             )));
         }
@@ -265,16 +265,16 @@ impl CoreSandbox {
         Ok(self.served()?.now())
     }
 
-    fn deal_status(&self, deal_id: &Bound<'_, PyAny>) -> PyResult<String> {
+    fn deal_status(&self, deal_id: &Bound<'_, PyAny>) -> Fallible<String> {
         let deal_id = text(deal_id, "deal_id")?;
         self.served()?.deal_status(&deal_id).ok_or_else(|| {
-            to_pyerr(Error::invalid(format!(
+            Failure::from(Error::invalid(format!(
                 "no deal {deal_id:?} in this sandbox"
             )))
         })
     }
 
-    /// The deals hold amounts: exact `Decimal`s (not through pythonize, see `model.rs`).
+    /// The deals hold amounts: exact `Decimal`s (not through pythonize, see `models/class.rs`).
     fn deals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         value_to_py(py, &serde_json::Value::Array(self.served()?.deals()))
     }
@@ -297,7 +297,7 @@ impl CoreSandbox {
             .ok()
             .filter(|c| *c <= 1_000_000)
             .ok_or_else(|| {
-                to_pyerr(Error::invalid(format!(
+                Failure::from(Error::invalid(format!(
                     "count must be between 0 and 1000000, got {count}"
                 )))
             })?;
@@ -305,7 +305,7 @@ impl CoreSandbox {
             Some(p) if !p.is_none() => {
                 let p = int(p, "page_size", Error::InvalidRequest)?;
                 Some(usize::try_from(p).ok().filter(|p| *p >= 1).ok_or_else(|| {
-                    to_pyerr(Error::invalid(format!(
+                    Failure::from(Error::invalid(format!(
                         "page_size must be at least 1, got {p}"
                     )))
                 })?)
@@ -327,7 +327,7 @@ impl CoreSandbox {
         let pid = process_id.clone();
         let d = block_on(py, async move { Ok(sb.redeliver(&pid).await) })?;
         let d = d.ok_or_else(|| {
-            to_pyerr(Error::invalid(format!(
+            Failure::from(Error::invalid(format!(
                 "no DealCreated was sent for process {process_id:?} in this sandbox"
             )))
         })?;
@@ -383,7 +383,7 @@ impl CoreSandbox {
             .ok()
             .filter(|s| (100..=599).contains(s))
             .ok_or_else(|| {
-                to_pyerr(Error::invalid(format!(
+                Failure::from(Error::invalid(format!(
                     "status must be an HTTP status, got {status}"
                 )))
             })?;
@@ -392,7 +392,7 @@ impl CoreSandbox {
             _ => 1,
         };
         let times = u32::try_from(times).map_err(|_| {
-            to_pyerr(Error::invalid(format!(
+            Failure::from(Error::invalid(format!(
                 "times must be between 0 and 4294967295, got {times}"
             )))
         })?;
@@ -400,7 +400,7 @@ impl CoreSandbox {
             Some(r) if !r.is_none() => {
                 let r = int(r, "retry_after", Error::InvalidRequest)?;
                 Some(u64::try_from(r).map_err(|_| {
-                    to_pyerr(Error::invalid(format!(
+                    Failure::from(Error::invalid(format!(
                         "retry_after must be a number of seconds >= 0, got {r}"
                     )))
                 })?)
@@ -417,10 +417,10 @@ impl CoreSandbox {
         Ok(())
     }
 
-    fn delay_next(&self, path: &Bound<'_, PyAny>, seconds: f64) -> PyResult<()> {
+    fn delay_next(&self, path: &Bound<'_, PyAny>, seconds: f64) -> Fallible<()> {
         let path = text(path, "path")?;
         if !(seconds.is_finite() && seconds >= 0.0) {
-            return Err(to_pyerr(Error::invalid(
+            return Err(Failure::from(Error::invalid(
                 "seconds must be a finite number >= 0",
             )));
         }

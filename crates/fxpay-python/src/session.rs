@@ -1,9 +1,8 @@
 //! `fxpay.UserSession`: a user's account-information session.
-use super::bridge::block;
-use super::call::{call, ready};
+use super::call::ready;
 use super::errors::closed_error;
 use super::models::{token, Out};
-use super::trace::observer;
+use super::twin::{twin, Obs};
 use fxpay_core::auth::user_session::OnToken;
 use fxpay_core::auth::UserSession as Core;
 use fxpay_core::error::Error;
@@ -11,6 +10,7 @@ use fxpay_core::models::Token;
 use pyo3::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A user's account-information session (scope ``gca-aisp``), made by
 /// :meth:`Client.user_session`.
@@ -44,6 +44,11 @@ impl UserSession {
         }
         Ok(self.inner.clone())
     }
+
+    /// The deadline of one call of this session, if it has one.
+    fn deadline(&self) -> Option<Duration> {
+        self.inner.transport().config().deadline
+    }
 }
 
 /// Wraps a Python callable as the core's `on_token` hook. An exception it raises leaves the
@@ -57,7 +62,7 @@ pub fn on_token_callback(cb: Py<PyAny>) -> OnToken {
     let cb = Arc::new(cb);
     Arc::new(move |t| {
         let (cb, t) = (cb.clone(), t.clone());
-        if fxpay_core::local_runtime::driving() {
+        if fxpay_core::runtime::local::driving() {
             return Box::pin(std::future::ready(call_on_token(&cb, &t)));
         }
         Box::pin(async move {
@@ -95,8 +100,20 @@ fn call_on_token(cb: &Py<PyAny>, t: &Token) -> Result<(), Error> {
     }
 }
 
-#[pymethods]
-impl UserSession {
+twin! {
+    #[pymethods]
+    impl UserSession {
+        /// The user's virtual accounts.
+        fn list_virtual_accounts, list_virtual_accounts_async (&self, py) {
+            let s = self.check_open()?;
+            move |obs: Obs| async move {
+                let (accounts, _raw) =
+                    fxpay_core::client::list_virtual_accounts(&s, obs.as_deref()).await?;
+                Ok(Out::Accounts(accounts))
+            }
+        }
+    }
+
     /// The current token.
     #[getter]
     fn token<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -116,41 +133,6 @@ impl UserSession {
             .import("fxpay._raw")?
             .getattr("WithRawResponse")?
             .call1((slf,))
-    }
-
-    /// The user's virtual accounts.
-    fn list_virtual_accounts(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let (s, obs) = (self.check_open()?, observer(py));
-        let deadline = s.transport().config().deadline;
-        let raw = super::raw::take_armed();
-        block(
-            py,
-            fxpay_core::raw::scope(
-                raw,
-                fxpay_core::deadline::scope(deadline, async move {
-                    let (accounts, _raw) =
-                        fxpay_core::api::list_virtual_accounts(&s, obs.as_deref()).await?;
-                    Ok(Out::Accounts(accounts))
-                }),
-            ),
-        )
-    }
-
-    /// :meth:`list_virtual_accounts`, awaitable.
-    fn list_virtual_accounts_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let s = self.check_open()?;
-        let deadline = s.transport().config().deadline;
-        let raw = super::raw::take_armed();
-        call(py, "list_virtual_accounts_async", move |obs| {
-            Box::pin(fxpay_core::raw::scope(
-                raw,
-                fxpay_core::deadline::scope(deadline, async move {
-                    let (accounts, _raw) =
-                        fxpay_core::api::list_virtual_accounts(&s, obs.as_deref()).await?;
-                    Ok(Out::Accounts(accounts))
-                }),
-            ))
-        })
     }
 
     /// Ends the session; a call already under way completes. Closing twice is harmless.

@@ -1,5 +1,5 @@
 //! Spot deals: a receiver that keeps failing, and one nobody listens on, get four delivery
-//! attempts and no more. (The rest of the spot contract is tests/python/test_sandbox_http_spot.py's.)
+//! attempts and no more. (The rest of the spot contract is tests/python/sandbox/test_sandbox_http_spot.py's.)
 mod sandbox_support;
 
 use std::time::Duration;

@@ -1,14 +1,22 @@
-"""What every receiver shares: the settings, the verify-then-parse steps and the answers."""
+"""What every receiver shares: the settings, the answers, and the receive flow itself.
+
+The flow (:func:`flow`) is written once, with no I/O: a generator that yields each call it
+needs made (a nonce lookup, the journal, the seen-set, ``on_event``) as a :class:`Call` and
+is sent back its result (or thrown its exception), and returns the answer. A front drives
+it: the Django view with :func:`drive` (each call made on the request's thread), the FastAPI
+router with :func:`drive_async` (each call awaited). The fronts only read the request and
+write the answer.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .._otel import receiving as traced
-from ..errors import ConfigurationError, WebhookVerificationError
+from ..errors import ConfigurationError, WebhookPayloadError, WebhookVerificationError
 from ..models import DealCreated
 from ..seen import MemorySeenSet, SeenSet
 from ..webhooks import MAX_BODY_BYTES, parse_deal_created
@@ -16,12 +24,17 @@ from ..webhooks import MAX_BODY_BYTES, parse_deal_created
 __all__ = [
     "MAX_BODY_BYTES",
     "Answer",
+    "Call",
+    "Flow",
     "NonceFor",
     "Settings",
     "after_claim",
     "check_journal",
     "check_nonce_settings",
     "complete_spot",
+    "drive",
+    "drive_async",
+    "flow",
     "headers_of",
     "logger",
     "nonce_for_unknown",
@@ -65,6 +78,7 @@ class Settings:
     seen: Any  # a SeenSet
     # The seen-set never blocks (kept in memory): async receivers call it inline.
     seen_inline: bool
+    on_event: Callable[..., Any]
 
 
 def check_nonce_settings(nonce: str | None, nonce_for: NonceFor | None, nonce_for_ref: NonceFor | None = None) -> None:
@@ -98,7 +112,7 @@ def settings(
         seen = MemorySeenSet()
     elif not isinstance(seen, SeenSet):
         raise TypeError("seen must be a SeenSet (with claim, commit and release methods)")
-    return Settings(nonce, nonce_for, nonce_for_ref, ref_param, seen, type(seen) is MemorySeenSet)
+    return Settings(nonce, nonce_for, nonce_for_ref, ref_param, seen, type(seen) is MemorySeenSet, on_event)
 
 
 def seen_key(event: DealCreated) -> str:
@@ -156,3 +170,104 @@ def verify(body: bytes, headers: Mapping[str, str], nonce: str | None) -> DealCr
     if not nonce:
         raise nonce_for_unknown()
     return parse_deal_created(body, headers, nonce=nonce)
+
+
+# -- the flow ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """A call the flow needs made: ``fn(*args)``. The front decides how (on this thread, in a
+    thread pool, awaited); ``seen`` marks a seen-set method."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    seen: bool = False
+
+
+#: Yields the calls to make, is sent their results, returns the answer.
+Flow = Generator[Call, Any, Answer]
+
+
+def flow(conf: Settings, journal: Any, body: bytes, headers: Mapping[str, str], query: Mapping[str, str]) -> Flow:
+    """Receives one delivery: verifies it, claims its ``processId``, runs ``on_event`` once."""
+    ref: str | None = None
+    try:
+        lookup: NonceFor | None = None
+        if conf.nonce_for_ref is not None:
+            ref = query.get(conf.ref_param)
+            if not ref:
+                raise no_ref(conf.ref_param)
+            lookup, by = conf.nonce_for_ref, ref
+        elif conf.nonce_for is not None:
+            lookup, by = conf.nonce_for, parse_unverified(body).process_id
+        if lookup is None:
+            event = verify(body, headers, conf.nonce)
+        else:
+            try:
+                expected = yield Call(lookup, (by,))
+            except Exception:
+                logger.exception("nonce lookup failed for a DealCreated notification")
+                return LOOKUP_FAILED
+            event = verify(body, headers, expected)
+    except WebhookVerificationError as e:
+        return (401, {"ok": False, "error": str(e)})
+    except WebhookPayloadError as e:
+        return (400, {"ok": False, "error": str(e)})
+
+    yield Call(complete_spot, (journal, event))
+    key = seen_key(event)
+    try:
+        claim = yield Call(conf.seen.claim, (key,), seen=True)
+    except Exception:
+        logger.exception("the seen-set failed to claim DealCreated %s", event.process_id)
+        return SEEN_UNAVAILABLE
+    if claim != "claimed":
+        return after_claim(claim, event)
+    try:
+        yield Call(conf.on_event, (event,) if ref is None else (event, ref))
+    except Exception:
+        logger.exception("on_event failed for DealCreated %s", event.process_id)
+        try:
+            yield Call(conf.seen.release, (key,), seen=True)
+        except Exception:
+            logger.exception("the seen-set failed to release DealCreated %s", event.process_id)
+        return HANDLER_FAILED
+    try:
+        yield Call(conf.seen.commit, (key,), seen=True)
+    except Exception:
+        # on_event did run: answer 200, so the service does not send it again.
+        logger.exception("the seen-set failed to commit DealCreated %s", event.process_id)
+    return OK
+
+
+def drive(steps: Flow, make: Callable[[Call], Any]) -> Answer:
+    """Runs the flow, making each call with ``make`` (blocking) and sending its outcome back."""
+    try:
+        step = next(steps)
+        while True:
+            try:
+                result = make(step)
+            except Exception as e:
+                step = steps.throw(e)
+            else:
+                step = steps.send(result)
+    except StopIteration as done:
+        answer: Answer = done.value
+        return answer
+
+
+async def drive_async(steps: Flow, make: Callable[[Call], Awaitable[Any]]) -> Answer:
+    """:func:`drive`, awaiting each call that ``make`` starts."""
+    try:
+        step = next(steps)
+        while True:
+            try:
+                result = await make(step)
+            except Exception as e:
+                step = steps.throw(e)
+            else:
+                step = steps.send(result)
+    except StopIteration as done:
+        answer: Answer = done.value
+        return answer

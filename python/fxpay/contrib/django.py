@@ -16,7 +16,6 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from ..errors import WebhookPayloadError, WebhookVerificationError
 from ..journals import Journal
 from ..seen import SeenSet
 from . import _receive
@@ -68,75 +67,18 @@ def deal_created_view(
     conf = _receive.settings(
         nonce=nonce, nonce_for=nonce_for, nonce_for_ref=nonce_for_ref, ref_param=ref_param, seen=seen, on_event=on_event
     )
-    by_id = _sync(nonce_for) if nonce_for is not None else None
-    by_ref = _sync(nonce_for_ref) if nonce_for_ref is not None else None
-    handle = _sync(on_event)
-    seen_claim, seen_commit, seen_release = (_sync(conf.seen.claim), _sync(conf.seen.commit), _sync(conf.seen.release))
+
+    def make(call: _receive.Call) -> Any:
+        return _sync(call.fn)(*call.args)
 
     @csrf_exempt
     @require_POST
     def receive_deal_created(request: HttpRequest) -> JsonResponse:
         # Continues the sender's trace when a traceparent came (and tracing is on).
         with _receive.traced(request.headers):
-            return receive(request)
-
-    def receive(request: HttpRequest) -> JsonResponse:
-        # One byte past the limit is enough for the parser to refuse the body.
-        body = request.read(_receive.MAX_BODY_BYTES + 1)
-        ref: str | None = None
-        try:
-            lookup: Callable[[str], Any] | None = None
-            if by_ref is not None:
-                ref = request.GET.get(ref_param)
-                if not ref:
-                    raise _receive.no_ref(ref_param)
-                lookup, by = by_ref, ref
-            elif by_id is not None:
-                lookup, by = by_id, _receive.parse_unverified(body).process_id
-            if lookup is None:
-                event = _receive.verify(body, request.headers, nonce)
-            else:
-                try:
-                    expected = lookup(by)
-                except Exception:
-                    _receive.logger.exception("nonce lookup failed for a DealCreated notification")
-                    return _answer(_receive.LOOKUP_FAILED)
-                event = _receive.verify(body, request.headers, expected)
-        except WebhookVerificationError as e:
-            return JsonResponse({"ok": False, "error": str(e)}, status=401)
-        except WebhookPayloadError as e:
-            return JsonResponse({"ok": False, "error": str(e)}, status=400)
-
-        _receive.complete_spot(journal, event)
-        key = _receive.seen_key(event)
-        try:
-            claim = seen_claim(key)
-        except Exception:
-            _receive.logger.exception("the seen-set failed to claim DealCreated %s", event.process_id)
-            return _answer(_receive.SEEN_UNAVAILABLE)
-        if claim != "claimed":
-            return _answer(_receive.after_claim(claim, event))
-        try:
-            if ref is None:
-                handle(event)
-            else:
-                handle(event, ref)
-        except Exception:
-            _receive.logger.exception("on_event failed for DealCreated %s", event.process_id)
-            try:
-                seen_release(key)
-            except Exception:
-                _receive.logger.exception("the seen-set failed to release DealCreated %s", event.process_id)
-            return _answer(_receive.HANDLER_FAILED)
-        try:
-            seen_commit(key)
-        except Exception:
-            # on_event did run: answer 200, so the service does not send it again.
-            _receive.logger.exception("the seen-set failed to commit DealCreated %s", event.process_id)
-        return _answer(_receive.OK)
+            # One byte past the limit is enough for the parser to refuse the body.
+            body = request.read(_receive.MAX_BODY_BYTES + 1)
+            answer = _receive.drive(_receive.flow(conf, journal, body, request.headers, request.GET), make)
+        return JsonResponse(answer[1], status=answer[0], headers=_receive.headers_of(answer))
 
     return receive_deal_created
-
-
-def _answer(answer: _receive.Answer) -> JsonResponse:
-    return JsonResponse(answer[1], status=answer[0], headers=_receive.headers_of(answer))

@@ -15,7 +15,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import WebhookPayloadError, WebhookVerificationError
 from ..journals import Journal
 from ..seen import SeenSet
 from . import _receive
@@ -89,68 +88,18 @@ def deal_created_router(
     )
     router = APIRouter()
 
-    async def seen_call(method: Callable[[str], Any], key: str) -> Any:
-        return method(key) if conf.seen_inline else await _call(method, key)
+    async def make(call: _receive.Call) -> Any:
+        if call.seen and conf.seen_inline:
+            return call.fn(*call.args)
+        return await _call(call.fn, *call.args)
 
     @router.post(path, name="fxpay_deal_created")
     async def receive_deal_created(request: Request) -> JSONResponse:
         # Continues the sender's trace when a traceparent came (and tracing is on).
         with _receive.traced(request.headers):
-            return await receive(request)
-
-    async def receive(request: Request) -> JSONResponse:
-        body = await _read_body(request)
-        ref: str | None = None
-        try:
-            lookup: Callable[[str], Any] | None = None
-            if nonce_for_ref is not None:
-                ref = request.query_params.get(ref_param)
-                if not ref:
-                    raise _receive.no_ref(ref_param)
-                lookup, by = nonce_for_ref, ref
-            elif nonce_for is not None:
-                lookup, by = nonce_for, _receive.parse_unverified(body).process_id
-            if lookup is None:
-                event = _receive.verify(body, request.headers, nonce)
-            else:
-                try:
-                    expected = await _call(lookup, by)
-                except Exception:
-                    _receive.logger.exception("nonce lookup failed for a DealCreated notification")
-                    return _answer(_receive.LOOKUP_FAILED)
-                event = _receive.verify(body, request.headers, expected)
-        except WebhookVerificationError as e:
-            return JSONResponse({"ok": False, "error": str(e)}, status_code=401)
-        except WebhookPayloadError as e:
-            return JSONResponse({"ok": False, "error": str(e)}, status_code=400)
-
-        await _call(_receive.complete_spot, journal, event)
-        key = _receive.seen_key(event)
-        try:
-            claim = await seen_call(conf.seen.claim, key)
-        except Exception:
-            _receive.logger.exception("the seen-set failed to claim DealCreated %s", event.process_id)
-            return _answer(_receive.SEEN_UNAVAILABLE)
-        if claim != "claimed":
-            return _answer(_receive.after_claim(claim, event))
-        try:
-            await (_call(on_event, event) if ref is None else _call(on_event, event, ref))
-        except Exception:
-            _receive.logger.exception("on_event failed for DealCreated %s", event.process_id)
-            try:
-                await seen_call(conf.seen.release, key)
-            except Exception:
-                _receive.logger.exception("the seen-set failed to release DealCreated %s", event.process_id)
-            return _answer(_receive.HANDLER_FAILED)
-        try:
-            await seen_call(conf.seen.commit, key)
-        except Exception:
-            # on_event did run: answer 200, so the service does not send it again.
-            _receive.logger.exception("the seen-set failed to commit DealCreated %s", event.process_id)
-        return _answer(_receive.OK)
+            body = await _read_body(request)
+            steps = _receive.flow(conf, journal, body, request.headers, request.query_params)
+            answer = await _receive.drive_async(steps, make)
+        return JSONResponse(answer[1], status_code=answer[0], headers=_receive.headers_of(answer))
 
     return router
-
-
-def _answer(answer: _receive.Answer) -> JSONResponse:
-    return JSONResponse(answer[1], status_code=answer[0], headers=_receive.headers_of(answer))

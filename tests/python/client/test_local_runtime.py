@@ -1,4 +1,4 @@
-"""Blocking calls drive their I/O on the calling thread (crates/fxpay-core/src/local_runtime.rs). What that must
+"""Blocking calls drive their I/O on the calling thread (crates/fxpay-core/src/runtime/local.rs). What that must
 not break: connections a server closed while the thread was in Python, calls made from inside
 a call (a logging handler, an ``on_token`` callback), and threads that come and go."""
 

@@ -1,4 +1,5 @@
-"""A Rust panic never reaches Python as anything but an FxPayError with a message."""
+"""A Rust panic never reaches Python as anything but an FxPayError with a message (the hooks that
+panic on purpose are in the private submodule ``fxpay._fxpay._testing``, not the public module)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,18 @@ from fxpay import _fxpay
 
 def test_blocking_panic_is_fxpay_error() -> None:
     with pytest.raises(fxpay.FxPayError, match="panic") as ei:
-        _fxpay._raise_panic_for_test()
+        _fxpay._testing.raise_panic()
     assert type(ei.value) is fxpay.FxPayError
     assert "deliberate test panic" in str(ei.value)
 
 
+def test_the_panic_hooks_are_not_in_the_public_module() -> None:
+    assert not [n for n in dir(_fxpay) if "panic" in n]
+
+
 async def test_async_panic_is_fxpay_error() -> None:
     with pytest.raises(fxpay.FxPayError, match="deliberate test panic"):
-        await _fxpay._raise_panic_for_test_async()
+        await _fxpay._testing.raise_panic_async()
 
 
 CTRL_C = """

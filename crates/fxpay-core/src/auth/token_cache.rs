@@ -11,7 +11,7 @@ pub struct TokenCache {
     key: String,
     current: RwLock<Option<Arc<Token>>>,
     /// Per process: in a forked child, a task of the parent may hold the parent's lock.
-    renewing: crate::fork::PerProcess<tokio::sync::Mutex<()>>,
+    renewing: crate::runtime::fork::PerProcess<tokio::sync::Mutex<()>>,
     store: Option<Arc<dyn TokenStore>>,
 }
 
@@ -20,7 +20,7 @@ impl TokenCache {
         TokenCache {
             key,
             current: RwLock::new(None),
-            renewing: crate::fork::PerProcess::empty(),
+            renewing: crate::runtime::fork::PerProcess::empty(),
             store,
         }
     }

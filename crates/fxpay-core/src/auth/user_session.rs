@@ -35,7 +35,7 @@ pub struct UserSession {
     transport: Arc<Transport>,
     current: Arc<RwLock<Current>>,
     /// Per process: in a forked child, a task of the parent may hold the parent's lock.
-    refreshing: crate::fork::PerProcess<Arc<tokio::sync::Mutex<()>>>,
+    refreshing: crate::runtime::fork::PerProcess<Arc<tokio::sync::Mutex<()>>>,
     on_token: Option<OnToken>,
     /// A store shared with other processes, and this user's key in it.
     shared: Option<(Arc<dyn TokenStore>, String)>,
@@ -55,7 +55,7 @@ impl UserSession {
                 token: Arc::new(token),
                 offered: true,
             })),
-            refreshing: crate::fork::PerProcess::empty(),
+            refreshing: crate::runtime::fork::PerProcess::empty(),
             on_token,
             shared,
         }

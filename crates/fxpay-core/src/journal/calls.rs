@@ -3,8 +3,8 @@
 use super::entry::Entry;
 use super::once::{once, Keyed};
 use super::store::Store;
-use crate::api::{Client, WithRaw};
 use crate::auth::authorize::random_token;
+use crate::client::{Client, WithRaw};
 use crate::error::{Error, Result};
 use crate::models::{Beneficiary, Deal, DealRequest, QuoteRequest, SpotDeal};
 use crate::transport::Observer;

@@ -4,7 +4,7 @@
 use super::calls;
 use super::entry::State;
 use super::store::{blocking, Store};
-use crate::api::Client;
+use crate::client::Client;
 use crate::error::{Error, IdempotencyKind, Result};
 use crate::models::{Beneficiary, DealBeneficiary, DealRequest, QuoteRequest};
 use crate::transport::Observer;

@@ -19,7 +19,7 @@
 //! - Requests that create something never use these connections (`crate::transport` sends
 //!   them through the shared runtime, whose connections are watched all the time), so a
 //!   POST never goes out on a connection that may have been closed under it.
-use crate::fork::ProcessBound;
+use crate::runtime::fork::ProcessBound;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::time::{Duration, Instant};

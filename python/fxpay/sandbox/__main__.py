@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 
-from .testing import Sandbox
+from ..testing import Sandbox
 
 
 def main(argv: list[str] | None = None) -> int:

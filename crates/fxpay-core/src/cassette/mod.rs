@@ -8,10 +8,13 @@
 //!   method, path, query and body are the same (so identical requests replay in the order
 //!   they were recorded), and refuses any other with `Error::CassetteMismatch`.
 //!
-//! Secrets are scrubbed (`crate::cassette_scrub`) before anything is kept or compared.
+//! Secrets are scrubbed (`crate::cassette::scrub`) before anything is kept or compared.
 //! Connection failures are recorded and replayed too. The transport hook is in
-//! `crate::cassette_transport`.
-use crate::cassette_scrub::{Kind, Scrubber};
+//! `crate::cassette::transport`.
+pub mod scrub;
+pub mod transport;
+
+use crate::cassette::scrub::{Kind, Scrubber};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -1,8 +1,10 @@
-//! The model classes of `fxpay._fxpay`, each around its core struct (see `model.rs` for what
+//! The model classes of `fxpay._fxpay`, each around its core struct (see `class.rs` for what
 //! every class gets), and how core results become them.
+pub mod class;
+
 use super::convert::{instant_to_py, text_of, type_name};
-use super::errors::{to_pyerr, PyFieldError};
-use super::model::{install, into_py, pymodel, ModelClass, Nested, Raw};
+use super::errors::{Failure, Fallible, PyFieldError};
+use class::{install, into_py, pymodel, ModelClass, Nested, Raw};
 use fxpay_core::error::Error;
 use fxpay_core::models as core;
 use pyo3::exceptions::PyTypeError;
@@ -364,7 +366,7 @@ impl<'py> IntoPyObject<'py> for Out {
 
 // -- Token.from_dict -----------------------------------------------------------------------
 
-fn token_from_dict(d: &Bound<'_, PyAny>) -> PyResult<core::Token> {
+fn token_from_dict(d: &Bound<'_, PyAny>) -> Fallible<core::Token> {
     let py = d.py();
     let d = d.cast::<PyMapping>().map_err(|_| {
         PyTypeError::new_err(format!(
@@ -379,7 +381,7 @@ fn token_from_dict(d: &Bound<'_, PyAny>) -> PyResult<core::Token> {
         }
     };
     let Some(access_token) = get("access_token")? else {
-        return Err(to_pyerr(Error::invalid(
+        return Err(Failure::from(Error::invalid(
             "d has no access_token: it is not a saved Token",
         )));
     };
@@ -388,7 +390,7 @@ fn token_from_dict(d: &Bound<'_, PyAny>) -> PyResult<core::Token> {
         Some(v) if v.is_instance_of::<pyo3::types::PyFloat>() => {
             let f: f64 = v.extract()?;
             if !f.is_finite() {
-                return Err(to_pyerr(Error::invalid(format!(
+                return Err(Failure::from(Error::invalid(format!(
                     "d does not hold a valid token expiry: expires_in is {f}"
                 ))));
             }
@@ -401,19 +403,20 @@ fn token_from_dict(d: &Bound<'_, PyAny>) -> PyResult<core::Token> {
         Some(v) if v.is_instance_of::<pyo3::types::PyBool>() => {
             return Err(PyTypeError::new_err(
                 "expires_at must be unix seconds, ISO 8601 text or a datetime, not bool",
-            ))
+            )
+            .into())
         }
         Some(v)
             if v.is_instance_of::<pyo3::types::PyInt>()
                 || v.is_instance_of::<pyo3::types::PyFloat>() =>
         {
             let seconds: f64 = v.extract().map_err(|e| {
-                to_pyerr(Error::invalid(format!(
+                Failure::from(Error::invalid(format!(
                     "d does not hold a valid token expiry: {e}"
                 )))
             })?;
             if !seconds.is_finite() {
-                return Err(to_pyerr(Error::invalid(format!(
+                return Err(Failure::from(Error::invalid(format!(
                     "d does not hold a valid token expiry: expires_at is {seconds}"
                 ))));
             }
@@ -426,7 +429,7 @@ fn token_from_dict(d: &Bound<'_, PyAny>) -> PyResult<core::Token> {
                 .getattr("datetime")?
                 .call_method1("fromisoformat", (text,))
                 .map_err(|e| {
-                    to_pyerr(Error::invalid(format!(
+                    Failure::from(Error::invalid(format!(
                         "d does not hold a valid token expiry: {}",
                         e.value(py)
                     )))
@@ -450,5 +453,5 @@ fn token_from_dict(d: &Bound<'_, PyAny>) -> PyResult<core::Token> {
     kwargs.set_item("expires_at", expires_at)?;
     kwargs.set_item("refresh_token", get("refresh_token")?)?;
     kwargs.set_item("scope", get("scope")?)?;
-    super::model::new::<Token>(&PyTuple::empty(py), Some(&kwargs))
+    Ok(class::new::<Token>(&PyTuple::empty(py), Some(&kwargs))?)
 }

@@ -128,7 +128,7 @@ pub fn observer(py: Python<'_>) -> Option<Arc<dyn Observer>> {
     if !enabled {
         return None;
     }
-    if fxpay_core::local_runtime::driving() {
+    if fxpay_core::runtime::local::driving() {
         let deferred = Arc::new(DeferredLog::default());
         let _ = DEFERRED.try_with(|d| d.borrow_mut().push(deferred.clone()));
         return Some(deferred);

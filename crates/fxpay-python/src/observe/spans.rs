@@ -1,183 +1,26 @@
-//! OpenTelemetry spans, one per attempt, made from Rust's attempt hooks with the tracer that
-//! `fxpay._otel` hands over.
+//! The spans of a call's attempts, one per attempt, made from Rust's attempt hooks with the
+//! tracer `super::otel` found.
 //!
-//! Whether tracing is on is asked once per call, while the caller holds the GIL (and, for an
-//! awaitable, in the calling task, so the parent span is that task's). With no tracer
-//! provider the answer comes from two dictionary look-ups made here (no Python function
-//! runs), the call gets no tracing observer, and its attempts never touch Python. With one,
-//! the tracer (per provider) and what the global propagator is (per propagator) are asked
-//! of `fxpay._otel` once and kept here; a call then only reads the current context (and
-//! its baggage, if the propagator sends baggage).
-//!
-//! With one, an attempt takes the GIL once to start its span: the attributes are one dict
-//! built here, and the W3C `traceparent`/`tracestate` headers are written here from the
-//! span's context when the global propagator is W3C's (the `baggage` header, which only
-//! depends on the parent, is worked out once per call). Its end is recorded here with its
-//! time and handed to Python in a crossing the call makes anyway: a blocking call's when
-//! its thread is back in Python (or the next attempt starts); an awaitable's on the event
-//! loop's thread, just before the loop's drain delivers the results (so no runtime thread
-//! waits for the GIL to end a span). When the sampler does not
-//! record the call's first span, its later attempts reuse its headers with no Python at all.
+//! An attempt takes the GIL once to start its span: the attributes are one dict built here,
+//! and the W3C `traceparent`/`tracestate` headers are written here from the span's context
+//! when the global propagator is W3C's (the `baggage` header, which only depends on the
+//! parent, is worked out once per call). Its end is recorded here with its time and handed to
+//! Python in a crossing the call makes anyway: a blocking call's when its thread is back in
+//! Python (or the next attempt starts); an awaitable's on the event loop's thread, just
+//! before the loop's drain delivers the results (so no runtime thread waits for the GIL to
+//! end a span). When the sampler does not record the call's first span, its later attempts
+//! reuse its headers with no Python at all.
+use super::otel::{otel, Headers};
 use fxpay_core::trace::{span_end, span_start, SpanEnd, SpanStart};
 use fxpay_core::transport::{AttemptLog, AttemptStart, Observer};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList};
 use std::cell::RefCell;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-type Headers = Vec<(String, String)>;
-
-static OTEL: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 static CLIENT_KIND: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-fn otel(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
-    OTEL.get_or_try_init(py, || Ok::<_, PyErr>(py.import("fxpay._otel")?.unbind()))
-        .map(|m| m.bind(py))
-}
-
-/// `OTEL_PYTHON_TRACER_PROVIDER` is set: a provider may come from the environment even
-/// before anyone imports `opentelemetry.trace` (as `fxpay._otel` reads it).
-fn env_provider() -> bool {
-    static SET: OnceLock<bool> = OnceLock::new();
-    *SET.get_or_init(|| {
-        std::env::var_os("OTEL_PYTHON_TRACER_PROVIDER").is_some_and(|v| !v.is_empty())
-    })
-}
-
-/// What the API says of the global tracer provider, read without running Python code.
-enum Provider<'py> {
-    /// Surely off: `opentelemetry.trace` was never imported, or holds no provider (the
-    /// API's proxy).
-    Off,
-    /// The provider set with `set_tracer_provider`.
-    Set(Bound<'py, PyAny>),
-    /// Only `fxpay._otel` can tell (a provider from the environment, an unknown API).
-    Ask,
-}
-
-fn provider(py: Python<'_>) -> Provider<'_> {
-    if env_provider() {
-        return Provider::Ask;
-    }
-    // SAFETY: with the GIL held, `PyImport_GetModuleDict` returns a borrowed reference to
-    // the interpreter's `sys.modules` dict (never null while the interpreter runs); it is
-    // turned into an owned reference at once.
-    let modules = unsafe {
-        let ptr = pyo3::ffi::PyImport_GetModuleDict();
-        if ptr.is_null() {
-            return Provider::Ask;
-        }
-        Bound::from_borrowed_ptr(py, ptr)
-    };
-    let Ok(modules) = modules.cast_into::<PyDict>() else {
-        return Provider::Ask;
-    };
-    match modules.get_item(pyo3::intern!(py, "opentelemetry.trace")) {
-        Ok(Some(module)) => match module.getattr(pyo3::intern!(py, "_TRACER_PROVIDER")) {
-            Ok(p) if p.is_none() => Provider::Off,
-            Ok(p) => Provider::Set(p),
-            Err(_) => Provider::Ask,
-        },
-        Ok(None) => Provider::Off,
-        Err(_) => Provider::Ask,
-    }
-}
-
-/// A provider and its tracer (None: the provider means off, e.g. a no-op one).
-type TracerOf = (Py<PyAny>, Option<Py<PyAny>>);
-/// The last provider seen and its tracer.
-static TRACER_OF: Mutex<Option<TracerOf>> = Mutex::new(None);
-
-/// fxpay's tracer from `provider`, asked of `fxpay._otel.tracer` once per provider.
-fn tracer_of(py: Python<'_>, provider: &Bound<'_, PyAny>) -> Option<Py<PyAny>> {
-    if let Some((seen, tracer)) = &*TRACER_OF.lock().unwrap_or_else(PoisonError::into_inner) {
-        if seen.bind(py).is(provider) {
-            return tracer.as_ref().map(|t| t.clone_ref(py));
-        }
-    }
-    // Asked without holding the lock: Python code may let another thread run.
-    let tracer = otel(py)
-        .ok()?
-        .call_method0(pyo3::intern!(py, "tracer"))
-        .ok()?;
-    let tracer = (!tracer.is_none()).then(|| tracer.unbind());
-    *TRACER_OF.lock().unwrap_or_else(PoisonError::into_inner) = Some((
-        provider.clone().unbind(),
-        tracer.as_ref().map(|t| t.clone_ref(py)),
-    ));
-    tracer
-}
-
-/// An OpenTelemetry API function, looked up once.
-fn api_function<'py>(
-    py: Python<'py>,
-    cell: &'static PyOnceLock<Py<PyAny>>,
-    module: &str,
-    name: &str,
-) -> PyResult<&'py Bound<'py, PyAny>> {
-    cell.get_or_try_init(py, || {
-        Ok::<_, PyErr>(py.import(module)?.getattr(name)?.unbind())
-    })
-    .map(|f| f.bind(py))
-}
-
-static GET_CURRENT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-static GET_TEXTMAP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-static BAGGAGE_OF: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-/// The last global propagator seen: it, whether it is W3C's only, and its baggage part.
-type Textmap = (Py<PyAny>, bool, Option<Py<PyAny>>);
-static TEXTMAP_OF: Mutex<Option<Textmap>> = Mutex::new(None);
-
-/// See `PyTraceObserver::fixed`: the `baggage` header when the parent has baggage.
-fn fixed_headers(py: Python<'_>, parent: &Bound<'_, PyAny>) -> PyResult<Option<Headers>> {
-    let textmap = api_function(
-        py,
-        &GET_TEXTMAP,
-        "opentelemetry.propagate",
-        "get_global_textmap",
-    )?
-    .call0()?;
-    let mut known = None;
-    if let Some((seen, w3c, baggage)) = &*TEXTMAP_OF.lock().unwrap_or_else(PoisonError::into_inner)
-    {
-        if seen.bind(py).is(&textmap) {
-            known = Some((*w3c, baggage.as_ref().map(|b| b.clone_ref(py))));
-        }
-    }
-    let (w3c, baggage) = match known {
-        Some(k) => k,
-        None => {
-            let (w3c, baggage): (bool, Option<Py<PyAny>>) = otel(py)?
-                .call_method1(pyo3::intern!(py, "_w3c_parts"), (&textmap,))?
-                .extract()?;
-            *TEXTMAP_OF.lock().unwrap_or_else(PoisonError::into_inner) = Some((
-                textmap.unbind(),
-                w3c,
-                baggage.as_ref().map(|b| b.clone_ref(py)),
-            ));
-            (w3c, baggage)
-        }
-    };
-    if !w3c {
-        return Ok(None);
-    }
-    let Some(baggage) = baggage else {
-        return Ok(Some(Vec::new()));
-    };
-    let entries =
-        api_function(py, &BAGGAGE_OF, "opentelemetry.baggage", "get_all")?.call1((parent,))?;
-    if entries.len()? == 0 {
-        return Ok(Some(Vec::new()));
-    }
-    Ok(Some(
-        otel(py)?
-            .call_method1(pyo3::intern!(py, "baggage_headers"), (baggage, parent))?
-            .extract()?,
-    ))
-}
 
 thread_local! {
     /// Spans of blocking calls driven on this thread whose attempts are over: ended by
@@ -235,7 +78,7 @@ pub fn flush_ended(py: Python<'_>) {
 
 tokio::task_local! {
     /// Set for an awaitable's task whose result the event loop's drain delivers
-    /// (`super::bridge`): the spans of its attempts wait in [`LOOP_ENDED`] for that drain.
+    /// (`crate::bridge`): the spans of its attempts wait in [`LOOP_ENDED`] for that drain.
     static ON_LOOP: bool;
 }
 
@@ -266,7 +109,7 @@ struct State {
 }
 
 /// Makes the spans of one call's attempts (attempts of a call run one after the other).
-struct PyTraceObserver {
+pub(super) struct PyTraceObserver {
     tracer: Py<PyAny>,
     parent: Py<PyAny>,
     /// `Some` when this module writes `traceparent`/`tracestate` (the global propagator is
@@ -399,7 +242,7 @@ impl Observer for PyTraceObserver {
 
     fn attempt(&self, log: &AttemptLog<'_>) {
         let end = span_end(log);
-        let driving = fxpay_core::local_runtime::driving();
+        let driving = fxpay_core::runtime::local::driving();
         let on_loop = !driving && ON_LOOP.try_with(|on| *on).unwrap_or(false);
         if !driving && !on_loop {
             return self.end_now(end);
@@ -436,62 +279,14 @@ impl Drop for PyTraceObserver {
     }
 }
 
-/// Both the DEBUG log and the spans.
-struct Both(Arc<dyn Observer>, Arc<dyn Observer>);
-
-impl Observer for Both {
-    fn start(&self, start: &AttemptStart<'_>) -> Vec<(String, String)> {
-        let mut headers = self.0.start(start);
-        headers.extend(self.1.start(start));
-        headers
-    }
-
-    fn attempt(&self, log: &AttemptLog<'_>) {
-        self.0.attempt(log);
-        self.1.attempt(log);
-    }
-}
-
-/// The tracing observer of a call starting now, when a tracer provider is configured.
-fn tracing(py: Python<'_>) -> Option<PyTraceObserver> {
-    let (tracer, parent, fixed) = match provider(py) {
-        Provider::Off => return None,
-        Provider::Set(provider) => {
-            let tracer = tracer_of(py, &provider)?;
-            let parent = api_function(py, &GET_CURRENT, "opentelemetry.context", "get_current")
-                .and_then(|f| f.call0())
-                .ok()?;
-            let fixed = fixed_headers(py, &parent).ok()?;
-            (tracer, parent.unbind(), fixed)
+impl PyTraceObserver {
+    /// The observer of one call's attempts (see `super::otel::call_trace`).
+    pub(super) fn new(tracer: Py<PyAny>, parent: Py<PyAny>, fixed: Option<Headers>) -> Self {
+        PyTraceObserver {
+            tracer,
+            parent,
+            fixed,
+            state: Mutex::new(State::default()),
         }
-        Provider::Ask => {
-            let answer = otel(py)
-                .ok()?
-                .call_method0(pyo3::intern!(py, "call_trace"))
-                .ok()?;
-            if answer.is_none() {
-                return None;
-            }
-            answer
-                .extract::<(Py<PyAny>, Py<PyAny>, Option<Headers>)>()
-                .ok()?
-        }
-    };
-    Some(PyTraceObserver {
-        tracer,
-        parent,
-        fixed,
-        state: Mutex::new(State::default()),
-    })
-}
-
-/// The observer of one call: DEBUG logging when the `fxpay` logger wants it, spans when a
-/// tracer provider is set; None when neither.
-pub fn observer(py: Python<'_>) -> Option<Arc<dyn Observer>> {
-    let log = super::logging::observer(py);
-    let trace = tracing(py).map(|t| Arc::new(t) as Arc<dyn Observer>);
-    match (log, trace) {
-        (Some(l), Some(t)) => Some(Arc::new(Both(l, t))),
-        (l, t) => l.or(t),
     }
 }

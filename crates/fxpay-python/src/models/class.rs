@@ -11,17 +11,17 @@
 //! - money and rates (`rust_decimal::Decimal`) as `decimal.Decimal`, by their exact text,
 //!   never through a float;
 //! - instants (`f64` unix seconds, the only float a model holds) as aware `datetime`s;
-//! - nested models as their classes ([`Nested`], given by `models.rs`);
+//! - nested models as their classes ([`Nested`], given by `models/mod.rs`);
 //! - everything else (text, counts, enums) with pythonize, both ways.
 //!
 //! `to_dict()` is the core struct's serde wire form: with pythonize for models without
 //! money, and as exact JSON (every number a `Decimal`) for models with money, because
 //! pythonize gives a number either as a float or as serde_json's private struct.
-use super::convert::{
+use crate::convert::{
     decimal_from_py, decimal_to_py, instant_from_py, instant_to_py, int, opt_text, py_to_value,
     text, type_name, value_to_py, wire_to_py,
 };
-use super::errors::to_pyerr;
+use crate::errors::to_pyerr;
 use fxpay_core::error::Error;
 use fxpay_core::models::model::{Absent, Build, FieldType, Model, Visit};
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
@@ -617,21 +617,21 @@ macro_rules! pymodel {
         $name:ident($core:ty) { money: $money:literal, raw: true }
         { $($extra:tt)* }
     ) => {
-        super::model::pymodel! { @class $(#[$meta])* $name($core) $money {
+        $crate::models::class::pymodel! { @class $(#[$meta])* $name($core) $money {
             /// The whole JSON object the model was read from, unknown fields included
             /// (numbers exact: ``Decimal`` unless whole); an empty dict for one built by hand.
             /// A new dict on each access: changing it changes nothing in the model.
             #[getter]
             fn raw<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-                super::model::raw(slf)
+                $crate::models::class::raw(slf)
             }
 
             fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
-                super::model::reduce(slf, true)
+                $crate::models::class::reduce(slf, true)
             }
 
             fn __setstate__(slf: &Bound<'_, Self>, state: &Bound<'_, PyAny>) -> PyResult<()> {
-                super::model::set_raw(slf, state)
+                $crate::models::class::set_raw(slf, state)
             }
 
             $($extra)*
@@ -642,9 +642,9 @@ macro_rules! pymodel {
         $name:ident($core:ty) { money: $money:literal, raw: false }
         { $($extra:tt)* }
     ) => {
-        super::model::pymodel! { @class $(#[$meta])* $name($core) $money {
+        $crate::models::class::pymodel! { @class $(#[$meta])* $name($core) $money {
             fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
-                super::model::reduce(slf, false)
+                $crate::models::class::reduce(slf, false)
             }
 
             $($extra)*
@@ -655,7 +655,7 @@ macro_rules! pymodel {
         #[pyclass(frozen, eq, hash, module = "fxpay._fxpay")]
         pub struct $name {
             core: $core,
-            slots: super::model::Slots,
+            slots: $crate::models::class::Slots,
         }
 
         impl PartialEq for $name {
@@ -670,19 +670,19 @@ macro_rules! pymodel {
             }
         }
 
-        impl super::model::ModelClass for $name {
+        impl $crate::models::class::ModelClass for $name {
             type Core = $core;
             type Nested = NestedModels;
             const MONEY: bool = $money;
             fn core(&self) -> &$core {
                 &self.core
             }
-            fn slots(&self) -> &super::model::Slots {
+            fn slots(&self) -> &$crate::models::class::Slots {
                 &self.slots
             }
-            fn wrap(core: $core, raw: super::model::Raw) -> Self {
+            fn wrap(core: $core, raw: $crate::models::class::Raw) -> Self {
                 let fields = <$core as fxpay_core::models::Model>::FIELDS.len();
-                $name { core, slots: super::model::Slots::new(raw, fields) }
+                $name { core, slots: $crate::models::class::Slots::new(raw, fields) }
             }
         }
 
@@ -694,21 +694,21 @@ macro_rules! pymodel {
                 args: &Bound<'_, pyo3::types::PyTuple>,
                 kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
             ) -> PyResult<Self> {
-                let core = super::model::new::<Self>(args, kwargs)?;
-                Ok(<Self as super::model::ModelClass>::wrap(core, super::model::Raw::None))
+                let core = $crate::models::class::new::<Self>(args, kwargs)?;
+                Ok(<Self as $crate::models::class::ModelClass>::wrap(core, $crate::models::class::Raw::None))
             }
 
             fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-                super::model::repr(slf)
+                $crate::models::class::repr(slf)
             }
 
             fn _repr_html_(slf: &Bound<'_, Self>) -> PyResult<String> {
-                super::model::repr_html(slf)
+                $crate::models::class::repr_html(slf)
             }
 
             /// The wire form: camelCase keys, amounts as ``Decimal``.
             fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-                super::model::to_dict(slf)
+                $crate::models::class::to_dict(slf)
             }
 
             /// A copy with the given fields changed, checked as a new model.
@@ -717,8 +717,8 @@ macro_rules! pymodel {
                 slf: &Bound<'_, Self>,
                 changes: Option<&Bound<'_, pyo3::types::PyDict>>,
             ) -> PyResult<Self> {
-                let core = super::model::replace(slf, changes)?;
-                Ok(<Self as super::model::ModelClass>::wrap(core, super::model::Raw::None))
+                let core = $crate::models::class::replace(slf, changes)?;
+                Ok(<Self as $crate::models::class::ModelClass>::wrap(core, $crate::models::class::Raw::None))
             }
 
             fn __copy__(slf: Bound<'_, Self>) -> Bound<'_, Self> {

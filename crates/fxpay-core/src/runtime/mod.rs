@@ -1,7 +1,13 @@
 //! The process-wide tokio runtime that serves every client, session and sandbox: started on
 //! first use, and started anew in a forked child (whose copy of the parent's runtime has no
 //! threads, and shares its epoll instance with the parent: it is forgotten, never used).
-use crate::fork::ProcessBound;
+//!
+//! Beside it: [`local`], the current-thread runtime a blocking call drives on its caller's
+//! thread, and [`fork`], which tells a forked child from the process that made something.
+pub mod fork;
+pub mod local;
+
+use crate::runtime::fork::ProcessBound;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use tokio::runtime::Runtime;
 
