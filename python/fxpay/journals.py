@@ -165,8 +165,13 @@ class MemoryJournal(JournalBase):
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         e = _check_entry(entry)
         with self._lock:
-            text = self._entries.setdefault(e.key, e.to_json())
-        return None if text == e.to_json() else JournalEntry.from_json(text)
+            text = self._entries.get(e.key)
+            if text is None:
+                self._entries[e.key] = e.to_json()
+                return None
+        # Whatever is stored is another call's, even if equal to `entry`: two calls of one
+        # process that claim a key in the same millisecond make equal entries.
+        return JournalEntry.from_json(text)
 
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
         o, n = _check_entry(old, "old"), _check_entry(new, "new")

@@ -124,6 +124,21 @@ def test_a_key_in_flight_is_in_progress_at_once(fxpay_sandbox: Any, client: fxpa
     assert client.create_deal(**args, idempotency_key="slow") == done[0]
 
 
+def test_a_claim_equal_to_the_stored_entry_gets_the_stored_one(client: fxpay.Client, journal: fxpay.Journal) -> None:
+    # Two calls of one process that claim a key in the same millisecond make equal entries
+    # (one holder, the same times and request). The second must get the first's entry, not a
+    # claim of its own. MemoryJournal compared texts and said "stored" to both, so both sent:
+    # test_a_key_in_flight_is_in_progress_at_once once saw no InProgressError on CPython 3.13.
+    args = deal_args(client)
+    deal = client.create_deal(**args, idempotency_key="k")
+    stored = journal.get("k")
+    assert stored is not None
+    again = journal.claim(stored)
+    assert again is not None
+    assert again.to_json() == stored.to_json()
+    assert client.create_deal(**args, idempotency_key="k") == deal
+
+
 @pytest.mark.parametrize("fault", ["drop_after", "500", "timeout"])
 def test_a_lost_answer_is_unknown_and_never_sent_again(fxpay_sandbox: Any, journal: fxpay.Journal, fault: str) -> None:
     with fxpay_sandbox.client(journal=journal, timeout=0.5 if fault == "timeout" else 30.0) as client:
