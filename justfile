@@ -45,10 +45,15 @@ test *args: test-rust examples
     @echo "== pytest"
     {{ pytest }} "$@"
 
-# The Rust tests.
-test-rust:
+# The Rust tests, and the loom model of the bridge's wake-up protocol.
+test-rust: && loom
     @echo "== cargo test"
     cargo test --workspace
+
+# The bridge's wake-up protocol (crates/fxpay-core/src/wakeup.rs) under loom, every interleaving (about 15 s once built).
+loom:
+    @echo "== loom: crates/fxpay-core/tests/wakeup_loom.rs"
+    cargo test -p fxpay-core --features loom --test wakeup_loom
 
 # Runs every example against the embedded sandbox.
 examples:

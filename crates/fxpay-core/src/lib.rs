@@ -22,4 +22,5 @@ pub mod runtime;
 pub mod tls;
 pub mod trace;
 pub mod transport;
+pub mod wakeup;
 pub mod webhook;
