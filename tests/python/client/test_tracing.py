@@ -275,6 +275,26 @@ def test_traceparent_arrives_with_the_parents_trace_id(spans: InMemorySpanExport
         assert sid == f"{span.context.span_id:016x}"
 
 
+def test_traceparent_arrives_with_debug_logging_on_too(
+    spans: InMemorySpanExporter, recorder: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # DEBUG logging and tracing together: the call has two observers, and the headers of
+    # both reach the request (the trace context is not lost because the log also watches).
+    tracer = trace.get_tracer("test")
+    with (
+        caplog.at_level("DEBUG", logger="fxpay"),
+        fxpay.Client("id", "secret", base_url=recorder) as c,
+        tracer.start_as_current_span("checkout") as parent,
+    ):
+        c.get_quote("q1")
+    trace_id = f"{parent.get_span_context().trace_id:032x}"
+    assert [(m, p) for m, p, _ in Recorder.seen] == [("POST", "/v1/oauth/token"), ("GET", "/v1/payments/quotes/q1")]
+    assert [h["traceparent"].split("-")[:2] for _, _, h in Recorder.seen] == [["00", trace_id]] * 2
+    assert [s.name for s in client_spans(spans)] == ["POST /v1/oauth/token", f"GET {QUOTE}"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "fxpay"]
+    assert any("/v1/payments/quotes/q1" in m for m in lines), lines
+
+
 def test_traceparent_arrives_from_asyncio_tasks(spans: InMemorySpanExporter, recorder: str) -> None:
     tracer = trace.get_tracer("test")
 

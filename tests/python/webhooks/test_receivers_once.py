@@ -318,6 +318,45 @@ def test_memory_seen_set_claim_commit_release() -> None:
     assert repr(s) == "MemorySeenSet(ttl=604800, lease=300)"
 
 
+def test_memory_seen_set_gives_one_claim_to_two_threads_claiming_one_id() -> None:
+    # Two deliveries of one processId on two threads: exactly one may run on_event. The first
+    # claim is held at the point where it has looked the id up and is about to record its
+    # claim (the second hash of its key), while a second thread claims the same id. The set's
+    # lock keeps the second claim out until the first is recorded ("busy"); without the lock
+    # the second claim finds the id free too and both run on_event.
+    seen = MemorySeenSet()
+    first = threading.get_ident()
+    hashes = 0
+    second_done = threading.Event()
+    results: dict[str, str] = {}
+
+    def second() -> None:
+        results["second"] = seen.claim(PID)
+        second_done.set()
+
+    helper = threading.Thread(target=second, daemon=True)
+
+    class HeldKey(str):
+        __slots__ = ()
+
+        def __hash__(self) -> int:
+            nonlocal hashes
+            if threading.get_ident() == first:
+                hashes += 1
+                if hashes == 2:
+                    helper.start()
+                    # With the lock, the second claim cannot end before this one: the wait
+                    # runs out (and only costs time). Without it, it ends at once.
+                    second_done.wait(2.0)
+            return str.__hash__(self)
+
+    results["first"] = seen.claim(HeldKey(PID))
+    assert hashes >= 2, "claim no longer hashes its key twice: the test holds it nowhere"
+    helper.join(30)
+    assert not helper.is_alive()
+    assert results == {"first": "claimed", "second": "busy"}
+
+
 def test_memory_seen_set_forgets_after_ttl_and_lease() -> None:
     s = MemorySeenSet(ttl=0.05, lease=0.05)
     assert s.claim("seen") == "claimed"
