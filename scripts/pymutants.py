@@ -13,7 +13,7 @@ Mutations (one at a time, on each function and method):
 - a `return x` replaced by `return None`;
 - a statement that calls or assigns replaced by `pass`.
 
-Usage: python scripts/pymutants.py [--only FILE ...] [--timeout S] [--report PATH]
+Usage: python scripts/pymutants.py [--only FILE ...] [--timeout S] [--report PATH] [--missed-in REPORT]
 Exit status: 0 when no mutant is missed (caught or timed out), 1 otherwise.
 """
 
@@ -207,7 +207,12 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant's test run")
     ap.add_argument("--report", default=str(ROOT / "target" / "pymutants.json"))
     ap.add_argument("--list", action="store_true", help="only list the mutants")
+    ap.add_argument("--missed-in", metavar="REPORT", help="only the mutants an earlier report (its JSON) lists as missed")
     args = ap.parse_args()
+    again: set[tuple[object, object, object]] | None = None
+    if args.missed_in:
+        earlier = json.loads(Path(args.missed_in).read_text())["mutants"]
+        again = {(r["file"], r["line"], r["mutation"]) for r in earlier if r["outcome"] == "missed"}
 
     results: list[dict[str, object]] = []
     for name in args.only:
@@ -220,6 +225,8 @@ def main() -> int:
             return 2
         try:
             for m in mutants_of(path):
+                if again is not None and (m.file, m.line, m.what) not in again:
+                    continue
                 if args.list:
                     print(f"{m.file}:{m.line}: {m.what}")
                     continue
