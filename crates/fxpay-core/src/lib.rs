@@ -10,6 +10,7 @@ pub mod config;
 pub mod deadline;
 pub mod error;
 pub mod fork;
+pub mod gate;
 pub mod headers;
 pub mod journal;
 pub mod json_kind;
