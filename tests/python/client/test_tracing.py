@@ -346,12 +346,15 @@ def test_nothing_without_a_tracer_provider(recorder: str) -> None:
 
 
 def test_calls_do_not_import_opentelemetry_for_an_application_that_does_not() -> None:
-    # Installed but never imported (and no OTEL_PYTHON_TRACER_PROVIDER): fxpay's calls do not
-    # import it either, so an application without tracing pays nothing for it.
+    # Installed but never imported (and no OTEL_PYTHON_TRACER_PROVIDER): fxpay's calls and
+    # its receivers do not import it either, so an application without tracing pays nothing.
     code = (
         "import sys, fxpay.testing\n"
+        "from fxpay import _otel\n"
         "with fxpay.testing.Sandbox() as sb, sb.client() as c:\n"
         "    c.create_quote(buy_currency='USD', buy_amount=1, sell_currency='AUD')\n"
+        "with _otel.receiving({'traceparent': '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'}):\n"
+        "    pass\n"
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
