@@ -45,6 +45,8 @@ TESTS: dict[str, list[str]] = {
         "tests/python/client/test_notebook.py",
         "tests/python/webhooks/test_webhooks.py",
         "tests/python/client/test_validation.py",
+        "tests/python/client/test_tolerant_reading.py",
+        "tests/python/oauth/test_oauth.py",
     ],
     "errors.py": [
         "tests/python/client/test_errors.py",
