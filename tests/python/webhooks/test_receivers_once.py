@@ -235,7 +235,7 @@ def test_an_unverified_delivery_neither_marks_seen_nor_passes_as_a_repeat(served
     assert len(app.rec.events) == 1
 
 
-def test_a_failing_seen_set(served: tuple[httpx.Client, App]) -> None:
+def test_a_failing_seen_set(served: tuple[httpx.Client, App], caplog: pytest.LogCaptureFixture) -> None:
     http, app = served
     # The seen-set is down (Redis outage): 503 with Retry-After, so the sender backs off
     # instead of spending its retries on the outage (issue 23 item 8).
@@ -250,11 +250,16 @@ def test_a_failing_seen_set(served: tuple[httpx.Client, App]) -> None:
     assert (r.status_code, r.headers["retry-after"]) == (503, "5")
     assert app.rec.events == []
     # A claim that is none of "claimed", "seen", "busy" is a bug of the seen-set: a 500.
-    r = post(http, "/bogus-seen", success())
+    with caplog.at_level("ERROR", logger="fxpay.webhooks"):
+        r = post(http, "/bogus-seen", success())
     assert r.status_code == 500
     assert "retry-after" not in r.headers
     assert "seen-set" in r.json()["error"]
     assert app.rec.events == []
+    # ... and the bug is logged, with what the seen-set answered and for which event.
+    assert [m for m in (rec.getMessage() for rec in caplog.records) if "claim returned" in m] == [
+        f"the seen-set's claim returned True for DealCreated {PID}"
+    ]
     # on_event ran, so the answer is 200 even though the seen-set could not record it.
     assert post(http, "/commit-down", success()).json() == {"ok": True}
     assert len(app.rec.events) == 1
@@ -297,6 +302,10 @@ def test_receiver_settings_are_checked() -> None:
             make(nonce=NONCE, on_event=None)  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="nonce_for_ref must be callable"):
             make(nonce_for_ref="nope", on_event=print)  # type: ignore[arg-type]
+        with pytest.raises(fxpay.ConfigurationError, match="nonce= must not be empty"):
+            make(nonce="", on_event=print)
+        with pytest.raises(TypeError, match="ref_param must be str"):
+            make(nonce_for_ref=dict().get, on_event=print, ref_param=b"order")  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- the seen-sets
