@@ -62,9 +62,21 @@ TESTS: dict[str, list[str]] = {
     "testing/_checks.py": ["tests/python/testing/test_checks.py", "tests/python/testing/test_remote_sandbox.py"],
     "testing/_webhooks.py": ["tests/python/testing/test_testing_package.py", "tests/python/webhooks/test_webhook_helpers.py"],
     "_otel.py": ["tests/python/client/test_tracing.py"],
-    "contrib/_receive.py": ["tests/python/webhooks/test_receivers_once.py", "tests/python/webhooks/test_webhooks_e2e.py"],
-    "contrib/django.py": ["tests/python/webhooks/test_receivers_once.py", "tests/python/webhooks/test_webhooks_e2e.py"],
-    "contrib/fastapi.py": ["tests/python/webhooks/test_receivers_once.py", "tests/python/webhooks/test_webhooks_e2e.py"],
+    "contrib/_receive.py": [
+        "tests/python/webhooks/test_receivers_once.py",
+        "tests/python/webhooks/test_webhooks_e2e.py",
+        "tests/python/journal/test_journal_receivers.py",
+    ],
+    "contrib/django.py": [
+        "tests/python/webhooks/test_receivers_once.py",
+        "tests/python/webhooks/test_webhooks_e2e.py",
+        "tests/python/journal/test_journal_receivers.py",
+    ],
+    "contrib/fastapi.py": [
+        "tests/python/webhooks/test_receivers_once.py",
+        "tests/python/webhooks/test_webhooks_e2e.py",
+        "tests/python/journal/test_journal_receivers.py",
+    ],
 }
 
 FLIP: dict[type, type] = {

@@ -156,9 +156,14 @@ def post(http: httpx.Client, path: str, body: Any, nonce: str | None = NONCE) ->
 
 
 @pytest.mark.parametrize("path", ["/once", "/once-async"])
-def test_a_repeat_is_answered_200_without_calling_on_event(served: tuple[httpx.Client, App], path: str) -> None:
+def test_a_repeat_is_answered_200_without_calling_on_event(
+    served: tuple[httpx.Client, App], path: str, caplog: pytest.LogCaptureFixture
+) -> None:
     http, app = served
-    first = post(http, path, success())
+    with caplog.at_level("WARNING", logger="fxpay"):
+        first = post(http, path, success())
+    # A receiver without a journal has nothing to record the deal in, and nothing to log.
+    assert [rec.getMessage() for rec in caplog.records if rec.name.startswith("fxpay")] == []
     assert (first.status_code, first.json()) == (200, {"ok": True})
     # The same processId again: as sent, with another dealId, as a fail event.
     for body in (success(), {**success(), "eventBody": {"processId": PID, "dealId": OTHER_DID}}, fail()):
