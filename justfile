@@ -45,10 +45,15 @@ test *args: test-rust examples
     @echo "== pytest"
     {{ pytest }} "$@"
 
-# The Rust tests.
-test-rust:
+# The Rust tests, and the loom models of the bridge's wake-up protocol and the exit gate.
+test-rust: && loom
     @echo "== cargo test"
     cargo test --workspace
+
+# The bridge's wake-up protocol (crates/fxpay-core/src/wakeup.rs) and the exit gate (gate.rs) under loom, every interleaving (about 10 s once built).
+loom:
+    @echo "== loom: crates/fxpay-core/tests/wakeup_loom.rs, gate_loom.rs"
+    cargo test -p fxpay-core --features loom --test wakeup_loom --test gate_loom
 
 # Runs every example against the embedded sandbox.
 examples:

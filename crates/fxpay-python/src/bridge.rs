@@ -184,6 +184,7 @@ mod awaitable {
     use super::*;
     use crate::exit_gate;
     use fxpay_core::runtime::fork::ProcessBound;
+    use fxpay_core::wakeup;
     use pyo3::intern;
     use pyo3::sync::PyOnceLock;
     use std::cell::RefCell;
@@ -193,8 +194,7 @@ mod awaitable {
     use std::os::fd::AsRawFd;
     #[cfg(unix)]
     use std::os::unix::net::UnixStream;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Mutex, PoisonError};
+    use std::sync::Arc;
 
     /// A finished call: the asyncio future to resolve and what to resolve it with.
     type Done = (Py<PyAny>, Result<Out, Error>);
@@ -211,11 +211,11 @@ mod awaitable {
         Threadsafe(Py<PyAny>),
     }
 
-    /// One event loop's inbox, shared with the runtime threads.
+    /// One event loop's inbox, shared with the runtime threads: the queue and its
+    /// "wake-up on its way" flag (`fxpay_core::wakeup`, model-checked with loom), and how
+    /// to wake the loop.
     pub(super) struct Inbox {
-        queue: Mutex<Vec<Done>>,
-        /// A wake-up is on its way and the drain has not taken the queue yet.
-        signalled: AtomicBool,
+        pending: wakeup::Inbox<Done>,
         wake: Wake,
     }
 
@@ -223,11 +223,7 @@ mod awaitable {
         /// Called on a runtime thread. Queues the result and, unless a wake-up is on its
         /// way already, sends one: many results that finish close together share one.
         fn push(self: &Arc<Self>, done: Done) {
-            self.queue
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(done);
-            if self.signalled.swap(true, Ordering::SeqCst) {
+            if !self.pending.push(done) {
                 return;
             }
             match &self.wake {
@@ -321,16 +317,9 @@ mod awaitable {
                     }
                 }
             }
-            // Clear the flag before taking the queue: a result queued after the take then
+            // Clears the flag before taking the queue: a result queued after the take then
             // sends a new wake-up, so none is ever left waiting.
-            self.inbox.signalled.store(false, Ordering::SeqCst);
-            let items = std::mem::take(
-                &mut *self
-                    .inbox
-                    .queue
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner),
-            );
+            let items = self.inbox.pending.take();
             // The spans of the attempts that ended, before their calls' results are seen.
             super::super::observe::spans::flush_loop_ended(py);
             for (fut, result) in items {
@@ -389,8 +378,7 @@ mod awaitable {
             .map_err(|e| to_pyerr(Error::Internal(format!("cannot make a socket pair: {e}"))))?;
         let fd = reader.as_raw_fd();
         let inbox = Arc::new(Inbox {
-            queue: Mutex::new(Vec::new()),
-            signalled: AtomicBool::new(false),
+            pending: wakeup::Inbox::new(),
             wake: Wake::Socket(ProcessBound::new(writer)),
         });
         let drain = Py::new(
@@ -421,8 +409,7 @@ mod awaitable {
         let inbox = match socket_inbox(py, event_loop)? {
             Some(inbox) => inbox,
             None => Arc::new(Inbox {
-                queue: Mutex::new(Vec::new()),
-                signalled: AtomicBool::new(false),
+                pending: wakeup::Inbox::new(),
                 wake: Wake::Threadsafe(
                     event_loop
                         .getattr(intern!(py, "call_soon_threadsafe"))?

@@ -12,34 +12,19 @@
 //! released, until every thread inside it has left; no thread enters once it is closed.
 //! `try_attach` stays as a second check for interpreters that end without running `atexit`
 //! hooks (an embedder calling `Py_FinalizeEx` after `os._exit`-style shortcuts).
+use fxpay_core::gate::{Gate, Inside};
 use pyo3::prelude::*;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// Closed by the `atexit` hook: no foreign thread attaches from then on.
-static CLOSED: AtomicBool = AtomicBool::new(false);
-/// Threads inside the gate (attached, or about to attach).
-static INSIDE: AtomicUsize = AtomicUsize::new(0);
+/// Closed by the `atexit` hook; counts the threads inside (attached, or about to attach). Its
+/// protocol (count in, then look; close, then wait) is `fxpay_core::gate`, model-checked by
+/// loom (`just loom`).
+static GATE: Gate = Gate::new();
 
-/// Leaves the gate when dropped (also when the closure unwinds).
-struct Inside;
-
-impl Drop for Inside {
-    fn drop(&mut self) {
-        INSIDE.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Enters the gate; None when it is closed.
-fn enter() -> Option<Inside> {
-    // SeqCst on both sides: either this thread sees CLOSED, or the closing hook sees it in
-    // INSIDE and waits for it.
-    INSIDE.fetch_add(1, Ordering::SeqCst);
-    let inside = Inside;
-    if CLOSED.load(Ordering::SeqCst) {
-        return None;
-    }
-    Some(inside)
+/// Enters the gate; None when it is closed. Leaves it when dropped (also when the closure
+/// unwinds).
+fn enter() -> Option<Inside<'static>> {
+    GATE.enter()
 }
 
 /// Runs `f` attached to Python unless the interpreter is shutting down (the gate is closed,
@@ -82,10 +67,10 @@ thread_local! {
 /// The `atexit` hook: closes the gate and waits for the threads inside to leave.
 #[pyfunction]
 fn _close_exit_gate(py: Python<'_>) {
-    CLOSED.store(true, Ordering::SeqCst);
+    GATE.close();
     // A thread inside may be waiting for the GIL: let it have it.
     py.detach(|| {
-        while INSIDE.load(Ordering::SeqCst) > 0 {
+        while !GATE.is_empty() {
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
     });

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from decimal import Decimal
 
+import pytest
+
 import fxpay
 
 from conftest import need
@@ -59,3 +61,12 @@ def test_to_records_keeps_decimal_without_pandas() -> None:
     r = subprocess.run([sys.executable, "-c", WITHOUT_PANDAS], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "DECIMALS KEPT" in r.stdout, r.stdout + r.stderr
+
+
+def test_to_records_names_the_row_that_is_not_a_model(fxpay_client: fxpay.Client) -> None:
+    qid = fxpay_client.create_quote(buy_currency="USD", buy_amount=Decimal("10"), sell_currency="AUD")
+    quote = fxpay_client.get_quote(qid)
+    for bad, name in ((1, "int"), ({"quote_id": qid}, "dict"), (None, "NoneType")):
+        with pytest.raises(TypeError) as caught:
+            fxpay.to_records([quote, bad])
+        assert str(caught.value) == f"models[1] must be a fxpay model, not {name}"

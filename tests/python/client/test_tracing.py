@@ -8,6 +8,9 @@ for each test and reset afterwards, so other tests run with tracing off.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
@@ -275,6 +278,26 @@ def test_traceparent_arrives_with_the_parents_trace_id(spans: InMemorySpanExport
         assert sid == f"{span.context.span_id:016x}"
 
 
+def test_traceparent_arrives_with_debug_logging_on_too(
+    spans: InMemorySpanExporter, recorder: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # DEBUG logging and tracing together: the call has two observers, and the headers of
+    # both reach the request (the trace context is not lost because the log also watches).
+    tracer = trace.get_tracer("test")
+    with (
+        caplog.at_level("DEBUG", logger="fxpay"),
+        fxpay.Client("id", "secret", base_url=recorder) as c,
+        tracer.start_as_current_span("checkout") as parent,
+    ):
+        c.get_quote("q1")
+    trace_id = f"{parent.get_span_context().trace_id:032x}"
+    assert [(m, p) for m, p, _ in Recorder.seen] == [("POST", "/v1/oauth/token"), ("GET", "/v1/payments/quotes/q1")]
+    assert [h["traceparent"].split("-")[:2] for _, _, h in Recorder.seen] == [["00", trace_id]] * 2
+    assert [s.name for s in client_spans(spans)] == ["POST /v1/oauth/token", f"GET {QUOTE}"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "fxpay"]
+    assert any("/v1/payments/quotes/q1" in m for m in lines), lines
+
+
 def test_traceparent_arrives_from_asyncio_tasks(spans: InMemorySpanExporter, recorder: str) -> None:
     tracer = trace.get_tracer("test")
 
@@ -320,6 +343,24 @@ def test_nothing_without_a_tracer_provider(recorder: str) -> None:
         c.get_quote("q1")
     assert Recorder.seen
     assert all("traceparent" not in h for _, _, h in Recorder.seen)
+
+
+def test_calls_do_not_import_opentelemetry_for_an_application_that_does_not() -> None:
+    # Installed but never imported (and no OTEL_PYTHON_TRACER_PROVIDER): fxpay's calls and
+    # its receivers do not import it either, so an application without tracing pays nothing.
+    code = (
+        "import sys, fxpay.testing\n"
+        "from fxpay import _otel\n"
+        "with fxpay.testing.Sandbox() as sb, sb.client() as c:\n"
+        "    c.create_quote(buy_currency='USD', buy_amount=1, sell_currency='AUD')\n"
+        "with _otel.receiving({'traceparent': '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'}):\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
 
 
 def test_a_no_op_provider_is_off() -> None:
@@ -415,6 +456,56 @@ def test_receivers_start_a_trace_without_traceparent(
     (ctx,) = rec.contexts
     assert span.context is not None
     assert ctx.span_id == span.context.span_id
+
+
+@pytest.mark.parametrize(
+    ("sent", "framework"),
+    [("none", False), ("none", True), ("other trace", False), ("other trace", True), ("same trace", True)],
+)
+def test_a_received_notifications_span_continues_the_right_trace(spans: InMemorySpanExporter, sent: str, framework: bool) -> None:
+    # The span around a notification's handling, by what came with it (a traceparent or
+    # none) and whether a framework's own span is current: a SERVER span continuing the
+    # sender's trace (linked to the framework's span, if any), else a child of the
+    # framework's span (INTERNAL), else a new trace (SERVER).
+    tracer = trace.get_tracer("framework")
+    sender_tid, sender_sid = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+
+    def handle(headers: dict[str, str]) -> None:
+        with _otel.receiving(headers):
+            pass
+
+    if framework:
+        with tracer.start_as_current_span("POST /hook") as outer:
+            own = outer.get_span_context()
+            tid = sender_tid if sent == "other trace" else f"{own.trace_id:032x}"
+            handle({"traceparent": f"00-{tid}-{sender_sid}-01"} if sent != "none" else {})
+    else:
+        own = None
+        handle({"traceparent": f"00-{sender_tid}-{sender_sid}-01"} if sent != "none" else {})
+    (span,) = [s for s in spans.get_finished_spans() if s.name == "process DealCreated"]
+    assert span.context is not None
+    links = [(f"{lk.context.trace_id:032x}", lk.context.span_id) for lk in span.links]
+    if sent == "other trace":
+        assert span.kind == SpanKind.SERVER
+        assert span.parent is not None
+        assert (f"{span.context.trace_id:032x}", f"{span.parent.span_id:016x}") == (sender_tid, sender_sid)
+        assert links == ([(f"{own.trace_id:032x}", own.span_id)] if own is not None else [])
+    elif own is not None:  # no traceparent, or one of the trace the framework continues already
+        assert span.kind == SpanKind.INTERNAL
+        assert span.parent is not None
+        assert (span.context.trace_id, span.parent.span_id) == (own.trace_id, own.span_id)
+        assert links == []
+    else:
+        assert span.kind == SpanKind.SERVER
+        assert span.parent is None
+        assert links == []
+
+
+def test_a_received_notification_makes_no_span_without_a_tracer_provider() -> None:
+    _reset_global_provider()
+    assert _otel.tracer() is None
+    with _otel.receiving({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}):
+        assert not trace.get_current_span().get_span_context().is_valid
 
 
 def test_a_cancelled_call_still_ends_its_span(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:
@@ -538,6 +629,71 @@ def test_another_global_propagator_is_asked(spans: InMemorySpanExporter, recorde
     stamps = [h.get("x-stamp") for _, _, h in Recorder.seen]
     assert stamps == [f"{s.context.trace_id:032x}:{s.context.span_id:016x}" for s in got if s.context]
     assert all("traceparent" not in h for _, _, h in Recorder.seen)
+
+
+def test_a_composite_of_w3c_and_another_propagator_sends_the_headers_of_each(spans: InMemorySpanExporter, recorder: str) -> None:
+    # W3C trace context and baggage plus a propagator of the user's own: fxpay cannot write
+    # the headers itself (only W3C's), so it asks the composite, and every part is heard.
+    from opentelemetry import baggage, context, propagate
+    from opentelemetry.baggage.propagation import W3CBaggagePropagator
+    from opentelemetry.propagators.composite import CompositePropagator
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    before = propagate.get_global_textmap()
+    propagate.set_global_textmap(CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator(), Stamp()]))  # type: ignore[list-item]
+    token = context.attach(baggage.set_baggage("tenant", "acme"))
+    try:
+        with fxpay.Client("id", "secret", base_url=recorder) as c:
+            c.get_quote("q1")
+    finally:
+        context.detach(token)
+        propagate.set_global_textmap(before)
+    got = [s for s in client_spans(spans) if s.context]
+    assert len(got) == len(Recorder.seen) == 2
+    for (_, _, h), span in zip(Recorder.seen, got, strict=True):
+        assert span.context is not None
+        assert h["x-stamp"] == f"{span.context.trace_id:032x}:{span.context.span_id:016x}"
+        assert h["traceparent"].split("-")[1:3] == [f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}"]
+        assert h["baggage"] == "tenant=acme"
+
+
+@pytest.mark.parametrize(
+    ("parts", "fixed"),
+    [
+        ("context", []),
+        ("context baggage", [("baggage", "tenant=acme")]),
+        ("baggage context", [("baggage", "tenant=acme")]),
+        ("context context", None),
+        ("baggage baggage context", None),
+        ("baggage", None),
+        ("context stamp", None),
+        ("stamp", None),
+        ("", None),
+    ],
+)
+def test_only_w3c_propagators_let_fxpay_write_the_headers_itself(spans: InMemorySpanExporter, parts: str, fixed: Any) -> None:
+    # The fast path (no Python per attempt) is taken only when the global propagator is W3C
+    # trace context, alone or with W3C baggage: call_trace's third item is the fixed headers
+    # then, and None when each attempt must ask the propagator (its headers could be anything).
+    from opentelemetry import baggage, context, propagate
+    from opentelemetry.baggage.propagation import W3CBaggagePropagator
+    from opentelemetry.propagators.composite import CompositePropagator
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    made = {"context": TraceContextTextMapPropagator, "baggage": W3CBaggagePropagator, "stamp": Stamp}
+    chosen = [made[p]() for p in parts.split()]
+    textmap = chosen[0] if len(chosen) == 1 else CompositePropagator(chosen)  # type: ignore[arg-type]
+    before = propagate.get_global_textmap()
+    for _ in range(2):  # the second time from the cache of the last propagator seen
+        propagate.set_global_textmap(textmap)
+        token = context.attach(baggage.set_baggage("tenant", "acme"))
+        try:
+            got = _otel.call_trace()
+        finally:
+            context.detach(token)
+            propagate.set_global_textmap(before)
+        assert got is not None
+        assert got[2] == fixed
 
 
 def test_a_retried_attempts_span_ends_when_its_answer_came(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:

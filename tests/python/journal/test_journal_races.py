@@ -178,3 +178,55 @@ def test_with_aof_a_key_outlives_a_redis_restart(fxpay_sandbox: Any, tmp_path: P
             assert requests_to(fxpay_sandbox, DEALS) == 1
     finally:
         server.stop()
+
+
+def test_calls_of_many_threads_waiting_for_a_locked_sqlite_journal_all_complete(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    # Another process holds the journal's write lock while six threads of this one create a
+    # beneficiary each under its own key: the first write waits for the lock, the five others
+    # queue behind it (group commit). Once the lock is given back every call completes: six
+    # beneficiaries, six done entries, none lost or mixed up, and repeating a key sends nothing.
+    import threading
+
+    path = tmp_path / "journal.db"
+    journal = fxpay.SqliteJournal(path, timeout=120)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    results: dict[int, str] = {}
+    errors: list[BaseException] = []
+    with fxpay_sandbox.client(journal=journal) as c:
+        c._payments_token()  # the token first: its request is not under a key
+
+        def create(i: int) -> None:
+            try:
+                results[i] = c.create_beneficiary(make_beneficiary(), idempotency_key=f"b{i}")
+            except BaseException as e:  # re-raised below
+                errors.append(e)
+
+        threads = [threading.Thread(target=create, args=(i,), daemon=True) for i in range(6)]
+        for t in threads:
+            t.start()
+        # The queue of writes waiting for the leader's commit: the one place this waits on.
+        deadline = time.monotonic() + 60
+        while len(journal._queue) < 5:
+            assert time.monotonic() < deadline, f"{len(journal._queue)} writes queued behind the locked one, not 5"
+            time.sleep(0.01)
+        assert requests_to_beneficiaries(fxpay_sandbox) == 0  # nothing is sent before its claim is on disk
+        other.execute("COMMIT")
+        other.close()
+        for t in threads:
+            t.join(120)
+            assert not t.is_alive(), "a call never completed"
+        assert errors == []
+        assert sorted(results) == list(range(6))
+        assert len(set(results.values())) == 6
+        assert requests_to_beneficiaries(fxpay_sandbox) == 6
+        for i, bid in results.items():
+            entry = journal.get(f"b{i}")
+            assert entry is not None
+            assert (entry.state, entry.result) == ("done", bid)
+            assert c.create_beneficiary(make_beneficiary(), idempotency_key=f"b{i}") == bid
+        assert requests_to_beneficiaries(fxpay_sandbox) == 6
+
+
+def requests_to_beneficiaries(sb: Any) -> int:
+    return int(sb.stats()["paths"].get("POST /v1/payments/beneficiaries", 0))

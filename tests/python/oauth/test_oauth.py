@@ -38,6 +38,19 @@ def test_code_exchange_and_virtual_accounts(fxpay_sandbox, fxpay_client) -> None
     assert pickle.loads(pickle.dumps(va)) == va
 
 
+def test_virtual_accounts_become_records_as_they_came(fxpay_sandbox, fxpay_client) -> None:  # type: ignore[no-untyped-def]
+    # A virtual account is a mapping of the service's own fields: its record is those fields,
+    # one row per account, in order, amounts still Decimal.
+    auth, callback = login(fxpay_sandbox, fxpay_client)
+    session = fxpay_client.user_session(fxpay_client.exchange_code(auth, callback))
+    accounts = session.list_virtual_accounts()
+    assert len(accounts) >= 1
+    rows = fxpay.to_records(accounts)
+    assert rows == [va.to_dict() for va in accounts]
+    assert rows == [dict(va) for va in accounts]
+    assert any(isinstance(v, Decimal) for v in rows[0].values())
+
+
 async def test_code_exchange_async(fxpay_sandbox, fxpay_client) -> None:  # type: ignore[no-untyped-def]
     auth = fxpay_client.authorization_url(fxpay_sandbox.redirect_uri)
     callback = fxpay_sandbox.approve(auth.url)

@@ -4,10 +4,13 @@ registered under its new module name."""
 from __future__ import annotations
 
 import importlib.metadata
+import socket
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -93,6 +96,29 @@ def test_faults_that_fired_warn_nothing() -> None:
                 sb.fail_next("GET /v1/payments/quotes/*", 503, retry_after=0)
                 c.get_quote(qid)  # fails once, retried
             sb.reset()
+
+
+def refused(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=10).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_a_sandbox_stops_answering_when_its_with_block_ends() -> None:
+    with fxpay.testing.Sandbox() as sb:
+        url = urlsplit(sb.base_url)
+        host, port = url.hostname or "", url.port or 0
+        with sb.client() as c:
+            c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="AUD")
+        assert not refused(host, port)
+    # The listener closes on the sandbox's runtime, soon after close() returns: poll for the
+    # refusal (20 s is far above the time it takes; a sandbox left open never gets there).
+    deadline = time.monotonic() + 20
+    while not refused(host, port):
+        assert time.monotonic() < deadline, f"the sandbox still answers on port {port} after its with block"
+        time.sleep(0.01)
 
 
 def test_the_docs_give_the_fault_path_rules() -> None:

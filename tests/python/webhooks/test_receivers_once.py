@@ -156,9 +156,14 @@ def post(http: httpx.Client, path: str, body: Any, nonce: str | None = NONCE) ->
 
 
 @pytest.mark.parametrize("path", ["/once", "/once-async"])
-def test_a_repeat_is_answered_200_without_calling_on_event(served: tuple[httpx.Client, App], path: str) -> None:
+def test_a_repeat_is_answered_200_without_calling_on_event(
+    served: tuple[httpx.Client, App], path: str, caplog: pytest.LogCaptureFixture
+) -> None:
     http, app = served
-    first = post(http, path, success())
+    with caplog.at_level("WARNING", logger="fxpay"):
+        first = post(http, path, success())
+    # A receiver without a journal has nothing to record the deal in, and nothing to log.
+    assert [rec.getMessage() for rec in caplog.records if rec.name.startswith("fxpay")] == []
     assert (first.status_code, first.json()) == (200, {"ok": True})
     # The same processId again: as sent, with another dealId, as a fail event.
     for body in (success(), {**success(), "eventBody": {"processId": PID, "dealId": OTHER_DID}}, fail()):
@@ -235,7 +240,7 @@ def test_an_unverified_delivery_neither_marks_seen_nor_passes_as_a_repeat(served
     assert len(app.rec.events) == 1
 
 
-def test_a_failing_seen_set(served: tuple[httpx.Client, App]) -> None:
+def test_a_failing_seen_set(served: tuple[httpx.Client, App], caplog: pytest.LogCaptureFixture) -> None:
     http, app = served
     # The seen-set is down (Redis outage): 503 with Retry-After, so the sender backs off
     # instead of spending its retries on the outage (issue 23 item 8).
@@ -250,11 +255,16 @@ def test_a_failing_seen_set(served: tuple[httpx.Client, App]) -> None:
     assert (r.status_code, r.headers["retry-after"]) == (503, "5")
     assert app.rec.events == []
     # A claim that is none of "claimed", "seen", "busy" is a bug of the seen-set: a 500.
-    r = post(http, "/bogus-seen", success())
+    with caplog.at_level("ERROR", logger="fxpay.webhooks"):
+        r = post(http, "/bogus-seen", success())
     assert r.status_code == 500
     assert "retry-after" not in r.headers
     assert "seen-set" in r.json()["error"]
     assert app.rec.events == []
+    # ... and the bug is logged, with what the seen-set answered and for which event.
+    assert [m for m in (rec.getMessage() for rec in caplog.records) if "claim returned" in m] == [
+        f"the seen-set's claim returned True for DealCreated {PID}"
+    ]
     # on_event ran, so the answer is 200 even though the seen-set could not record it.
     assert post(http, "/commit-down", success()).json() == {"ok": True}
     assert len(app.rec.events) == 1
@@ -297,6 +307,10 @@ def test_receiver_settings_are_checked() -> None:
             make(nonce=NONCE, on_event=None)  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="nonce_for_ref must be callable"):
             make(nonce_for_ref="nope", on_event=print)  # type: ignore[arg-type]
+        with pytest.raises(fxpay.ConfigurationError, match="nonce= must not be empty"):
+            make(nonce="", on_event=print)
+        with pytest.raises(TypeError, match="ref_param must be str"):
+            make(nonce_for_ref=dict().get, on_event=print, ref_param=b"order")  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- the seen-sets
@@ -316,6 +330,45 @@ def test_memory_seen_set_claim_commit_release() -> None:
     assert s.claim("b") == "claimed"
     assert len(s) == 2
     assert repr(s) == "MemorySeenSet(ttl=604800, lease=300)"
+
+
+def test_memory_seen_set_gives_one_claim_to_two_threads_claiming_one_id() -> None:
+    # Two deliveries of one processId on two threads: exactly one may run on_event. The first
+    # claim is held at the point where it has looked the id up and is about to record its
+    # claim (the second hash of its key), while a second thread claims the same id. The set's
+    # lock keeps the second claim out until the first is recorded ("busy"); without the lock
+    # the second claim finds the id free too and both run on_event.
+    seen = MemorySeenSet()
+    first = threading.get_ident()
+    hashes = 0
+    second_done = threading.Event()
+    results: dict[str, str] = {}
+
+    def second() -> None:
+        results["second"] = seen.claim(PID)
+        second_done.set()
+
+    helper = threading.Thread(target=second, daemon=True)
+
+    class HeldKey(str):
+        __slots__ = ()
+
+        def __hash__(self) -> int:
+            nonlocal hashes
+            if threading.get_ident() == first:
+                hashes += 1
+                if hashes == 2:
+                    helper.start()
+                    # With the lock, the second claim cannot end before this one: the wait
+                    # runs out (and only costs time). Without it, it ends at once.
+                    second_done.wait(2.0)
+            return str.__hash__(self)
+
+    results["first"] = seen.claim(HeldKey(PID))
+    assert hashes >= 2, "claim no longer hashes its key twice: the test holds it nowhere"
+    helper.join(30)
+    assert not helper.is_alive()
+    assert results == {"first": "claimed", "second": "busy"}
 
 
 def test_memory_seen_set_forgets_after_ttl_and_lease() -> None:
