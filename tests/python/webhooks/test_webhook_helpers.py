@@ -174,6 +174,9 @@ def test_remote_sandbox_has_the_helpers(receiver: tuple[str, App]) -> None:
             served.base_url, client_id=served.client_id, client_secret=served.client_secret, admin_token=served.admin_token
         )
         spot = book_spot(remote, url)
+        # The sandbox records a delivery once the receiver's answer is in, after on_event ran:
+        # wait for that record, or the redelivery's may come first (seen once on CI).
+        wait_for(lambda: [d for d in remote.deliveries() if d["kind"] == "callback" and d["status"] == 200])
         wait_for(lambda: app.events)
         again = remote.redeliver(spot.process_id)
         assert again["status"] == 200
