@@ -4,66 +4,72 @@ Money is ``decimal.Decimal``, never float. Every network call has an ``*_async``
 ``fxpay.testing.Sandbox`` runs a stateful emulator of the whole service on loopback.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from . import _fxpay
-from ._fxpay import Client, UserSession
-from ._payouts import PayoutProgress
-from ._raw import RawResponse
-from .errors import (
-    ApiError,
-    AuthenticationError,
-    BadRequestError,
-    ConfigurationError,
-    FxPayError,
-    IdempotencyError,
-    InProgressError,
-    InvalidRequestError,
-    JournalError,
-    KeyReusedError,
-    NotFoundError,
-    OAuthError,
-    OutcomeUnknownError,
-    PaginationError,
-    PermissionDeniedError,
-    RateLimitError,
-    ServerError,
-    StateMismatchError,
-    TimeoutError,
-    TransportError,
-    WebhookError,
-    WebhookPayloadError,
-    WebhookVerificationError,
-)
-from .journals import Journal, JournalEntry, MemoryJournal, RedisJournal, SqliteJournal
-from .models import (
+# The compiled core's classes are there at once; everything written in Python (the errors,
+# journals, token stores, raw responses, payouts, webhooks) is imported on first use
+# (PEP 562, `__getattr__` below), so `import fxpay` loads neither `typing` nor `threading`,
+# `datetime` or `re`: a fresh process that makes one call starts that much sooner
+# (bench/run.py's cold start). `fxpay.ApiError is fxpay.errors.ApiError` as before.
+from ._fxpay import (
     Address,
     AuthorizationRequest,
     BankDetails,
     Beneficiary,
+    Client,
     Deal,
     DealBeneficiary,
     DealCreated,
     FieldError,
     Freebies,
+    JournalEntry,
     Quote,
     SpotDeal,
     Token,
+    UserSession,
     VirtualAccount,
-    to_records,
 )
-from .redis_store import RedisTokenStore
-from .stores import MemoryTokenStore, TokenStore
-from .webhooks import parse_deal_created
+from ._fxpay import __version__ as __version__
 
+# `typing.TYPE_CHECKING` without importing `typing` (mypy and pyright read the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    # `fxpay.testing` is a submodule attribute for type checkers; at run time `__getattr__`
-    # below imports it on first use.
     from . import testing as testing
-
-__version__: str = _fxpay.__version__
+    from ._payouts import PayoutProgress
+    from ._raw import RawResponse
+    from .errors import (
+        ApiError,
+        AuthenticationError,
+        BadRequestError,
+        ConfigurationError,
+        FxPayError,
+        IdempotencyError,
+        InProgressError,
+        InvalidRequestError,
+        JournalError,
+        KeyReusedError,
+        NotFoundError,
+        OAuthError,
+        OutcomeUnknownError,
+        PaginationError,
+        PermissionDeniedError,
+        RateLimitError,
+        ServerError,
+        StateMismatchError,
+        TimeoutError,
+        TransportError,
+        WebhookError,
+        WebhookPayloadError,
+        WebhookVerificationError,
+    )
+    from .journals import (
+        Journal,
+        MemoryJournal,
+        RedisJournal,
+        SqliteJournal,
+    )
+    from .models import to_records
+    from .redis_store import RedisTokenStore
+    from .stores import MemoryTokenStore, TokenStore
+    from .webhooks import parse_deal_created
 
 __all__ = [
     "Address",
@@ -118,12 +124,59 @@ __all__ = [
     "to_records",
 ]
 
+# Which module defines each name imported on first use.
+_LAZY: dict[str, str] = {
+    "PayoutProgress": "._payouts",
+    "RawResponse": "._raw",
+    "ApiError": ".errors",
+    "AuthenticationError": ".errors",
+    "BadRequestError": ".errors",
+    "ConfigurationError": ".errors",
+    "FxPayError": ".errors",
+    "IdempotencyError": ".errors",
+    "InProgressError": ".errors",
+    "InvalidRequestError": ".errors",
+    "JournalError": ".errors",
+    "KeyReusedError": ".errors",
+    "NotFoundError": ".errors",
+    "OAuthError": ".errors",
+    "OutcomeUnknownError": ".errors",
+    "PaginationError": ".errors",
+    "PermissionDeniedError": ".errors",
+    "RateLimitError": ".errors",
+    "ServerError": ".errors",
+    "StateMismatchError": ".errors",
+    "TimeoutError": ".errors",
+    "TransportError": ".errors",
+    "WebhookError": ".errors",
+    "WebhookPayloadError": ".errors",
+    "WebhookVerificationError": ".errors",
+    "Journal": ".journals",
+    "MemoryJournal": ".journals",
+    "RedisJournal": ".journals",
+    "SqliteJournal": ".journals",
+    "to_records": ".models",
+    "RedisTokenStore": ".redis_store",
+    "MemoryTokenStore": ".stores",
+    "TokenStore": ".stores",
+    "parse_deal_created": ".webhooks",
+}
 
-def __getattr__(name: str) -> object:
-    # `fxpay.testing` without importing it first (it is imported on first use, so
-    # `import fxpay` stays light).
-    if name == "testing":
+if not TYPE_CHECKING:  # type checkers see the imports above, not a catch-all `__getattr__`
+
+    def __getattr__(name: str) -> object:
+        if name == "testing":
+            import importlib
+
+            return importlib.import_module(".testing", __name__)
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'fxpay' has no attribute {name!r}")
         import importlib
 
-        return importlib.import_module(".testing", __name__)
-    raise AttributeError(f"module 'fxpay' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(__all__) | {"testing"})

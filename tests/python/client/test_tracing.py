@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -515,6 +516,7 @@ def test_a_cancelled_call_still_ends_its_span(spans: InMemorySpanExporter, sandb
             await c.get_quote_async(qid)
             spans.clear()
             STARTED.clear()
+            fired = sandbox.stats()["faults_fired"]
             sandbox.delay_next(f"/v1/payments/quotes/{qid}", 5)
             task = asyncio.ensure_future(c.get_quote_async(qid))
             loop = asyncio.get_running_loop()
@@ -522,6 +524,12 @@ def test_a_cancelled_call_still_ends_its_span(spans: InMemorySpanExporter, sandb
             def started() -> None:
                 with ENDED:
                     assert ENDED.wait_for(lambda: f"GET {QUOTE}" in STARTED, timeout=10)
+                # The span starts before the request is sent: cancel once the sandbox holds
+                # it (its delay fired), so the call is cancelled in flight, not before.
+                end = time.monotonic() + 10
+                while sandbox.stats()["faults_fired"] == fired:
+                    assert time.monotonic() < end, "the request never reached the sandbox"
+                    time.sleep(0.005)
 
             await loop.run_in_executor(None, started)
             task.cancel()

@@ -9,16 +9,19 @@ use std::sync::{Arc, Mutex, PoisonError};
 static LOGGER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 const DEBUG: i32 = 10;
 
-fn logger(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    LOGGER
-        .get_or_try_init(py, || {
-            Ok::<_, PyErr>(
-                py.import("logging")?
-                    .call_method1("getLogger", ("fxpay",))?
-                    .unbind(),
-            )
-        })
-        .map(|l| l.bind(py))
+/// The `fxpay` logger, or None while nothing has imported `logging` (then no logger can have
+/// DEBUG on, and a cold start does not pay for importing it).
+fn logger(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyAny>>> {
+    if let Some(l) = LOGGER.get(py) {
+        return Ok(Some(l.bind(py)));
+    }
+    let Some(logging) = super::imported(py, pyo3::intern!(py, "logging"))? else {
+        return Ok(None);
+    };
+    let l = LOGGER.get_or_try_init(py, || {
+        Ok::<_, PyErr>(logging.call_method1("getLogger", ("fxpay",))?.unbind())
+    })?;
+    Ok(Some(l.bind(py)))
 }
 
 /// One DEBUG line's arguments, owned.
@@ -58,7 +61,7 @@ impl Line {
     }
 
     fn emit(&self, py: Python<'_>) {
-        let Ok(logger) = logger(py) else { return };
+        let Ok(Some(logger)) = logger(py) else { return };
         let _ = logger.call_method1(
             "debug",
             (
@@ -121,10 +124,13 @@ pub fn flush_deferred(py: Python<'_>) {
 
 /// An observer when the `fxpay` logger has DEBUG on, else None.
 pub fn observer(py: Python<'_>) -> Option<Arc<dyn Observer>> {
-    let enabled = logger(py)
-        .and_then(|l| l.call_method1(pyo3::intern!(py, "isEnabledFor"), (DEBUG,)))
-        .and_then(|r| r.extract::<bool>())
-        .unwrap_or(false);
+    let enabled = match logger(py) {
+        Ok(Some(l)) => l
+            .call_method1(pyo3::intern!(py, "isEnabledFor"), (DEBUG,))
+            .and_then(|r| r.extract::<bool>())
+            .unwrap_or(false),
+        _ => false,
+    };
     if !enabled {
         return None;
     }

@@ -9,7 +9,6 @@
 //! its baggage, if the propagator sends baggage).
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyDict;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// Headers an attempt sends besides its own.
@@ -46,20 +45,7 @@ fn provider(py: Python<'_>) -> Provider<'_> {
     if env_provider() {
         return Provider::Ask;
     }
-    // SAFETY: with the GIL held, `PyImport_GetModuleDict` returns a borrowed reference to
-    // the interpreter's `sys.modules` dict (never null while the interpreter runs); it is
-    // turned into an owned reference at once.
-    let modules = unsafe {
-        let ptr = pyo3::ffi::PyImport_GetModuleDict();
-        if ptr.is_null() {
-            return Provider::Ask;
-        }
-        Bound::from_borrowed_ptr(py, ptr)
-    };
-    let Ok(modules) = modules.cast_into::<PyDict>() else {
-        return Provider::Ask;
-    };
-    match modules.get_item(pyo3::intern!(py, "opentelemetry.trace")) {
+    match super::imported(py, pyo3::intern!(py, "opentelemetry.trace")) {
         Ok(Some(module)) => match module.getattr(pyo3::intern!(py, "_TRACER_PROVIDER")) {
             Ok(p) if p.is_none() => Provider::Off,
             Ok(p) => Provider::Set(p),
