@@ -32,7 +32,16 @@ from ._fxpay import __version__ as __version__
 # `typing.TYPE_CHECKING` without importing `typing` (mypy and pyright read the name).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from . import contrib as contrib
+    from . import errors as errors
+    from . import journals as journals
+    from . import models as models
+    from . import redis_store as redis_store
+    from . import sandbox as sandbox
+    from . import seen as seen
+    from . import stores as stores
     from . import testing as testing
+    from . import webhooks as webhooks
     from ._payouts import PayoutProgress
     from ._raw import RawResponse
     from .errors import (
@@ -124,6 +133,9 @@ __all__ = [
     "to_records",
 ]
 
+# The public submodules, imported on first use as attributes too.
+_SUBMODULES = frozenset({"contrib", "errors", "journals", "models", "redis_store", "sandbox", "seen", "stores", "testing", "webhooks"})
+
 # Which module defines each name imported on first use.
 _LAZY: dict[str, str] = {
     "PayoutProgress": "._payouts",
@@ -165,18 +177,16 @@ _LAZY: dict[str, str] = {
 if not TYPE_CHECKING:  # type checkers see the imports above, not a catch-all `__getattr__`
 
     def __getattr__(name: str) -> object:
-        if name == "testing":
-            import importlib
+        import importlib
 
-            return importlib.import_module(".testing", __name__)
+        if name in _SUBMODULES:  # `fxpay.errors` without `import fxpay.errors` first
+            return importlib.import_module(f".{name}", __name__)
         module = _LAZY.get(name)
         if module is None:
             raise AttributeError(f"module 'fxpay' has no attribute {name!r}")
-        import importlib
-
         value = getattr(importlib.import_module(module, __name__), name)
         globals()[name] = value
         return value
 
     def __dir__() -> list[str]:
-        return sorted(set(globals()) | set(__all__) | {"testing"})
+        return sorted(set(globals()) | set(__all__) | _SUBMODULES)

@@ -52,7 +52,7 @@ def test_every_public_name_resolves_to_its_defining_modules_object() -> None:
         value = getattr(fxpay, name)
         assert getattr(importlib.import_module(value.__module__), name) is value, name
     assert set(fxpay.__all__) <= set(dir(fxpay))
-    assert "testing" in dir(fxpay)
+    assert {"testing", "errors", "journals", "contrib"} <= set(dir(fxpay))
     assert fxpay.ApiError is fxpay.errors.ApiError
     assert fxpay.testing is importlib.import_module("fxpay.testing")
 
@@ -83,3 +83,12 @@ def test_a_first_call_imports_no_logging_and_debug_logging_turned_on_later_still
     out = json.loads(run(code, sb.base_url, sb.client_id, sb.client_secret, qid))
     assert out["after_first"] == []
     assert any(f"GET /v1/payments/quotes/{qid} -> 200" in line for line in out["lines"]), out["lines"]
+
+
+def test_public_submodules_are_attributes_without_importing_them_first() -> None:
+    code = """
+    import json, fxpay
+    print(json.dumps([fxpay.errors.ApiError.__name__, fxpay.journals.SqliteJournal.__name__, fxpay.stores.TokenStore.__name__,
+                      fxpay.seen.__name__, fxpay.contrib.__name__, fxpay.models.to_records.__name__]))
+    """
+    assert json.loads(run(code)) == ["ApiError", "SqliteJournal", "TokenStore", "fxpay.seen", "fxpay.contrib", "to_records"]

@@ -15,7 +15,7 @@ fn logger(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyAny>>> {
     if let Some(l) = LOGGER.get(py) {
         return Ok(Some(l.bind(py)));
     }
-    let Some(logging) = super::imported(py, pyo3::intern!(py, "logging"))? else {
+    let Some(logging) = super::imported::imported(py, pyo3::intern!(py, "logging"))? else {
         return Ok(None);
     };
     let l = LOGGER.get_or_try_init(py, || {

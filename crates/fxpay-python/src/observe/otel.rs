@@ -45,7 +45,7 @@ fn provider(py: Python<'_>) -> Provider<'_> {
     if env_provider() {
         return Provider::Ask;
     }
-    match super::imported(py, pyo3::intern!(py, "opentelemetry.trace")) {
+    match super::imported::imported(py, pyo3::intern!(py, "opentelemetry.trace")) {
         Ok(Some(module)) => match module.getattr(pyo3::intern!(py, "_TRACER_PROVIDER")) {
             Ok(p) if p.is_none() => Provider::Off,
             Ok(p) => Provider::Set(p),
