@@ -60,6 +60,9 @@ class _StubSpan:
     def set_attribute(self, key: str, value: object) -> None:
         pass
 
+    def set_attributes(self, attributes: object) -> None:
+        pass
+
     def set_status(self, *args: object, **kwargs: object) -> None:
         pass
 

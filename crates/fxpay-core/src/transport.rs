@@ -286,7 +286,10 @@ impl Transport {
         bearer: Option<&str>,
         observer: Option<&dyn Observer>,
     ) -> Result<Response> {
-        let live = self.send_live(req, bearer, observer);
+        // Boxed: the live exchange (reqwest's and hyper's futures, the retries) is kilobytes; left
+        // inline, it would make every caller's future that large, and each move of one (into
+        // a task, a wrapper, a box) copies it whole (tests/future_sizes.rs).
+        let live = Box::pin(self.send_live(req, bearer, observer));
         match &self.config.cassette {
             Some(cassette) if cassette.mode() == crate::cassette::Mode::Replay => {
                 let result = self

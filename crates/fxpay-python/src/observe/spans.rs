@@ -38,6 +38,12 @@ struct Ended {
 
 impl Ended {
     fn finish(self, py: Python<'_>) {
+        if self.end.error_type.is_none() {
+            // The common end, an answer that is not an error: its attributes are one dict
+            // built here, and no Python function of fxpay runs.
+            let _ = self.end_answered(py);
+            return;
+        }
         let Ok(otel) = otel(py) else { return };
         let _ = otel.call_method1(
             pyo3::intern!(py, "end"),
@@ -49,6 +55,29 @@ impl Ended {
                 self.end.request_id,
             ),
         );
+    }
+
+    /// `span.set_attributes({...})` and `span.end(at)`, as `fxpay._otel.end` does for an
+    /// answer that is not an error.
+    fn end_answered(&self, py: Python<'_>) -> PyResult<()> {
+        use pyo3::intern;
+        let span = self.span.bind(py);
+        let attributes = PyDict::new(py);
+        if let Some(status) = self.end.status {
+            attributes.set_item(intern!(py, "http.response.status_code"), status)?;
+        }
+        if let Some(id) = &self.end.request_id {
+            // A list of one string, as the semantic conventions spell header attributes.
+            attributes.set_item(
+                intern!(py, "http.response.header.x-request-id"),
+                PyList::new(py, [id])?,
+            )?;
+        }
+        if !attributes.is_empty() {
+            span.call_method1(intern!(py, "set_attributes"), (attributes,))?;
+        }
+        span.call_method1(intern!(py, "end"), (self.at,))?;
+        Ok(())
     }
 }
 
