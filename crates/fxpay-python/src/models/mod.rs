@@ -4,7 +4,7 @@ pub mod class;
 
 use super::convert::{instant_to_py, text_of, type_name};
 use super::errors::{Failure, Fallible, PyFieldError};
-use class::{install, into_py, pymodel, ModelClass, Nested, Raw};
+use class::{install, into_py, pymodel, ModelClass, Nested, PyTypes, Raw};
 use fxpay_core::error::Error;
 use fxpay_core::models as core;
 use pyo3::exceptions::PyTypeError;
@@ -252,6 +252,41 @@ impl Nested for NestedModels {
             return Some(boxed(extract_list::<FieldError>(obj, name)));
         }
         None
+    }
+
+    fn py_types(ty: TypeId) -> Option<PyTypes> {
+        let kinds: [(TypeId, PyTypes); 7] = [
+            (TypeId::of::<core::Freebies>(), ("Freebies", "Freebies")),
+            (
+                TypeId::of::<Option<core::Freebies>>(),
+                ("Freebies | None", "Freebies | None"),
+            ),
+            (TypeId::of::<core::Address>(), ("Address", "Address")),
+            (
+                TypeId::of::<core::BankDetails>(),
+                ("BankDetails", "BankDetails"),
+            ),
+            (
+                TypeId::of::<Vec<core::DealBeneficiary>>(),
+                ("Sequence[DealBeneficiary]", "tuple[DealBeneficiary, ...]"),
+            ),
+            (
+                TypeId::of::<Vec<core::FieldError>>(),
+                ("Sequence[FieldError]", "list[FieldError]"),
+            ),
+            // The one enum, crossing as its wire text (pythonize).
+            (
+                TypeId::of::<core::EventStatus>(),
+                (
+                    r#"Literal["success", "fail"]"#,
+                    r#"Literal["success", "fail"]"#,
+                ),
+            ),
+        ];
+        kinds
+            .iter()
+            .find(|(t, _)| *t == ty)
+            .map(|(_, types)| *types)
     }
 }
 
