@@ -274,12 +274,13 @@ impl Client {
         buy_amount: &Bound<'_, PyAny>,
         sell_currency: &Bound<'_, PyAny>,
         beneficiaries: &Bound<'_, PyAny>,
-    ) -> PyResult<QuoteRequest> {
+    ) -> Fallible<QuoteRequest> {
         let buy_currency = text(buy_currency, "buy_currency")?;
         let amount = amount_text("buy_amount", buy_amount)?;
         let sell_currency = text(sell_currency, "sell_currency")?;
         let beneficiaries = int(beneficiaries, "beneficiaries", Error::InvalidRequest)?;
-        guard(|| QuoteRequest::new(&buy_currency, &amount, &sell_currency, beneficiaries))
+        let req = QuoteRequest::new(&buy_currency, &amount, &sell_currency, beneficiaries)?;
+        Ok(req)
     }
 
     fn spot_args(
@@ -819,7 +820,7 @@ twin! {
         state: Option<&Bound<'py, PyAny>>,
         scope: Py<PyAny>,
         pkce: Py<PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> Fallible<Bound<'py, PyAny>> {
         let core = self.initialised()?;
         let redirect_uri = text(redirect_uri, "redirect_uri")?;
         let state = opt_text(state, "state")?;
@@ -834,7 +835,7 @@ twin! {
             scope: &scope,
             pkce,
         };
-        let a = guard(|| core.core.authorization_url(&params))?;
+        let a = core.core.authorization_url(&params)?;
         Ok(authorization_into_py(py, a)?.into_bound(py).into_any())
     }
 

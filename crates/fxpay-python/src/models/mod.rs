@@ -488,5 +488,5 @@ fn token_from_dict(d: &Bound<'_, PyAny>) -> Fallible<core::Token> {
     kwargs.set_item("expires_at", expires_at)?;
     kwargs.set_item("refresh_token", get("refresh_token")?)?;
     kwargs.set_item("scope", get("scope")?)?;
-    Ok(class::new::<Token>(&PyTuple::empty(py), Some(&kwargs))?)
+    class::new::<Token>(&PyTuple::empty(py), Some(&kwargs))
 }
