@@ -5,7 +5,7 @@
 use super::bridge::CallFuture as OutFuture;
 use super::bridge::{block_until_stopped, guard};
 use super::call::ready;
-use super::cassette::CoreCassette;
+use super::convert::objects;
 use super::convert::{amount_text, int, opt_text, path, seconds, text, type_name};
 use super::errors::{closed_error, Failure, Fallible};
 use super::journal::PyJournal;
@@ -16,7 +16,6 @@ use super::models::{
 use super::observe::observer;
 use super::payout_rows as payout;
 use super::session::{on_token_callback, UserSession};
-use super::store::PyTokenStore;
 use super::twin::{call, twin, Obs};
 use fxpay_core::auth::authorize::{AuthorizationRequest, AuthorizeParams};
 use fxpay_core::auth::TokenStore;
@@ -506,7 +505,7 @@ twin! {
         let base_url = text(base_url, "base_url")?;
         let timeout = seconds(timeout.bind(py), "timeout")?;
         let max_retries = int(max_retries.bind(py), "max_retries", Error::Configuration)?;
-        let store = PyTokenStore::from_py(token_store)?;
+        let store = objects::token_store(token_store, "token_store")?;
         let user_agent = opt_text(user_agent, "user_agent")?;
         let ca_bundle = match path(ca_bundle, "ca_bundle")? {
             Some(p) => Some(p),
@@ -515,7 +514,7 @@ twin! {
                 .ok()
                 .filter(|p| !p.is_empty()),
         };
-        let cassette = CoreCassette::from_py(cassette)?;
+        let cassette = objects::cassette(cassette, "cassette")?;
         let deadline = match deadline.filter(|d| !d.is_none()) {
             Some(d) => Some(seconds(d, "deadline")?),
             None => None,

@@ -1,16 +1,6 @@
-//! Values between Python and the core, one rule per kind, each a `TypeError` naming the
-//! parameter for a wrong type (a `bool` included wherever a number is wanted) and leaving the
-//! value's range to the core:
-//! - text ([`text`], [`opt_text`]) and counts ([`int`]);
-//! - amounts ([`amount_text`], [`decimal_from_py`]): `Decimal`, `int`, `str` or `float` (its
-//!   shortest repr), kept exactly; the same rule for a `Client` argument and a model field;
-//! - seconds ([`seconds`]) and paths ([`path`], `str` or `os.PathLike`);
-//! - instants ([`instant_from_py`]) and JSON values with exact Decimals ([`py_to_value`]).
-//!
-//! The objects Python hands in convert where their wrapper lives: token stores in
-//! `store.rs` (`PyTokenStore::from_py`), cassettes in `cassette.rs` (`CoreCassette::from_py`),
-//! journals in `journal.rs` (`PyJournal::from_py`), models in `models/class.rs`.
-use super::errors::{Failure, Fallible};
+//! Values between Python and the core, one rule per kind (see `mod.rs` for the list): text,
+//! counts, amounts, seconds, paths, instants and JSON values.
+use crate::errors::{Failure, Fallible};
 use fxpay_core::error::Error;
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
