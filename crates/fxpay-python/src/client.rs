@@ -31,6 +31,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -65,13 +66,29 @@ struct Open {
 /// A creating call's idempotency key and the journal it is kept in.
 type Keyed = Option<(Arc<dyn Store>, String)>;
 
+/// A creating call made once: with a key, through the journal (`journaled`: a repeat of the
+/// key is answered from it), else sent as it is (`direct`); `args` go to the one it makes.
+async fn once<'a, A, T, J, D>(
+    keyed: &'a Keyed,
+    args: A,
+    journaled: impl FnOnce(&'a Arc<dyn Store>, &'a str, A) -> J,
+    direct: impl FnOnce(A) -> D,
+) -> Result<T, Error>
+where
+    J: Future<Output = Result<(T, bool), Error>>,
+    D: Future<Output = Result<T, Error>>,
+{
+    match keyed {
+        Some((j, key)) => Ok(journaled(j, key, args).await?.0),
+        None => direct(args).await,
+    }
+}
+
 fn quote_call(c: Core, req: QuoteRequest, keyed: Keyed, obs: Obs) -> OutFuture {
     Box::pin(async move {
         let obs = obs.as_deref();
-        let (id, _) = match keyed {
-            Some((j, key)) => calls::create_quote(&c, &j, &key, &req, obs).await?.0,
-            None => c.create_quote(&req, obs).await?,
-        };
+        let journaled = |j, key, req| calls::create_quote(&c, j, key, req, obs);
+        let (id, _) = once(&keyed, &req, journaled, |req| c.create_quote(req, obs)).await?;
         Ok(Out::Str(id))
     })
 }
@@ -79,10 +96,8 @@ fn quote_call(c: Core, req: QuoteRequest, keyed: Keyed, obs: Obs) -> OutFuture {
 fn beneficiary_call(c: Core, b: Beneficiary, keyed: Keyed, obs: Obs) -> OutFuture {
     Box::pin(async move {
         let obs = obs.as_deref();
-        let (id, _) = match keyed {
-            Some((j, key)) => calls::create_beneficiary(&c, &j, &key, &b, obs).await?.0,
-            None => c.create_beneficiary(&b, obs).await?,
-        };
+        let journaled = |j, key, b| calls::create_beneficiary(&c, j, key, b, obs);
+        let (id, _) = once(&keyed, &b, journaled, |b| c.create_beneficiary(b, obs)).await?;
         Ok(Out::Str(id))
     })
 }
@@ -90,34 +105,24 @@ fn beneficiary_call(c: Core, b: Beneficiary, keyed: Keyed, obs: Obs) -> OutFutur
 fn deal_call(c: Core, req: DealRequest, keyed: Keyed, obs: Obs) -> OutFuture {
     Box::pin(async move {
         let obs = obs.as_deref();
-        let out = match keyed {
-            Some((j, key)) => calls::create_deal(&c, &j, &key, req, obs).await?.0,
-            None => c.create_deal(req, obs).await?,
-        };
+        let journaled = |j, key, req| calls::create_deal(&c, j, key, req, obs);
+        let out = once(&keyed, req, journaled, |req| c.create_deal(req, obs)).await?;
         Ok(Out::Deal(Box::new(out)))
     })
 }
 
-fn spot_call(
-    c: Core,
-    req: DealRequest,
-    (url, nonce): (Option<String>, Option<String>),
-    keyed: Keyed,
-    obs: Obs,
-) -> OutFuture {
+fn spot_call(c: Core, req: DealRequest, callback: Callback, keyed: Keyed, obs: Obs) -> OutFuture {
     Box::pin(async move {
         let obs = obs.as_deref();
-        let out = match keyed {
-            Some((j, key)) => {
-                calls::create_spot_deal(&c, &j, &key, req, url, nonce, obs)
-                    .await?
-                    .0
-            }
-            None => c.create_spot_deal(req, url, nonce, obs).await?,
-        };
+        let journaled = |j, key, (req, (u, n))| calls::create_spot_deal(&c, j, key, req, u, n, obs);
+        let direct = |(req, (u, n))| c.create_spot_deal(req, u, n, obs);
+        let out = once(&keyed, (req, callback), journaled, direct).await?;
         Ok(Out::Spot(Box::new(out)))
     })
 }
+
+/// A spot deal's `callback_url` and `callback_nonce`.
+type Callback = (Option<String>, Option<String>);
 
 impl Client {
     /// A payout's future: the table's rows checked and converted here (nothing is sent if
