@@ -84,46 +84,6 @@ where
     }
 }
 
-fn quote_call(c: Core, req: QuoteRequest, keyed: Keyed, obs: Obs) -> OutFuture {
-    Box::pin(async move {
-        let obs = obs.as_deref();
-        let journaled = |j, key, req| calls::create_quote(&c, j, key, req, obs);
-        let (id, _) = once(&keyed, &req, journaled, |req| c.create_quote(req, obs)).await?;
-        Ok(Out::Str(id))
-    })
-}
-
-fn beneficiary_call(c: Core, b: Beneficiary, keyed: Keyed, obs: Obs) -> OutFuture {
-    Box::pin(async move {
-        let obs = obs.as_deref();
-        let journaled = |j, key, b| calls::create_beneficiary(&c, j, key, b, obs);
-        let (id, _) = once(&keyed, &b, journaled, |b| c.create_beneficiary(b, obs)).await?;
-        Ok(Out::Str(id))
-    })
-}
-
-fn deal_call(c: Core, req: DealRequest, keyed: Keyed, obs: Obs) -> OutFuture {
-    Box::pin(async move {
-        let obs = obs.as_deref();
-        let journaled = |j, key, req| calls::create_deal(&c, j, key, req, obs);
-        let out = once(&keyed, req, journaled, |req| c.create_deal(req, obs)).await?;
-        Ok(Out::Deal(Box::new(out)))
-    })
-}
-
-fn spot_call(c: Core, req: DealRequest, callback: Callback, keyed: Keyed, obs: Obs) -> OutFuture {
-    Box::pin(async move {
-        let obs = obs.as_deref();
-        let journaled = |j, key, (req, (u, n))| calls::create_spot_deal(&c, j, key, req, u, n, obs);
-        let direct = |(req, (u, n))| c.create_spot_deal(req, u, n, obs);
-        let out = once(&keyed, (req, callback), journaled, direct).await?;
-        Ok(Out::Spot(Box::new(out)))
-    })
-}
-
-/// A spot deal's `callback_url` and `callback_nonce`.
-type Callback = (Option<String>, Option<String>);
-
 impl Client {
     /// A payout's future: the table's rows checked and converted here (nothing is sent if
     /// that fails), run by the core.
@@ -290,7 +250,7 @@ impl Client {
     fn spot_args(
         callback_url: Option<&Bound<'_, PyAny>>,
         callback_nonce: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<(Option<String>, Option<String>)> {
+    ) -> Fallible<(Option<String>, Option<String>)> {
         Ok((
             opt_text(callback_url, "callback_url")?,
             opt_text(callback_nonce, "callback_nonce")?,
@@ -371,7 +331,12 @@ twin! {
             let beneficiaries = beneficiaries.bind(py);
             let req = Self::quote_request(buy_currency, buy_amount, sell_currency, beneficiaries)?;
             let keyed = self.keyed(idempotency_key)?;
-            move |obs: Obs| quote_call(c, req, keyed, obs)
+            move |obs: Obs| async move {
+                let obs = obs.as_deref();
+                let journaled = |j, key, req| calls::create_quote(&c, j, key, req, obs);
+                let (id, _) = once(&keyed, &req, journaled, |req| c.create_quote(req, obs)).await?;
+                Ok(Out::Str(id))
+            }
         }
 
         /// Reads a quote.
@@ -396,7 +361,12 @@ twin! {
             let c = self.core()?.clone();
             let b = self::beneficiary(beneficiary)?;
             let keyed = self.keyed(idempotency_key)?;
-            move |obs: Obs| beneficiary_call(c, b, keyed, obs)
+            move |obs: Obs| async move {
+                let obs = obs.as_deref();
+                let journaled = |j, key, b| calls::create_beneficiary(&c, j, key, b, obs);
+                let (id, _) = once(&keyed, &b, journaled, |b| c.create_beneficiary(b, obs)).await?;
+                Ok(Out::Str(id))
+            }
         }
 
         /// Books a deal at once. It is never sent twice by the client's own retries, nor, under
@@ -414,7 +384,12 @@ twin! {
             let c = self.core()?.clone();
             let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
             let keyed = self.keyed(idempotency_key)?;
-            move |obs: Obs| deal_call(c, req, keyed, obs)
+            move |obs: Obs| async move {
+                let obs = obs.as_deref();
+                let journaled = |j, key, req| calls::create_deal(&c, j, key, req, obs);
+                let deal = once(&keyed, req, journaled, |req| c.create_deal(req, obs)).await?;
+                Ok(Out::Deal(Box::new(deal)))
+            }
         }
 
         /// Starts a spot deal; its outcome arrives as a ``DealCreated`` notification.
@@ -437,7 +412,15 @@ twin! {
             let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
             let callback = Self::spot_args(callback_url, callback_nonce)?;
             let keyed = self.keyed(idempotency_key)?;
-            move |obs: Obs| spot_call(c, req, callback, keyed, obs)
+            move |obs: Obs| async move {
+                let obs = obs.as_deref();
+                let journaled = |j, key, (req, (url, nonce))| {
+                    calls::create_spot_deal(&c, j, key, req, url, nonce, obs)
+                };
+                let direct = |(req, (url, nonce))| c.create_spot_deal(req, url, nonce, obs);
+                let spot = once(&keyed, (req, callback), journaled, direct).await?;
+                Ok(Out::Spot(Box::new(spot)))
+            }
         }
 
         /// Checks the callback (state, ``error=``) and trades its code (and PKCE verifier) for a
