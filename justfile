@@ -18,7 +18,7 @@ default:
 setup *args:
     bash scripts/setup "$@"
 
-# Every static check: Rust format, clippy, import circles, the free-threaded 3.14 compile, ruff (lint and format), import contracts, mypy (also at 3.10), stubtest, pyright.
+# Every static check: Rust format, clippy, import circles, the free-threaded 3.14 compile, ruff (lint and format), import contracts, mypy (also at 3.10), stubtest, the generated model stubs, pyright.
 lint:
     @echo "== cargo fmt --check"
     cargo fmt --check
@@ -35,6 +35,8 @@ lint:
     PYTHONPATH=python .venv/bin/lint-imports --no-cache --no-logo
     @echo "== type checks"
     {{ py }} -m mypy.stubtest fxpay._fxpay
+    @echo "== the model classes of _fxpay.pyi are what scripts/gen_stubs.py writes from the Rust field lists"
+    {{ py }} scripts/gen_stubs.py --check
     .venv/bin/mypy --strict python/fxpay examples
     @echo "== the 3.10 floor (mypy --python-version 3.10; ruff's target-version is py310, abi3audit runs in wheel-check)"
     .venv/bin/mypy --python-version 3.10 python/fxpay

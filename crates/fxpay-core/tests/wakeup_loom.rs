@@ -29,6 +29,20 @@ fn producer(inbox: &Inbox<u32>, bytes: &AtomicUsize, item: u32) {
     }
 }
 
+/// Two runtime threads that finish a call each (items 1 and 2), started now.
+fn push_from_two_threads(
+    inbox: &Arc<Inbox<u32>>,
+    bytes: &Arc<AtomicUsize>,
+) -> Vec<thread::JoinHandle<()>> {
+    [1, 2]
+        .into_iter()
+        .map(|item| {
+            let (inbox, bytes) = (inbox.clone(), bytes.clone());
+            thread::spawn(move || producer(&inbox, &bytes, item))
+        })
+        .collect()
+}
+
 /// Two runtime threads finish a call each while the loop drains twice; then the loop runs
 /// until nothing is readable. Every item must have been delivered, exactly once.
 #[test]
@@ -36,13 +50,7 @@ fn no_wake_up_is_lost_between_two_pushes_and_a_drain() {
     loom::model(|| {
         let inbox = Arc::new(Inbox::new());
         let bytes = Arc::new(AtomicUsize::new(0));
-        let pushers: Vec<_> = [1, 2]
-            .into_iter()
-            .map(|item| {
-                let (inbox, bytes) = (inbox.clone(), bytes.clone());
-                thread::spawn(move || producer(&inbox, &bytes, item))
-            })
-            .collect();
+        let pushers = push_from_two_threads(&inbox, &bytes);
         let mut got = Vec::new();
         // The loop's thread, concurrently with the pushes.
         for _ in 0..2 {
@@ -69,13 +77,7 @@ fn two_pushes_before_a_drain_share_one_wake_up() {
     loom::model(|| {
         let inbox = Arc::new(Inbox::new());
         let bytes = Arc::new(AtomicUsize::new(0));
-        let pushers: Vec<_> = [1, 2]
-            .into_iter()
-            .map(|item| {
-                let (inbox, bytes) = (inbox.clone(), bytes.clone());
-                thread::spawn(move || producer(&inbox, &bytes, item))
-            })
-            .collect();
+        let pushers = push_from_two_threads(&inbox, &bytes);
         for p in pushers {
             p.join().expect("a producer panicked");
         }

@@ -1,37 +1,13 @@
 //! `fxpay._fxpay.CoreCassette`: a `fxpay_core::cassette::Cassette` as Python holds it. The typed
 //! facade is `fxpay.testing.Cassette`.
 use super::bridge::guard;
-use super::convert::type_name;
 use fxpay_core::cassette::Cassette;
-use pyo3::exceptions::PyTypeError;
-use pyo3::intern;
 use pyo3::prelude::*;
 use std::sync::Arc;
 
 #[pyclass(module = "fxpay._fxpay", frozen)]
 pub struct CoreCassette {
     pub inner: Arc<Cassette>,
-}
-
-impl CoreCassette {
-    /// A `cassette` argument: a `fxpay.testing.Cassette`'s core; None for None; a
-    /// `TypeError` else.
-    pub fn from_py(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Arc<Cassette>>> {
-        let Some(obj) = obj.filter(|o| !o.is_none()) else {
-            return Ok(None);
-        };
-        let core = obj
-            .getattr(intern!(obj.py(), "_core"))
-            .ok()
-            .and_then(|c| c.cast_into::<Self>().ok());
-        match core {
-            Some(c) => Ok(Some(c.get().inner.clone())),
-            None => Err(PyTypeError::new_err(format!(
-                "cassette must be a fxpay.testing.Cassette, not {}",
-                type_name(obj)
-            ))),
-        }
-    }
 }
 
 #[pymethods]

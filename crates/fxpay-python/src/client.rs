@@ -5,7 +5,7 @@
 use super::bridge::CallFuture as OutFuture;
 use super::bridge::{block_until_stopped, guard};
 use super::call::ready;
-use super::cassette::CoreCassette;
+use super::convert::objects;
 use super::convert::{amount_text, int, opt_text, path, seconds, text, type_name};
 use super::errors::{closed_error, Failure, Fallible};
 use super::journal::PyJournal;
@@ -16,7 +16,6 @@ use super::models::{
 use super::observe::observer;
 use super::payout_rows as payout;
 use super::session::{on_token_callback, UserSession};
-use super::store::PyTokenStore;
 use super::twin::{call, twin, Obs};
 use fxpay_core::auth::authorize::{AuthorizationRequest, AuthorizeParams};
 use fxpay_core::auth::TokenStore;
@@ -32,6 +31,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -66,58 +66,22 @@ struct Open {
 /// A creating call's idempotency key and the journal it is kept in.
 type Keyed = Option<(Arc<dyn Store>, String)>;
 
-fn quote_call(c: Core, req: QuoteRequest, keyed: Keyed, obs: Obs) -> OutFuture {
-    Box::pin(async move {
-        let obs = obs.as_deref();
-        let (id, _) = match keyed {
-            Some((j, key)) => calls::create_quote(&c, &j, &key, &req, obs).await?.0,
-            None => c.create_quote(&req, obs).await?,
-        };
-        Ok(Out::Str(id))
-    })
-}
-
-fn beneficiary_call(c: Core, b: Beneficiary, keyed: Keyed, obs: Obs) -> OutFuture {
-    Box::pin(async move {
-        let obs = obs.as_deref();
-        let (id, _) = match keyed {
-            Some((j, key)) => calls::create_beneficiary(&c, &j, &key, &b, obs).await?.0,
-            None => c.create_beneficiary(&b, obs).await?,
-        };
-        Ok(Out::Str(id))
-    })
-}
-
-fn deal_call(c: Core, req: DealRequest, keyed: Keyed, obs: Obs) -> OutFuture {
-    Box::pin(async move {
-        let obs = obs.as_deref();
-        let out = match keyed {
-            Some((j, key)) => calls::create_deal(&c, &j, &key, req, obs).await?.0,
-            None => c.create_deal(req, obs).await?,
-        };
-        Ok(Out::Deal(Box::new(out)))
-    })
-}
-
-fn spot_call(
-    c: Core,
-    req: DealRequest,
-    (url, nonce): (Option<String>, Option<String>),
-    keyed: Keyed,
-    obs: Obs,
-) -> OutFuture {
-    Box::pin(async move {
-        let obs = obs.as_deref();
-        let out = match keyed {
-            Some((j, key)) => {
-                calls::create_spot_deal(&c, &j, &key, req, url, nonce, obs)
-                    .await?
-                    .0
-            }
-            None => c.create_spot_deal(req, url, nonce, obs).await?,
-        };
-        Ok(Out::Spot(Box::new(out)))
-    })
+/// A creating call made once: with a key, through the journal (`journaled`: a repeat of the
+/// key is answered from it), else sent as it is (`direct`); `args` go to the one it makes.
+async fn once<'a, A, T, J, D>(
+    keyed: &'a Keyed,
+    args: A,
+    journaled: impl FnOnce(&'a Arc<dyn Store>, &'a str, A) -> J,
+    direct: impl FnOnce(A) -> D,
+) -> Result<T, Error>
+where
+    J: Future<Output = Result<(T, bool), Error>>,
+    D: Future<Output = Result<T, Error>>,
+{
+    match keyed {
+        Some((j, key)) => Ok(journaled(j, key, args).await?.0),
+        None => direct(args).await,
+    }
 }
 
 impl Client {
@@ -274,18 +238,19 @@ impl Client {
         buy_amount: &Bound<'_, PyAny>,
         sell_currency: &Bound<'_, PyAny>,
         beneficiaries: &Bound<'_, PyAny>,
-    ) -> PyResult<QuoteRequest> {
+    ) -> Fallible<QuoteRequest> {
         let buy_currency = text(buy_currency, "buy_currency")?;
         let amount = amount_text("buy_amount", buy_amount)?;
         let sell_currency = text(sell_currency, "sell_currency")?;
         let beneficiaries = int(beneficiaries, "beneficiaries", Error::InvalidRequest)?;
-        guard(|| QuoteRequest::new(&buy_currency, &amount, &sell_currency, beneficiaries))
+        let req = QuoteRequest::new(&buy_currency, &amount, &sell_currency, beneficiaries)?;
+        Ok(req)
     }
 
     fn spot_args(
         callback_url: Option<&Bound<'_, PyAny>>,
         callback_nonce: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<(Option<String>, Option<String>)> {
+    ) -> Fallible<(Option<String>, Option<String>)> {
         Ok((
             opt_text(callback_url, "callback_url")?,
             opt_text(callback_nonce, "callback_nonce")?,
@@ -366,7 +331,12 @@ twin! {
             let beneficiaries = beneficiaries.bind(py);
             let req = Self::quote_request(buy_currency, buy_amount, sell_currency, beneficiaries)?;
             let keyed = self.keyed(idempotency_key)?;
-            move |obs: Obs| quote_call(c, req, keyed, obs)
+            move |obs: Obs| async move {
+                let obs = obs.as_deref();
+                let journaled = |j, key, req| calls::create_quote(&c, j, key, req, obs);
+                let (id, _) = once(&keyed, &req, journaled, |req| c.create_quote(req, obs)).await?;
+                Ok(Out::Str(id))
+            }
         }
 
         /// Reads a quote.
@@ -391,7 +361,12 @@ twin! {
             let c = self.core()?.clone();
             let b = self::beneficiary(beneficiary)?;
             let keyed = self.keyed(idempotency_key)?;
-            move |obs: Obs| beneficiary_call(c, b, keyed, obs)
+            move |obs: Obs| async move {
+                let obs = obs.as_deref();
+                let journaled = |j, key, b| calls::create_beneficiary(&c, j, key, b, obs);
+                let (id, _) = once(&keyed, &b, journaled, |b| c.create_beneficiary(b, obs)).await?;
+                Ok(Out::Str(id))
+            }
         }
 
         /// Books a deal at once. It is never sent twice by the client's own retries, nor, under
@@ -409,7 +384,12 @@ twin! {
             let c = self.core()?.clone();
             let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
             let keyed = self.keyed(idempotency_key)?;
-            move |obs: Obs| deal_call(c, req, keyed, obs)
+            move |obs: Obs| async move {
+                let obs = obs.as_deref();
+                let journaled = |j, key, req| calls::create_deal(&c, j, key, req, obs);
+                let deal = once(&keyed, req, journaled, |req| c.create_deal(req, obs)).await?;
+                Ok(Out::Deal(Box::new(deal)))
+            }
         }
 
         /// Starts a spot deal; its outcome arrives as a ``DealCreated`` notification.
@@ -432,7 +412,15 @@ twin! {
             let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
             let callback = Self::spot_args(callback_url, callback_nonce)?;
             let keyed = self.keyed(idempotency_key)?;
-            move |obs: Obs| spot_call(c, req, callback, keyed, obs)
+            move |obs: Obs| async move {
+                let obs = obs.as_deref();
+                let journaled = |j, key, (req, (url, nonce))| {
+                    calls::create_spot_deal(&c, j, key, req, url, nonce, obs)
+                };
+                let direct = |(req, (url, nonce))| c.create_spot_deal(req, url, nonce, obs);
+                let spot = once(&keyed, (req, callback), journaled, direct).await?;
+                Ok(Out::Spot(Box::new(spot)))
+            }
         }
 
         /// Checks the callback (state, ``error=``) and trades its code (and PKCE verifier) for a
@@ -505,7 +493,7 @@ twin! {
         let base_url = text(base_url, "base_url")?;
         let timeout = seconds(timeout.bind(py), "timeout")?;
         let max_retries = int(max_retries.bind(py), "max_retries", Error::Configuration)?;
-        let store = PyTokenStore::from_py(token_store)?;
+        let store = objects::token_store(token_store, "token_store")?;
         let user_agent = opt_text(user_agent, "user_agent")?;
         let ca_bundle = match path(ca_bundle, "ca_bundle")? {
             Some(p) => Some(p),
@@ -514,7 +502,7 @@ twin! {
                 .ok()
                 .filter(|p| !p.is_empty()),
         };
-        let cassette = CoreCassette::from_py(cassette)?;
+        let cassette = objects::cassette(cassette, "cassette")?;
         let deadline = match deadline.filter(|d| !d.is_none()) {
             Some(d) => Some(seconds(d, "deadline")?),
             None => None,
@@ -819,7 +807,7 @@ twin! {
         state: Option<&Bound<'py, PyAny>>,
         scope: Py<PyAny>,
         pkce: Py<PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> Fallible<Bound<'py, PyAny>> {
         let core = self.initialised()?;
         let redirect_uri = text(redirect_uri, "redirect_uri")?;
         let state = opt_text(state, "state")?;
@@ -834,7 +822,7 @@ twin! {
             scope: &scope,
             pkce,
         };
-        let a = guard(|| core.core.authorization_url(&params))?;
+        let a = core.core.authorization_url(&params)?;
         Ok(authorization_into_py(py, a)?.into_bound(py).into_any())
     }
 

@@ -72,6 +72,12 @@ impl From<pyo3::CastError<'_, '_>> for Failure {
     }
 }
 
+impl From<pythonize::PythonizeError> for Failure {
+    fn from(e: pythonize::PythonizeError) -> Self {
+        Failure::Py(e.into())
+    }
+}
+
 impl From<Failure> for PyErr {
     fn from(f: Failure) -> Self {
         match f {

@@ -34,7 +34,7 @@ impl<'py> IntoPyObject<'py> for PyJournalEntry {
 
 fn ms_to_py(py: Python<'_>, ms: u64) -> PyResult<Bound<'_, PyAny>> {
     // Milliseconds as seconds: exact enough for a timestamp (not money).
-    instant_to_py(py, ms as f64 / 1000.0)
+    Ok(instant_to_py(py, ms as f64 / 1000.0)?)
 }
 
 #[pymethods]

@@ -1,6 +1,7 @@
 //! `Client.pay_out`'s rows in: a table's records (dicts that `fxpay._payouts` made of a
 //! list, a pandas or a polars frame) become the core's rows.
 use super::convert::{amount_text, opt_text, text, type_name};
+use super::errors::Fallible;
 use super::models::beneficiary_from_py;
 use fxpay_core::error::Error;
 use fxpay_core::journal::payout::{Outcome, Row, RowBeneficiary, Status};
@@ -26,7 +27,7 @@ fn need<'py>(
 
 /// The records as rows. A wrong type is a `TypeError` naming `rows[i].field` (nothing is
 /// sent); a wrong or missing value refuses that row only.
-pub fn rows_from_py(records: &Bound<'_, PyList>, funding_source: &str) -> PyResult<Prepared> {
+pub fn rows_from_py(records: &Bound<'_, PyList>, funding_source: &str) -> Fallible<Prepared> {
     let mut out = Vec::with_capacity(records.len());
     for (i, rec) in records.iter().enumerate() {
         let rec = rec.cast_into::<PyDict>().map_err(|e| {
@@ -44,15 +45,11 @@ fn row_from_py(
     rec: &Bound<'_, PyDict>,
     i: usize,
     funding_source: &str,
-) -> PyResult<Result<Row, String>> {
+) -> Fallible<Result<Row, String>> {
     let name = |f: &str| format!("rows[{i}].{f}");
     let key = match field(rec, "key")? {
         Some(k) => text(&k, &name("key"))?,
-        None => {
-            return Err(super::errors::to_pyerr(Error::invalid(format!(
-                "rows[{i}] has no key"
-            ))))
-        }
+        None => return Err(Error::invalid(format!("rows[{i}] has no key")).into()),
     };
     let mut texts = Vec::new();
     for f in [

@@ -228,7 +228,7 @@ impl CoreSandbox {
             })?
             .enumerate()
             .map(|(i, u)| text(&u?, &format!("redirect_uris[{i}]")))
-            .collect::<PyResult<Vec<String>>>()?;
+            .collect::<Fallible<Vec<String>>>()?;
         let uris: Vec<&str> = redirect_uris.iter().map(String::as_str).collect();
         self.served()?
             .register_client(&client_id, &client_secret, &uris);

@@ -5,13 +5,11 @@
 //! A store that fails is an outage, not a failed call: the core renews on its own (see
 //! `fxpay_core::auth::token_cache`). This side tells the `fxpay` logger once per outage: one
 //! WARNING when the store first fails, one INFO when it answers again.
-use super::convert::type_name;
 use super::models::{token, token_from_py};
 use futures_util::future::BoxFuture;
 use fxpay_core::auth::store::{StoreLock, TokenStore};
 use fxpay_core::error::{Error, Result};
 use fxpay_core::models::Token;
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,21 +25,6 @@ impl PyTokenStore {
             obj: Arc::new(obj),
             health: Arc::new(Health::default()),
         }
-    }
-
-    /// A `token_store` argument: anything with `load(key)` and `save(key, token)`; None
-    /// for None; a `TypeError` else.
-    pub fn from_py(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Arc<dyn TokenStore>>> {
-        let Some(obj) = obj.filter(|o| !o.is_none()) else {
-            return Ok(None);
-        };
-        if !(obj.hasattr("load")? && obj.hasattr("save")?) {
-            return Err(PyTypeError::new_err(format!(
-                "token_store must have load(key) and save(key, token), not {}",
-                type_name(obj)
-            )));
-        }
-        Ok(Some(Arc::new(Self::new(obj.clone().unbind()))))
     }
 }
 

@@ -1,6 +1,6 @@
 //! `fxpay.parse_deal_created`: the webhook checks of `fxpay_core::webhook` on Python values.
 use super::convert::{opt_text, type_name};
-use super::errors::guard;
+use super::errors::{guard, Fallible};
 use super::models::{deal_created_into_py, DealCreated};
 use fxpay_core::error::Error;
 use fxpay_core::webhook::{self, NONCE_HEADER};
@@ -35,19 +35,16 @@ pub fn parse_deal_created<'py>(
     body: &Bound<'py, PyAny>,
     headers: Option<&Bound<'py, PyAny>>,
     nonce: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, DealCreated>> {
+) -> Fallible<Bound<'py, DealCreated>> {
     let nonce = opt_text(nonce, "nonce")?;
     let bytes = body_bytes(body)?;
-    guard(|| webhook::check_size(bytes.len()))?;
+    webhook::check_size(bytes.len())?;
     if let Some(expected) = nonce {
         let received = nonce_headers(headers)?;
-        guard(|| {
-            webhook::verify_nonce(
-                &expected,
-                received.iter().map(|v| (NONCE_HEADER, v.as_str())),
-            )
-        })?;
+        let received = received.iter().map(|v| (NONCE_HEADER, v.as_str()));
+        webhook::verify_nonce(&expected, received)?;
     }
+    // The parse of a body from the network is guarded: a panic in it is an FxPayError.
     let event = if bytes.len() >= DETACH_AT {
         py.detach(|| guard(|| webhook::parse_body(bytes)))?
     } else {
@@ -61,25 +58,25 @@ pub fn parse_deal_created<'py>(
 
 /// The body as UTF-8 bytes: `bytes` as they are, `str` encoded (refused unencoded when it
 /// has more characters than the limit has bytes).
-fn body_bytes<'a>(body: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+fn body_bytes<'a>(body: &'a Bound<'_, PyAny>) -> Fallible<&'a [u8]> {
     if let Ok(b) = body.cast::<PyBytes>() {
         return Ok(b.as_bytes());
     }
     if let Ok(s) = body.cast::<PyString>() {
-        guard(|| webhook::check_size(s.len().unwrap_or(usize::MAX)))?;
+        webhook::check_size(s.len().unwrap_or(usize::MAX))?;
         return match s.to_str() {
             Ok(text) => Ok(text.as_bytes()),
-            Err(_) => guard(|| {
-                Err(Error::WebhookPayload(
-                    "the body is not valid UTF-8 (the str holds lone surrogates)".into(),
-                ))
-            }),
+            Err(_) => Err(Error::WebhookPayload(
+                "the body is not valid UTF-8 (the str holds lone surrogates)".into(),
+            )
+            .into()),
         };
     }
     Err(PyTypeError::new_err(format!(
         "body must be bytes or str, not {}",
         body.get_type().name()?
-    )))
+    ))
+    .into())
 }
 
 /// The values of every `callback-nonce` header, the name compared in any case. Any

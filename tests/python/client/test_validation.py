@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import math
+from collections.abc import Callable
 from decimal import Decimal
 
 import pytest
@@ -212,3 +214,58 @@ def test_amounts_that_fit_are_kept_exactly(amount: object, kept: str) -> None:
     b = fxpay.DealBeneficiary("b", amount, "r", "x")  # type: ignore[arg-type]
     assert str(b.amount) == kept
     assert b.amount == Decimal(str(amount))
+
+
+def test_a_wrong_type_is_the_same_type_error_for_an_argument_and_a_model_field(fxpay_sandbox) -> None:  # type: ignore[no-untyped-def]
+    # One rule per kind (crates/fxpay-python/src/convert/): a bool where text or a count is
+    # wanted is a TypeError naming the parameter, whether it is a Client argument or a field.
+    c = fxpay_sandbox.client()
+    when = datetime.datetime.now(datetime.timezone.utc)
+    cases: list[tuple[Callable[[], object], str, Callable[[], object], str]] = [
+        (lambda: c.get_quote(True), "quote_id", lambda: fxpay.Deal(True, "q", "f"), "Deal.deal_id"),  # type: ignore[arg-type]
+        (
+            lambda: c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="AUD", beneficiaries=True),
+            "beneficiaries",
+            lambda: fxpay.Token("a", "Bearer", True, when),  # type: ignore[arg-type]
+            "Token.expires_in",
+        ),
+        (
+            lambda: c.create_quote(buy_currency="USD", buy_amount=True, sell_currency="AUD"),
+            "buy_amount",
+            lambda: fxpay.DealBeneficiary("b", True, "r", "x"),  # type: ignore[arg-type]
+            "DealBeneficiary.amount",
+        ),
+    ]
+    for by_client, param, by_model, field in cases:
+        with pytest.raises(TypeError) as client_error:
+            by_client()
+        with pytest.raises(TypeError) as model_error:
+            by_model()
+        assert not isinstance(client_error.value, fxpay.FxPayError)
+        assert not isinstance(model_error.value, fxpay.FxPayError)
+        assert str(client_error.value).startswith(f"{param} must be ")
+        assert str(model_error.value) == str(client_error.value).replace(param, field, 1)
+    assert requests_made(fxpay_sandbox) == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("timeout", "timeout must be a number of seconds, not bool"),
+        ("deadline", "deadline must be a number of seconds, not bool"),
+        ("max_retries", "max_retries must be an int, not bool"),
+        ("token_store", "token_store must have load(key) and save(key, token), not bool"),
+        ("cassette", "cassette must be a fxpay.testing.Cassette, not bool"),
+        ("ca_bundle", "ca_bundle must be a str or an os.PathLike, not bool"),
+    ],
+)
+def test_a_client_argument_of_a_wrong_type_is_a_type_error_naming_it(fxpay_sandbox, name: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    kwargs = {"base_url": fxpay_sandbox.base_url, name: True}
+    with pytest.raises(TypeError) as ei:
+        fxpay.Client(fxpay_sandbox.client_id, fxpay_sandbox.client_secret, **kwargs)
+    assert str(ei.value) == message
+    if name in ("timeout", "deadline", "max_retries"):
+        # The same rule where a client's options change.
+        with pytest.raises(TypeError) as derived:
+            fxpay_sandbox.client().with_options(**{name: True})
+        assert str(derived.value) == message

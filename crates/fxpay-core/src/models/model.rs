@@ -5,7 +5,7 @@
 //! field is named once.
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::any::Any;
+use std::any::{Any, TypeId};
 
 /// What a field takes when it is not given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +73,9 @@ pub trait Model:
     const ABSENT: &'static [Absent];
     /// Fields never shown (repr, HTML, logs): tokens, verifiers, nonces.
     const SECRET: &'static [&'static str];
+    /// Each field's type, in declaration order: whatever shows a model tells by it how a
+    /// field crosses and what it is called there (the Python binding's stub types).
+    const TYPES: &'static [fn() -> TypeId];
     fn visit<V: Visit>(&self, v: &mut V) -> Result<(), V::Error>;
     fn build<B: Build>(b: &mut B) -> Result<Self, B::Error>;
     /// Checks a model built from user input (not one read from the service): the one
@@ -104,6 +107,7 @@ macro_rules! model {
             const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
             const ABSENT: &'static [$crate::models::model::Absent] = &[$(<$ty as $crate::models::model::FieldType>::ABSENT),*];
             const SECRET: &'static [&'static str] = &[$($(stringify!($secret)),*)?];
+            const TYPES: &'static [fn() -> ::std::any::TypeId] = &[$(::std::any::TypeId::of::<$ty>),*];
             fn visit<V: $crate::models::model::Visit>(&self, v: &mut V) -> ::std::result::Result<(), V::Error> {
                 $( v.field(stringify!($field), &self.$field)?; )*
                 Ok(())

@@ -2,9 +2,9 @@
 //! every class gets), and how core results become them.
 pub mod class;
 
-use super::convert::{instant_to_py, text_of, type_name};
+use super::convert::{instant_to_py, seconds, text_of, type_name};
 use super::errors::{Failure, Fallible, PyFieldError};
-use class::{install, into_py, pymodel, ModelClass, Nested, Raw};
+use class::{install, into_py, pymodel, ModelClass, Nested, PyTypes, Raw};
 use fxpay_core::error::Error;
 use fxpay_core::models as core;
 use pyo3::exceptions::PyTypeError;
@@ -253,6 +253,41 @@ impl Nested for NestedModels {
         }
         None
     }
+
+    fn py_types(ty: TypeId) -> Option<PyTypes> {
+        let kinds: [(TypeId, PyTypes); 7] = [
+            (TypeId::of::<core::Freebies>(), ("Freebies", "Freebies")),
+            (
+                TypeId::of::<Option<core::Freebies>>(),
+                ("Freebies | None", "Freebies | None"),
+            ),
+            (TypeId::of::<core::Address>(), ("Address", "Address")),
+            (
+                TypeId::of::<core::BankDetails>(),
+                ("BankDetails", "BankDetails"),
+            ),
+            (
+                TypeId::of::<Vec<core::DealBeneficiary>>(),
+                ("Sequence[DealBeneficiary]", "tuple[DealBeneficiary, ...]"),
+            ),
+            (
+                TypeId::of::<Vec<core::FieldError>>(),
+                ("Sequence[FieldError]", "list[FieldError]"),
+            ),
+            // The one enum, crossing as its wire text (pythonize).
+            (
+                TypeId::of::<core::EventStatus>(),
+                (
+                    r#"Literal["success", "fail"]"#,
+                    r#"Literal["success", "fail"]"#,
+                ),
+            ),
+        ];
+        kinds
+            .iter()
+            .find(|(t, _)| *t == ty)
+            .map(|(_, types)| *types)
+    }
 }
 
 // -- core results -> Python ----------------------------------------------------------------
@@ -388,7 +423,7 @@ fn token_from_dict(d: &Bound<'_, PyAny>) -> Fallible<core::Token> {
     let expires_in = match get("expires_in")? {
         // A float count of seconds is taken whole, as servers that send one mean.
         Some(v) if v.is_instance_of::<pyo3::types::PyFloat>() => {
-            let f: f64 = v.extract()?;
+            let f = seconds(&v, "expires_in")?;
             if !f.is_finite() {
                 return Err(Failure::from(Error::invalid(format!(
                     "d does not hold a valid token expiry: expires_in is {f}"
@@ -410,17 +445,15 @@ fn token_from_dict(d: &Bound<'_, PyAny>) -> Fallible<core::Token> {
             if v.is_instance_of::<pyo3::types::PyInt>()
                 || v.is_instance_of::<pyo3::types::PyFloat>() =>
         {
-            let seconds: f64 = v.extract().map_err(|e| {
-                Failure::from(Error::invalid(format!(
-                    "d does not hold a valid token expiry: {e}"
-                )))
-            })?;
-            if !seconds.is_finite() {
+            // Unix seconds by the one rule for seconds (an int too large for a float is
+            // infinite, refused here).
+            let at = seconds(&v, "expires_at")?;
+            if !at.is_finite() {
                 return Err(Failure::from(Error::invalid(format!(
-                    "d does not hold a valid token expiry: expires_at is {seconds}"
+                    "d does not hold a valid token expiry: expires_at is {at}"
                 ))));
             }
-            instant_to_py(py, seconds)?
+            instant_to_py(py, at)?
         }
         Some(v) if v.is_instance_of::<PyString>() => {
             let text = text_of(v.cast::<PyString>()?, "expires_at")?;
@@ -439,8 +472,8 @@ fn token_from_dict(d: &Bound<'_, PyAny>) -> Fallible<core::Token> {
         Some(v) if !v.is_none() => v,
         _ => {
             let n = super::convert::int(&expires_in, "expires_in", Error::InvalidRequest)?;
-            let seconds = core::token::unix_now() + n as f64;
-            instant_to_py(py, seconds)?
+            let at = core::token::unix_now() + n as f64;
+            instant_to_py(py, at)?
         }
     };
     let kwargs = PyDict::new(py);
@@ -453,5 +486,5 @@ fn token_from_dict(d: &Bound<'_, PyAny>) -> Fallible<core::Token> {
     kwargs.set_item("expires_at", expires_at)?;
     kwargs.set_item("refresh_token", get("refresh_token")?)?;
     kwargs.set_item("scope", get("scope")?)?;
-    Ok(class::new::<Token>(&PyTuple::empty(py), Some(&kwargs))?)
+    class::new::<Token>(&PyTuple::empty(py), Some(&kwargs))
 }

@@ -204,15 +204,21 @@ impl PyTraceObserver {
         Ok((span, headers, recording))
     }
 
-    /// Ends the open span now, taking the GIL (a cancelled call, an awaitable's attempt).
-    fn end_now(&self, end: SpanEnd) {
-        let Some(span) = self.state().open.take() else {
-            return;
-        };
-        let ended = Ended {
+    /// The open span, taken to be ended with `end` at this instant (None when none is open:
+    /// its attempt's end was told already, or it was never recorded).
+    fn take_ended(&self, end: SpanEnd) -> Option<Ended> {
+        let span = self.state().open.take()?;
+        Some(Ended {
             span,
             end,
             at: now_ns(),
+        })
+    }
+
+    /// Ends the open span now, taking the GIL (a cancelled call, an awaitable's attempt).
+    fn end_now(&self, end: SpanEnd) {
+        let Some(ended) = self.take_ended(end) else {
+            return;
         };
         // Not once the interpreter is shutting down: the span is dropped unended.
         let _ = crate::exit_gate::attach_kept(|py| ended.finish(py));
@@ -276,13 +282,8 @@ impl Observer for PyTraceObserver {
         if !driving && !on_loop {
             return self.end_now(end);
         }
-        let Some(span) = self.state().open.take() else {
+        let Some(ended) = self.take_ended(end) else {
             return;
-        };
-        let ended = Ended {
-            span,
-            end,
-            at: now_ns(),
         };
         if driving {
             // A blocking call on its caller's thread: that thread ends the span when it

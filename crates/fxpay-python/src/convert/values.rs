@@ -1,16 +1,6 @@
-//! Values between Python and the core, one rule per kind, each a `TypeError` naming the
-//! parameter for a wrong type (a `bool` included wherever a number is wanted) and leaving the
-//! value's range to the core:
-//! - text ([`text`], [`opt_text`]) and counts ([`int`]);
-//! - amounts ([`amount_text`], [`decimal_from_py`]): `Decimal`, `int`, `str` or `float` (its
-//!   shortest repr), kept exactly; the same rule for a `Client` argument and a model field;
-//! - seconds ([`seconds`]) and paths ([`path`], `str` or `os.PathLike`);
-//! - instants ([`instant_from_py`]) and JSON values with exact Decimals ([`py_to_value`]).
-//!
-//! The objects Python hands in convert where their wrapper lives: token stores in
-//! `store.rs` (`PyTokenStore::from_py`), cassettes in `cassette.rs` (`CoreCassette::from_py`),
-//! journals in `journal.rs` (`PyJournal::from_py`), models in `models/class.rs`.
-use super::errors::to_pyerr;
+//! Values between Python and the core, one rule per kind (see `mod.rs` for the list): text,
+//! counts, amounts, seconds, paths, instants and JSON values.
+use crate::errors::{Failure, Fallible};
 use fxpay_core::error::Error;
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
@@ -32,7 +22,7 @@ fn decimal_class(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
 /// A `str` argument as Rust text. Anything but a `str` is a `TypeError` naming `name`; a
 /// `str` holding a lone surrogate, which is not Unicode text and cannot be sent, is an
 /// `InvalidRequestError` naming it.
-pub fn text(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
+pub fn text(obj: &Bound<'_, PyAny>, name: &str) -> Fallible<String> {
     let s = obj.cast::<PyString>().map_err(|_| {
         PyTypeError::new_err(format!("{name} must be a str, not {}", type_name(obj)))
     })?;
@@ -40,7 +30,7 @@ pub fn text(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
 }
 
 /// An optional `str` argument: `None` (or no argument) is `None`, else as [`text`].
-pub fn opt_text(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<String>> {
+pub fn opt_text(obj: Option<&Bound<'_, PyAny>>, name: &str) -> Fallible<Option<String>> {
     match obj {
         Some(o) if !o.is_none() => text(o, name).map(Some),
         _ => Ok(None),
@@ -48,10 +38,10 @@ pub fn opt_text(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<S
 }
 
 /// The text of a `str`; a lone surrogate is an `InvalidRequestError` naming `what`.
-pub fn text_of(s: &Bound<'_, PyString>, what: &str) -> PyResult<String> {
+pub fn text_of(s: &Bound<'_, PyString>, what: &str) -> Fallible<String> {
     match s.to_str() {
         Ok(t) => Ok(t.to_owned()),
-        Err(_) => Err(to_pyerr(Error::invalid(format!(
+        Err(_) => Err(Failure::from(Error::invalid(format!(
             "{what} holds a lone surrogate: it is not valid Unicode text"
         )))),
     }
@@ -60,19 +50,18 @@ pub fn text_of(s: &Bound<'_, PyString>, what: &str) -> PyResult<String> {
 /// An `int` argument (not a `bool`) as `i64`. Anything else is a `TypeError` naming `name`;
 /// an int outside the `i64` range is the error `out_of_range` makes of a message naming it
 /// (the same kind of error the core gives for a value outside the parameter's own range).
-pub fn int(obj: &Bound<'_, PyAny>, name: &str, out_of_range: fn(String) -> Error) -> PyResult<i64> {
+pub fn int(obj: &Bound<'_, PyAny>, name: &str, out_of_range: fn(String) -> Error) -> Fallible<i64> {
     if !obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyBool>() {
-        return Err(PyTypeError::new_err(format!(
-            "{name} must be an int, not {}",
-            type_name(obj)
-        )));
+        return Err(
+            PyTypeError::new_err(format!("{name} must be an int, not {}", type_name(obj))).into(),
+        );
     }
     match obj.extract::<i64>() {
         Ok(v) => Ok(v),
         Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => {
-            Err(to_pyerr(out_of_range(format!("{name} is out of range"))))
+            Err(out_of_range(format!("{name} is out of range")).into())
         }
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -117,15 +106,11 @@ pub fn object_to_py<'py>(
 /// repr), `Decimal`, `str`, lists and tuples, and mappings with `str` keys. Another type is
 /// a `TypeError` naming `name` (with the path inside it); a value JSON cannot hold (NaN, a
 /// lone surrogate) an `InvalidRequestError`.
-pub fn py_to_value(obj: &Bound<'_, PyAny>, name: &str, top: bool) -> PyResult<Value> {
-    let number = |text: String| -> PyResult<Value> {
-        serde_json::from_str::<serde_json::Number>(&text)
-            .map(Value::Number)
-            .map_err(|_| {
-                to_pyerr(Error::invalid(format!(
-                    "{name} is not a JSON number: {text}"
-                )))
-            })
+pub fn py_to_value(obj: &Bound<'_, PyAny>, name: &str, top: bool) -> Fallible<Value> {
+    let number = |text: String| -> Fallible<Value> {
+        let n = serde_json::from_str::<serde_json::Number>(&text)
+            .map_err(|_| Error::invalid(format!("{name} is not a JSON number: {text}")))?;
+        Ok(Value::Number(n))
     };
     if obj.is_none() {
         return Ok(Value::Null);
@@ -155,7 +140,8 @@ pub fn py_to_value(obj: &Bound<'_, PyAny>, name: &str, top: bool) -> PyResult<Va
                     return Err(PyTypeError::new_err(format!(
                         "{name} must have str keys, not {}",
                         type_name(&k)
-                    )))
+                    ))
+                    .into())
                 }
             };
             let value = py_to_value(&v, &format!("{name}[{key:?}]"), false)?;
@@ -168,14 +154,11 @@ pub fn py_to_value(obj: &Bound<'_, PyAny>, name: &str, top: bool) -> PyResult<Va
             .try_iter()?
             .enumerate()
             .map(|(i, item)| py_to_value(&item?, &format!("{name}[{i}]"), false))
-            .collect::<PyResult<Vec<_>>>()?;
+            .collect::<Fallible<Vec<_>>>()?;
         return Ok(Value::Array(items));
     }
     let what = if top { "a mapping" } else { "a JSON value" };
-    Err(PyTypeError::new_err(format!(
-        "{name} must be {what}, not {}",
-        type_name(obj)
-    )))
+    Err(PyTypeError::new_err(format!("{name} must be {what}, not {}", type_name(obj))).into())
 }
 
 /// A model's wire form as Python objects: like [`value_to_py`], but every number is a
@@ -227,7 +210,7 @@ pub fn decimal_to_py<'py>(py: Python<'py>, d: &Decimal) -> PyResult<Bound<'py, P
 /// The one rule for the type of an amount, wherever it is given (a `Client` method's
 /// argument, a model's field): anything else, a `bool` included, is a `TypeError` naming
 /// `field`. Its value is checked later, by the core (an `InvalidRequestError`).
-pub fn amount_text(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
+pub fn amount_text(field: &str, value: &Bound<'_, PyAny>) -> Fallible<String> {
     if value.is_instance_of::<PyBool>() {
         return Err(amount_type_error(field, value));
     }
@@ -239,7 +222,7 @@ pub fn amount_text(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
         // for an exact Decimal anyway, so such an int is refused without being written out.
         let bits: u64 = value.call_method0("bit_length")?.extract()?;
         if bits > 96 {
-            return Err(to_pyerr(Error::invalid(format!(
+            return Err(Failure::from(Error::invalid(format!(
                 "{field} cannot be held exactly: an amount is below 7.9e28 \
                  (it is refused, never rounded), got an int of {bits} bits"
             ))));
@@ -252,23 +235,20 @@ pub fn amount_text(field: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
     Err(amount_type_error(field, value))
 }
 
-fn amount_type_error(field: &str, value: &Bound<'_, PyAny>) -> PyErr {
+fn amount_type_error(field: &str, value: &Bound<'_, PyAny>) -> Failure {
     PyTypeError::new_err(format!(
         "{field} must be a Decimal, int, str or float, not {}",
         type_name(value)
     ))
+    .into()
 }
 
 /// A number given as `Decimal`, `int`, `str` or `float` (its shortest repr), kept exactly
 /// (of any sign; NaN, infinities and values a `Decimal` of the core cannot hold are an
 /// `InvalidRequestError` naming `field`).
-pub fn decimal_from_py(field: &str, value: &Bound<'_, PyAny>) -> PyResult<Decimal> {
+pub fn decimal_from_py(field: &str, value: &Bound<'_, PyAny>) -> Fallible<Decimal> {
     let text = amount_text(field, value)?;
-    to_pyerr_result(fxpay_core::money::parse_exact(field, &text))
-}
-
-fn to_pyerr_result<T>(r: Result<T, Error>) -> PyResult<T> {
-    r.map_err(to_pyerr)
+    Ok(fxpay_core::money::parse_exact(field, &text)?)
 }
 
 static DATETIME: PyOnceLock<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
@@ -287,25 +267,30 @@ fn datetime(py: Python<'_>) -> PyResult<&(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
 }
 
 /// Unix seconds as an aware (UTC) `datetime`.
-pub fn instant_to_py(py: Python<'_>, seconds: f64) -> PyResult<Bound<'_, PyAny>> {
+pub fn instant_to_py(py: Python<'_>, seconds: f64) -> Fallible<Bound<'_, PyAny>> {
     let (fromts, utc, _) = datetime(py)?;
-    fromts.bind(py).call1((seconds, utc.bind(py))).map_err(|e| {
-        to_pyerr(Error::invalid(format!(
-            "{seconds} is not an instant a datetime can hold: {e}"
-        )))
-    })
+    let instant = fromts
+        .bind(py)
+        .call1((seconds, utc.bind(py)))
+        .map_err(|e| {
+            Error::invalid(format!(
+                "{seconds} is not an instant a datetime can hold: {e}"
+            ))
+        })?;
+    Ok(instant)
 }
 
 /// A `datetime` as unix seconds (a naive one is taken as UTC). Anything else is a
 /// `TypeError` naming `name`.
-pub fn instant_from_py(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
+pub fn instant_from_py(obj: &Bound<'_, PyAny>, name: &str) -> Fallible<f64> {
     let py = obj.py();
     let (_, utc, cls) = datetime(py)?;
     if !obj.is_instance(cls.bind(py))? {
         return Err(PyTypeError::new_err(format!(
             "{name} must be a datetime, not {}",
             type_name(obj)
-        )));
+        ))
+        .into());
     }
     let aware = if obj.getattr("tzinfo")?.is_none() {
         obj.call_method(
@@ -316,10 +301,11 @@ pub fn instant_from_py(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
     } else {
         obj.clone()
     };
-    aware
+    let seconds = aware
         .call_method0("timestamp")
         .and_then(|t| t.extract())
-        .map_err(|e| to_pyerr(Error::invalid(format!("{name} is out of range: {e}"))))
+        .map_err(|e| Error::invalid(format!("{name} is out of range: {e}")))?;
+    Ok(seconds)
 }
 
 // -- seconds and paths ----------------------------------------------------------------------
@@ -327,20 +313,21 @@ pub fn instant_from_py(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
 /// A number of seconds: an `int` or a `float` (not a `bool`); a `TypeError` naming `name`
 /// else. Its range is the core's to check (an int too large for a float is infinite, which
 /// the core refuses).
-pub fn seconds(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
+pub fn seconds(obj: &Bound<'_, PyAny>, name: &str) -> Fallible<f64> {
     if obj.is_instance_of::<PyBool>()
         || !(obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>())
     {
         return Err(PyTypeError::new_err(format!(
             "{name} must be a number of seconds, not {}",
             type_name(obj)
-        )));
+        ))
+        .into());
     }
     Ok(obj.extract::<f64>().unwrap_or(f64::INFINITY))
 }
 
 /// A path given as `str` or `os.PathLike` (or None) as text.
-pub fn path(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<String>> {
+pub fn path(obj: Option<&Bound<'_, PyAny>>, name: &str) -> Fallible<Option<String>> {
     let Some(obj) = obj.filter(|o| !o.is_none()) else {
         return Ok(None);
     };
