@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import fxpay
+from fxpay.testing import UnfiredFaultWarning
 
 QUOTE = "GET /v1/payments/quotes/{id}"
 CREATE = "POST /v1/payments/quotes"
@@ -16,6 +17,12 @@ TOKEN = "POST /v1/oauth/token"
 
 def sent(sb: Any, route: str) -> int:
     return int(sb.stats()["paths"][route])
+
+
+def left_unfired(sb: Any, uses: int) -> None:
+    """The faults set beyond the attempts made are left, exactly ``uses`` of them."""
+    with pytest.warns(UnfiredFaultWarning, match=rf"{uses} use\(s\) left never fired before reset"):
+        sb.reset()
 
 
 @pytest.mark.parametrize("max_retries", [0, 1, 3])
@@ -29,6 +36,7 @@ def test_a_get_is_retried_exactly_max_retries_times(fxpay_sandbox: Any, max_retr
         c.get_quote(qid)
     assert ei.value.status == 503
     assert sent(fxpay_sandbox, QUOTE) - before == 1 + max_retries
+    left_unfired(fxpay_sandbox, 4)
 
 
 @pytest.mark.parametrize("max_retries", [0, 1, 3])
@@ -49,6 +57,7 @@ def test_the_token_request_is_retried_exactly_max_retries_times(fxpay_sandbox: A
         c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")
     assert sent(fxpay_sandbox, TOKEN) == 1 + max_retries
     assert sent(fxpay_sandbox, CREATE) == 0
+    left_unfired(fxpay_sandbox, 4)
 
 
 @pytest.mark.parametrize("max_retries", [0, 1, 3])
@@ -60,6 +69,7 @@ def test_a_create_that_reached_the_service_is_sent_once(fxpay_sandbox: Any, max_
     with pytest.raises(fxpay.ServerError):
         c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")
     assert sent(fxpay_sandbox, CREATE) - before == 1
+    left_unfired(fxpay_sandbox, max_retries + 4)
 
 
 def test_max_retries_out_of_range_is_refused() -> None:

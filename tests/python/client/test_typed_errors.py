@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import os
 import pickle
+import warnings
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
@@ -25,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fxpay
-from fxpay.testing import Sandbox
+from fxpay.testing import Sandbox, UnfiredFaultWarning
 
 EXAMPLES = int(os.environ.get("FXPAY_TYPED_ERRORS_EXAMPLES", "300"))
 SETTINGS = settings(
@@ -386,9 +387,13 @@ def test_to_records(models: Any) -> None:
 
 @pytest.fixture(scope="module")
 def control_sb() -> Iterator[Sandbox]:
-    # Its own sandbox: the faults drawn here must not reach the other tests' requests.
+    # Its own sandbox: the faults drawn here must not reach the other tests' requests. They
+    # are set to test the controls' argument checks and are never meant to fire.
     with Sandbox() as sandbox:
         yield sandbox
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnfiredFaultWarning)
+            sandbox.close()
 
 
 @SETTINGS

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 import fxpay
+from fxpay.testing import UnfiredFaultWarning
 
 from conftest import all_at_once
 
@@ -51,6 +52,9 @@ def test_401_replay_is_not_looped(fxpay_sandbox, fxpay_client) -> None:  # type:
     assert info.value.status == 401
     # first attempt, one token renewal, one replay: three requests, never more
     assert fxpay_sandbox.stats()["requests"] - before == 3
+    # two of the three 401s were answered (the first attempt and the replay), no third
+    with pytest.warns(UnfiredFaultWarning, match=r"401\): 1 use\(s\) left"):
+        fxpay_sandbox.reset()
 
 
 def test_a_shared_store_shares_the_token(fxpay_sandbox) -> None:  # type: ignore[no-untyped-def]

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fxpay
-from fxpay.testing import Sandbox
+from fxpay.testing import Sandbox, UnfiredFaultWarning
 
 from sandbox_http_support import api, errors_of, http
 
@@ -419,6 +419,9 @@ def test_admin_integers_are_json_schema_integers_and_null_is_not_one(fxpay_sandb
             assert errors_of(r) == [("sandbox:admin:4000", field)]
         # retry_after is nullable in the schema, and null means none.
         assert _admin(sb, c, "/_sandbox/fail_next", {"path": "/x", "status": 503, "retry_after": None}).status_code == 200
+        # ...and the fault was set, with no Retry-After (it is never used: nothing asks for /x).
+        with pytest.warns(UnfiredFaultWarning, match=r'fail_next\("/x", 503\): 1 use\(s\) left'):
+            sb.reset()
         r = _admin(sb, c, "/_sandbox/register_client", {"client_id": "a", "client_secret": "b", "redirect_uris": None})
         assert r.status_code == 400, r.text
         assert errors_of(r) == [("sandbox:admin:4000", "redirect_uris")]

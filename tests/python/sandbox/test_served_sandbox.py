@@ -101,6 +101,8 @@ def test_admin_calls_are_neither_counted_nor_faulted(env: dict[str, str], sb: fx
     st = sb.stats()
     assert st["requests"] == 0
     assert st["faults_fired"] == 0
+    with pytest.warns(fxpay.testing.UnfiredFaultWarning, match=r"1 fault\(s\) set .* never fired before reset"):
+        sb.reset()
 
 
 def test_identity(env: dict[str, str], sb: fxpay.testing.RemoteSandbox) -> None:
@@ -145,7 +147,8 @@ def test_reset_forgets_faults_and_quotes(sb: fxpay.testing.RemoteSandbox) -> Non
         qid = c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
         sb.fail_next("/v1/payments/quotes", 503, times=3)
         assert sb.stats()["faults_pending"] == 1
-        sb.reset()
+        with pytest.warns(fxpay.testing.UnfiredFaultWarning, match=r"1 fault\(s\) set .* never fired before reset"):
+            sb.reset()
         assert sb.stats()["faults_pending"] == 0
         with pytest.raises(fxpay.NotFoundError):
             c.get_quote(qid)
