@@ -144,7 +144,7 @@ def worker(mode: str, base_url: str, client_id: str, client_secret: str) -> None
         import httpx
 
         url = f"{base_url}/v1/payments/quotes/{qid}"
-        auth = {"authorization": f"Bearer {client._core.payments_token(False).access_token}"}
+        auth = {"authorization": f"Bearer {client._payments_token().access_token}"}
         http = httpx.Client(trust_env=False)
 
         async def make_async() -> httpx.AsyncClient:
