@@ -18,8 +18,9 @@ Exit status: 0 when no mutant is missed (caught or timed out), 1 otherwise.
 
 `--jobs N` runs N mutants at a time. Each job has its own copy of the package
 (`target/pymutants-jobs/jobK/python/fxpay`, the compiled `_fxpay` extension included) and
-its tests run with `PYTHONPATH` on that copy, so a mutant never touches `python/fxpay` and
-two mutants never share a file. Before a file's mutants, every job checks that its tests
+of `tests/python`, and its tests run with `PYTHONPATH` on that copy, so a mutant never
+touches `python/fxpay`, two mutants never share a file, and editing the worktree during a
+run changes nothing in it. Before a file's mutants, every job checks that its tests
 really import its copy: `fxpay` and `fxpay._fxpay` must load from the copy, and a "canary"
 (the file replaced by one that raises on import) must fail the file's tests, or the run
 stops. With the default `--jobs 0` the file is mutated in place in `python/fxpay`, as before.
@@ -67,7 +68,14 @@ TESTS: dict[str, list[str]] = {
         "tests/python/client/test_validation.py",
         "tests/python/oauth/test_oauth.py",
     ],
-    "testing/pytest_plugin.py": ["tests/python/testing/test_pytest_plugin.py"],
+    # The plugin runs in the pytest processes these tests start (pytester), so no in-process
+    # coverage tells which lines they run: its local and served fixtures, its cassettes.
+    "testing/pytest_plugin.py": [
+        "tests/python/testing/test_pytest_plugin.py",
+        "tests/python/testing/test_plugin_three_ways.py",
+        "tests/python/testing/test_plugin_remote.py",
+        "tests/python/testing/test_cassette_plugin.py",
+    ],
     # The files whose tests run each line of `_sandbox.py` and `_remote.py` (coverage per
     # test, 2026-11-25): the pytest-plugin tests add none, the two below are all they need.
     "testing/_sandbox.py": [
@@ -90,16 +98,19 @@ TESTS: dict[str, list[str]] = {
     "testing/_webhooks.py": ["tests/python/webhooks/test_webhook_helpers.py"],
     "_otel.py": ["tests/python/client/test_tracing.py"],
     "contrib/_receive.py": [
+        "tests/python/webhooks/test_webhooks.py",
         "tests/python/webhooks/test_receivers_once.py",
         "tests/python/webhooks/test_webhooks_e2e.py",
         "tests/python/journal/test_journal_receivers.py",
     ],
     "contrib/django.py": [
+        "tests/python/webhooks/test_webhooks.py",
         "tests/python/webhooks/test_receivers_once.py",
         "tests/python/webhooks/test_webhooks_e2e.py",
         "tests/python/journal/test_journal_receivers.py",
     ],
     "contrib/fastapi.py": [
+        "tests/python/webhooks/test_webhooks.py",
         "tests/python/webhooks/test_receivers_once.py",
         "tests/python/webhooks/test_webhooks_e2e.py",
         "tests/python/journal/test_journal_receivers.py",
@@ -248,13 +259,22 @@ CANARY = 'raise ImportError("pymutants canary: this copy of the file was importe
 
 
 class Job:
-    """A copy of the package for one job: `<dir>/python/fxpay`, imported through PYTHONPATH."""
+    """A copy of the package for one job: `<dir>/python/fxpay`, imported through PYTHONPATH;
+    and of `tests/python`, so that the tests stay as they were when the run began (`docs/`,
+    which two tests read, is a link to the worktree's)."""
 
     def __init__(self, k: int) -> None:
         self.dir = ROOT / "target" / "pymutants-jobs" / f"job{k}"
         self.python = self.dir / "python"
         shutil.rmtree(self.dir, ignore_errors=True)
-        shutil.copytree(PKG, self.python / "fxpay", ignore=shutil.ignore_patterns("__pycache__"))
+        skip = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(PKG, self.python / "fxpay", ignore=skip)
+        shutil.copytree(ROOT / "tests" / "python", self.dir / "tests" / "python", ignore=skip)
+        (self.dir / "docs").symlink_to(ROOT / "docs")
+
+    def tests(self, tests: list[str]) -> list[str]:
+        """The job's copies of the test files."""
+        return [str(self.dir / t) if t.startswith("tests/") else t for t in tests]
 
     def check_import(self) -> None:
         """Stops the run unless `fxpay` and its extension load from this copy."""
@@ -339,12 +359,12 @@ def run_in_jobs(name: str, chosen: list[Mutant], timeout: float, jobs: int) -> l
     def check(job: Job) -> str | None:
         """None when the job is sound: its tests pass on the copy and fail with the canary."""
         job.check_import()
-        baseline = run_tests(tests, timeout, job.python)
+        baseline = run_tests(job.tests(tests), timeout, job.python)
         if baseline != "missed":
             return f"the tests fail without any mutant ({baseline})"
         job.path(name).write_text(CANARY)
         try:
-            canary = run_tests(tests, timeout, job.python)
+            canary = run_tests(job.tests(tests), timeout, job.python)
         finally:
             job.path(name).write_text(original)
         if canary != "caught":
@@ -367,7 +387,7 @@ def run_in_jobs(name: str, chosen: list[Mutant], timeout: float, jobs: int) -> l
         try:
             job.path(name).write_text(m.source)
             started = time.monotonic()
-            outcome = run_tests(tests, timeout, job.python)
+            outcome = run_tests(job.tests(tests), timeout, job.python)
             job.path(name).write_text(original)
             with lock:
                 return _record(m, outcome, started)
