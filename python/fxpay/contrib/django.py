@@ -27,15 +27,11 @@ async def _await(awaitable: Any) -> Any:
     return await awaitable
 
 
-def _sync(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` callable from a sync view, whether it is a plain or a coroutine function."""
-    return async_to_sync(fn) if inspect.iscoroutinefunction(fn) else fn
-
-
 def _run(fn: Callable[..., Any], *args: Any) -> Any:
     """Calls ``fn`` from a sync view, awaiting (with ``async_to_sync``) what it returns if that
-    is awaitable: a callable whose ``__call__`` is a coroutine function, a lambda around one."""
-    result = _sync(fn)(*args)
+    is awaitable: a coroutine function's coroutine, or the awaitable of a plain callable (an
+    object whose ``__call__`` is a coroutine function, a lambda around one)."""
+    result = fn(*args)
     if inspect.isawaitable(result):
         result = async_to_sync(_await)(result)
     return result
