@@ -10,6 +10,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -96,6 +97,35 @@ def test_faults_that_fired_warn_nothing() -> None:
                 sb.fail_next("GET /v1/payments/quotes/*", 503, retry_after=0)
                 c.get_quote(qid)  # fails once, retried
             sb.reset()
+
+
+def test_a_sandboxs_arguments_are_checked_by_name() -> None:
+    """A wrong type is a TypeError that names the parameter and says what it must be, before
+    anything reaches the Rust sandbox (whose own messages name neither)."""
+    made: list[tuple[dict[str, Any], str]] = [
+        ({"tls": 1}, "tls must be a bool, not int"),
+        ({"client_auth": "yes"}, "client_auth must be a bool, not str"),
+        ({"body_timeout": "10"}, "body_timeout must be a number of seconds, not str"),
+        ({"idle_timeout": None}, "idle_timeout must be a number of seconds, not NoneType"),
+    ]
+    for kw, message in made:
+        with pytest.raises(TypeError) as info:
+            fxpay.testing.Sandbox(**kw)
+        assert str(info.value) == message
+    with fxpay.testing.Sandbox() as sb:
+        calls = [
+            (lambda: sb.approve("https://x", allow=1), "allow must be a bool, not int"),  # type: ignore[arg-type]
+            (lambda: sb.drop_next("/v1/payments/quotes", after_processing=0), "after_processing must be a bool, not int"),  # type: ignore[arg-type]
+            (lambda: sb.advance("60"), "seconds must be a number of seconds, not str"),  # type: ignore[arg-type]
+            (lambda: sb.delay_next("/v1/payments/quotes", True), "seconds must be a number of seconds, not bool"),
+            (lambda: sb.send_deal_created(b"http://127.0.0.1:9/x"), "url must be a str, got bytes"),  # type: ignore[arg-type]
+        ]
+        for call, message in calls:
+            with pytest.raises(TypeError) as info:
+                call()
+            assert str(info.value) == message
+        assert sb.deliveries() == []
+        assert sb.stats()["faults_pending"] == 0
 
 
 def refused(host: str, port: int) -> bool:
