@@ -51,6 +51,14 @@ def test_mutual_tls(tmp_path: Path) -> None:
             assert book(c).deal_id
 
 
+def test_a_sandbox_without_client_auth_has_no_client_identity() -> None:
+    with fxpay.testing.Sandbox() as sb:
+        assert (sb.client_cert, sb.client_key, sb.ca_bundle) == (None, None, None)
+    with fxpay.testing.Sandbox(tls=True) as sb:
+        assert (sb.client_cert, sb.client_key) == (None, None)
+        assert sb.ca_bundle is not None
+
+
 def test_unusable_identities_are_configuration_errors(tmp_path: Path) -> None:
     base = {"base_url": "http://127.0.0.1:9"}
     with pytest.raises(fxpay.ConfigurationError, match="client_cert"):

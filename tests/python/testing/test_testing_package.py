@@ -128,6 +128,23 @@ def test_a_sandboxs_arguments_are_checked_by_name() -> None:
         assert sb.stats()["faults_pending"] == 0
 
 
+def test_register_client_approve_and_advance_act_on_the_sandbox() -> None:
+    with fxpay.testing.Sandbox() as sb:
+        sb.register_client("other-app", "other-secret", [sb.redirect_uri])
+        sb.register_client("machine-only", "machine-secret")  # no redirect URI
+        with fxpay.Client("other-app", "other-secret", base_url=sb.base_url) as c:
+            request = c.authorization_url(sb.redirect_uri)
+            assert sb.approve(request.url).startswith(sb.redirect_uri + "?code=")
+            assert sb.approve(request.url, allow=False).startswith(sb.redirect_uri + "?error=access_denied&")
+        with fxpay.Client("machine-only", "machine-secret", base_url=sb.base_url) as m:
+            m.create_quote(buy_currency="USD", buy_amount=1, sell_currency="AUD")  # it is registered
+            with pytest.raises(fxpay.FxPayError, match="redirect_uri is not registered for this client"):
+                sb.approve(m.authorization_url(sb.redirect_uri).url)
+        before = sb.now()
+        sb.advance(3600)
+        assert 3600 <= sb.now() - before < 3660
+
+
 def refused(host: str, port: int) -> bool:
     try:
         socket.create_connection((host, port), timeout=10).close()
