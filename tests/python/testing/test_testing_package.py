@@ -119,6 +119,7 @@ def test_a_sandboxs_arguments_are_checked_by_name() -> None:
             (lambda: sb.advance("60"), "seconds must be a number of seconds, not str"),  # type: ignore[arg-type]
             (lambda: sb.delay_next("/v1/payments/quotes", True), "seconds must be a number of seconds, not bool"),
             (lambda: sb.send_deal_created(b"http://127.0.0.1:9/x"), "url must be a str, got bytes"),  # type: ignore[arg-type]
+            (lambda: sb.redeliver(1), "process_id must be a str, got int"),  # type: ignore[arg-type]
         ]
         for call, message in calls:
             with pytest.raises(TypeError) as info:
