@@ -128,6 +128,43 @@ def test_without_the_admin_token_control_tests_skip_before_any_request(
     assert st["requests"] == 3
 
 
+INDIRECT_CONTROLS = """
+def helper(sandbox):
+    return sandbox.stats()
+
+
+def test_aliased(fxpay_sandbox, fxpay_client):
+    fxpay_client.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+    sb = fxpay_sandbox
+    sb.fail_next("/v1/payments/quotes", 500)
+
+
+def test_through_a_helper(fxpay_sandbox, fxpay_client):
+    fxpay_client.create_quote(buy_currency="USD", buy_amount=11, sell_currency="EUR")
+    helper(fxpay_sandbox)
+    raise AssertionError("a control without the admin token must skip the test")
+"""
+
+
+def test_without_the_admin_token_a_control_under_another_name_or_in_a_helper_skips(
+    pytester: pytest.Pytester, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name bound to fxpay_sandbox in the test's code is read as fxpay_sandbox (skipped before
+    its first request); a control reached through a helper skips the test when it is called."""
+    for name in FXPAY_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for name in ("FXPAY_BASE_URL", "FXPAY_CLIENT_ID", "FXPAY_CLIENT_SECRET"):
+        monkeypatch.setenv(name, env[name])
+    pytester.makepyfile(test_indirect=INDIRECT_CONTROLS)
+    served_sb = remote(env)
+    served_sb.reset()
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-rs")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["SKIPPED*--fxpay-admin-token*"] * 2)
+    # Only the helper's test sent its quote: the aliased one was skipped before it began.
+    assert served_sb.stats()["paths"]["POST /v1/payments/quotes"] == 1
+
+
 @pytest.mark.parametrize(
     ("given", "missing"),
     [
