@@ -88,6 +88,17 @@ def test_a_fault_that_never_fired_is_a_warning_naming_it() -> None:
     ]
 
 
+def test_closing_twice_reports_an_unfired_fault_once() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with fxpay.testing.Sandbox() as sb:
+            assert repr(sb) == f"Sandbox(base_url={sb.base_url!r})"
+            sb.fail_next("/v1/payments/quotes", 500)
+            sb.close()
+        sb.close()
+    assert [str(w.message) for w in caught] == ['fail_next("/v1/payments/quotes", 500): 1 use(s) left never fired before close()']
+
+
 def test_faults_that_fired_warn_nothing() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
