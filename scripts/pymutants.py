@@ -17,7 +17,7 @@ Usage: python scripts/pymutants.py [--only FILE ...] [--jobs N] [--timeout S] [-
 Exit status: 0 when no mutant is missed (caught or timed out), 1 otherwise.
 
 `--jobs N` runs N mutants at a time. Each job has its own copy of the package
-(`target/pymutants-jobs/jobK/python/fxpay`, the compiled `_fxpay` extension included) and
+(`target/pymutants-jobs/<pid>/jobK/python/fxpay`, the compiled `_fxpay` extension included) and
 of `tests/python`, and its tests run with `PYTHONPATH` on that copy, so a mutant never
 touches `python/fxpay`, two mutants never share a file, and editing the worktree during a
 run changes nothing in it. Before a file's mutants, every job checks that its tests
@@ -263,7 +263,8 @@ class Job:
     which two tests read, is a link to the worktree's)."""
 
     def __init__(self, k: int) -> None:
-        self.dir = ROOT / "target" / "pymutants-jobs" / f"job{k}"
+        # One folder per run (its process id), so that two runs at once never share a copy.
+        self.dir = ROOT / "target" / "pymutants-jobs" / str(os.getpid()) / f"job{k}"
         self.python = self.dir / "python"
         shutil.rmtree(self.dir, ignore_errors=True)
         skip = shutil.ignore_patterns("__pycache__")
@@ -374,6 +375,7 @@ def run_in_jobs(name: str, chosen: list[Mutant], timeout: float, jobs: int) -> l
         problems = [p for p in ex.map(check, pool) if p is not None]
     if problems:
         print(f"{name}: {problems[0]}; skipped", file=sys.stderr)
+        shutil.rmtree(pool[0].dir.parent, ignore_errors=True)
         return None
 
     free: queue.Queue[Job] = queue.Queue()
@@ -394,8 +396,11 @@ def run_in_jobs(name: str, chosen: list[Mutant], timeout: float, jobs: int) -> l
             job.path(name).write_text(original)
             free.put(job)
 
-    with ThreadPoolExecutor(jobs) as ex:
-        return list(ex.map(one, chosen))  # in the order of the mutants
+    try:
+        with ThreadPoolExecutor(jobs) as ex:
+            return list(ex.map(one, chosen))  # in the order of the mutants
+    finally:
+        shutil.rmtree(pool[0].dir.parent, ignore_errors=True)
 
 
 if __name__ == "__main__":
