@@ -180,6 +180,8 @@ def test_each_wrong_argument_is_named_in_its_refusal() -> None:
             TypeError,
             "errors must be a sequence of fxpay.FieldError or mappings, got dict",
         ),
+        ({"status": "fail", "errors": "a:b:1"}, TypeError, "errors must be a sequence of fxpay.FieldError or mappings, got str"),
+        ({"status": "fail", "errors": 42}, TypeError, "errors must be a sequence of fxpay.FieldError or mappings, got int"),
         (
             {"status": "fail", "errors": [{"errorCode": "a:b:1", "field": "Amount"}]},
             fxpay.InvalidRequestError,
@@ -206,16 +208,21 @@ def test_each_wrong_argument_is_named_in_its_refusal() -> None:
         with pytest.raises(kind) as info:
             deal_created_request(**kw)
         assert str(info.value) == message
-    # What is accepted: a fieldName of None or missing is "" on the wire, a message defaults to "".
-    body, _ = deal_created_request(
+    # What is accepted: a fieldName of None or missing is "" on the wire, a message defaults to
+    # "". The body is compact UTF-8 JSON, as the sandbox's own (no escaped non-ASCII); without
+    # a nonce there is no callback-nonce header.
+    body, headers = deal_created_request(
         status="fail",
         process_id=PID1,
-        errors=[{"errorCode": "a:b:1", "fieldName": None}, fxpay.FieldError("a:b:2", "Amount", "too low")],
+        errors=[{"errorCode": "a:b:1", "fieldName": None}, fxpay.FieldError("a:b:2", "Amount", "zu hoch: 5 €")],
     )
     assert body == (
         b'{"eventType":"DealCreated","status":"fail","eventBody":{"processId":"' + PID1.encode() + b'","errors":'
-        b'[{"errorCode":"a:b:1","fieldName":"","message":""},{"errorCode":"a:b:2","fieldName":"Amount","message":"too low"}]}}'
+        b'[{"errorCode":"a:b:1","fieldName":"","message":""},{"errorCode":"a:b:2","fieldName":"Amount","message":"'
+        + "zu hoch: 5 €".encode()
+        + b'"}]}}'
     )
+    assert headers == {"content-type": "application/json"}
 
 
 def test_remote_sandbox_has_the_helpers(receiver: tuple[str, App]) -> None:
