@@ -115,3 +115,29 @@ def test_record_against_a_served_sandbox_with_pytester(pytester: pytest.Pytester
     assert nothing_listens(env["FXPAY_BASE_URL"])
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
+
+
+NAMED_SUITE = """
+import pytest
+
+
+@pytest.mark.fxpay_cassette(name="by keyword: one")
+def test_by_keyword(fxpay_client):
+    fxpay_client.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")
+
+
+@pytest.mark.fxpay_cassette(3)
+def test_not_a_name(fxpay_client):
+    pass
+"""
+
+
+def test_a_cassettes_name_may_be_a_keyword_and_must_be_a_str(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("FXPAY_BASE_URL", "FXPAY_CLIENT_ID", "FXPAY_CLIENT_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makepyfile(test_named=NAMED_SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fxpay-record")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*UsageError: fxpay_cassette(name) takes a str, got 3*"])
+    # The keyword's name, made safe for a file name.
+    assert sorted(p.name for p in (Path(pytester.path) / "cassettes" / "test_named").iterdir()) == ["by_keyword_one.json"]
