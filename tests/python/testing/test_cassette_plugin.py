@@ -136,7 +136,8 @@ def test_a_cassettes_name_may_be_a_keyword_and_must_be_a_str(pytester: pytest.Py
     for name in ("FXPAY_BASE_URL", "FXPAY_CLIENT_ID", "FXPAY_CLIENT_SECRET"):
         monkeypatch.delenv(name, raising=False)
     pytester.makepyfile(test_named=NAMED_SUITE)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fxpay-record")
+    # The plugin registers its marker: a suite run with --strict-markers may use it.
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers", "--fxpay-record")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*UsageError: fxpay_cassette(name) takes a str, got 3*"])
     # The keyword's name, made safe for a file name.
