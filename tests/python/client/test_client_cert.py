@@ -125,3 +125,6 @@ def test_remote_sandbox_presents_a_client_certificate() -> None:
         with sb.client() as c:
             assert book(c).deal_id
         assert sb.stats()["deals"] == 1
+        # A client of the handle without an identity may be given one: it is used as given.
+        with bare.client(**identity, max_retries=0) as c:
+            assert book(c).deal_id

@@ -192,6 +192,14 @@ def test_admin_requests_carry_the_token_and_their_arguments() -> None:
     assert (m3, p3) == ("GET", "/_sandbox/deal_status/a%2Fb%20c")
 
 
+def test_the_identity_of_the_default_user_is_asked_of_the_server_once() -> None:
+    info = {"redirect_uri": "https://app.example.test/callback", "username": "ada", "password": "pw"}
+    with canned((200, json.dumps(info).encode())) as api:
+        r = RemoteSandbox(api.url, client_id="a", client_secret="b", admin_token="tok")
+        assert (r.redirect_uri, r.username, r.password, r.username) == ("https://app.example.test/callback", "ada", "pw", "ada")
+    assert [(m, path) for m, path, _, _ in api.requests] == [("GET", "/_sandbox/info")]
+
+
 def test_admin_api_refusals_are_named_by_their_status() -> None:
     errors = json.dumps({"errors": [{"message": "down"}, {"message": "again"}]}).encode()
     with canned(
