@@ -125,6 +125,9 @@ def test_remote_sandbox_presents_a_client_certificate() -> None:
         with sb.client() as c:
             assert book(c).deal_id
         assert sb.stats()["deals"] == 1
+        # A client may be given another identity, or none: the one given is used.
+        with sb.client(client_cert=None, client_key=None, max_retries=0) as c, pytest.raises(fxpay.TransportError):
+            c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="AUD")
         # A client of the handle without an identity may be given one: it is used as given.
         with bare.client(**identity, max_retries=0) as c:
             assert book(c).deal_id

@@ -200,6 +200,92 @@ def test_the_identity_of_the_default_user_is_asked_of_the_server_once() -> None:
     assert [(m, path) for m, path, _, _ in api.requests] == [("GET", "/_sandbox/info")]
 
 
+def test_each_control_sends_its_arguments() -> None:
+    answers = [
+        (200, b"null"),
+        (200, b'{"redirect_url": "https://app.example.test/callback?code=c"}'),
+        (200, b"null"),
+        (200, b'{"now": 1700000000.5}'),
+        (200, b"[]"),
+        (200, b'[{"kind": "sent"}]'),
+        (200, b"null"),
+        (200, b'{"kind": "redelivery"}'),
+        (200, b'{"kind": "sent"}'),
+        (200, b"null"),
+        (200, b"null"),
+    ]
+    with canned(*answers) as api:
+        r = RemoteSandbox(api.url, client_id="a", client_secret="b", admin_token="tok")
+        assert r.register_client("c2", "s2") is None
+        assert r.approve("https://x/authorize?a=1", allow=False) == "https://app.example.test/callback?code=c"
+        r.advance(60)
+        assert r.now() == 1700000000.5
+        assert r.deals() == []
+        assert r.deliveries() == [{"kind": "sent"}]
+        r.set_virtual_accounts(5)
+        assert r.redeliver("p1") == {"kind": "redelivery"}
+        assert r.send_deal_created("http://127.0.0.1:9/hook", status="fail", process_id="p2", errors=[{"errorCode": "a:b:1"}]) == {
+            "kind": "sent"
+        }
+        r.drop_next("/v1/payments/deals", after_processing=True)
+        r.delay_next("/v1/payments/quotes", 1.5)
+    sent = [(m, path, json.loads(body) if body else None) for m, path, _, body in api.requests]
+    event = (
+        '{"eventType":"DealCreated","status":"fail","eventBody":'
+        '{"processId":"p2","errors":[{"errorCode":"a:b:1","fieldName":"","message":""}]}}'
+    )
+    assert sent == [
+        ("POST", "/_sandbox/register_client", {"client_id": "c2", "client_secret": "s2", "redirect_uris": []}),
+        ("POST", "/_sandbox/approve", {"auth_url": "https://x/authorize?a=1", "allow": False}),
+        ("POST", "/_sandbox/advance", {"seconds": 60.0}),
+        ("GET", "/_sandbox/now", None),
+        ("GET", "/_sandbox/deals", None),
+        ("GET", "/_sandbox/deliveries", None),
+        ("POST", "/_sandbox/set_virtual_accounts", {"count": 5, "page_size": None}),
+        ("POST", "/_sandbox/redeliver", {"process_id": "p1"}),
+        ("POST", "/_sandbox/send_event", {"url": "http://127.0.0.1:9/hook", "body": event, "nonce": None}),
+        ("POST", "/_sandbox/drop_next", {"path": "/v1/payments/deals", "after_processing": True}),
+        ("POST", "/_sandbox/delay_next", {"path": "/v1/payments/quotes", "seconds": 1.5}),
+    ]
+
+
+def test_each_control_checks_its_arguments_before_sending() -> None:
+    with canned() as api:
+        r = RemoteSandbox(api.url, client_id="a", client_secret="b", admin_token="tok")
+        refusals: list[tuple[Callable[[], object], type[Exception], str]] = [
+            (lambda: r.register_client(1, "s"), TypeError, "client_id must be a str, got int"),  # type: ignore[arg-type]
+            (lambda: r.register_client("c", b"s"), TypeError, "client_secret must be a str, got bytes"),  # type: ignore[arg-type]
+            (lambda: r.register_client("c", "s", ["https://a", 3]), TypeError, "redirect_uris must be a list of str, got int"),  # type: ignore[list-item]
+            (lambda: r.approve(b"https://x"), TypeError, "auth_url must be a str, got bytes"),  # type: ignore[arg-type]
+            (lambda: r.approve("https://x", allow=1), TypeError, "allow must be a bool, got int"),  # type: ignore[arg-type]
+            (lambda: r.advance("60"), TypeError, "seconds must be a number of seconds, not str"),  # type: ignore[arg-type]
+            (lambda: r.advance(-1), fxpay.InvalidRequestError, "seconds must be a finite number >= 0"),
+            (lambda: r.deal_status(7), TypeError, "deal_id must be a str, got int"),  # type: ignore[arg-type]
+            (lambda: r.set_virtual_accounts(2.0), TypeError, "count must be an int, got float"),  # type: ignore[arg-type]
+            (lambda: r.set_virtual_accounts(2, page_size="5"), TypeError, "page_size must be an int or None, got str"),  # type: ignore[arg-type]
+            (lambda: r.redeliver(1), TypeError, "process_id must be a str, got int"),  # type: ignore[arg-type]
+            (lambda: r.send_deal_created(b"http://h"), TypeError, "url must be a str, got bytes"),  # type: ignore[arg-type]
+            (
+                lambda: r.send_deal_created("http://h", status="ok"),
+                fxpay.InvalidRequestError,
+                "status must be 'success' or 'fail', got 'ok'",
+            ),
+            (lambda: r.fail_next(1, 500), TypeError, "path must be a str, got int"),  # type: ignore[arg-type]
+            (lambda: r.fail_next("/x", "500"), TypeError, "status must be an int, got str"),  # type: ignore[arg-type]
+            (lambda: r.fail_next("/x", 500, times=True), TypeError, "times must be an int, got bool"),
+            (lambda: r.fail_next("/x", 500, retry_after=1.5), TypeError, "retry_after must be an int or None, got float"),  # type: ignore[arg-type]
+            (lambda: r.drop_next(1, after_processing=True), TypeError, "path must be a str, got int"),  # type: ignore[arg-type]
+            (lambda: r.drop_next("/x", after_processing=0), TypeError, "after_processing must be a bool, got int"),  # type: ignore[arg-type]
+            (lambda: r.delay_next(1, 1.0), TypeError, "path must be a str, got int"),  # type: ignore[arg-type]
+            (lambda: r.delay_next("/x", "1"), TypeError, "seconds must be a number of seconds, not str"),  # type: ignore[arg-type]
+        ]
+        for call, kind, message in refusals:
+            with pytest.raises(kind) as info:
+                call()
+            assert str(info.value) == message
+    assert api.requests == []
+
+
 def test_admin_api_refusals_are_named_by_their_status() -> None:
     errors = json.dumps({"errors": [{"message": "down"}, {"message": "again"}]}).encode()
     with canned(
