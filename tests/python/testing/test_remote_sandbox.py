@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 import fxpay
-from fxpay.testing import RemoteSandbox, Sandbox
+from fxpay.testing import RemoteSandbox, Sandbox, UnfiredFaultWarning
 
 
 def public(cls: type) -> dict[str, object]:
@@ -63,6 +64,21 @@ def test_drives_an_embedded_sandbox_over_http() -> None:
             r.deal_status("nope")
         with pytest.raises(fxpay.InvalidRequestError):
             sb.deal_status("nope")
+
+
+def test_reset_warns_of_the_faults_that_never_fired() -> None:
+    with Sandbox() as sb:
+        r = RemoteSandbox(sb.base_url, client_id=sb.client_id, client_secret=sb.client_secret, admin_token=sb.admin_token)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            r.reset()  # nothing pending: no warning
+            r.fail_next("/v1/payments/quotes", 500)
+            r.drop_next("/v1/payments/deals", after_processing=False)
+            r.reset()
+        assert [(w.category, str(w.message)) for w in caught] == [
+            (UnfiredFaultWarning, "2 fault(s) set with fail_next, drop_next or delay_next never fired before reset()")
+        ]
+        assert r.stats()["faults_pending"] == 0
 
 
 def test_admin_token_is_per_sandbox() -> None:
