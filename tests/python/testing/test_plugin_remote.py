@@ -129,8 +129,20 @@ def test_without_the_admin_token_control_tests_skip_before_any_request(
 
 
 INDIRECT_CONTROLS = """
+import pytest
+
+
 def helper(sandbox):
     return sandbox.stats()
+
+
+@pytest.fixture
+def quoted(fxpay_client):
+    return fxpay_client.create_quote(buy_currency="USD", buy_amount=9, sell_currency="EUR")
+
+
+def test_local_after_a_fixture_that_sends(quoted, fxpay_local_sandbox):
+    raise AssertionError("the local sandbox must be refused when a served one is configured")
 
 
 def test_aliased(fxpay_sandbox, fxpay_client):
@@ -175,7 +187,7 @@ def test_without_the_admin_token_a_control_under_another_name_or_in_a_helper_ski
     served_sb = remote(env)
     served_sb.reset()
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-rs")
-    result.assert_outcomes(skipped=4)
+    result.assert_outcomes(skipped=5)
     # "SKIPPED [count] where: reason", one line per place a skip was raised.
     reasons = sorted(
         reason
@@ -184,9 +196,9 @@ def test_without_the_admin_token_a_control_under_another_name_or_in_a_helper_ski
         for reason in [line.split(": ", 1)[1]] * int(line.split("[", 1)[1].split("]", 1)[0])
     )
     controls = "needs the local sandbox or a served one with --fxpay-admin-token (faults, clock, inspection)"
-    assert reasons == ["needs the local sandbox", controls, controls, controls]
-    # The helper's test and the one without source sent their quotes; the aliased one was
-    # skipped before it began.
+    assert reasons == ["needs the local sandbox", "needs the local sandbox", controls, controls, controls]
+    # The helper's test and the one without source sent their quotes; the aliased one, and the
+    # one that needs the local sandbox, were skipped before their fixtures ran.
     assert served_sb.stats()["paths"]["POST /v1/payments/quotes"] == 2
 
 
