@@ -62,6 +62,7 @@ def test_record_then_replay_with_pytester(pytester: pytest.Pytester, monkeypatch
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(errors=4)
     result.stdout.fnmatch_lines(["*--fxpay-record*"])
+    assert "pytest.fail(" not in result.stdout.str()  # the message alone, not the plugin's traceback
 
     # Against the local sandbox, recording.
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fxpay-record")
