@@ -162,6 +162,10 @@ def refused(host: str, port: int) -> bool:
         socket.create_connection((host, port), timeout=10).close()
     except ConnectionRefusedError:
         return True
+    except ConnectionResetError:
+        # A connection that reached the listener's backlog as it closed is reset: the listener
+        # is going, not gone yet (seen once under `-n 2`); ask again.
+        return False
     return False
 
 
