@@ -13,8 +13,17 @@ Mutations (one at a time, on each function and method):
 - a `return x` replaced by `return None`;
 - a statement that calls or assigns replaced by `pass`.
 
-Usage: python scripts/pymutants.py [--only FILE ...] [--timeout S] [--report PATH] [--missed-in REPORT]
+Usage: python scripts/pymutants.py [--only FILE ...] [--jobs N] [--timeout S] [--report PATH] [--missed-in REPORT]
 Exit status: 0 when no mutant is missed (caught or timed out), 1 otherwise.
+
+`--jobs N` runs N mutants at a time. Each job has its own copy of the package
+(`target/pymutants-jobs/<pid>/jobK/python/fxpay`, the compiled `_fxpay` extension included) and
+of `tests/python`, and its tests run with `PYTHONPATH` on that copy, so a mutant never
+touches `python/fxpay`, two mutants never share a file, and editing the worktree during a
+run changes nothing in it. Before a file's mutants, every job checks that its tests
+really import its copy: `fxpay` and `fxpay._fxpay` must load from the copy, and a "canary"
+(the file replaced by one that raises on import) must fail the file's tests, or the run
+stops. With the default `--jobs 0` the file is mutated in place in `python/fxpay`, as before.
 """
 
 from __future__ import annotations
@@ -24,10 +33,14 @@ import ast
 import copy
 import json
 import os
+import queue
+import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,24 +68,56 @@ TESTS: dict[str, list[str]] = {
         "tests/python/client/test_validation.py",
         "tests/python/oauth/test_oauth.py",
     ],
-    "testing/pytest_plugin.py": ["tests/python/testing/test_pytest_plugin.py"],
-    "testing/_sandbox.py": ["tests/python/testing/test_testing_package.py", "tests/python/testing/test_pytest_plugin.py"],
-    "testing/_remote.py": ["tests/python/testing/test_remote_sandbox.py", "tests/python/testing/test_plugin_remote.py"],
+    # The plugin runs in the pytest processes these tests start (pytester): measured with
+    # coverage in those processes too, test_plugin_three_ways.py runs no line the others do
+    # not, nor do the two left out below (four xdist workers, recording through a served
+    # sandbox: the lines they run, the others run too), which take the longest.
+    "testing/pytest_plugin.py": [
+        "tests/python/testing/test_pytest_plugin.py",
+        "tests/python/testing/test_plugin_remote.py::test_one_suite_runs_unchanged_locally_and_on_a_served_sandbox",
+        "tests/python/testing/test_plugin_remote.py::test_without_the_admin_token_control_tests_skip_before_any_request",
+        "tests/python/testing/test_plugin_remote.py::test_without_the_admin_token_a_control_under_another_name_or_in_a_helper_skips",
+        "tests/python/testing/test_plugin_remote.py::test_a_partial_configuration_is_a_usage_error",
+        "tests/python/testing/test_plugin_remote.py::test_the_option_without_credentials_is_a_usage_error",
+        "tests/python/testing/test_plugin_remote.py::test_xdist_with_one_served_sandbox_is_a_usage_error",
+        "tests/python/testing/test_cassette_plugin.py::test_record_then_replay_with_pytester",
+        "tests/python/testing/test_cassette_plugin.py::test_a_cassettes_name_may_be_a_keyword_and_must_be_a_str",
+    ],
+    # The files whose tests run each line of `_sandbox.py` and `_remote.py` (coverage per
+    # test, 2026-11-25): the pytest-plugin tests add none, the two below are all they need.
+    "testing/_sandbox.py": [
+        "tests/python/testing/test_testing_package.py",
+        "tests/python/testing/test_remote_sandbox.py",
+        "tests/python/webhooks/test_webhook_helpers.py",
+        "tests/python/client/test_client_cert.py",
+        "tests/python/journal/test_journal_receivers.py",
+        "tests/python/oauth/test_paging.py",
+    ],
+    "testing/_remote.py": [
+        "tests/python/testing/test_remote_sandbox.py",
+        "tests/python/sandbox/test_served_sandbox.py",
+        "tests/python/webhooks/test_webhook_helpers.py",
+        "tests/python/client/test_client_cert.py",
+        "tests/python/oauth/test_paging.py",
+    ],
     "testing/_cassette.py": ["tests/python/testing/test_cassette.py", "tests/python/testing/test_cassette_plugin.py"],
     "testing/_checks.py": ["tests/python/testing/test_checks.py", "tests/python/testing/test_remote_sandbox.py"],
-    "testing/_webhooks.py": ["tests/python/testing/test_testing_package.py", "tests/python/webhooks/test_webhook_helpers.py"],
+    "testing/_webhooks.py": ["tests/python/webhooks/test_webhook_helpers.py"],
     "_otel.py": ["tests/python/client/test_tracing.py"],
     "contrib/_receive.py": [
+        "tests/python/webhooks/test_webhooks.py",
         "tests/python/webhooks/test_receivers_once.py",
         "tests/python/webhooks/test_webhooks_e2e.py",
         "tests/python/journal/test_journal_receivers.py",
     ],
     "contrib/django.py": [
+        "tests/python/webhooks/test_webhooks.py",
         "tests/python/webhooks/test_receivers_once.py",
         "tests/python/webhooks/test_webhooks_e2e.py",
         "tests/python/journal/test_journal_receivers.py",
     ],
     "contrib/fastapi.py": [
+        "tests/python/webhooks/test_webhooks.py",
         "tests/python/webhooks/test_receivers_once.py",
         "tests/python/webhooks/test_webhooks_e2e.py",
         "tests/python/journal/test_journal_receivers.py",
@@ -203,11 +248,13 @@ def _changes(node: ast.AST) -> Iterator[tuple[str, object]]:  # one case per mut
                     yield f"line {stmt.lineno}: {ast.unparse(stmt).splitlines()[0][:60]!r} -> pass", to_pass
 
 
-def run_tests(tests: list[str], timeout: float) -> str:
+def run_tests(tests: list[str], timeout: float, pythonpath: Path | None = None) -> str:
     # A mutant that makes a test hang (a lock never released) fails that test after 60 s
     # (pytest-timeout) rather than using up the whole run's time.
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=60", *tests]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), os.environ.get("PYTHONPATH", "")]))
     try:
         r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -215,10 +262,47 @@ def run_tests(tests: list[str], timeout: float) -> str:
     return "missed" if r.returncode == 0 else "caught"
 
 
+CANARY = 'raise ImportError("pymutants canary: this copy of the file was imported")\n'
+
+
+class Job:
+    """A copy of the package for one job: `<dir>/python/fxpay`, imported through PYTHONPATH;
+    and of `tests/python`, so that the tests stay as they were when the run began (`docs/`,
+    which two tests read, is a link to the worktree's)."""
+
+    def __init__(self, k: int) -> None:
+        # One folder per run (its process id), so that two runs at once never share a copy.
+        self.dir = ROOT / "target" / "pymutants-jobs" / str(os.getpid()) / f"job{k}"
+        self.python = self.dir / "python"
+        shutil.rmtree(self.dir, ignore_errors=True)
+        skip = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(PKG, self.python / "fxpay", ignore=skip)
+        shutil.copytree(ROOT / "tests" / "python", self.dir / "tests" / "python", ignore=skip)
+        (self.dir / "docs").symlink_to(ROOT / "docs")
+
+    def tests(self, tests: list[str]) -> list[str]:
+        """The job's copies of the test files."""
+        return [str(self.dir / t) if t.startswith("tests/") else t for t in tests]
+
+    def check_import(self) -> None:
+        """Stops the run unless `fxpay` and its extension load from this copy."""
+        code = "import fxpay, fxpay._fxpay as e; print(fxpay.__file__); print(e.__file__)"
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.python), os.environ.get("PYTHONPATH", "")]))
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env, check=True)
+        for line in out.stdout.split():
+            if not Path(line).resolve().is_relative_to(self.python.resolve()):
+                raise SystemExit(f"pymutants: {line} is not in the job's copy {self.python}; --jobs cannot run here")
+
+    def path(self, name: str) -> Path:
+        return self.python / "fxpay" / name
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="*", default=sorted(TESTS), help="files of python/fxpay to mutate")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant's test run")
+    ap.add_argument("--jobs", type=int, default=0, help="mutants run at a time, each in its own copy of the package (0: in place)")
     ap.add_argument("--report", default=str(ROOT / "target" / "pymutants.json"))
     ap.add_argument("--list", action="store_true", help="only list the mutants")
     ap.add_argument("--missed-in", metavar="REPORT", help="only the mutants an earlier report (its JSON) lists as missed")
@@ -228,37 +312,103 @@ def main() -> int:
         earlier = json.loads(Path(args.missed_in).read_text())["mutants"]
         again = {(r["file"], r["line"], r["mutation"]) for r in earlier if r["outcome"] == "missed"}
 
+    if args.list:
+        for name in args.only:
+            for m in mutants_of(PKG / name):
+                if again is None or (m.file, m.line, m.what) in again:
+                    print(f"{m.file}:{m.line}: {m.what}")
+        return 0
+
     results: list[dict[str, object]] = []
     for name in args.only:
-        path = PKG / name
-        original = path.read_text()
-        tests = TESTS[name]
-        baseline = run_tests(tests, args.timeout) if not args.list else "missed"
-        if baseline != "missed":
-            print(f"{name}: the tests fail without any mutant ({baseline}); skipped", file=sys.stderr)
+        chosen = [m for m in mutants_of(PKG / name) if again is None or (m.file, m.line, m.what) in again]
+        ran = run_in_place(name, chosen, args.timeout) if args.jobs <= 0 else run_in_jobs(name, chosen, args.timeout, args.jobs)
+        if ran is None:
             return 2
-        try:
-            for m in mutants_of(path):
-                if again is not None and (m.file, m.line, m.what) not in again:
-                    continue
-                if args.list:
-                    print(f"{m.file}:{m.line}: {m.what}")
-                    continue
-                path.write_text(m.source)
-                started = time.monotonic()
-                outcome = run_tests(tests, args.timeout)
-                path.write_text(original)
-                results.append({"file": m.file, "line": m.line, "mutation": m.what, "outcome": outcome})
-                print(f"{outcome:8} {m.file}:{m.line}: {m.what} ({time.monotonic() - started:.1f} s)", flush=True)
-        finally:
-            path.write_text(original)
-    if args.list:
-        return 0
+        results.extend(ran)
     counts = {k: sum(1 for r in results if r["outcome"] == k) for k in ("caught", "missed", "timeout")}
     print(json.dumps(counts))
     Path(args.report).parent.mkdir(parents=True, exist_ok=True)
     Path(args.report).write_text(json.dumps({"counts": counts, "mutants": results}, indent=1))
     return 1 if counts["missed"] else 0
+
+
+def _record(m: Mutant, outcome: str, started: float) -> dict[str, object]:
+    print(f"{outcome:8} {m.file}:{m.line}: {m.what} ({time.monotonic() - started:.1f} s)", flush=True)
+    return {"file": m.file, "line": m.line, "mutation": m.what, "outcome": outcome}
+
+
+def run_in_place(name: str, chosen: list[Mutant], timeout: float) -> list[dict[str, object]] | None:
+    path = PKG / name
+    original = path.read_text()
+    tests = TESTS[name]
+    baseline = run_tests(tests, timeout)
+    if baseline != "missed":
+        print(f"{name}: the tests fail without any mutant ({baseline}); skipped", file=sys.stderr)
+        return None
+    results = []
+    try:
+        for m in chosen:
+            path.write_text(m.source)
+            started = time.monotonic()
+            outcome = run_tests(tests, timeout)
+            path.write_text(original)
+            results.append(_record(m, outcome, started))
+    finally:
+        path.write_text(original)
+    return results
+
+
+def run_in_jobs(name: str, chosen: list[Mutant], timeout: float, jobs: int) -> list[dict[str, object]] | None:
+    tests = TESTS[name]
+    original = (PKG / name).read_text()
+    pool = [Job(k) for k in range(jobs)]
+
+    def check(job: Job) -> str | None:
+        """None when the job is sound: its tests pass on the copy and fail with the canary."""
+        job.check_import()
+        baseline = run_tests(job.tests(tests), timeout, job.python)
+        if baseline != "missed":
+            return f"the tests fail without any mutant ({baseline})"
+        job.path(name).write_text(CANARY)
+        try:
+            canary = run_tests(job.tests(tests), timeout, job.python)
+        finally:
+            job.path(name).write_text(original)
+        if canary != "caught":
+            return f"the tests did not import the job's copy of the file (canary {canary})"
+        return None
+
+    with ThreadPoolExecutor(jobs) as ex:
+        problems = [p for p in ex.map(check, pool) if p is not None]
+    if problems:
+        print(f"{name}: {problems[0]}; skipped", file=sys.stderr)
+        shutil.rmtree(pool[0].dir.parent, ignore_errors=True)
+        return None
+
+    free: queue.Queue[Job] = queue.Queue()
+    for job in pool:
+        free.put(job)
+    lock = threading.Lock()
+
+    def one(m: Mutant) -> dict[str, object]:
+        job = free.get()
+        try:
+            job.path(name).write_text(m.source)
+            started = time.monotonic()
+            outcome = run_tests(job.tests(tests), timeout, job.python)
+            job.path(name).write_text(original)
+            with lock:
+                return _record(m, outcome, started)
+        finally:
+            job.path(name).write_text(original)
+            free.put(job)
+
+    try:
+        with ThreadPoolExecutor(jobs) as ex:
+            return list(ex.map(one, chosen))  # in the order of the mutants
+    finally:
+        shutil.rmtree(pool[0].dir.parent, ignore_errors=True)
 
 
 if __name__ == "__main__":

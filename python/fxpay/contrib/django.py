@@ -23,9 +23,18 @@ from . import _receive
 __all__ = ["deal_created_view"]
 
 
-def _sync(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` callable from a sync view, whether it is a plain or a coroutine function."""
-    return async_to_sync(fn) if inspect.iscoroutinefunction(fn) else fn
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _run(fn: Callable[..., Any], *args: Any) -> Any:
+    """Calls ``fn`` from a sync view, awaiting (with ``async_to_sync``) what it returns if that
+    is awaitable: a coroutine function's coroutine, or the awaitable of a plain callable (an
+    object whose ``__call__`` is a coroutine function, a lambda around one)."""
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        result = async_to_sync(_await)(result)
+    return result
 
 
 def deal_created_view(
@@ -46,7 +55,8 @@ def deal_created_view(
     with the ``ref_param`` query parameter of the callback URL, a reference the application
     chose and stored with its nonce *before* ``create_spot_deal``: the race-free pattern).
     ``on_event`` receives each verified event, and with ``nonce_for_ref`` the reference too:
-    ``on_event(event, ref)``. Coroutine functions are run with ``async_to_sync``.
+    ``on_event(event, ref)``. Coroutine functions are run with ``async_to_sync``, and so is
+    an awaitable that a plain callable returns.
 
     With ``journal`` (the client's :class:`fxpay.Journal`), each verified successful event's
     ``dealId`` is recorded on its spot deal's entry (``journal.get(key).deal_id``).
@@ -69,7 +79,7 @@ def deal_created_view(
     )
 
     def make(call: _receive.Call) -> Any:
-        return _sync(call.fn)(*call.args)
+        return _run(call.fn, *call.args)
 
     @csrf_exempt
     @require_POST

@@ -51,6 +51,14 @@ def test_mutual_tls(tmp_path: Path) -> None:
             assert book(c).deal_id
 
 
+def test_a_sandbox_without_client_auth_has_no_client_identity() -> None:
+    with fxpay.testing.Sandbox() as sb:
+        assert (sb.client_cert, sb.client_key, sb.ca_bundle) == (None, None, None)
+    with fxpay.testing.Sandbox(tls=True) as sb:
+        assert (sb.client_cert, sb.client_key) == (None, None)
+        assert sb.ca_bundle is not None
+
+
 def test_unusable_identities_are_configuration_errors(tmp_path: Path) -> None:
     base = {"base_url": "http://127.0.0.1:9"}
     with pytest.raises(fxpay.ConfigurationError, match="client_cert"):
@@ -117,3 +125,9 @@ def test_remote_sandbox_presents_a_client_certificate() -> None:
         with sb.client() as c:
             assert book(c).deal_id
         assert sb.stats()["deals"] == 1
+        # A client may be given another identity, or none: the one given is used.
+        with sb.client(client_cert=None, client_key=None, max_retries=0) as c, pytest.raises(fxpay.TransportError):
+            c.create_quote(buy_currency="USD", buy_amount=1, sell_currency="AUD")
+        # A client of the handle without an identity may be given one: it is used as given.
+        with bare.client(**identity, max_retries=0) as c:
+            assert book(c).deal_id

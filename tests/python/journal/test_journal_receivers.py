@@ -50,9 +50,16 @@ def test_a_spot_deals_entry_gets_its_deal_id(fxpay_sandbox: Any, receiver: tuple
     assert journal.complete_spot(spot.process_id, booked[0]) == entry
 
 
-def test_a_receiver_refuses_a_journal_of_the_wrong_type() -> None:
-    need("fastapi")
-    from fxpay.contrib.fastapi import deal_created_router
+@pytest.mark.parametrize("framework", ["fastapi", "django"])
+def test_a_receiver_refuses_a_journal_of_the_wrong_type(framework: str) -> None:
+    """Both receivers check `journal` when they are made, not at the first delivery."""
+    need(framework)
+    if framework == "fastapi":
+        from fxpay.contrib.fastapi import deal_created_router as make
+    else:
+        need("asgiref")
+        from fxpay.contrib.django import deal_created_view as make
 
     with pytest.raises(TypeError, match="journal"):
-        deal_created_router(nonce=NONCE, on_event=print, journal=object())  # type: ignore[arg-type]
+        make(nonce=NONCE, on_event=print, journal=object())  # type: ignore[arg-type]
+    make(nonce=NONCE, on_event=print, journal=fxpay.MemoryJournal())

@@ -62,6 +62,7 @@ def test_record_then_replay_with_pytester(pytester: pytest.Pytester, monkeypatch
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(errors=4)
     result.stdout.fnmatch_lines(["*--fxpay-record*"])
+    assert "pytest.fail(" not in result.stdout.str()  # the message alone, not the plugin's traceback
 
     # Against the local sandbox, recording.
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fxpay-record")
@@ -115,3 +116,45 @@ def test_record_against_a_served_sandbox_with_pytester(pytester: pytest.Pytester
     assert nothing_listens(env["FXPAY_BASE_URL"])
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
+
+
+NAMED_SUITE = """
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.fxpay_cassette(name="by keyword: one")
+def test_by_keyword(fxpay_client):
+    fxpay_client.create_quote(buy_currency="USD", buy_amount=1, sell_currency="EUR")
+
+
+@pytest.mark.fxpay_cassette(3)
+def test_not_a_name(fxpay_client):
+    pass
+
+
+def test_asks_for_its_cassette(fxpay_cassette, fxpay_client, request):
+    if request.config.getoption("--fxpay-no-cassettes"):
+        # Live: a throwaway recording, not the file under cassettes/.
+        assert fxpay_cassette.mode == "record"
+        kept = Path(str(request.node.path)).parent / "cassettes"
+        assert not Path(str(fxpay_cassette.path)).is_relative_to(kept)
+    fxpay_client.create_quote(buy_currency="USD", buy_amount=2, sell_currency="EUR")
+"""
+
+
+def test_a_cassettes_name_may_be_a_keyword_and_must_be_a_str(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("FXPAY_BASE_URL", "FXPAY_CLIENT_ID", "FXPAY_CLIENT_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makepyfile(test_named=NAMED_SUITE)
+    # The plugin registers its marker: a suite run with --strict-markers may use it.
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers", "--fxpay-record")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*UsageError: fxpay_cassette(name) takes a str, got 3*"])
+    # The keyword's name, made safe for a file name.
+    folder = Path(pytester.path) / "cassettes" / "test_named"
+    assert sorted(p.name for p in folder.iterdir()) == ["by_keyword_one.json", "test_asks_for_its_cassette.json"]
+    # Live, a test that asks for its cassette gets one that records nowhere it keeps.
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fxpay-no-cassettes", "-k", "asks_for")
+    result.assert_outcomes(passed=1)

@@ -128,6 +128,80 @@ def test_without_the_admin_token_control_tests_skip_before_any_request(
     assert st["requests"] == 3
 
 
+INDIRECT_CONTROLS = """
+import pytest
+
+
+def helper(sandbox):
+    return sandbox.stats()
+
+
+@pytest.fixture
+def quoted(fxpay_client):
+    return fxpay_client.create_quote(buy_currency="USD", buy_amount=9, sell_currency="EUR")
+
+
+def test_local_after_a_fixture_that_sends(quoted, fxpay_local_sandbox):
+    raise AssertionError("the local sandbox must be refused when a served one is configured")
+
+
+def test_aliased(fxpay_sandbox, fxpay_client):
+    fxpay_client.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+    sb = fxpay_sandbox
+    sb.fail_next("/v1/payments/quotes", 500)
+
+
+def test_through_a_helper(fxpay_sandbox, fxpay_client):
+    fxpay_client.create_quote(buy_currency="USD", buy_amount=11, sell_currency="EUR")
+    helper(fxpay_sandbox)
+    raise AssertionError("a control without the admin token must skip the test")
+
+
+# A test whose source cannot be read: its controls skip it when they are called.
+exec(
+    "def test_without_source(fxpay_sandbox, fxpay_client):\\n"
+    "    fxpay_client.create_quote(buy_currency='USD', buy_amount=12, sell_currency='EUR')\\n"
+    "    fxpay_sandbox.stats()\\n"
+    "    raise AssertionError('a control without the admin token must skip the test')\\n"
+)
+
+
+def test_local_asked_for_late(request):
+    request.getfixturevalue("fxpay_local_sandbox")
+    raise AssertionError("the local sandbox must be refused when a served one is configured")
+"""
+
+
+def test_without_the_admin_token_a_control_under_another_name_or_in_a_helper_skips(
+    pytester: pytest.Pytester, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name bound to fxpay_sandbox in the test's code is read as fxpay_sandbox (skipped before
+    its first request); a control reached through a helper, or by a test whose source cannot be
+    read, skips the test when it is called; the local sandbox asked for inside a test is
+    refused too."""
+    for name in FXPAY_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for name in ("FXPAY_BASE_URL", "FXPAY_CLIENT_ID", "FXPAY_CLIENT_SECRET"):
+        monkeypatch.setenv(name, env[name])
+    pytester.makepyfile(test_indirect=INDIRECT_CONTROLS)
+    served_sb = remote(env)
+    served_sb.reset()
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-rs")
+    result.assert_outcomes(skipped=5)
+    # "SKIPPED [count] where: reason", one line per place a skip was raised.
+    reasons = sorted(
+        reason
+        for line in result.stdout.lines
+        if line.startswith("SKIPPED [")
+        for reason in [line.split(": ", 1)[1]] * int(line.split("[", 1)[1].split("]", 1)[0])
+    )
+    controls = "needs the local sandbox or a served one with --fxpay-admin-token (faults, clock, inspection)"
+    assert reasons == ["needs the local sandbox", "needs the local sandbox", controls, controls, controls]
+    # The helper's test and the one without source sent their quotes; the aliased one, and the
+    # one that needs the local sandbox, were skipped before their fixtures ran.
+    assert served_sb.stats()["paths"]["POST /v1/payments/quotes"] == 2
+
+
 @pytest.mark.parametrize(
     ("given", "missing"),
     [

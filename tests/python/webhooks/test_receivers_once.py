@@ -77,6 +77,27 @@ class AsyncSeen:
         self.inner.release(key)
 
 
+class AwaitableLookup:
+    """A lookup whose ``__call__`` is a coroutine function: the object itself is a plain
+    callable that returns an awaitable (as a lambda around an async lookup does)."""
+
+    def __init__(self, rec: tw.Recorder) -> None:
+        self.rec = rec
+
+    async def __call__(self, process_id: str) -> str | None:
+        return await self.rec.nonce_for_async(process_id)
+
+
+class AwaitableHandler:
+    """An on_event whose ``__call__`` is a coroutine function."""
+
+    def __init__(self, rec: tw.Recorder) -> None:
+        self.rec = rec
+
+    async def __call__(self, ev: fxpay.DealCreated) -> None:
+        await self.rec.record_async(ev)
+
+
 class Bogus(MemorySeenSet):
     def claim(self, key: str) -> Any:
         super().claim(key)
@@ -118,6 +139,7 @@ class App:
         return [
             ("/once", {"nonce_for": rec.nonce_for, "on_event": rec.record}),
             ("/once-async", {"nonce_for": rec.nonce_for_async, "on_event": rec.record_async}),
+            ("/once-awaitable", {"nonce_for": AwaitableLookup(rec), "on_event": AwaitableHandler(rec)}),
             ("/fixed-once", {"nonce": NONCE, "on_event": rec.record}),
             ("/gated", {"nonce": NONCE, "on_event": lambda ev: self.gate(rec, ev)}),
             ("/fail-once", {"nonce": NONCE, "on_event": self.fail_once}),
@@ -155,7 +177,7 @@ def post(http: httpx.Client, path: str, body: Any, nonce: str | None = NONCE) ->
 # --------------------------------------------------------------------------- in one process
 
 
-@pytest.mark.parametrize("path", ["/once", "/once-async"])
+@pytest.mark.parametrize("path", ["/once", "/once-async", "/once-awaitable"])
 def test_a_repeat_is_answered_200_without_calling_on_event(
     served: tuple[httpx.Client, App], path: str, caplog: pytest.LogCaptureFixture
 ) -> None:

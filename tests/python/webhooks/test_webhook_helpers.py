@@ -167,6 +167,64 @@ def test_argument_checks() -> None:
         assert d["error"]
 
 
+def test_each_wrong_argument_is_named_in_its_refusal() -> None:
+    """The exact refusal of each argument deal_created_request checks (the same checks guard
+    send_deal_created on both sandboxes)."""
+    refusals: list[tuple[dict[str, Any], type[Exception], str]] = [
+        ({"process_id": ""}, fxpay.InvalidRequestError, "process_id must not be empty"),
+        ({"deal_id": ""}, fxpay.InvalidRequestError, "deal_id must not be empty"),
+        ({"nonce": ""}, fxpay.InvalidRequestError, "nonce must not be empty"),
+        ({"status": 1}, TypeError, "status must be a str, got int"),
+        (
+            {"status": "fail", "errors": {"errorCode": "a:b:1"}},
+            TypeError,
+            "errors must be a sequence of fxpay.FieldError or mappings, got dict",
+        ),
+        ({"status": "fail", "errors": "a:b:1"}, TypeError, "errors must be a sequence of fxpay.FieldError or mappings, got str"),
+        ({"status": "fail", "errors": 42}, TypeError, "errors must be a sequence of fxpay.FieldError or mappings, got int"),
+        (
+            {"status": "fail", "errors": [{"errorCode": "a:b:1", "field": "Amount"}]},
+            fxpay.InvalidRequestError,
+            "errors[0] has unknown keys ['field'] (errorCode, fieldName, message)",
+        ),
+        ({"status": "fail", "errors": [{"errorCode": 7}]}, TypeError, "errors[0]['errorCode'] must be a str, got int"),
+        (
+            {"status": "fail", "errors": [{"errorCode": "a:b:1"}, {"errorCode": "a:b:2", "fieldName": 3}]},
+            TypeError,
+            "errors[1]['fieldName'] must be a str or None, got int",
+        ),
+        (
+            {"status": "fail", "errors": [{"errorCode": "a:b:1", "message": None}]},
+            TypeError,
+            "errors[0]['message'] must be a str, got NoneType",
+        ),
+        (
+            {"errors": [{"errorCode": "a:b:1"}]},
+            fxpay.InvalidRequestError,
+            "errors are for a 'fail' event; a 'success' event carries none",
+        ),
+    ]
+    for kw, kind, message in refusals:
+        with pytest.raises(kind) as info:
+            deal_created_request(**kw)
+        assert str(info.value) == message
+    # What is accepted: a fieldName of None or missing is "" on the wire, a message defaults to
+    # "". The body is compact UTF-8 JSON, as the sandbox's own (no escaped non-ASCII); without
+    # a nonce there is no callback-nonce header.
+    body, headers = deal_created_request(
+        status="fail",
+        process_id=PID1,
+        errors=[{"errorCode": "a:b:1", "fieldName": None}, fxpay.FieldError("a:b:2", "Amount", "zu hoch: 5 €")],
+    )
+    assert body == (
+        b'{"eventType":"DealCreated","status":"fail","eventBody":{"processId":"' + PID1.encode() + b'","errors":'
+        b'[{"errorCode":"a:b:1","fieldName":"","message":""},{"errorCode":"a:b:2","fieldName":"Amount","message":"'
+        + "zu hoch: 5 €".encode()
+        + b'"}]}}'
+    )
+    assert headers == {"content-type": "application/json"}
+
+
 def test_remote_sandbox_has_the_helpers(receiver: tuple[str, App]) -> None:
     url, app = receiver
     with fxpay.testing.Sandbox() as served:

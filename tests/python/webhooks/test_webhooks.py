@@ -16,6 +16,7 @@ import pytest
 import fxpay
 from fxpay import DealCreated, FieldError, WebhookPayloadError, WebhookVerificationError
 
+from conftest import need
 from webhook_support import DID, NONCE, OTHER_PID, PID, Recorder, dumps, fail, post, serve_django, serve_fastapi, success
 
 MIB = 1_048_576
@@ -441,6 +442,62 @@ def test_receiver_refuses_a_body_over_one_mib(receiver: tuple[httpx.Client, Reco
     assert r.status_code == 400
     assert "1 MiB" in r.json()["error"]
     assert rec.events == []
+
+
+def asgi_post(app: Any, chunks: list[bytes]) -> tuple[int, int]:
+    """POSTs a body to an ASGI app in the given pieces, as a server hands them over; returns
+    the answer's status and how many pieces the app asked for."""
+    import asyncio
+
+    pulled = 0
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal pulled
+        if pulled == len(chunks):
+            return {"type": "http.disconnect"}
+        pulled += 1
+        return {"type": "http.request", "body": chunks[pulled - 1], "more_body": pulled < len(chunks)}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/fxpay/deal-created",
+        "raw_path": b"/fxpay/deal-created",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"callback-nonce", NONCE.encode())],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 80),
+    }
+    asyncio.run(app(scope, receive, send))
+    return int(sent[0]["status"]), pulled
+
+
+def test_the_fastapi_receiver_reads_a_body_in_pieces_and_no_further_than_past_one_mib() -> None:
+    need("fastapi")
+    from fastapi import FastAPI
+
+    from fxpay.contrib.fastapi import deal_created_router
+
+    events: list[DealCreated] = []
+    app = FastAPI()
+    app.include_router(deal_created_router(nonce=NONCE, on_event=events.append))
+    # An event that arrives in many pieces is read whole.
+    body = dumps(success())
+    assert asgi_post(app, [body[i : i + 7] for i in range(0, len(body), 7)]) == (200, -(-len(body) // 7))
+    assert [e.process_id for e in events] == [PID]
+    # A body past 1 MiB is refused after its first byte past the limit: the pieces after it
+    # are never read (16 pieces of 64 KiB are 1 MiB exactly; the 17th goes past it).
+    piece = b"x" * 65536
+    assert asgi_post(app, [piece] * 40) == (400, 17)
+    assert len(events) == 1
 
 
 def test_receiver_answers_500_when_on_event_raises(receiver: tuple[httpx.Client, Recorder]) -> None:
