@@ -54,7 +54,8 @@ def test_drives_an_embedded_sandbox_over_http() -> None:
         assert sb.stats()["connections"] in (1, 2)
         r.fail_next("/v1/payments/quotes", 500, times=2)
         assert sb.stats()["faults_pending"] == 1
-        sb.reset()
+        with pytest.warns(UnfiredFaultWarning, match=r'fail_next\("/v1/payments/quotes", 500\): 2 use\(s\) left'):
+            sb.reset()
         assert r.stats()["faults_pending"] == 0
         assert r.stats()["requests"] == 0
         before = sb.now()
