@@ -2,10 +2,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import os
 import shutil
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -29,6 +31,16 @@ def _missing(what: str) -> NoReturn:
     if in_ci():
         pytest.fail(message + "; in CI a missing test dependency is a failure, not a skip", pytrace=False)
     pytest.skip(message, allow_module_level=True)
+
+
+def load_script(path: Path) -> ModuleType:
+    """A script of the repository (not a package module) imported from its file, as a module named after it."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def need(module: str) -> ModuleType:

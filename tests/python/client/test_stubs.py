@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import shutil
 import sys
@@ -15,17 +14,15 @@ import pytest
 import fxpay
 from fxpay import _fxpay
 
+from conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[3]
+
 GENERATOR = ROOT / "scripts" / "gen_stubs.py"
 
 
 def generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_stubs", GENERATOR)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(GENERATOR)
 
 
 def ruff_found() -> bool:

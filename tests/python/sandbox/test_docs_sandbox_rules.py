@@ -8,7 +8,6 @@ document's table. Rust tests (crates/fxpay-sandbox/src/http/openapi.rs) check th
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import urllib.error
 import urllib.parse
@@ -21,16 +20,13 @@ import pytest
 
 from fxpay.testing import Sandbox
 
+from conftest import load_script
+
 GENERATOR = Path(__file__).resolve().parents[3] / "docs" / "gen_sandbox_rules.py"
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_sandbox_rules", GENERATOR)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(GENERATOR)
 
 
 @pytest.fixture(scope="module")
