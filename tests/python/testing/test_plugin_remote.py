@@ -106,7 +106,12 @@ def test_one_suite_runs_unchanged_locally_and_on_a_served_sandbox(
     monkeypatch.delenv("FXPAY_ADMIN_TOKEN")
     monkeypatch.delenv("FXPAY_BASE_URL")
     result = suite.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--fxpay-base-url", env["FXPAY_BASE_URL"], "--fxpay-admin-token", env["FXPAY_ADMIN_TOKEN"]
+        # `=`: a token may start with "-" (it is random base64url), which argparse would take
+        # for an option after a separate `--fxpay-admin-token` (1 run in 64 failed so).
+        "-p",
+        "no:cacheprovider",
+        f"--fxpay-base-url={env['FXPAY_BASE_URL']}",
+        f"--fxpay-admin-token={env['FXPAY_ADMIN_TOKEN']}",
     )
     result.assert_outcomes(passed=4)
 
