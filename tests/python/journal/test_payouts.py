@@ -134,6 +134,32 @@ def test_progress_reaches_a_callable_in_order(client: fxpay.Client) -> None:
     assert (seen[-1].replayed, seen[-1].refused) == (11, 1)
 
 
+def test_pay_out_returns_only_after_its_last_progress_report(client: fxpay.Client) -> None:
+    """Every report is told before ``pay_out`` returns, however slow the callable: nothing
+    reaches it afterwards. The first report holds the callable until ``pay_out`` has
+    returned, or 2 s: a ``pay_out`` that waits for its reports (as it must) waits those 2 s
+    and returns with all of them told; one that did not wait would return at once and the
+    callable would see ``returned`` set."""
+    import threading
+
+    bid = client.create_beneficiary(make_beneficiary())
+    rows = table(bid, 6)
+    returned = threading.Event()
+    told_after: list[bool] = []
+
+    def progress(p: fxpay.PayoutProgress) -> None:
+        if p.done == 1:
+            returned.wait(2)
+        told_after.append(returned.is_set())
+
+    t0 = time.monotonic()
+    client.pay_out(rows, funding_source=FUNDING, concurrency=3, progress=progress)
+    waited = time.monotonic() - t0
+    returned.set()
+    assert told_after == [False] * 6
+    assert waited >= 1.9
+
+
 async def test_the_awaitable_twin(fxpay_sandbox: Any, client: fxpay.Client) -> None:
     bid = await client.create_beneficiary_async(make_beneficiary())
     rows = table(bid, 6)
