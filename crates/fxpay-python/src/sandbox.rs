@@ -293,20 +293,22 @@ impl CoreSandbox {
         page_size: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let count = int(count, "count", Error::InvalidRequest)?;
+        const MAX: usize = fxpay_sandbox::MAX_GENERATED_ACCOUNTS;
         let count = usize::try_from(count)
             .ok()
-            .filter(|c| *c <= 1_000_000)
+            .filter(|c| *c <= MAX)
             .ok_or_else(|| {
                 Failure::from(Error::invalid(format!(
-                    "count must be between 0 and 1000000, got {count}"
+                    "count must be between 0 and {MAX}, got {count}"
                 )))
             })?;
         let page_size = match page_size {
             Some(p) if !p.is_none() => {
                 let p = int(p, "page_size", Error::InvalidRequest)?;
-                Some(usize::try_from(p).ok().filter(|p| *p >= 1).ok_or_else(|| {
+                let ok = usize::try_from(p).ok().filter(|p| (1..=MAX).contains(p));
+                Some(ok.ok_or_else(|| {
                     Failure::from(Error::invalid(format!(
-                        "page_size must be at least 1, got {p}"
+                        "page_size must be between 1 and {MAX}, got {p}"
                     )))
                 })?)
             }

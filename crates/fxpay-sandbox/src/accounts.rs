@@ -1,4 +1,5 @@
-//! `GET /v1/gca/virtual-accounts`: a fixed, realistic list of three accounts per user.
+//! `GET /v1/gca/virtual-accounts`: a fixed, realistic list of three accounts per user, or the
+//! generated accounts of `set_virtual_accounts` in pages linked by `next`.
 //!
 //! Fields of a virtual account: `id` (UUID), `currency`, `accountName`, `accountNumber`,
 //! `bankName`, `bic`, `iban` (EUR and GBP accounts only), `routingCode` (sort code for GBP,
@@ -67,6 +68,20 @@ pub fn build(display_name: &str, created_at: &str) -> Bytes {
     Bytes::from(Value::Object(body).to_string())
 }
 
+/// The most accounts `set_virtual_accounts` generates (and the largest page size): enough
+/// for any paging test, and a bound on what one admin request can make a served sandbox hold.
+pub const MAX_GENERATED: usize = 10_000;
+
+/// From now on every user has `count` generated accounts (at most [`MAX_GENERATED`]), served
+/// in pages of `page_size` (all in one page when `None`) linked by `next`.
+pub fn set_generated(state: &State, count: usize, page_size: Option<usize>) {
+    let accounts = generate(count.min(MAX_GENERATED), &state.clock.now_rfc3339());
+    *crate::state::write(&state.paged_accounts) = Some(Arc::new(Paged {
+        accounts,
+        page_size: page_size.map(|p| p.clamp(1, MAX_GENERATED)),
+    }));
+}
+
 /// `count` generated accounts (currencies in turn, distinct ids and numbers).
 pub fn generate(count: usize, created_at: &str) -> Vec<Value> {
     const CURRENCIES: [(&str, &str); 4] =
@@ -115,25 +130,37 @@ fn page_of(query: Option<&str>) -> Result<usize, ()> {
     Ok(1)
 }
 
+/// 404 for a page past the last, or a `page` that is not a positive integer.
+fn no_such_page() -> Response {
+    crate::http::errors::ApiError::one(
+        StatusCode::NOT_FOUND,
+        crate::http::errors::code::NO_SUCH_PATH,
+        "page",
+        "no such page of virtual accounts",
+    )
+    .into_response()
+}
+
 /// The handler: needs a `gca-aisp` user token.
 pub async fn list(
     AxState(state): AxState<Arc<State>>,
     uri: axum::http::Uri,
     caller: Caller<GcaAisp>,
 ) -> Response {
+    let Ok(page) = page_of(uri.query()) else {
+        return no_such_page();
+    };
+    // An `Arc` clone: the accounts themselves are shared, not copied per request.
     let paged = crate::state::read(&state.paged_accounts).clone();
     if let Some(paged) = paged {
-        let body = page_of(uri.query()).ok().and_then(|p| page_body(&paged, p));
-        return match body {
+        return match page_body(&paged, page) {
             Some(b) => json_response(StatusCode::OK, b.to_string()),
-            None => crate::http::errors::ApiError::one(
-                StatusCode::NOT_FOUND,
-                crate::http::errors::code::NO_SUCH_PATH,
-                "page",
-                "no such page of virtual accounts",
-            )
-            .into_response(),
+            None => no_such_page(),
         };
+    }
+    if page != 1 {
+        // The fixed accounts are one page.
+        return no_such_page();
     }
     let body = caller
         .principal

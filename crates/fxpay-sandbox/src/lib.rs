@@ -29,6 +29,7 @@ mod state;
 mod stats;
 mod tls;
 
+pub use accounts::MAX_GENERATED as MAX_GENERATED_ACCOUNTS;
 pub use config::{SandboxConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_IDLE_TIMEOUT};
 pub use error::SandboxError;
 pub use http::errors;
@@ -295,12 +296,9 @@ impl Sandbox {
 
     /// From now on every user has `count` generated accounts, served in pages of
     /// `page_size` (all in one page when `None`) linked by `next`. `count` 0 is no accounts.
+    /// `count` is at most [`MAX_GENERATED_ACCOUNTS`] (more is cut to it; callers check).
     pub fn set_virtual_accounts(&self, count: usize, page_size: Option<usize>) {
-        let accounts = accounts::generate(count, &self.inner.state.clock.now_rfc3339());
-        *state::write(&self.inner.state.paged_accounts) = Some(state::Paged {
-            accounts,
-            page_size: page_size.map(|p| p.max(1)),
-        });
+        accounts::set_generated(&self.inner.state, count, page_size);
     }
 
     /// Request counters: `requests`, `token_requests`, `paths`, `tokens_issued`, deliveries, faults.

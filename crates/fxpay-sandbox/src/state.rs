@@ -247,7 +247,7 @@ pub struct State {
     /// process id → the spot deal's `DealCreated` as first sent (for `redeliver`).
     pub events: Mutex<HashMap<String, SentEvent>>,
     /// Accounts set by `set_virtual_accounts` (served in pages), instead of each user's own.
-    pub paged_accounts: RwLock<Option<Paged>>,
+    pub paged_accounts: RwLock<Option<Arc<Paged>>>,
     pub stats: Stats,
     pub faults: Faults,
     /// Client for callback deliveries (no proxy, no redirects).

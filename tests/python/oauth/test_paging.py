@@ -64,6 +64,51 @@ def test_bad_arguments() -> None:
             sb.set_virtual_accounts(3, page_size=0)
         with pytest.raises(fxpay.InvalidRequestError, match="count"):
             sb.set_virtual_accounts(-1)
+        # At most 10,000 accounts, and pages of at most 10,000: the bound of what one control
+        # makes a sandbox hold. The edges themselves are accepted.
+        with pytest.raises(fxpay.InvalidRequestError, match="count must be between 0 and 10000, got 10001"):
+            sb.set_virtual_accounts(10_001)
+        with pytest.raises(fxpay.InvalidRequestError, match="page_size must be between 1 and 10000, got 10001"):
+            sb.set_virtual_accounts(3, page_size=10_001)
+        sb.set_virtual_accounts(10_000, page_size=10_000)
+        sb.set_virtual_accounts(0, page_size=1)
+
+
+def test_the_admin_api_bounds_its_accounts_and_a_missing_page_is_404() -> None:
+    """Over HTTP: the same bounds as the embedded control (400, named field), and a page that
+    does not exist is 404 with field ``page``, with or without paging set."""
+    import httpx
+
+    with Sandbox() as sb, sb.client() as c:
+        admin = {"Authorization": f"Bearer {sb.admin_token}"}
+        with httpx.Client(base_url=sb.base_url) as h:
+            for body, field in [
+                ({"count": 10_001}, "count"),
+                ({"count": 3, "page_size": 10_001}, "page_size"),
+                ({"count": 3, "page_size": 0}, "page_size"),
+            ]:
+                r = h.post("/_sandbox/set_virtual_accounts", json=body, headers=admin)
+                assert (r.status_code, r.json()["errors"][0]["fieldName"]) == (400, field), body
+            token = session_of(sb, c).token.access_token
+            user = {"Authorization": f"Bearer {token}"}
+
+            def page(q: str) -> tuple[int, int | str]:
+                r = h.get(f"/v1/gca/virtual-accounts{q}", headers=user)
+                if r.status_code == 200:
+                    return 200, len(r.json()["virtualAccounts"])
+                return r.status_code, r.json()["errors"][0]["fieldName"]
+
+            # The fixed accounts are one page.
+            assert [page(q) for q in ("", "?page=1", "?page=2", "?page=0", "?page=x")] == [
+                (200, 3),
+                (200, 3),
+                (404, "page"),
+                (404, "page"),
+                (404, "page"),
+            ]
+            r = h.post("/_sandbox/set_virtual_accounts", json={"count": 10_000, "page_size": 4_000}, headers=admin)
+            assert r.status_code == 200
+            assert [page(f"?page={n}") for n in (1, 2, 3, 4)] == [(200, 4_000), (200, 4_000), (200, 2_000), (404, "page")]
 
 
 # -- a hand-made service ------------------------------------------------------------------

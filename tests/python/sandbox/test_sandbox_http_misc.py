@@ -379,7 +379,18 @@ def test_openapi_document(fxpay_sandbox: Any) -> None:
             **{f"/_sandbox/{p}": ["get"] for p in ("info", "now", "deal_status/{dealId}", "deals", "deliveries", "stats")},
             **{
                 f"/_sandbox/{p}": ["post"]
-                for p in ("advance", "fail_next", "drop_next", "delay_next", "approve", "register_client", "reset")
+                for p in (
+                    "advance",
+                    "fail_next",
+                    "drop_next",
+                    "delay_next",
+                    "approve",
+                    "register_client",
+                    "reset",
+                    "redeliver",
+                    "set_virtual_accounts",
+                    "send_event",
+                )
             },
         }
         schemas = doc["components"]["schemas"]

@@ -311,17 +311,14 @@ async fn set_virtual_accounts(
     body: Body,
 ) -> Answer {
     let m = args(&state, &headers, body).await?;
-    let count = uint(&m, "count", 1_000_000, false)?
-        .ok_or_else(|| bad("count", "count must be an integer in 0..=1000000"))?;
-    let page_size = match uint(&m, "page_size", 1_000_000, true)? {
+    let max = crate::accounts::MAX_GENERATED as u64;
+    let count = uint(&m, "count", max, false)?
+        .ok_or_else(|| bad("count", format!("count must be an integer in 0..={max}")))?;
+    let page_size = match uint(&m, "page_size", max, true)? {
         Some(0) => return Err(bad("page_size", "page_size must be at least 1")),
         p => p.map(|p| p as usize),
     };
-    let accounts = crate::accounts::generate(count as usize, &state.clock.now_rfc3339());
-    *crate::state::write(&state.paged_accounts) = Some(crate::state::Paged {
-        accounts,
-        page_size,
-    });
+    crate::accounts::set_generated(&state, count as usize, page_size);
     ok(json!({}))
 }
 

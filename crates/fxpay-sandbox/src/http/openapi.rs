@@ -371,10 +371,43 @@ mod tests {
             ("admin_prefix", json!(crate::http::admin::PREFIX)),
             ("spread", json!(rates::SPREAD.to_string())),
             ("rate_decimals", json!(rates::RATE_DP)),
+            (
+                "max_generated_accounts",
+                json!(crate::accounts::MAX_GENERATED),
+            ),
         ];
         for (key, value) in &expected {
             assert_eq!(values.get(*key), Some(value), "x-fxpay-rules {key}");
         }
         assert_eq!(values.len(), expected.len(), "a rule value no test checks");
+    }
+
+    /// Every answer of every operation documents the `x-request-id` header that
+    /// `server::close_if_unread` stamps on each one, as a required UUID.
+    #[test]
+    fn every_answer_documents_the_request_id() {
+        let doc: Value = serde_json::from_str(DOCUMENT).unwrap_or(Value::Null);
+        let header = &doc["components"]["headers"]["RequestId"];
+        assert_eq!(
+            (
+                header["required"].as_bool(),
+                header["schema"]["format"].as_str()
+            ),
+            (Some(true), Some("uuid"))
+        );
+        let mut answers = 0;
+        for (path, ops) in doc["paths"].as_object().into_iter().flatten() {
+            for (method, op) in ops.as_object().into_iter().flatten() {
+                for (status, answer) in op["responses"].as_object().into_iter().flatten() {
+                    let h = &answer["headers"][crate::http::server::REQUEST_ID]["$ref"];
+                    assert_eq!(
+                        h, "#/components/headers/RequestId",
+                        "{method} {path} {status}"
+                    );
+                    answers += 1;
+                }
+            }
+        }
+        assert!(answers > 100, "{answers}");
     }
 }
