@@ -62,6 +62,8 @@ TESTS: dict[str, list[str]] = {
         "tests/python/oauth/test_oauth.py",
     ],
     "errors.py": [
+        "tests/python/client/test_request_ids.py",
+        "tests/python/client/test_raw_response.py",
         "tests/python/client/test_errors.py",
         "tests/python/client/test_typed_errors.py",
         "tests/python/client/test_payments.py",
@@ -104,6 +106,9 @@ TESTS: dict[str, list[str]] = {
     "testing/_checks.py": ["tests/python/testing/test_checks.py", "tests/python/testing/test_remote_sandbox.py"],
     "testing/_webhooks.py": ["tests/python/webhooks/test_webhook_helpers.py"],
     "_otel.py": ["tests/python/client/test_tracing.py"],
+    "_raw.py": ["tests/python/client/test_raw_response.py", "tests/python/client/test_request_ids.py"],
+    "_redis.py": ["tests/python/oauth/test_redis_store.py", "tests/python/journal/test_journal_calls.py"],
+    "__init__.py": ["tests/python/client/test_lazy_import.py"],
     "contrib/_receive.py": [
         "tests/python/webhooks/test_webhooks.py",
         "tests/python/webhooks/test_receivers_once.py",

@@ -133,10 +133,9 @@ class Headers(Mapping[str, str]):
         return (Headers, (list(self._items.items()),))
 
 
-def request_id_of(headers: Mapping[str, str]) -> str | None:
-    """The request id of an answer: ``x-request-id``, else ``request-id``."""
-    h = headers if isinstance(headers, Headers) else Headers(headers)
-    return h.get("x-request-id") or h.get("request-id")
+def request_id_of(headers: Headers) -> str | None:
+    """The request id of an answer: ``x-request-id``, else ``request-id`` (case ignored)."""
+    return headers.get("x-request-id") or headers.get("request-id")
 
 
 class ApiError(FxPayError):

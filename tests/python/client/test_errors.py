@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pickle
 
+import pytest
+
 import fxpay
 from fxpay.errors import ApiError, FxPayError, OAuthError, RateLimitError
 
@@ -55,3 +57,27 @@ def test_api_error_errors_is_a_new_list() -> None:
     assert e.errors is not given
     assert ApiError("m").errors == []
     assert (ApiError("m").status, ApiError("m").body, ApiError("m").retry_after) == (0, None, None)
+
+
+def test_a_journal_refusal_keeps_its_message_and_entry_through_pickle() -> None:
+    # A Celery task that hits KeyReusedError sends it to its result backend pickled: the
+    # message and the key's journal entry must survive the trip.
+    from fxpay.testing import Sandbox
+
+    with Sandbox() as sb, sb.client(journal=fxpay.MemoryJournal()) as c:
+        c.create_quote(buy_currency="USD", buy_amount="10", sell_currency="AUD", idempotency_key="k")
+        with pytest.raises(fxpay.KeyReusedError) as info:
+            c.create_quote(buy_currency="USD", buy_amount="11", sell_currency="AUD", idempotency_key="k")
+    refused = info.value
+    assert isinstance(refused, fxpay.IdempotencyError)
+    assert str(refused) == refused.message
+    assert refused.message.startswith('idempotency key "k" was used for another request')
+    assert refused.entry is not None
+    assert (refused.entry.key, refused.entry.operation, refused.entry.state) == ("k", "create_quote", "done")
+    back = pickle.loads(pickle.dumps(refused))
+    assert type(back) is fxpay.KeyReusedError
+    assert (str(back), back.message) == (str(refused), refused.message)
+    assert back.entry is not None
+    assert back.entry.to_json() == refused.entry.to_json()
+    plain = fxpay.JournalError("the journal is read-only")
+    assert (str(plain), plain.entry) == ("the journal is read-only", None)

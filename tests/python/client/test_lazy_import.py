@@ -57,6 +57,18 @@ def test_every_public_name_resolves_to_its_defining_modules_object() -> None:
     assert fxpay.testing is importlib.import_module("fxpay.testing")
 
 
+def test_a_lazy_name_is_looked_up_once_then_is_a_plain_attribute() -> None:
+    # The first use imports the defining module and keeps the name in the namespace, so
+    # later uses cost a dictionary look-up, not a call of the module's __getattr__.
+    code = """
+    import fxpay
+    before = "SqliteJournal" in vars(fxpay)
+    first = fxpay.SqliteJournal
+    print(before, "SqliteJournal" in vars(fxpay), vars(fxpay).get("SqliteJournal") is first)
+    """
+    assert run(code) == "False True True"
+
+
 def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
     with pytest.raises(AttributeError, match="module 'fxpay' has no attribute 'Cleint'"):
         fxpay.Cleint  # type: ignore[attr-defined]  # noqa: B018

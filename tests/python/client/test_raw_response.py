@@ -38,6 +38,8 @@ def test_get_quote_raw_parses_to_the_plain_result(sb: Sandbox) -> None:
         assert r1.request_id == r1.headers["X-Request-Id"]
         assert r1.request_id != r2.request_id
         assert r1.headers["content-type"].startswith("application/json")
+        # What a log line or a debugger shows: the status, the id to quote, the attempts.
+        assert repr(r1) == f"<RawResponse status=200 request_id={r1.request_id!r} attempts=1>"
 
         async def awaited() -> fxpay.RawResponse[fxpay.Quote]:
             return await c.with_raw_response.get_quote_async(qid)

@@ -132,3 +132,31 @@ def test_an_error_made_by_hand_has_empty_headers() -> None:
     e2 = fxpay.ServerError("m", 503, [], "", None, {"X-Request-Id": "r1"})
     assert e2.request_id == "r1"
     assert e2.headers == {"x-request-id": "r1"}
+
+
+def test_headers_is_a_read_only_mapping_that_ignores_case() -> None:
+    """``ApiError.headers`` and ``RawResponse.headers``: what a user reads, compares, logs and
+    pickles (Celery sends errors between processes)."""
+    from fxpay.errors import Headers
+
+    h = Headers([("X-Request-Id", "r1"), ("Set-Cookie", "a=1"), ("set-cookie", "b=2")])
+    assert h["x-request-id"] == h["X-REQUEST-ID"] == "r1"
+    assert h["Set-Cookie"] == "a=1, b=2"  # a header sent twice keeps both values, joined
+    assert len(h) == 2
+    assert sorted(h) == ["set-cookie", "x-request-id"]
+    assert "X-Request-Id" in h
+    assert "x-absent" not in h
+    assert 1 not in h  # type: ignore[comparison-overlap]
+    assert h.get(1) is None  # type: ignore[call-overload]
+    with pytest.raises(KeyError):
+        h[1]  # type: ignore[index]
+    assert h == {"X-REQUEST-ID": "r1", "set-cookie": "a=1, b=2"}
+    assert h != {"x-request-id": "r1"}
+    assert (h == 5) is False
+    assert h != 5
+    assert repr(Headers({"A": "1"})) == "Headers({'a': '1'})"
+    back = pickle.loads(pickle.dumps(h))
+    assert type(back) is Headers
+    assert back == h
+    with pytest.raises(TypeError):
+        h["x-request-id"] = "forged"  # type: ignore[index]
