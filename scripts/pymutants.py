@@ -109,6 +109,11 @@ TESTS: dict[str, list[str]] = {
     "_raw.py": ["tests/python/client/test_raw_response.py", "tests/python/client/test_request_ids.py"],
     "_redis.py": ["tests/python/oauth/test_redis_store.py", "tests/python/journal/test_journal_calls.py"],
     "__init__.py": ["tests/python/client/test_lazy_import.py"],
+    "_payouts.py": [
+        "tests/python/journal/test_payout_tables.py",
+        "tests/python/journal/test_payouts.py",
+        "tests/python/client/test_twins.py",
+    ],
     "contrib/_receive.py": [
         "tests/python/webhooks/test_webhooks.py",
         "tests/python/webhooks/test_receivers_once.py",

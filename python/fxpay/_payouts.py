@@ -5,6 +5,7 @@ core, in one call for the whole table (``Client._pay_out``)."""
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -101,18 +102,28 @@ def _sink(progress: object, total: int) -> tuple[Callable[..., None], Callable[[
             return (lambda *_: None), (lambda: None)
         bars: list[Any] = []  # made on the first row's end: a refused table shows none
         last = [0]
+        # Reports come on a thread of the core's; `close` on the caller's. A cancelled
+        # awaitable closes while reports may still come (or the first one is still making
+        # the bar): after `close`, nothing is drawn and no bar is made.
+        lock = threading.Lock()
+        closed = [False]
 
         def update(done: int, total: int, booked: int, replayed: int, unknown: int, refused: int) -> None:
-            if not bars:
-                bars.append(tqdm(total=total, unit="row", desc="pay_out"))
-            bar = bars[0]
-            bar.update(done - last[0])
-            last[0] = done
-            bar.set_postfix(booked=booked, replayed=replayed, unknown=unknown, refused=refused, refresh=False)
+            with lock:
+                if closed[0]:
+                    return
+                if not bars:
+                    bars.append(tqdm(total=total, unit="row", desc="pay_out"))
+                bar = bars[0]
+                bar.update(done - last[0])
+                last[0] = done
+                bar.set_postfix(booked=booked, replayed=replayed, unknown=unknown, refused=refused, refresh=False)
 
         def close() -> None:
-            for bar in bars:
-                bar.close()
+            with lock:
+                closed[0] = True
+                for bar in bars:
+                    bar.close()
 
         return update, close
     if callable(progress):
