@@ -243,3 +243,27 @@ def test_a_cancelled_awaitable_payout_closes_its_progress_bar(fxpay_sandbox: Any
     assert 0 < len(sb.deals()) < 40
     with pytest.warns(UnfiredFaultWarning, match="never fired"):
         sb.reset()
+
+
+def test_after_close_the_bar_is_neither_made_nor_drawn(capfd: pytest.CaptureFixture[str]) -> None:
+    """The core's progress thread may report after a cancelled awaitable closed the sink:
+    those reports draw nothing, and make no bar if none was made yet."""
+    need("tqdm")
+    from tqdm import tqdm
+
+    from fxpay._payouts import _sink
+
+    update, close = _sink(True, 3)
+    close()
+    update(1, 3, 1, 0, 0, 0)
+    assert len(tqdm._instances) == 0  # type: ignore[attr-defined]
+    # A bar made before the close is closed by it, and later reports leave it as it was.
+    update, close = _sink(True, 3)
+    update(1, 3, 1, 0, 0, 0)
+    assert len(tqdm._instances) == 1  # type: ignore[attr-defined]
+    close()
+    drawn = capfd.readouterr().err
+    update(3, 3, 3, 0, 0, 0)
+    assert len(tqdm._instances) == 0  # type: ignore[attr-defined]
+    assert capfd.readouterr().err == ""
+    assert "1/3" in drawn.rstrip("\n").split("\r")[-1]
