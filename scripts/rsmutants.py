@@ -53,6 +53,17 @@ SRC = "crates/fxpay-python/src/"
 EXTENSION = ROOT / "python" / "fxpay" / "_fxpay.abi3.so"
 BUILT = ROOT / "target" / "debug" / "lib_fxpay.so"
 
+# The model classes: their fields, constructors, copies, pickles, reprs and stubs, and Token.from_dict.
+MODEL_TESTS = [
+    "tests/python/client/test_models.py",
+    "tests/python/client/test_tolerant_reading.py",
+    "tests/python/client/test_validation.py",
+    "tests/python/client/test_stubs.py",
+    "tests/python/client/test_fast_paths.py::test_quote_is_the_same_object_as_its_constructor_builds",
+    "tests/python/oauth/test_tokens.py",
+    "tests/python/oauth/test_oauth.py",
+]
+
 # The tests that cover each file (pytest arguments, relative to the tree's root).
 TESTS: dict[str, list[str]] = {
     "bridge.rs": [
@@ -74,6 +85,8 @@ TESTS: dict[str, list[str]] = {
         "tests/python/oauth/test_tokens.py",
         "tests/python/oauth/test_store_outage.py",
     ],
+    "models/mod.rs": MODEL_TESTS,
+    "models/class.rs": MODEL_TESTS,
 }
 
 # A canary per file: (text to find in the file, text put before it). The planted panic must
@@ -85,6 +98,8 @@ CANARY: dict[str, tuple[str, str]] = {
     "observe/spans.rs": ("let end = span_end(log);", PANIC),
     "observe/mod.rs": ("let log = logging::observer(py);", PANIC),
     "store.rs": ("PyTokenStore {\n            obj: Arc::new(obj),", PANIC),
+    "models/mod.rs": ("into_py::<Quote>(py, q, Raw::Text(raw_text))", PANIC),
+    "models/class.rs": ("Py::new(py, M::wrap(core, raw))", PANIC),
 }
 
 
