@@ -86,6 +86,16 @@ TESTS: dict[str, list[str]] = {
         "tests/python/oauth/test_store_outage.py",
     ],
     "models/mod.rs": MODEL_TESTS,
+    "client.rs": [
+        "tests/python/client/test_config.py",
+        "tests/python/client/test_client_class.py",
+        "tests/python/client/test_call_options.py",
+        "tests/python/oauth/test_pkce.py",
+        "tests/python/journal/test_payouts.py::test_a_table_is_paid_in_order_and_a_refused_row_stops_nothing",
+        "tests/python/journal/test_payouts.py::test_progress_reaches_a_callable_in_order",
+        "tests/python/journal/test_payouts.py::test_the_awaitable_twin",
+        "tests/python/journal/test_payouts.py::test_bad_tables_are_refused_before_anything_is_sent",
+    ],
     "models/class.rs": MODEL_TESTS,
 }
 
@@ -100,6 +110,7 @@ CANARY: dict[str, tuple[str, str]] = {
     "store.rs": ("PyTokenStore {\n            obj: Arc::new(obj),", PANIC),
     "models/mod.rs": ("into_py::<Quote>(py, q, Raw::Text(raw_text))", PANIC),
     "models/class.rs": ("Py::new(py, M::wrap(core, raw))", PANIC),
+    "client.rs": ("let open = self.initialised()?;\n        if self.is_closed()", PANIC),
 }
 
 

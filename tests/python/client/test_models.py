@@ -273,6 +273,19 @@ def test_token_from_dict_refuses_an_expiry_it_cannot_read(saved: dict[str, Any],
         fxpay.Token.from_dict({"access_token": "a", **saved})
 
 
+def test_a_models_fields_are_read_only_descriptors_that_show_their_class_and_name() -> None:
+    """What ``Quote.buy_amount`` shows in a REPL and in ``help(fxpay.Quote)``."""
+    field = vars(fxpay.Quote)["buy_amount"]
+    assert fxpay.Quote.buy_amount is field  # read on the class: the descriptor itself
+    assert repr(field) == "<field Quote.buy_amount>"
+    assert repr(vars(fxpay.Token)["expires_at"]) == "<field Token.expires_at>"
+    q = fxpay.Quote(UUID, "USD", 1, "AUD", 2, 3, 4)
+    with pytest.raises(AttributeError, match=r"^Quote is immutable: make a changed copy with \.replace\(buy_amount=\.\.\.\)$"):
+        q.buy_amount = Decimal(2)  # type: ignore[misc]
+    with pytest.raises(AttributeError, match=r"^Quote is immutable$"):
+        del q.buy_amount  # type: ignore[misc]
+
+
 def test_field_error_parts() -> None:
     e = examples()["FieldError"]
     assert (e.layer, e.component, e.number) == ("validation", "beneficiary", 1004)
