@@ -134,6 +134,29 @@ def test_progress_reaches_a_callable_in_order(client: fxpay.Client) -> None:
     assert (seen[-1].replayed, seen[-1].refused) == (11, 1)
 
 
+def test_progress_counts_an_unknown_row_as_unknown(fxpay_sandbox: Any, client: fxpay.Client) -> None:
+    bid = client.create_beneficiary(make_beneficiary())
+    fxpay_sandbox.drop_next("POST /v1/payments/deals", after_processing=True)  # its answer is lost
+    seen: list[fxpay.PayoutProgress] = []
+    out = client.pay_out(table(bid, 3), funding_source=FUNDING, concurrency=1, progress=seen.append)
+    assert collections.Counter(r["status"] for r in out) == {"booked": 2, "unknown": 1}
+    assert seen[-1] == fxpay.PayoutProgress(done=3, total=3, booked=2, replayed=0, unknown=1, refused=0)
+
+
+def test_pay_out_returns_once_every_progress_report_was_told(client: fxpay.Client) -> None:
+    """The reports reach the callable from another thread; pay_out waits for the last one,
+    so a slow callable (a notebook widget) has seen them all when it returns."""
+    bid = client.create_beneficiary(make_beneficiary())
+    seen: list[int] = []
+
+    def slow(p: fxpay.PayoutProgress) -> None:
+        time.sleep(0.2)
+        seen.append(p.done)
+
+    client.pay_out(table(bid, 3), funding_source=FUNDING, concurrency=3, progress=slow)
+    assert seen == [1, 2, 3]
+
+
 async def test_the_awaitable_twin(fxpay_sandbox: Any, client: fxpay.Client) -> None:
     bid = await client.create_beneficiary_async(make_beneficiary())
     rows = table(bid, 6)
