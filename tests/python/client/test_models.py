@@ -225,6 +225,67 @@ def test_token_expiry_is_an_aware_datetime() -> None:
         fxpay.Token.from_dict("a")  # type: ignore[arg-type]
 
 
+UNIX_2030 = 1893456000  # 2030-01-01T00:00:00Z
+
+
+@pytest.mark.parametrize(
+    ("saved", "expires_in", "expires_at"),
+    [
+        ({"expires_in": 60, "expires_at": UNIX_2030}, 60, dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)),
+        ({"expires_in": 60, "expires_at": UNIX_2030 + 0.5}, 60, dt.datetime(2030, 1, 1, 0, 0, 0, 500000, tzinfo=dt.timezone.utc)),
+        ({"expires_in": 60, "expires_at": "2030-01-02T03:04:05+00:00"}, 60, WHEN),
+        ({"expires_in": 60, "expires_at": WHEN}, 60, WHEN),
+        # A float count of seconds is taken whole.
+        ({"expires_in": 59.9, "expires_at": WHEN}, 59, WHEN),
+    ],
+    ids=["unix-int", "unix-float", "iso-text", "datetime", "float-expires-in"],
+)
+def test_token_from_dict_reads_each_spelling_of_the_expiry(saved: dict[str, Any], expires_in: int, expires_at: dt.datetime) -> None:
+    t = fxpay.Token.from_dict({"access_token": "a", **saved})
+    assert (t.expires_in, t.expires_at) == (expires_in, expires_at)
+    assert type(t.expires_in) is int
+
+
+@pytest.mark.parametrize("missing", [{}, {"expires_at": None}], ids=["absent", "none"])
+def test_token_from_dict_without_an_expiry_counts_expires_in_from_now(missing: dict[str, Any]) -> None:
+    before = dt.datetime.now(dt.timezone.utc)
+    t = fxpay.Token.from_dict({"access_token": "a", "expires_in": 3599.7, **missing})
+    after = dt.datetime.now(dt.timezone.utc)
+    assert t.expires_in == 3599
+    assert before + dt.timedelta(seconds=3599) <= t.expires_at <= after + dt.timedelta(seconds=3599)
+
+
+@pytest.mark.parametrize(
+    ("saved", "error", "match"),
+    [
+        ({"expires_in": float("inf")}, fxpay.InvalidRequestError, "expires_in is inf"),
+        ({"expires_in": 60, "expires_at": float("nan")}, fxpay.InvalidRequestError, "expires_at is NaN"),
+        ({"expires_in": 60, "expires_at": "not a date"}, fxpay.InvalidRequestError, "not a date"),
+        # The constructor's message: from_dict takes what Token() takes, and a few spellings more.
+        ({"expires_in": "60"}, TypeError, "^expires_in must be an int, not str$"),
+        ({"expires_in": 60, "expires_at": True}, TypeError, "^expires_at must be unix seconds, ISO 8601 text or a datetime, not bool$"),
+        ({"expires_in": 60, "expires_at": [1]}, TypeError, "must be a datetime, not list"),
+    ],
+    ids=["infinite-expires-in", "nan-expires-at", "bad-text", "str-expires-in", "bool", "list"],
+)
+def test_token_from_dict_refuses_an_expiry_it_cannot_read(saved: dict[str, Any], error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        fxpay.Token.from_dict({"access_token": "a", **saved})
+
+
+def test_a_models_fields_are_read_only_descriptors_that_show_their_class_and_name() -> None:
+    """What ``Quote.buy_amount`` shows in a REPL and in ``help(fxpay.Quote)``."""
+    field = vars(fxpay.Quote)["buy_amount"]
+    assert fxpay.Quote.buy_amount is field  # read on the class: the descriptor itself
+    assert repr(field) == "<field Quote.buy_amount>"
+    assert repr(vars(fxpay.Token)["expires_at"]) == "<field Token.expires_at>"
+    q = fxpay.Quote(UUID, "USD", 1, "AUD", 2, 3, 4)
+    with pytest.raises(AttributeError, match=r"^Quote is immutable: make a changed copy with \.replace\(buy_amount=\.\.\.\)$"):
+        q.buy_amount = Decimal(2)  # type: ignore[misc]
+    with pytest.raises(AttributeError, match=r"^Quote is immutable$"):
+        del q.buy_amount  # type: ignore[misc]
+
+
 def test_field_error_parts() -> None:
     e = examples()["FieldError"]
     assert (e.layer, e.component, e.number) == ("validation", "beneficiary", 1004)

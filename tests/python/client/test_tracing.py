@@ -346,6 +346,50 @@ def test_nothing_without_a_tracer_provider(recorder: str) -> None:
     assert all("traceparent" not in h for _, _, h in Recorder.seen)
 
 
+def test_with_tracing_off_a_call_runs_no_python_of_fxpays_tracing(recorder: str) -> None:
+    """With no tracer provider, whether tracing is on is read from the API's module without
+    running Python code: no function of ``fxpay._otel`` runs for a call (here after a
+    provider was set and then taken away, as an application switching tracing off does)."""
+    _reset_global_provider()
+    trace.set_tracer_provider(TracerProvider())
+    ran: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename == _otel.__file__:
+            ran.append(frame.f_code.co_name)
+
+    try:
+        with fxpay.Client("id", "secret", base_url=recorder) as c:
+            c.get_quote("q1")
+            _reset_global_provider()
+            Recorder.seen.clear()
+            sys.setprofile(profile)
+            try:
+                c.get_quote("q2")
+            finally:
+                sys.setprofile(None)
+    finally:
+        _reset_global_provider()
+    assert ran == []
+    assert [p for _, p, h in Recorder.seen if "traceparent" not in h] == ["/v1/payments/quotes/q2"]
+
+
+def test_a_tracer_that_makes_no_spans_sends_no_traceparent(recorder: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``OTEL_SDK_DISABLED=true``: the SDK's provider hands out a no-op tracer, whose spans
+    have the invalid (all-zero) context. W3C's propagator sends no ``traceparent`` for it,
+    and neither does fxpay (a header of zeros is not a valid one)."""
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    _reset_global_provider()
+    trace.set_tracer_provider(TracerProvider())
+    try:
+        with fxpay.Client("id", "secret", base_url=recorder) as c:
+            c.get_quote("q1")
+    finally:
+        _reset_global_provider()
+    assert [p for _, p, _ in Recorder.seen] == ["/v1/oauth/token", "/v1/payments/quotes/q1"]
+    assert [h.get("traceparent") for _, _, h in Recorder.seen] == [None, None]
+
+
 def test_calls_do_not_import_opentelemetry_for_an_application_that_does_not() -> None:
     # Installed but never imported (and no OTEL_PYTHON_TRACER_PROVIDER): fxpay's calls and
     # its receivers do not import it either, so an application without tracing pays nothing.

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import collections
 import json
+import signal
 import sys
 import time
 
 import fxpay
+
+# Ctrl-C raises KeyboardInterrupt here whatever this process inherited (a suite started as
+# a background job ignores SIGINT, and so would its children).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def journal_of(spec: str) -> fxpay.Journal:

@@ -134,6 +134,15 @@ def test_progress_reaches_a_callable_in_order(client: fxpay.Client) -> None:
     assert (seen[-1].replayed, seen[-1].refused) == (11, 1)
 
 
+def test_progress_counts_an_unknown_row_as_unknown(fxpay_sandbox: Any, client: fxpay.Client) -> None:
+    bid = client.create_beneficiary(make_beneficiary())
+    fxpay_sandbox.drop_next("POST /v1/payments/deals", after_processing=True)  # its answer is lost
+    seen: list[fxpay.PayoutProgress] = []
+    out = client.pay_out(table(bid, 3), funding_source=FUNDING, concurrency=1, progress=seen.append)
+    assert collections.Counter(r["status"] for r in out) == {"booked": 2, "unknown": 1}
+    assert seen[-1] == fxpay.PayoutProgress(done=3, total=3, booked=2, replayed=0, unknown=1, refused=0)
+
+
 def test_pay_out_returns_only_after_its_last_progress_report(client: fxpay.Client) -> None:
     """Every report is told before ``pay_out`` returns, however slow the callable: nothing
     reaches it afterwards. The first report holds the callable until ``pay_out`` has
@@ -265,6 +274,44 @@ def test_ctrl_c_starts_no_new_row_and_the_table_resumes(
     assert collections.Counter(r["status"] for r in out)["booked"] == 120 - booked
     refs = references(fxpay_sandbox)
     assert sorted(refs) == sorted(r["pay_reference"] for r in rows)
+
+
+@pytest.mark.parametrize("presses", [1, 2], ids=["ctrl-c", "ctrl-c-twice"])
+def test_the_first_ctrl_c_lets_the_row_in_flight_finish_a_second_abandons_it(
+    fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.SqliteJournal, presses: int
+) -> None:
+    """docs/payouts.md: Ctrl-C starts no new row, lets the rows in flight finish, then raises
+    KeyboardInterrupt; a second Ctrl-C abandons the rows in flight (they become unknown)."""
+    bid = client.create_beneficiary(make_beneficiary())
+    fxpay_sandbox.delay_next("POST /v1/payments/deals", 5)
+    fired = fxpay_sandbox.stats()["faults_fired"]
+    p = spawn(fxpay_sandbox, f"sqlite:{journal.path}", table(bid, 1))
+    deadline = time.monotonic() + 60
+    while fxpay_sandbox.stats()["faults_fired"] == fired:  # the deal reached the sandbox, which holds it
+        assert time.monotonic() < deadline, "the deal never reached the sandbox"
+        assert p.poll() is None
+        time.sleep(0.01)
+    pressed = time.monotonic()
+    for _ in range(presses):
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.5)  # a press at a time: a blocking call looks for signals every 100 ms
+    _, err = p.communicate(timeout=60)
+    took = time.monotonic() - pressed
+    assert p.returncode != 0
+    assert "KeyboardInterrupt" in err, err
+    entry = journal.get("row-0/deal")
+    assert entry is not None
+    if presses == 1:
+        # The process waited for the deal's answer (held 5 s) and journaled it.
+        assert took > 4, err
+        assert entry.state == "done"
+    else:
+        # The answer was not waited for. The process left its entry pending; the next run
+        # sees that its holder is gone and reports the row unknown.
+        assert took < 4, err
+        assert entry.state in ("pending", "unknown")
+        (row,) = client.pay_out(table(bid, 1), funding_source=FUNDING, progress=False)
+        assert row["status"] == "unknown"
 
 
 # Each run is slowed by a delay per deal it may make; the runs are killed, so some delays are

@@ -244,3 +244,34 @@ async def test_a_cancelled_renewal_gives_the_store_lock_back(fxpay_sandbox: Any)
     assert await asyncio.wait_for(c2.create_quote_async(buy_currency="USD", buy_amount=10, sell_currency="EUR"), 10)
     await c.aclose()
     await c2.aclose()
+
+
+class FailingStore:
+    """A token store whose every method raises ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def load(self, key: str) -> fxpay.Token | None:
+        raise self.error
+
+    def save(self, key: str, token: fxpay.Token) -> None:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "shown"),
+    [(ValueError("disk full"), "ValueError: disk full"), (ConnectionError(), "ConnectionError")],
+    ids=["message", "none"],
+)
+def test_the_outage_warning_names_the_failed_method_and_its_exception(
+    fxpay_sandbox: Any, caplog: pytest.LogCaptureFixture, error: Exception, shown: str
+) -> None:
+    """One warning for the outage, at its first failure (the load; the save that follows
+    fails too, and is not reported again), naming the exception as ``Type: message``."""
+    caplog.set_level(logging.WARNING, logger="fxpay")
+    with fxpay_sandbox.client(token_store=FailingStore(error)) as c:
+        assert c.create_quote(buy_currency="USD", buy_amount=10, sell_currency="EUR")
+    assert store_warnings(caplog) == [
+        f"the token store's load() failed ({shown}); fxpay renews tokens on its own until the store answers again"
+    ]
