@@ -72,7 +72,18 @@ def book(c: fxpay.Client) -> fxpay.Deal:
 
 
 ADMIN_GETS = ["info", "now", "deals", "deliveries", "stats", "deal_status/x"]
-ADMIN_POSTS = ["advance", "fail_next", "drop_next", "delay_next", "approve", "register_client", "reset"]
+ADMIN_POSTS = [
+    "advance",
+    "fail_next",
+    "drop_next",
+    "delay_next",
+    "approve",
+    "register_client",
+    "reset",
+    "redeliver",
+    "set_virtual_accounts",
+    "send_event",
+]
 
 
 @pytest.mark.parametrize("token", [None, "wrong-token", ""])
