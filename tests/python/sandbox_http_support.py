@@ -18,6 +18,19 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+#: The admin API's POST routes under /_sandbox/ (the OpenAPI document lists each).
+ADMIN_POSTS = (
+    "advance",
+    "fail_next",
+    "drop_next",
+    "delay_next",
+    "approve",
+    "register_client",
+    "reset",
+    "redeliver",
+    "set_virtual_accounts",
+    "send_event",
+)
 NATIVE_REDIRECT_URI = "com.example.app:/oauth/callback"
 
 # The sandbox's rate table (rates.rs): value of one unit in USD, flat fee, minor units.

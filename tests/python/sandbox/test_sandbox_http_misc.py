@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from sandbox_http_support import (
+    ADMIN_POSTS,
     FORM,
     api,
     bearer,
@@ -377,21 +378,7 @@ def test_openapi_document(fxpay_sandbox: Any) -> None:
             "/openapi.json": ["get"],
             # The admin API (tests/python/sandbox/test_served_sandbox.py).
             **{f"/_sandbox/{p}": ["get"] for p in ("info", "now", "deal_status/{dealId}", "deals", "deliveries", "stats")},
-            **{
-                f"/_sandbox/{p}": ["post"]
-                for p in (
-                    "advance",
-                    "fail_next",
-                    "drop_next",
-                    "delay_next",
-                    "approve",
-                    "register_client",
-                    "reset",
-                    "redeliver",
-                    "set_virtual_accounts",
-                    "send_event",
-                )
-            },
+            **{f"/_sandbox/{p}": ["post"] for p in ADMIN_POSTS},
         }
         schemas = doc["components"]["schemas"]
         assert schemas["SupportedCurrency"]["enum"][:3] == ["USD", "EUR", "GBP"]

@@ -19,6 +19,7 @@ import pytest
 import fxpay
 
 from conftest import make_beneficiary
+from sandbox_http_support import ADMIN_POSTS
 from served_support import remote, served
 
 pytestmark = pytest.mark.timeout(120)
@@ -72,18 +73,6 @@ def book(c: fxpay.Client) -> fxpay.Deal:
 
 
 ADMIN_GETS = ["info", "now", "deals", "deliveries", "stats", "deal_status/x"]
-ADMIN_POSTS = [
-    "advance",
-    "fail_next",
-    "drop_next",
-    "delay_next",
-    "approve",
-    "register_client",
-    "reset",
-    "redeliver",
-    "set_virtual_accounts",
-    "send_event",
-]
 
 
 @pytest.mark.parametrize("token", [None, "wrong-token", ""])
@@ -275,7 +264,7 @@ def test_openapi_describes_the_admin_api(env: dict[str, str]) -> None:
         "description": "The sandbox's admin token (FXPAY_ADMIN_TOKEN).",
     }
     ops = {path.removeprefix("/_sandbox/").split("/")[0] for path in doc["paths"] if path.startswith("/_sandbox/")}
-    assert ops == {p.split("/")[0] for p in ADMIN_GETS + ADMIN_POSTS}
+    assert ops == {p.split("/")[0] for p in [*ADMIN_GETS, *ADMIN_POSTS]}
     for path, item in doc["paths"].items():
         if path.startswith("/_sandbox/"):
             for op in item.values():
