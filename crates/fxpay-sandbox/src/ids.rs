@@ -42,6 +42,16 @@ pub fn uuid() -> String {
     uuid::Uuid::new_v4().hyphenated().to_string()
 }
 
+/// A new v4 UUID for an answer's `x-request-id`, from rand's thread-local generator (ChaCha,
+/// seeded from the OS) rather than a system call: every answer carries one, and `getrandom`
+/// was one of the three system calls of a request (with `recvfrom` and `writev`). Request ids
+/// correlate log lines; they are not secrets, and no resource id or token comes from here.
+/// Only the server's runtime threads draw them, and a forked child starts new threads, so two
+/// processes never continue one stream.
+pub fn request_id() -> uuid::Uuid {
+    uuid::Builder::from_random_bytes(rand::random()).into_uuid()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,6 +63,22 @@ mod tests {
         assert_ne!(a, token());
         assert_eq!(hex_tag(4).len(), 8);
         assert_eq!(uuid().len(), 36);
+    }
+
+    /// Request ids are RFC 9562 version 4 UUIDs, and 20,000 of them (from two threads) are
+    /// distinct.
+    #[test]
+    fn request_ids_are_v4_and_distinct() {
+        let draw = || (0..10_000).map(|_| request_id()).collect::<Vec<_>>();
+        let other = std::thread::spawn(draw);
+        let mut all = draw();
+        all.extend(other.join().expect("the other thread draws its ids"));
+        for id in &all {
+            assert_eq!(id.get_version(), Some(uuid::Version::Random), "{id}");
+            assert_eq!(id.get_variant(), uuid::Variant::RFC4122, "{id}");
+        }
+        let distinct: std::collections::HashSet<_> = all.iter().collect();
+        assert_eq!(distinct.len(), 20_000);
     }
 
     /// One token in 64 would start with `-` without the redraw: 4,000 tokens all pass by

@@ -150,8 +150,10 @@ fn track(req: Request<Incoming>, timeout: Duration) -> (Request<Body>, Option<Ar
 /// connection the server is closing.
 /// Also stamps every answer with a fresh `x-request-id` (a UUID), as the service does.
 fn close_if_unread(mut resp: Response<Body>, body: Option<Arc<AtomicBool>>) -> Response<Body> {
-    if let Ok(id) = HeaderValue::from_str(&crate::ids::uuid()) {
-        resp.headers_mut().insert(REQUEST_ID, id);
+    let mut buf = uuid::Uuid::encode_buffer();
+    let id = crate::ids::request_id().hyphenated().encode_lower(&mut buf);
+    if let Ok(id) = HeaderValue::from_str(id) {
+        resp.headers_mut().insert(REQUEST_ID_HEADER, id);
     }
     if body.is_some_and(|done| !done.load(Ordering::Relaxed)) {
         resp.headers_mut()
@@ -162,6 +164,8 @@ fn close_if_unread(mut resp: Response<Body>, body: Option<Arc<AtomicBool>>) -> R
 
 /// The response header that carries the request id.
 pub const REQUEST_ID: &str = "x-request-id";
+/// The same, as a header name checked once at compile time and not at every answer.
+const REQUEST_ID_HEADER: header::HeaderName = header::HeaderName::from_static(REQUEST_ID);
 
 /// One request: stats, faults, then the router.
 async fn handle(
