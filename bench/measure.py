@@ -70,6 +70,13 @@ def _pin_server() -> None:
         os.sched_setaffinity(0, SERVER_CPUS)
 
 
+# FXPAY_BENCH_SERVER_PYTHON=/path/to/python runs the sandbox with that interpreter (and so the
+# fxpay installed beside it) instead of this one's. By default an A/B that swaps fxpay builds
+# swaps the sandbox too, and a change to the sandbox then moves every cell (bench/README.md,
+# "Run of 2026-11-25"); with one server interpreter for both builds, only the clients differ.
+SERVER_PYTHON = os.environ.get("FXPAY_BENCH_SERVER_PYTHON") or sys.executable
+
+
 class SandboxProcess:
     """``python -m fxpay.sandbox --port 0 [--tls]`` in its own process, for the whole run: its
     CPU time is read from /proc around every timed measurement. ``transport``: ``http``,
@@ -78,7 +85,7 @@ class SandboxProcess:
 
     def __init__(self, transport: str = "http") -> None:
         tls = transport != "http"
-        cmd = [sys.executable, "-m", "fxpay.sandbox", "--port", "0"] + (["--tls"] if tls else [])
+        cmd = [SERVER_PYTHON, "-m", "fxpay.sandbox", "--port", "0"] + (["--tls"] if tls else [])
         env = {**os.environ, "FXPAY_SANDBOX_ALPN": "http/1.1" if transport == "https" else "h2"}
         self.transport = transport
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, preexec_fn=_pin_server)
@@ -629,6 +636,7 @@ def machine() -> dict[str, Any]:
         "cpu": cpu,
         "cores": os.cpu_count(),
         "pinning": {"sandbox": sorted(SERVER_CPUS), "clients": sorted(CLIENT_CPUS)},
+        "sandbox_python": SERVER_PYTHON if sys.executable != SERVER_PYTHON else "the same as the clients'",
         "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "os": platform.platform(),
         "python": platform.python_version(),
