@@ -286,6 +286,18 @@ def test_a_models_fields_are_read_only_descriptors_that_show_their_class_and_nam
         del q.buy_amount  # type: ignore[misc]
 
 
+def test_help_shows_each_field_with_its_own_line() -> None:
+    """``help(fxpay.Quote)`` lists every field under "Data descriptors" with its own text, not
+    one shared docstring of the descriptor's class."""
+    import pydoc
+
+    assert vars(fxpay.Quote)["buy_amount"].__doc__ == "The field buy_amount of Quote."
+    assert vars(fxpay.Deal)["quote_id"].__doc__ == "The field quote_id of Deal."
+    text = pydoc.render_doc(fxpay.Quote, renderer=pydoc.plaintext)
+    for name in ("buy_amount", "sell_currency", "customer_rate"):
+        assert f" |  {name}\n |      The field {name} of Quote.\n" in text, name
+
+
 def test_field_error_parts() -> None:
     e = examples()["FieldError"]
     assert (e.layer, e.component, e.number) == ("validation", "beneficiary", 1004)

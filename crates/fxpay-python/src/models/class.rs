@@ -506,7 +506,10 @@ pub fn set_raw<M: ModelClass>(slf: &Bound<'_, M>, state: &Bound<'_, PyAny>) -> P
 
 // -- the class attributes ------------------------------------------------------------------
 
-/// One field of a model class: a read-only data descriptor.
+// One field of a model class: a read-only data descriptor. No doc comment on purpose: a
+// type doc would be the class's `__doc__` string, which hides the `__doc__` getter below
+// (PyType_FromSpec writes it into the type's dict), and `help(Quote)` would show the same
+// text for every field.
 #[pyclass(frozen, module = "fxpay._fxpay", name = "field")]
 pub struct Field {
     index: usize,
