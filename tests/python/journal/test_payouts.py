@@ -222,6 +222,26 @@ def test_an_unknown_deal_stays_unknown_and_the_rest_are_booked(
     assert len(fxpay_sandbox.deals()) == 5
 
 
+def test_the_deadline_bounds_each_request_of_a_payout_not_the_whole_table(
+    fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.SqliteJournal
+) -> None:
+    bid = client.create_beneficiary(make_beneficiary())
+    rows = table(bid, 4)
+    # One deal answer held for 5 s: under a 1 s deadline that request's answer is lost (the
+    # row is unknown, its journal entry says so) long before the client's 30 s timeout.
+    fxpay_sandbox.delay_next("POST /v1/payments/deals", 5)
+    fast = client.with_options(deadline=1)
+    started = time.monotonic()
+    out = fast.pay_out(rows, funding_source=FUNDING, concurrency=1, progress=False)
+    took = time.monotonic() - started
+    assert [r["status"] for r in out] == ["unknown", "booked", "booked", "booked"]
+    assert "timed out" in out[0]["error"]
+    assert [e.key for e in journal.unknown()] == ["row-0/deal"]
+    # The held deal cost its deadline, not the 5 s: and the rows after it each had their
+    # own (bounding the whole table would have failed them too).
+    assert 1 <= took < 4.5, took
+
+
 def spawn(sb: Any, journal: str, rows: list[dict[str, Any]], **env: str) -> subprocess.Popen[str]:
     cfg = {"base_url": sb.base_url, "client_id": sb.client_id, "client_secret": sb.client_secret, "journal": journal, "rows": rows}
     return subprocess.Popen(

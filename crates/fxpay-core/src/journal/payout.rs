@@ -5,6 +5,7 @@ use super::calls;
 use super::entry::State;
 use super::store::{blocking, Store};
 use crate::client::Client;
+use crate::deadline::scope;
 use crate::error::{Error, IdempotencyKind, Result};
 use crate::models::{Beneficiary, DealBeneficiary, DealRequest, QuoteRequest};
 use crate::transport::Observer;
@@ -218,8 +219,14 @@ async fn steps(
     o: &mut Outcome,
     obs: Option<&dyn Observer>,
 ) -> Result<bool> {
-    let ((quote_id, _), quote_replayed) =
-        calls::create_quote(c, store, &format!("{}/quote", row.key), &row.quote, obs).await?;
+    // Each request a row makes is one call, bounded by the client's deadline as any other
+    // call is (`crate::deadline`); the payout as a whole is not.
+    let bounded = c.config().deadline;
+    let ((quote_id, _), quote_replayed) = scope(
+        bounded,
+        calls::create_quote(c, store, &format!("{}/quote", row.key), &row.quote, obs),
+    )
+    .await?;
     o.quote_id = Some(quote_id.clone());
     if quote_replayed {
         if let Some(done) = already_booked(store, &row.key, &quote_id).await? {
@@ -227,14 +234,14 @@ async fn steps(
             return Ok(true);
         }
     }
-    let (quote, _) = c.get_quote(&quote_id, obs).await?;
+    let (quote, _) = scope(bounded, c.get_quote(&quote_id, obs)).await?;
     let sell_amount = quote.sell_amount;
     o.sell_amount = Some(sell_amount);
     let beneficiary_id = match row.beneficiary {
         RowBeneficiary::Id(id) => id,
         RowBeneficiary::New(b) => {
             let key = format!("{}/beneficiary", row.key);
-            calls::create_beneficiary(c, store, &key, &b, obs)
+            scope(bounded, calls::create_beneficiary(c, store, &key, &b, obs))
                 .await?
                 .0
                  .0
@@ -252,8 +259,11 @@ async fn steps(
             pay_reference: row.pay_reference,
         }],
     };
-    let ((deal, _), replayed) =
-        calls::create_deal(c, store, &format!("{}/deal", row.key), req, obs).await?;
+    let ((deal, _), replayed) = scope(
+        bounded,
+        calls::create_deal(c, store, &format!("{}/deal", row.key), req, obs),
+    )
+    .await?;
     o.deal_id = Some(deal.deal_id);
     Ok(replayed)
 }

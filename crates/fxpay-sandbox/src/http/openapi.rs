@@ -399,7 +399,7 @@ mod tests {
         for (path, ops) in doc["paths"].as_object().into_iter().flatten() {
             for (method, op) in ops.as_object().into_iter().flatten() {
                 for (status, answer) in op["responses"].as_object().into_iter().flatten() {
-                    let h = &answer["headers"][crate::http::server::REQUEST_ID]["$ref"];
+                    let h = &answer["headers"][crate::http::server::REQUEST_ID.as_str()]["$ref"];
                     assert_eq!(
                         h, "#/components/headers/RequestId",
                         "{method} {path} {status}"

@@ -144,17 +144,27 @@ fn track(req: Request<Incoming>, timeout: Duration) -> (Request<Body>, Option<Ar
     )
 }
 
+/// An answer as it leaves: stamped with its request id ([`stamp_request_id`]), and closing
+/// its connection when the request's body was not read through ([`close_if_unread`]).
+fn finish(resp: Response<Body>, body: Option<Arc<AtomicBool>>) -> Response<Body> {
+    close_if_unread(stamp_request_id(resp), body)
+}
+
+/// Every answer carries a fresh `x-request-id` (a UUID), as the service's do.
+fn stamp_request_id(mut resp: Response<Body>) -> Response<Body> {
+    let mut buf = uuid::Uuid::encode_buffer();
+    let id = crate::ids::request_id().hyphenated().encode_lower(&mut buf);
+    if let Ok(id) = HeaderValue::from_str(id) {
+        resp.headers_mut().insert(REQUEST_ID, id);
+    }
+    resp
+}
+
 /// An answer given before the request body was read through (413, 415, 401, an injected
 /// failure...) says `Connection: close`: the unread rest of the body makes the connection
 /// unusable, and without the header a keep-alive client would send its next request into a
 /// connection the server is closing.
-/// Also stamps every answer with a fresh `x-request-id` (a UUID), as the service does.
 fn close_if_unread(mut resp: Response<Body>, body: Option<Arc<AtomicBool>>) -> Response<Body> {
-    let mut buf = uuid::Uuid::encode_buffer();
-    let id = crate::ids::request_id().hyphenated().encode_lower(&mut buf);
-    if let Ok(id) = HeaderValue::from_str(id) {
-        resp.headers_mut().insert(REQUEST_ID_HEADER, id);
-    }
     if body.is_some_and(|done| !done.load(Ordering::Relaxed)) {
         resp.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -162,10 +172,9 @@ fn close_if_unread(mut resp: Response<Body>, body: Option<Arc<AtomicBool>>) -> R
     resp
 }
 
-/// The response header that carries the request id.
-pub const REQUEST_ID: &str = "x-request-id";
-/// The same, as a header name checked once at compile time and not at every answer.
-const REQUEST_ID_HEADER: header::HeaderName = header::HeaderName::from_static(REQUEST_ID);
+/// The response header that carries the request id (a name checked at compile time, not at
+/// every answer).
+pub const REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-request-id");
 
 /// One request: stats, faults, then the router.
 async fn handle(
@@ -180,7 +189,7 @@ async fn handle(
         // The admin API is neither counted nor faulted: a test's controls must not disturb
         // what it observes.
         return match router.oneshot(req).await {
-            Ok(resp) => close_if_unread(resp, body),
+            Ok(resp) => finish(resp, body),
             Err(never) => match never {},
         };
     }
@@ -195,7 +204,7 @@ async fn handle(
             retry_after,
         }) => {
             let token_path = req.uri().path() == "/v1/oauth/token";
-            return close_if_unread(injected(status, retry_after, token_path), body);
+            return finish(injected(status, retry_after, token_path), body);
         }
         Some(Action::Drop { after_processing }) => {
             if after_processing {
@@ -215,7 +224,7 @@ async fn handle(
         None => {}
     }
     match router.oneshot(req).await {
-        Ok(resp) => close_if_unread(resp, body),
+        Ok(resp) => finish(resp, body),
         Err(never) => match never {},
     }
 }
