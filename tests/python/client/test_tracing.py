@@ -882,3 +882,145 @@ def test_the_span_carries_the_request_id(spans: InMemorySpanExporter, sandbox: S
     (span,) = client_spans(spans)
     assert e.value.request_id
     assert tuple((span.attributes or {})["http.response.header.x-request-id"]) == (e.value.request_id,)  # type: ignore[arg-type]
+
+
+class _Counted:
+    """Wraps an API function, counting its calls."""
+
+    def __init__(self, f: Callable[..., Any]) -> None:
+        self.f, self.calls = f, 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self.f(*args, **kwargs)
+
+
+class _StubSpan:
+    """A recording span that does nothing but hand out its span context."""
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+
+    def get_span_context(self) -> Any:
+        return self.context
+
+    def is_recording(self) -> bool:
+        return True
+
+    def set_attributes(self, attributes: Any) -> None:
+        pass
+
+    def end(self, end_time: int | None = None) -> None:
+        pass
+
+
+@pytest.fixture
+def stub_spans() -> Iterator[list[Any]]:
+    """A global tracer provider whose spans do nothing (no SDK code runs): the parents each
+    span was started under, in order."""
+    from opentelemetry.trace import SpanContext, TraceFlags, TraceState
+
+    parents: list[Any] = []
+    made = SpanContext(
+        trace_id=0x0AF7651916CD43DD8448EB211C80319C,
+        span_id=0xB7AD6B7169203331,
+        is_remote=False,
+        trace_flags=TraceFlags(1),
+        trace_state=TraceState([("vendor", "abc")]),
+    )
+
+    class Tracer:
+        def start_span(self, name: str, context: Any = None, **kwargs: Any) -> _StubSpan:
+            parents.append(context)
+            return _StubSpan(made)
+
+    class Provider(trace.TracerProvider):
+        def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
+            return Tracer()
+
+    _reset_global_provider()
+    trace.set_tracer_provider(Provider())
+    try:
+        yield parents
+    finally:
+        _reset_global_provider()
+
+
+def test_the_apis_own_objects_are_read_without_their_python_code(
+    stub_spans: list[Any], recorder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With the API's own context runtime, span context and Context, fxpay reads the current
+    # context, the span context's fields and the baggage key directly (bench/: a frame per
+    # Python function), and what it sends is what the API would give.
+    from opentelemetry import baggage, context
+    from opentelemetry.trace import SpanContext
+
+    key = context.create_key("test")
+    token = context.attach(context.set_value(key, "outer"))
+    # (Counted where the API looks them up at each call: `get_all` reads the baggage with
+    # `_get_baggage_value`, whoever holds a reference to `get_all` itself.)
+    get_current, get_all = _Counted(context.get_current), _Counted(baggage._get_baggage_value)
+    monkeypatch.setattr(context, "get_current", get_current)
+    monkeypatch.setattr(baggage, "_get_baggage_value", get_all)
+    read: list[str] = []
+    for name in ("trace_id", "span_id", "trace_flags", "trace_state"):
+        prop = getattr(SpanContext, name)
+        monkeypatch.setattr(SpanContext, name, property(lambda s, p=prop, n=name: read.append(n) or p.fget(s)))
+    try:
+        with fxpay.Client("id", "secret", base_url=recorder) as c:
+            c.get_quote("q1")
+    finally:
+        context.detach(token)
+    assert (get_current.calls, get_all.calls, read) == (0, 0, [])
+    # Each attempt's parent is the context current at the call.
+    assert [p.get(key) for p in stub_spans] == ["outer", "outer"]
+    for _, _, headers in Recorder.seen:
+        assert headers["traceparent"] == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        assert headers["tracestate"] == "vendor=abc"
+        assert "baggage" not in headers
+    # Baggage present: the API is asked for it.
+    Recorder.seen = []
+    token = context.attach(baggage.set_baggage("tenant", "acme"))
+    get_all.calls = 0
+    try:
+        with fxpay.Client("id", "secret", base_url=recorder) as c:
+            c.get_quote("q1")
+    finally:
+        context.detach(token)
+    assert get_all.calls >= 1
+    assert [h.get("baggage") for _, _, h in Recorder.seen] == ["tenant=acme", "tenant=acme"]
+
+
+def test_another_context_runtime_and_span_context_go_through_the_public_api(
+    spans: InMemorySpanExporter, recorder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry import context
+    from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    class Runtime(ContextVarsRuntimeContext):
+        """A runtime context of the user's own (its variable is not the one fxpay knows)."""
+
+        asked = 0
+
+        def get_current(self) -> Any:
+            Runtime.asked += 1
+            return super().get_current()
+
+    class Context2(SpanContext):
+        """A span context of another class: its fields are read through its properties."""
+
+        @property
+        def trace_flags(self) -> TraceFlags:
+            return TraceFlags(0)
+
+    monkeypatch.setattr(context, "_RUNTIME_CONTEXT", Runtime())
+    remote = Context2(trace_id=0x1F, span_id=0x2E, is_remote=True, trace_flags=TraceFlags(1))
+    with fxpay.Client("id", "secret", base_url=recorder) as c, trace.use_span(NonRecordingSpan(remote)):
+        Runtime.asked = 0
+        c.get_quote("q1")
+        assert Runtime.asked >= 1
+    (_, _, headers) = Recorder.seen[-1]
+    _, trace_id, _, flags = headers["traceparent"].split("-")
+    # The parent came through the user's runtime, and the flags through the subclass's property.
+    assert (trace_id, flags) == (f"{0x1F:032x}", "00")

@@ -4,6 +4,7 @@
 mod imported;
 pub mod logging;
 mod otel;
+mod otel_reads;
 pub mod spans;
 
 use fxpay_core::transport::{AttemptLog, AttemptStart, Observer};

@@ -6,7 +6,9 @@
 //! runs), the call gets no tracing observer, and its attempts never touch Python. With one,
 //! the tracer (per provider) and what the global propagator is (per propagator) are asked
 //! of `fxpay._otel` once and kept here; a call then only reads the current context (and
-//! its baggage, if the propagator sends baggage).
+//! its baggage, if the propagator sends baggage and the context holds some), without running
+//! the API's Python code where the objects are the API's own (`super::otel_reads`).
+use super::otel_reads::api_function;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -81,20 +83,6 @@ fn tracer_of(py: Python<'_>, provider: &Bound<'_, PyAny>) -> Option<Py<PyAny>> {
     tracer
 }
 
-/// An OpenTelemetry API function, looked up once.
-fn api_function<'py>(
-    py: Python<'py>,
-    cell: &'static PyOnceLock<Py<PyAny>>,
-    module: &str,
-    name: &str,
-) -> PyResult<&'py Bound<'py, PyAny>> {
-    cell.get_or_try_init(py, || {
-        Ok::<_, PyErr>(py.import(module)?.getattr(name)?.unbind())
-    })
-    .map(|f| f.bind(py))
-}
-
-static GET_CURRENT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static GET_TEXTMAP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static BAGGAGE_OF: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
@@ -141,6 +129,9 @@ pub(super) fn fixed_headers(
     let Some(baggage) = baggage else {
         return Ok(Some(Vec::new()));
     };
+    if super::otel_reads::surely_no_baggage(py, parent) {
+        return Ok(Some(Vec::new()));
+    }
     let entries =
         api_function(py, &BAGGAGE_OF, "opentelemetry.baggage", "get_all")?.call1((parent,))?;
     if entries.len()? == 0 {
@@ -161,9 +152,7 @@ pub(super) fn call_trace(py: Python<'_>) -> Option<(Py<PyAny>, Py<PyAny>, Option
         Provider::Off => return None,
         Provider::Set(provider) => {
             let tracer = tracer_of(py, &provider)?;
-            let parent = api_function(py, &GET_CURRENT, "opentelemetry.context", "get_current")
-                .and_then(|f| f.call0())
-                .ok()?;
+            let parent = super::otel_reads::current_context(py).ok()?;
             let fixed = fixed_headers(py, &parent).ok()?;
             (tracer, parent.unbind(), fixed)
         }

@@ -230,17 +230,14 @@ impl PyTraceObserver {
 fn w3c_headers(py: Python<'_>, span: &Bound<'_, PyAny>) -> PyResult<Headers> {
     use pyo3::intern;
     let context = span.call_method0(intern!(py, "get_span_context"))?;
-    let trace_id: u128 = context.getattr(intern!(py, "trace_id"))?.extract()?;
-    let span_id: u64 = context.getattr(intern!(py, "span_id"))?.extract()?;
+    let (trace_id, span_id, flags, state) = super::otel_reads::span_context_fields(py, &context)?;
     if trace_id == 0 && span_id == 0 {
         return Ok(Vec::new());
     }
-    let flags: u8 = context.getattr(intern!(py, "trace_flags"))?.extract()?;
     let mut headers = vec![(
         "traceparent".to_string(),
         format!("00-{trace_id:032x}-{span_id:016x}-{flags:02x}"),
     )];
-    let state = context.getattr(intern!(py, "trace_state"))?;
     if state.is_truthy()? {
         let text: String = state.call_method0(intern!(py, "to_header"))?.extract()?;
         headers.push(("tracestate".to_string(), text));
