@@ -320,16 +320,23 @@ def test_traceparent_arrives_from_asyncio_tasks(spans: InMemorySpanExporter, rec
     assert len(trace_ids) == 4
 
 
-def test_tracestate_is_sent_too(spans: InMemorySpanExporter, recorder: str) -> None:
-    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
+def vendor_span_context(*, is_remote: bool) -> Any:
+    """A sampled span context with a ``tracestate`` (``vendor=abc``)."""
+    from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 
-    remote = SpanContext(
+    return SpanContext(
         trace_id=0x0AF7651916CD43DD8448EB211C80319C,
         span_id=0xB7AD6B7169203331,
-        is_remote=True,
+        is_remote=is_remote,
         trace_flags=TraceFlags(1),
         trace_state=TraceState([("vendor", "abc")]),
     )
+
+
+def test_tracestate_is_sent_too(spans: InMemorySpanExporter, recorder: str) -> None:
+    from opentelemetry.trace import NonRecordingSpan
+
+    remote = vendor_span_context(is_remote=True)
     with fxpay.Client("id", "secret", base_url=recorder) as c, trace.use_span(NonRecordingSpan(remote)):
         c.get_quote("q1")
     (_, _, headers) = Recorder.seen[-1]
@@ -918,16 +925,8 @@ class _StubSpan:
 def stub_spans() -> Iterator[list[Any]]:
     """A global tracer provider whose spans do nothing (no SDK code runs): the parents each
     span was started under, in order."""
-    from opentelemetry.trace import SpanContext, TraceFlags, TraceState
-
     parents: list[Any] = []
-    made = SpanContext(
-        trace_id=0x0AF7651916CD43DD8448EB211C80319C,
-        span_id=0xB7AD6B7169203331,
-        is_remote=False,
-        trace_flags=TraceFlags(1),
-        trace_state=TraceState([("vendor", "abc")]),
-    )
+    made = vendor_span_context(is_remote=False)
 
     class Tracer:
         def start_span(self, name: str, context: Any = None, **kwargs: Any) -> _StubSpan:
