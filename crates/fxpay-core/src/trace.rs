@@ -42,25 +42,45 @@ pub struct SpanEnd {
     pub request_id: Option<String>,
 }
 
+/// `path` without its query or fragment.
+fn bare(path: &str) -> &str {
+    let end = path.bytes().position(|b| b == b'?' || b == b'#');
+    &path[..end.unwrap_or(path.len())]
+}
+
 /// The route template of `path` (below `/v1`, query ignored), if it is a known route.
 fn template_of(path: &str) -> Option<&'static str> {
-    let path = path.split(['?', '#']).next().unwrap_or(path);
-    TEMPLATES.iter().copied().find(|t| {
-        let mut want = t.split('/');
-        let mut got = path.split('/');
-        loop {
-            match (want.next(), got.next()) {
-                (None, None) => return true,
-                (Some(w), Some(g)) if w.starts_with('{') => {
-                    if g.is_empty() {
-                        return false;
-                    }
-                }
-                (Some(w), Some(g)) if w == g => {}
-                _ => return false,
+    let path = bare(path).as_bytes();
+    TEMPLATES.iter().copied().find(|t| fits(t.as_bytes(), path))
+}
+
+/// Whether `path` fits `template` segment by segment: a template segment that starts with
+/// `{` stands for any non-empty segment, every other one must be equal. Compared byte by
+/// byte, without splitting either (this runs for every traced attempt).
+fn fits(mut template: &[u8], mut path: &[u8]) -> bool {
+    let segment_len = |s: &[u8]| s.iter().position(|&b| b == b'/').unwrap_or(s.len());
+    let mut segment_start = true;
+    loop {
+        if segment_start && template.first() == Some(&b'{') {
+            let taken = segment_len(path);
+            if taken == 0 {
+                return false;
             }
+            template = &template[segment_len(template)..];
+            path = &path[taken..];
+            segment_start = false;
+            continue;
         }
-    })
+        match (template.split_first(), path.split_first()) {
+            (None, None) => return true,
+            (Some((want, t)), Some((got, p))) if want == got => {
+                segment_start = *want == b'/';
+                template = t;
+                path = p;
+            }
+            _ => return false,
+        }
+    }
 }
 
 pub fn span_start(a: &AttemptStart<'_>) -> SpanStart {
@@ -75,8 +95,7 @@ pub fn span_start(a: &AttemptStart<'_>) -> SpanStart {
     let template = template_of(a.path).map(|t| {
         // The URL's path is the base's path, `/v1`, then `a.path`: keep what comes first.
         let full = url.map(|u| u.path()).unwrap_or("");
-        let bare = a.path.split(['?', '#']).next().unwrap_or(a.path);
-        let prefix = full.strip_suffix(bare).unwrap_or("/v1");
+        let prefix = full.strip_suffix(bare(a.path)).unwrap_or("/v1");
         format!("{}{t}", prefix.trim_end_matches('/'))
     });
     let name = match &template {
@@ -171,6 +190,39 @@ mod tests {
         let s = start("POST", "/oauth/token", "http://[::1]:9/v1/oauth/token", 1);
         assert_eq!(s.address.as_deref(), Some("::1"));
         assert_eq!(s.name, "POST /v1/oauth/token");
+    }
+
+    #[test]
+    fn a_template_fits_segment_by_segment() {
+        let fits = |t: &str, p: &str| fits(t.as_bytes(), p.as_bytes());
+        assert!(fits("/a/{id}", "/a/x"));
+        assert!(fits("/a/{id}/b", "/a/x-1/b"));
+        assert!(fits("/{x}/{y}", "/1/2"));
+        assert!(
+            !fits("/a/{id}/b", "/a//b"),
+            "a placeholder takes a non-empty segment"
+        );
+        assert!(!fits("/a/{id}/b", "/a/x/c"));
+        assert!(
+            !fits("/a/{id}", "/a/x/"),
+            "a trailing slash is another segment"
+        );
+        assert!(!fits("/a/{id}", "/a/x/y"));
+        assert!(!fits("/a", "/ab"));
+        assert!(!fits("/ab", "/a"));
+        // `{` inside a segment is a literal.
+        assert!(fits("/a{b}", "/a{b}"));
+        assert!(!fits("/a{b}", "/ax"));
+        assert_eq!(
+            template_of("/payments/deals/spot"),
+            Some("/payments/deals/spot")
+        );
+        assert_eq!(
+            template_of("/payments/quotes/q?x=1#f"),
+            Some("/payments/quotes/{quote_id}")
+        );
+        assert_eq!(bare("/p?q#f"), "/p");
+        assert_eq!(bare("/p#f?q"), "/p");
     }
 
     #[test]
