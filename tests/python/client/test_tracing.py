@@ -1023,3 +1023,25 @@ def test_another_context_runtime_and_span_context_go_through_the_public_api(
     _, trace_id, _, flags = headers["traceparent"].split("-")
     # The parent came through the user's runtime, and the flags through the subclass's property.
     assert (trace_id, flags) == (f"{0x1F:032x}", "00")
+
+
+def test_an_api_without_the_runtime_context_name_still_traces(
+    stub_spans: list[Any], recorder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # fxpay reads `opentelemetry.context._RUNTIME_CONTEXT`, a private name: an API without it
+    # is asked through `get_current()`, and the calls are traced as before.
+    from opentelemetry import context
+
+    key = context.create_key("test")
+    token = context.attach(context.set_value(key, "outer"))
+    runtime = context._RUNTIME_CONTEXT  # type: ignore[attr-defined]
+    try:
+        with monkeypatch.context() as m:
+            m.delattr(context, "_RUNTIME_CONTEXT")
+            m.setattr(context, "get_current", runtime.get_current)
+            with fxpay.Client("id", "secret", base_url=recorder) as c:
+                c.get_quote("q1")
+    finally:
+        context.detach(token)
+    assert [p.get(key) for p in stub_spans] == ["outer", "outer"]
+    assert all("traceparent" in h for _, _, h in Recorder.seen)

@@ -36,18 +36,23 @@ pub(super) fn current_context(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
             Ok::<_, PyErr>(py.import("opentelemetry.context")?.unbind())
         })?
         .bind(py);
-    // Looked up on every call: a test may swap the runtime context.
-    let runtime = module.getattr(intern!(py, "_RUNTIME_CONTEXT"))?;
+    // Looked up on every call: a test may swap the runtime context. Any step that fails
+    // (an API without these names) leaves the answer to `get_current()`.
     let default = api_function(
         py,
         &CONTEXTVARS_RUNTIME,
         "opentelemetry.context.contextvars_context",
         "ContextVarsRuntimeContext",
     );
-    if default.is_ok_and(|class| runtime.get_type().is(class)) {
-        if let Ok(var) = runtime.getattr(intern!(py, "_current_context")) {
+    if let (Ok(runtime), Ok(default)) = (module.getattr(intern!(py, "_RUNTIME_CONTEXT")), default) {
+        if runtime.get_type().is(default) {
             // `ContextVar.get`, a C method: no Python frame.
-            return var.call_method0(intern!(py, "get"));
+            let current = runtime
+                .getattr(intern!(py, "_current_context"))
+                .and_then(|var| var.call_method0(intern!(py, "get")));
+            if let Ok(current) = current {
+                return Ok(current);
+            }
         }
     }
     module.getattr(intern!(py, "get_current"))?.call0()
