@@ -95,7 +95,7 @@ impl Client {
         obs: Option<&dyn Observer>,
     ) -> Result<(Quote, String)> {
         check_id("quote_id", quote_id)?;
-        let path = format!("/payments/quotes/{quote_id}");
+        let path = ["/payments/quotes/", quote_id].concat();
         let resp = self.payments_call(Request::get(&path), obs).await?;
         // Parsed straight into the model, and the answer's own text kept as the raw form:
         // no intermediate `Value` to build, walk and encode again.

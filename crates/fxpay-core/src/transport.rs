@@ -271,8 +271,7 @@ impl Transport {
                     .all(|b| b.is_ascii_alphanumeric() || b"/-_.~".contains(&b))
             {
                 let mut url = base.clone();
-                let joined = format!("{}{path}", base.path().trim_end_matches('/'));
-                url.set_path(&joined);
+                url.set_path(&[base.path().trim_end_matches('/'), path].concat());
                 return Target::Parsed(url);
             }
         }
@@ -456,7 +455,7 @@ impl Transport {
         };
         let mut rb = rb.timeout(timeout);
         if let Some(token) = bearer {
-            rb = rb.header(AUTHORIZATION, format!("Bearer {token}"));
+            rb = rb.header(AUTHORIZATION, ["Bearer ", token].concat());
         }
         match req.body_kind {
             Body::None => {}
