@@ -690,6 +690,34 @@ def test_another_global_propagator_is_asked(spans: InMemorySpanExporter, recorde
     assert all("traceparent" not in h for _, _, h in Recorder.seen)
 
 
+def test_a_replaced_get_global_textmap_is_called(spans: InMemorySpanExporter, recorder: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The module's propagator stays W3C's; the getter now answers another: the getter wins,
+    # as it would for `propagate.inject`.
+    from opentelemetry import propagate
+
+    # A closure, and a getter shaped like the API's that reads a global of another module.
+    stamp = Stamp()
+    for getter in (lambda: stamp, _own_getter):
+        Recorder.seen = []
+        spans.clear()
+        monkeypatch.setattr(propagate, "get_global_textmap", getter)
+        with fxpay.Client("id", "secret", base_url=recorder) as c:
+            c.get_quote("q1")
+        got = client_spans(spans)
+        assert len(got) == 2
+        assert [h.get("x-stamp") for _, _, h in Recorder.seen] == [
+            f"{s.context.trace_id:032x}:{s.context.span_id:016x}" for s in got if s.context
+        ]
+        assert all("traceparent" not in h for _, _, h in Recorder.seen)
+
+
+_HTTP_TEXT_FORMAT = Stamp()
+
+
+def _own_getter() -> Any:
+    return _HTTP_TEXT_FORMAT
+
+
 def test_a_composite_of_w3c_and_another_propagator_sends_the_headers_of_each(spans: InMemorySpanExporter, recorder: str) -> None:
     # W3C trace context and baggage plus a propagator of the user's own: fxpay cannot write
     # the headers itself (only W3C's), so it asks the composite, and every part is heard.
@@ -965,12 +993,23 @@ def test_the_apis_own_objects_are_read_without_their_python_code(
     for name in ("trace_id", "span_id", "trace_flags", "trace_state"):
         prop = getattr(SpanContext, name)
         monkeypatch.setattr(SpanContext, name, property(lambda s, p=prop, n=name: read.append(n) or p.fget(s)))
+    # The global propagator and the trace state's size too (no `get_global_textmap` or
+    # `TraceState.__len__` runs).
+    called: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        code = frame.f_code
+        if event == "call" and code.co_name in ("get_global_textmap", "__len__") and "opentelemetry" in code.co_filename:
+            called.append(f"{code.co_filename}:{code.co_name}")
+
+    sys.setprofile(profile)
     try:
         with fxpay.Client("id", "secret", base_url=recorder) as c:
             c.get_quote("q1")
     finally:
+        sys.setprofile(None)
         context.detach(token)
-    assert (get_current.calls, get_all.calls, read) == (0, 0, [])
+    assert (get_current.calls, get_all.calls, read, called) == (0, 0, [], [])
     # Each attempt's parent is the context current at the call.
     assert [p.get(key) for p in stub_spans] == ["outer", "outer"]
     for _, _, headers in Recorder.seen:
@@ -995,7 +1034,7 @@ def test_another_context_runtime_and_span_context_go_through_the_public_api(
 ) -> None:
     from opentelemetry import context
     from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
-    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
 
     class Runtime(ContextVarsRuntimeContext):
         """A runtime context of the user's own (its variable is not the one fxpay knows)."""
@@ -1013,16 +1052,24 @@ def test_another_context_runtime_and_span_context_go_through_the_public_api(
         def trace_flags(self) -> TraceFlags:
             return TraceFlags(0)
 
+    class Quiet(TraceState):
+        """A trace state of another class: its own `__len__` says whether it is written."""
+
+        def __len__(self) -> int:
+            return 0
+
     monkeypatch.setattr(context, "_RUNTIME_CONTEXT", Runtime())
-    remote = Context2(trace_id=0x1F, span_id=0x2E, is_remote=True, trace_flags=TraceFlags(1))
+    remote = Context2(trace_id=0x1F, span_id=0x2E, is_remote=True, trace_flags=TraceFlags(1), trace_state=Quiet([("vendor", "abc")]))
     with fxpay.Client("id", "secret", base_url=recorder) as c, trace.use_span(NonRecordingSpan(remote)):
         Runtime.asked = 0
         c.get_quote("q1")
         assert Runtime.asked >= 1
     (_, _, headers) = Recorder.seen[-1]
     _, trace_id, _, flags = headers["traceparent"].split("-")
-    # The parent came through the user's runtime, and the flags through the subclass's property.
+    # The parent came through the user's runtime, the flags through the subclass's property,
+    # and the trace state's size through its class's `__len__`.
     assert (trace_id, flags) == (f"{0x1F:032x}", "00")
+    assert "tracestate" not in headers, headers
 
 
 def test_an_api_without_the_runtime_context_name_still_traces(

@@ -83,7 +83,6 @@ fn tracer_of(py: Python<'_>, provider: &Bound<'_, PyAny>) -> Option<Py<PyAny>> {
     tracer
 }
 
-static GET_TEXTMAP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static BAGGAGE_OF: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// The last global propagator seen: it, whether it is W3C's only, and its baggage part.
@@ -95,13 +94,7 @@ pub(super) fn fixed_headers(
     py: Python<'_>,
     parent: &Bound<'_, PyAny>,
 ) -> PyResult<Option<Headers>> {
-    let textmap = api_function(
-        py,
-        &GET_TEXTMAP,
-        "opentelemetry.propagate",
-        "get_global_textmap",
-    )?
-    .call0()?;
+    let textmap = super::otel_reads::global_textmap(py)?;
     let mut known = None;
     if let Some((seen, w3c, baggage)) = &*TEXTMAP_OF.lock().unwrap_or_else(PoisonError::into_inner)
     {

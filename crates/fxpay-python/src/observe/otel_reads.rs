@@ -1,6 +1,6 @@
 //! Reads of OpenTelemetry API objects made without running their Python code, where the
-//! object is the API's own and its layout is known: the current context, a span context's
-//! fields, and whether a context holds baggage. Each call's tracing makes these reads, and
+//! object is the API's own and its layout is known: the current context, the global
+//! propagator, a span context's fields, and whether a context holds baggage. Each call's tracing makes these reads, and
 //! each Python function they would run (a property, `get_current`, `baggage.get_all`) costs
 //! a frame. Anything else (another runtime context, a span context of another class, a
 //! context that is not a dict) goes through the public API, so the answer is always the
@@ -9,11 +9,17 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
+use std::sync::PoisonError;
 
 static CONTEXT_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 static CONTEXTVARS_RUNTIME: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static SPAN_CONTEXT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static BAGGAGE_KEY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static PROPAGATE_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+static TRACE_STATE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+/// The last `get_global_textmap` seen, and whether it is a plain getter of its module's
+/// `_HTTP_TEXT_FORMAT` (see [`plain_getter`]).
+static TEXTMAP_GETTER: std::sync::Mutex<Option<(Py<PyAny>, bool)>> = std::sync::Mutex::new(None);
 
 /// An attribute of an OpenTelemetry API module (a function, a class, a key), looked up once.
 pub(super) fn api_function<'py>(
@@ -56,6 +62,86 @@ pub(super) fn current_context(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
         }
     }
     module.getattr(intern!(py, "get_current"))?.call0()
+}
+
+/// Whether a span context's trace state has entries (`bool(state)`, what W3C's propagator
+/// asks before it writes `tracestate`). The API's `TraceState` keeps them in a dict, `_dict`,
+/// whose size its `__len__` returns: read directly. Any other class is asked.
+pub(super) fn trace_state_has_entries(py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let api_class = api_function(py, &TRACE_STATE, "opentelemetry.trace.span", "TraceState");
+    if api_class.is_ok_and(|class| state.get_type().is(class)) {
+        if let Ok(entries) = state.getattr(intern!(py, "_dict")) {
+            if let Ok(entries) = entries.cast::<PyDict>() {
+                return Ok(!entries.is_empty());
+            }
+        }
+    }
+    state.is_truthy()
+}
+
+/// `opentelemetry.propagate.get_global_textmap()`. The API's function returns its module's
+/// `_HTTP_TEXT_FORMAT` (what `set_global_textmap` sets): read directly while the module's
+/// `get_global_textmap` is still that function. One replaced (a test's patch) is called.
+pub(super) fn global_textmap(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    let module = PROPAGATE_MODULE
+        .get_or_try_init(py, || {
+            Ok::<_, PyErr>(py.import("opentelemetry.propagate")?.unbind())
+        })?
+        .bind(py);
+    let getter = module.getattr(intern!(py, "get_global_textmap"))?;
+    let seen = {
+        let last = TEXTMAP_GETTER
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        last.as_ref()
+            .filter(|(f, _)| f.bind(py).is(&getter))
+            .map(|(_, plain)| *plain)
+    };
+    let plain = match seen {
+        Some(plain) => plain,
+        None => {
+            // Judged without holding the lock: reading attributes may run Python code.
+            let plain = plain_getter(py, &getter, module, "_HTTP_TEXT_FORMAT");
+            *TEXTMAP_GETTER
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some((getter.clone().unbind(), plain));
+            plain
+        }
+    };
+    if plain {
+        if let Ok(textmap) = module.getattr(intern!(py, "_HTTP_TEXT_FORMAT")) {
+            return Ok(textmap);
+        }
+    }
+    getter.call0()
+}
+
+/// Whether `f` is a function of `module` that takes no argument and uses no name but
+/// `global` (as `def f(): return global` is): what it returns is then `module.global`.
+fn plain_getter(
+    py: Python<'_>,
+    f: &Bound<'_, PyAny>,
+    module: &Bound<'_, PyModule>,
+    global: &str,
+) -> bool {
+    let in_module = f
+        .getattr(intern!(py, "__globals__"))
+        .is_ok_and(|g| g.is(module.dict()));
+    let Ok(code) = f.getattr(intern!(py, "__code__")) else {
+        return false;
+    };
+    if !in_module {
+        return false;
+    }
+    let names = code.getattr(intern!(py, "co_names"));
+    let args = code.getattr(intern!(py, "co_argcount"));
+    match (names, args) {
+        (Ok(names), Ok(args)) => {
+            args.extract::<u32>().ok() == Some(0)
+                && names.extract::<Vec<String>>().ok().as_deref() == Some(&[global.to_string()][..])
+        }
+        _ => false,
+    }
 }
 
 /// What `traceparent` and `tracestate` are made of: a span context's trace id, span id,

@@ -238,7 +238,7 @@ fn w3c_headers(py: Python<'_>, span: &Bound<'_, PyAny>) -> PyResult<Headers> {
         "traceparent".to_string(),
         format!("00-{trace_id:032x}-{span_id:016x}-{flags:02x}"),
     )];
-    if state.is_truthy()? {
+    if super::otel_reads::trace_state_has_entries(py, &state)? {
         let text: String = state.call_method0(intern!(py, "to_header"))?.extract()?;
         headers.push(("tracestate".to_string(), text));
     }
