@@ -1,7 +1,9 @@
 //! One async core behind both call styles: blocking calls run the future on the shared
 //! runtime with the GIL released; awaitable calls hand it to asyncio. Panics become errors.
 //!
-//! Awaitable calls are resolved on the event loop's own thread. A finished task queues its
+//! Awaitable calls run on the event loop's own thread where the loop can watch that
+//! thread's runtime (`crate::on_loop`). Elsewhere they run on the shared runtime, and are
+//! resolved on the event loop's own thread. A finished task queues its
 //! result and, if no wake-up is already on its way, writes one byte to a socket pair that
 //! the loop watches (`loop.add_reader`); the loop then turns every queued result into Python
 //! objects in one go. No runtime thread ever waits for the GIL, so a runtime worker is never
@@ -45,14 +47,21 @@ where
 }
 
 /// Aborts a started call's task: what cancelling its asyncio future must also do.
-pub struct Abort(Option<fxpay_core::runtime::fork::ProcessBound<tokio::task::AbortHandle>>);
+pub enum Abort {
+    /// A task of the shared runtime.
+    Shared(fxpay_core::runtime::fork::ProcessBound<tokio::task::AbortHandle>),
+    /// A call run on the loop's own thread (`on_loop`), started or not yet.
+    OnLoop(futures_util::future::AbortHandle),
+}
 
 impl Abort {
     /// Aborts the task, unless it belongs to the parent of this (forked) process: there is
     /// nothing to abort then, the parent's runtime never runs here.
     pub fn abort(&self) {
-        if let Some(handle) = self.0.as_ref().filter(|h| h.is_current()) {
-            handle.abort();
+        match self {
+            Abort::Shared(handle) if handle.is_current() => handle.abort(),
+            Abort::Shared(_) => {}
+            Abort::OnLoop(handle) => handle.abort(),
         }
     }
 }
@@ -182,6 +191,7 @@ pub use super::errors::guard;
 
 mod awaitable {
     use super::*;
+    use crate::deliver::deliver;
     use crate::exit_gate;
     use fxpay_core::runtime::fork::ProcessBound;
     use fxpay_core::wakeup;
@@ -328,27 +338,6 @@ mod awaitable {
         }
     }
 
-    fn deliver(py: Python<'_>, fut: &Bound<'_, PyAny>, result: Result<Out, Error>) {
-        // A cancelled future takes no result.
-        match fut
-            .call_method0(intern!(py, "done"))
-            .and_then(|d| d.is_truthy())
-        {
-            Ok(false) => {}
-            _ => return,
-        }
-        let outcome = result
-            .map_err(to_pyerr)
-            .and_then(|out| out.into_pyobject(py));
-        let set = match outcome {
-            Ok(value) => fut.call_method1(intern!(py, "set_result"), (value,)),
-            Err(e) => fut.call_method1(intern!(py, "set_exception"), (e.into_value(py),)),
-        };
-        if let Err(e) = set {
-            e.write_unraisable(py, Some(fut));
-        }
-    }
-
     /// The running loop of this thread and how its futures are resolved.
     struct LoopEntry {
         event_loop: Py<PyAny>,
@@ -424,17 +413,24 @@ mod awaitable {
         })
     }
 
-    /// This thread's running loop: its `create_future` and inbox, set up on first use.
-    fn current(py: Python<'_>) -> PyResult<(Bound<'_, PyAny>, Arc<Inbox>)> {
+    /// This thread's running loop.
+    fn running_loop(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
         let get = GET_RUNNING_LOOP.get_or_try_init(py, || {
             Ok::<_, PyErr>(py.import("asyncio")?.getattr("get_running_loop")?.unbind())
         })?;
-        let event_loop = get.bind(py).call0()?;
+        get.bind(py).call0()
+    }
+
+    /// `event_loop`'s `create_future` and inbox, set up on first use.
+    fn current<'py>(
+        py: Python<'py>,
+        event_loop: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyAny>, Arc<Inbox>)> {
         CURRENT.with(|cell| {
             let mut slot = cell.borrow_mut();
             match &*slot {
-                Some(e) if e.is_current() && e.event_loop.bind(py).is(&event_loop) => {}
-                _ => *slot = Some(ProcessBound::new(entry_for(py, &event_loop)?)),
+                Some(e) if e.is_current() && e.event_loop.bind(py).is(event_loop) => {}
+                _ => *slot = Some(ProcessBound::new(entry_for(py, event_loop)?)),
             }
             match &*slot {
                 Some(e) => Ok((e.create_future.bind(py).clone(), e.inbox.clone())),
@@ -447,7 +443,12 @@ mod awaitable {
     where
         F: Future<Output = Result<Out, Error>> + Send + 'static,
     {
-        let (create_future, inbox) = current(py)?;
+        let event_loop = running_loop(py)?;
+        if let Some(run) = crate::on_loop::runner_for(py, &event_loop)? {
+            let (py_fut, abort) = crate::on_loop::start(py, &event_loop, run, fut)?;
+            return Ok((py_fut, Abort::OnLoop(abort)));
+        }
+        let (create_future, inbox) = current(py, &event_loop)?;
         let py_fut = create_future.call0()?;
         let target = py_fut.clone().unbind();
         let task = fxpay_core::runtime::runtime().spawn(async move {
@@ -459,7 +460,7 @@ mod awaitable {
         // the task when it is cancelled, which spares the loop a callback per call.
         Ok((
             py_fut.unbind(),
-            Abort(Some(ProcessBound::new(task.abort_handle()))),
+            Abort::Shared(ProcessBound::new(task.abort_handle())),
         ))
     }
 }

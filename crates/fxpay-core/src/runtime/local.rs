@@ -103,10 +103,117 @@ fn with_local<R>(f: impl FnOnce(&Runtime) -> R) -> Option<R> {
 }
 
 fn build() -> Option<Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+    let (rt, fd) = super::epoll_fd::build_and_find(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .on_thread_park(before_park)
+            .build()
+            .ok()
+    })?;
+    let _ = WATCH.try_with(|w| w.set(fd));
+    Some(rt)
+}
+
+thread_local! {
+    /// The epoll descriptor of this thread's runtime, when it was found (`epoll_fd`).
+    static WATCH: Cell<Option<i32>> = const { Cell::new(None) };
+    /// Set while [`run_ready`] runs: the park hook then ends it once nothing is ready.
+    static RUNNING_READY: Cell<bool> = const { Cell::new(false) };
+    /// Set by the park hook when [`run_ready`] may end.
+    static QUIET: Cell<bool> = const { Cell::new(false) };
+    static READY_WAKER: RefCell<Option<std::task::Waker>> = const { RefCell::new(None) };
+}
+
+/// The descriptor an event loop can watch for this thread's runtime (readable when it has
+/// work: I/O, or a task woken from another thread), started on first use; None where it
+/// cannot be known (see `epoll_fd`).
+pub fn watch_fd() -> Option<i32> {
+    with_local(|_| ())?;
+    WATCH.try_with(Cell::get).ok().flatten()
+}
+
+/// tokio calls this when this thread's runtime has run every ready task and is about to
+/// wait for the driver. Inside [`run_ready`], with no event waiting on the driver either,
+/// there is nothing left to run: `run_ready`'s future is woken to end it (the runtime then
+/// polls the driver once more without waiting, and finds nothing).
+fn before_park() {
+    if !RUNNING_READY.try_with(Cell::get).unwrap_or(false) {
+        return;
+    }
+    let quiet = WATCH
+        .try_with(Cell::get)
         .ok()
+        .flatten()
+        .is_some_and(|fd| !super::epoll_fd::ready(fd));
+    if quiet {
+        let _ = QUIET.try_with(|q| q.set(true));
+        if let Ok(Some(waker)) = READY_WAKER.try_with(|w| w.borrow_mut().take()) {
+            waker.wake();
+        }
+    }
+}
+
+/// A task to start on this thread's runtime.
+pub type Start = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Ends once the park hook finds nothing ready; starts `starts` on its first poll, inside
+/// the runtime (no wake-up of the driver per task).
+struct UntilQuiet {
+    starts: Option<Vec<Start>>,
+}
+
+impl Future for UntilQuiet {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if let Some(starts) = self.starts.take() {
+            QUIET.set(false);
+            for start in starts {
+                drop(tokio::spawn(start));
+            }
+        } else if QUIET.get() {
+            return std::task::Poll::Ready(());
+        }
+        READY_WAKER.with(|w| *w.borrow_mut() = Some(cx.waker().clone()));
+        std::task::Poll::Pending
+    }
+}
+
+/// Clears [`RUNNING_READY`] however `run_ready` ends.
+struct RunningReady;
+
+impl Drop for RunningReady {
+    fn drop(&mut self) {
+        let _ = RUNNING_READY.try_with(|r| r.set(false));
+        let _ = READY_WAKER.try_with(|w| w.borrow_mut().take());
+    }
+}
+
+/// Starts `starts` on this thread's runtime and runs it, without waiting, until nothing is
+/// ready: every task that can make progress has, and the driver has no event waiting. For an
+/// event loop that watches [`watch_fd`]. Tasks woken by a timer that expires in the
+/// runtime's very last look at the driver run the next time. `Err(starts)`, nothing started,
+/// when this thread cannot drive its runtime now (it is inside a blocking call).
+pub fn run_ready(starts: Vec<Start>) -> Result<(), Vec<Start>> {
+    if driving() {
+        return Err(starts);
+    }
+    let mut starts = Some(starts);
+    with_local(|rt| {
+        let _driving = Driving::enter();
+        RUNNING_READY.set(true);
+        let _running = RunningReady;
+        rt.block_on(UntilQuiet {
+            starts: starts.take(),
+        });
+    });
+    match starts {
+        None => Ok(()),
+        Some(starts) => Err(starts),
+    }
 }
 
 /// Clears [`DRIVING`] however `block_on` ends, a panic included.
@@ -324,6 +431,47 @@ mod tests {
             assert_eq!(block_on_for(&mut slow, Duration::from_millis(20)), None);
             assert!(!driving());
             drop_inside(slow);
+        })
+        .join()
+        .expect("the thread");
+    }
+
+    /// Each round, a byte written to a socket is read by a task on this thread's runtime
+    /// before `run_ready` returns: it runs until the driver has nothing for it, never
+    /// leaving a woken task behind (which would then wait for some later event).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn run_ready_leaves_no_woken_task_behind() {
+        std::thread::spawn(|| {
+            let fd = watch_fd().expect("the runtime's epoll descriptor");
+            let (mut ours, theirs) = std::os::unix::net::UnixStream::pair().expect("pair");
+            theirs.set_nonblocking(true).expect("nonblocking");
+            let seen = Arc::new(AtomicUsize::new(0));
+            let count = seen.clone();
+            let reader: Start = Box::pin(async move {
+                use tokio::io::AsyncReadExt;
+                let mut theirs = tokio::net::UnixStream::from_std(theirs).expect("registered");
+                let mut byte = [0u8; 1];
+                while theirs.read_exact(&mut byte).await.is_ok() {
+                    count.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+            assert!(run_ready(vec![reader]).is_ok());
+            for round in 1..=200 {
+                ours.write_all(&[round as u8]).expect("write");
+                assert!(
+                    super::super::epoll_fd::ready(fd),
+                    "round {round}: the descriptor shows the byte"
+                );
+                assert!(run_ready(Vec::new()).is_ok());
+                assert_eq!(seen.load(Ordering::SeqCst), round, "round {round}");
+                assert!(
+                    !super::super::epoll_fd::ready(fd),
+                    "round {round}: nothing left waiting"
+                );
+            }
+            // Nothing to do: it returns at once.
+            assert!(run_ready(Vec::new()).is_ok());
         })
         .join()
         .expect("the thread");

@@ -4,6 +4,7 @@
 //!
 //! Beside it: [`local`], the current-thread runtime a blocking call drives on its caller's
 //! thread, and [`fork`], which tells a forked child from the process that made something.
+pub mod epoll_fd;
 pub mod fork;
 pub mod local;
 

@@ -1,0 +1,159 @@
+"""Awaitable calls carried out on the event loop's own thread (issue 28, the async cells):
+where the loop can watch the thread's runtime descriptor, a call's request, answer and
+result never leave the loop's thread; elsewhere (a loop that cannot, ``FXPAY_AWAIT_ON_LOOP=0``)
+they run on the shared runtime's worker. Real HTTP over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import fxpay
+from fxpay.testing import Sandbox
+
+from conftest import NoReaderLoop, SocketPairLoop
+
+
+@pytest.fixture(scope="module")
+def sb() -> Iterator[Sandbox]:
+    with Sandbox() as s:
+        yield s
+
+
+class _Threads(logging.Handler):
+    """Records the thread that writes each DEBUG line (the thread that ran the attempt)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+        self.idents: list[int] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "quotes/" in record.getMessage():
+            self.idents.append(threading.get_ident())
+
+
+@pytest.fixture
+def threads() -> Iterator[_Threads]:
+    log = logging.getLogger("fxpay")
+    handler, level = _Threads(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
+async def test_a_call_runs_on_the_loops_thread_where_the_loop_can_watch_the_runtime(sb: Sandbox, threads: _Threads) -> None:
+    loop = asyncio.get_running_loop()
+    async with sb.client() as c:
+        qid = await c.create_quote_async(buy_currency="USD", buy_amount="1000.00", sell_currency="AUD")
+        quotes = await asyncio.gather(*(c.get_quote_async(qid) for _ in range(20)))
+    assert {q.id for q in quotes} == {qid}
+    assert len(threads.idents) == 20
+    if isinstance(loop, (NoReaderLoop, SocketPairLoop)):
+        assert threading.get_ident() not in threads.idents
+    else:
+        assert set(threads.idents) == {threading.get_ident()}
+
+
+async def test_calls_started_in_one_pass_and_later_all_end(sb: Sandbox) -> None:
+    # Calls started while a run is pending, from a call's continuation, and after the loop was
+    # idle: each is started and resolved (none waits for a run that never comes).
+    async with sb.client() as c:
+        qid = await c.create_quote_async(buy_currency="USD", buy_amount="1000.00", sell_currency="AUD")
+
+        async def chain(n: int) -> int:
+            for _ in range(n):
+                await c.get_quote_async(qid)
+            return n
+
+        assert await asyncio.wait_for(asyncio.gather(*(chain(5) for _ in range(16))), timeout=10) == [5] * 16
+        await asyncio.sleep(0.05)
+        assert (await asyncio.wait_for(c.get_quote_async(qid), timeout=10)).id == qid
+
+
+def test_a_deadline_fires_on_a_quiet_loop(sb: Sandbox) -> None:
+    # No descriptor announces a timer: the loop runs the runtime on a tick while calls are
+    # pending, so a call whose answer is held still ends at its deadline.
+    async def main() -> float:
+        async with sb.client(deadline=0.5) as c:
+            qid = await c.create_quote_async(buy_currency="USD", buy_amount="1000.00", sell_currency="AUD")
+            sb.delay_next(f"/v1/payments/quotes/{qid}", 5)
+            started = time.monotonic()
+            with pytest.raises(fxpay.TimeoutError):
+                await c.get_quote_async(qid)
+            return time.monotonic() - started
+
+    assert 0.4 < asyncio.run(main()) < 2
+
+
+def test_the_loops_come_and_go_on_one_thread(sb: Sandbox) -> None:
+    # One runtime per thread, one loop after another (as pytest-asyncio makes them): each
+    # loop's calls end on that loop, and a loop closed with calls pending leaves nothing for
+    # the next.
+    with sb.client() as c:
+        qid = c.create_quote(buy_currency="USD", buy_amount="1000.00", sell_currency="AUD")
+
+        async def some(n: int) -> set[str]:
+            return {q.id for q in await asyncio.gather(*(c.get_quote_async(qid) for _ in range(n)))}
+
+        left: list[asyncio.Future[fxpay.Quote]] = []
+
+        async def abandoned() -> None:
+            sb.delay_next(f"/v1/payments/quotes/{qid}", 1)
+            left.append(asyncio.ensure_future(c.get_quote_async(qid)))
+            await asyncio.sleep(0.05)
+
+        for _ in range(3):
+            assert asyncio.run(some(8)) == {qid}
+            loop = asyncio.new_event_loop()
+            loop.run_until_complete(abandoned())
+            loop.close()
+        time.sleep(1.2)
+        assert asyncio.run(some(8)) == {qid}
+
+
+def test_fxpay_await_on_loop_0_keeps_calls_on_the_shared_runtime(sb: Sandbox) -> None:
+    code = """
+    import asyncio, json, logging, sys, threading
+    import fxpay
+    names = []
+    class H(logging.Handler):
+        def emit(self, record):
+            if "quotes/" in record.getMessage():
+                names.append(threading.get_ident() == threading.main_thread().ident)
+    log = logging.getLogger("fxpay")
+    log.addHandler(H())
+    log.setLevel(logging.DEBUG)
+    base, cid, secret = sys.argv[1:4]
+    async def main():
+        async with fxpay.Client(cid, secret, base_url=base) as c:
+            qid = await c.create_quote_async(buy_currency="USD", buy_amount="1000.00", sell_currency="AUD")
+            await asyncio.gather(*(c.get_quote_async(qid) for _ in range(5)))
+    asyncio.run(main())
+    print(json.dumps(sorted(set(names))))
+    """
+    # Whether each attempt ran on the loop's (main) thread.
+    for value, expected in (("0", [False]), ("1", [True])):
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code), sb.base_url, sb.client_id, sb.client_secret],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, "FXPAY_AWAIT_ON_LOOP": value},
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == expected, (value, done.stdout)
