@@ -77,6 +77,9 @@ pub struct RunReady {
     soon: AtomicBool,
     /// A run is scheduled with `call_later`.
     timer: AtomicBool,
+    /// The loop watches the descriptor (cleared when a run came on another thread, which
+    /// stops the watching; [`runner`] starts it again when the loop is back on this thread).
+    watched: AtomicBool,
     /// The thread whose runtime this runs, and the descriptor the loop watches for it.
     thread: std::thread::ThreadId,
     fd: i32,
@@ -90,9 +93,17 @@ impl RunReady {
         if std::thread::current().id() != me.thread {
             // The loop runs on another thread now (or this one's runtime is gone): its
             // descriptor is not this thread's to run, and left watched it would keep
-            // calling. The calls of that thread's runtime stay with it.
-            let event_loop = me.call_soon.bind(py).getattr(intern!(py, "__self__"))?;
-            event_loop.call_method1(intern!(py, "remove_reader"), (me.fd,))?;
+            // calling. The calls of that thread's runtime stay with it, and the run that
+            // brought us here is spent: whichever it was, none is scheduled any more
+            // (`runner` schedules one when the loop is back on that thread).
+            if timer {
+                me.timer.store(false, Ordering::Release);
+            }
+            me.soon.store(false, Ordering::Release);
+            if me.watched.swap(false, Ordering::AcqRel) {
+                me.event_loop(py)?
+                    .call_method1(intern!(py, "remove_reader"), (me.fd,))?;
+            }
             return Ok(());
         }
         if timer {
@@ -129,12 +140,39 @@ impl RunReady {
     }
 }
 
+impl RunReady {
+    fn event_loop<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.call_soon.bind(py).getattr(intern!(py, "__self__"))
+    }
+
+    /// Has the loop watch the descriptor again after it ran on another thread (which
+    /// stopped the watching), and runs the runtime once soon: for the calls that were
+    /// waiting here meanwhile.
+    fn rewatch(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let me = slf.get();
+        if me.watched.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        me.event_loop(py)?
+            .call_method1(intern!(py, "add_reader"), (me.fd, slf))?;
+        me.watched.store(true, Ordering::Release);
+        if !me.soon.swap(true, Ordering::AcqRel) {
+            me.call_soon.call1(py, (slf,))?;
+        }
+        Ok(())
+    }
+}
+
 /// This thread's runner for `event_loop`, set up on first use: None when the loop cannot
 /// watch the runtime's descriptor, or the descriptor is unknown.
 fn runner(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<Option<Py<RunReady>>> {
     CURRENT.with(|cell| {
         if let Some(entry) = cell.borrow().as_ref() {
             if entry.is_current() && entry.0.bind(py).is(event_loop) {
+                if let Some(run) = &entry.1 {
+                    RunReady::rewatch(run.bind(py))?;
+                }
                 return Ok(entry.1.as_ref().map(|r| r.clone_ref(py)));
             }
         }
@@ -160,6 +198,7 @@ fn make_runner(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<Option
             call_later: event_loop.getattr(intern!(py, "call_later"))?.unbind(),
             soon: AtomicBool::new(false),
             timer: AtomicBool::new(false),
+            watched: AtomicBool::new(true),
             thread: std::thread::current().id(),
             fd,
         },

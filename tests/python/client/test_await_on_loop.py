@@ -99,6 +99,71 @@ def test_a_deadline_fires_on_a_quiet_loop(sb: Sandbox) -> None:
     assert 0.4 < asyncio.run(main()) < 2
 
 
+def test_one_loop_runs_on_two_threads_in_turn(sb: Sandbox) -> None:
+    # Run here, then on another thread, then here again. The first run ends with a call in
+    # flight, so its tick is still scheduled when the loop moves: it comes on the other
+    # thread, as may this thread's reader, which stops both there. Back here, calls must
+    # still end, a deadline must still fire on a quiet loop (the tick runs again), and the
+    # call left in flight must end too.
+    loop = asyncio.new_event_loop()
+    outcomes: list[object] = []
+    left: list[asyncio.Future[fxpay.Quote]] = []
+
+    async def calls(c: fxpay.Client, qid: str, leave: bool) -> object:
+        ids = {(await c.get_quote_async(qid)).id for _ in range(4)}
+        ids |= {q.id for q in await asyncio.gather(*(c.get_quote_async(qid) for _ in range(4)))}
+        sb.delay_next(f"/v1/payments/quotes/{qid}", 5)
+        started = time.monotonic()
+        try:
+            await c.with_options(deadline=0.5).get_quote_async(qid)
+            return (ids, "no timeout")
+        except fxpay.TimeoutError:
+            in_time = time.monotonic() - started < 2
+        if leave:
+            sb.delay_next(f"/v1/payments/quotes/{qid}", 1)
+            left.append(asyncio.ensure_future(c.get_quote_async(qid)))
+            await asyncio.sleep(0.05)  # started, and its tick scheduled
+        return (ids, in_time)
+
+    def run(c: fxpay.Client, qid: str, leave: bool = False) -> None:
+        try:
+            outcomes.append(loop.run_until_complete(asyncio.wait_for(calls(c, qid, leave), 20)))
+        except BaseException as e:  # the assert below shows it
+            outcomes.append(e)
+
+    with sb.client() as c:
+        qid = c.create_quote(buy_currency="USD", buy_amount="1000.00", sell_currency="AUD")
+        try:
+            run(c, qid, leave=True)
+            there = threading.Thread(target=run, args=(c, qid))
+            there.start()
+            there.join(60)
+            run(c, qid)
+            last = loop.run_until_complete(asyncio.wait_for(left[0], 10))
+            # Back here, the loop watches this thread's runtime again (without that, its
+            # calls would only move on the 5 ms tick).
+            watched = _watched_runtimes(loop)
+        finally:
+            loop.close()
+    assert outcomes == [({qid}, True)] * 3
+    assert last.id == qid
+    assert watched, "no runtime descriptor is watched"
+
+
+def _watched_runtimes(loop: asyncio.AbstractEventLoop) -> list[int]:
+    """The open epoll descriptors the loop watches with fxpay's runner (a selector loop)."""
+    keys = loop._selector.get_map().values()  # type: ignore[attr-defined]
+    fds = [k.fd for k in keys if type(k.data[0]._callback).__name__ == "RunReady"]
+    return [fd for fd in fds if _link(fd) == "anon_inode:[eventpoll]"]
+
+
+def _link(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
+
+
 def test_the_loops_come_and_go_on_one_thread(sb: Sandbox) -> None:
     # One runtime per thread, one loop after another (as pytest-asyncio makes them): each
     # loop's calls end on that loop, and a loop closed with calls pending leaves nothing for
