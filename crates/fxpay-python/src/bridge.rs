@@ -196,7 +196,6 @@ mod awaitable {
     use fxpay_core::runtime::fork::ProcessBound;
     use fxpay_core::wakeup;
     use pyo3::intern;
-    use pyo3::sync::PyOnceLock;
     use std::cell::RefCell;
     #[cfg(unix)]
     use std::io::{ErrorKind, Read, Write};
@@ -352,8 +351,6 @@ mod awaitable {
         static CURRENT: RefCell<Option<ProcessBound<LoopEntry>>> = const { RefCell::new(None) };
     }
 
-    static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
     /// An inbox woken by a socket pair the loop watches; None when the loop cannot watch a
     /// descriptor (`add_reader` raises NotImplementedError).
     #[cfg(unix)]
@@ -413,14 +410,6 @@ mod awaitable {
         })
     }
 
-    /// This thread's running loop.
-    fn running_loop(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-        let get = GET_RUNNING_LOOP.get_or_try_init(py, || {
-            Ok::<_, PyErr>(py.import("asyncio")?.getattr("get_running_loop")?.unbind())
-        })?;
-        get.bind(py).call0()
-    }
-
     /// `event_loop`'s `create_future` and inbox, set up on first use.
     fn current<'py>(
         py: Python<'py>,
@@ -443,7 +432,7 @@ mod awaitable {
     where
         F: Future<Output = Result<Out, Error>> + Send + 'static,
     {
-        let event_loop = running_loop(py)?;
+        let event_loop = crate::running_loop::running_loop(py)?;
         if let Some(run) = crate::on_loop::runner_for(py, &event_loop)? {
             let (py_fut, abort) = crate::on_loop::start(py, &event_loop, run, fut)?;
             return Ok((py_fut, Abort::OnLoop(abort)));

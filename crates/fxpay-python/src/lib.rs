@@ -16,6 +16,7 @@ mod panic_test;
 mod payout_outcomes;
 mod payout_rows;
 mod raw;
+mod running_loop;
 mod sandbox;
 mod session;
 mod store;
