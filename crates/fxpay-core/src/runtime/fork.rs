@@ -78,6 +78,12 @@ impl<T> Deref for ProcessBound<T> {
     }
 }
 
+impl<T> std::ops::DerefMut for ProcessBound<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.value
+    }
+}
+
 impl<T> Drop for ProcessBound<T> {
     fn drop(&mut self) {
         if self.is_current() {
