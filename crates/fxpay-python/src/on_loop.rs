@@ -168,13 +168,17 @@ impl RunReady {
 /// watch the runtime's descriptor, or the descriptor is unknown.
 fn runner(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<Option<Py<RunReady>>> {
     CURRENT.with(|cell| {
-        if let Some(entry) = cell.borrow().as_ref() {
-            if entry.is_current() && entry.0.bind(py).is(event_loop) {
-                if let Some(run) = &entry.1 {
-                    RunReady::rewatch(run.bind(py))?;
-                }
-                return Ok(entry.1.as_ref().map(|r| r.clone_ref(py)));
+        let seen = cell
+            .borrow()
+            .as_ref()
+            .filter(|entry| entry.is_current() && entry.0.bind(py).is(event_loop))
+            .map(|entry| entry.1.as_ref().map(|r| r.clone_ref(py)));
+        // Out of the borrow: the loop's methods run Python code.
+        if let Some(run) = seen {
+            if let Some(run) = &run {
+                RunReady::rewatch(run.bind(py))?;
             }
+            return Ok(run);
         }
         let run = make_runner(py, event_loop)?;
         let keep = run.as_ref().map(|r| r.clone_ref(py));

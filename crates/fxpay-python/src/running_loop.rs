@@ -93,5 +93,10 @@ fn keep(py: Python<'_>, event_loop: &Bound<'_, PyAny>) {
             ident,
         })
     });
-    let _ = KEPT.try_with(|cell| *cell.borrow_mut() = kept);
+    // Not while `kept` reads it (a `_thread_id` of a subclass's own could call back here).
+    let _ = KEPT.try_with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            *slot = kept;
+        }
+    });
 }
