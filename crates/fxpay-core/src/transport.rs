@@ -15,9 +15,8 @@ pub use crate::headers::header_pairs;
 use crate::models::FieldError;
 use crate::runtime::fork::PerProcess;
 use bytes::Bytes;
-use reqwest::header::{
-    HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT,
-};
+use reqwest::header::{HeaderMap, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
+pub use reqwest::header::{HeaderName, HeaderValue};
 use rustls::pki_types::CertificateDer;
 use std::time::{Duration, Instant};
 
@@ -118,10 +117,13 @@ pub struct AttemptStart<'a> {
     pub attempt: u32,
 }
 
+/// Headers an observer adds to one attempt (`traceparent`, `baggage`, ...).
+pub type ExtraHeaders = Vec<(HeaderName, HeaderValue)>;
+
 /// Receives one `AttemptLog` per attempt; tracing also sees each attempt start.
 pub trait Observer: Send + Sync {
     /// Called as an attempt starts; the headers returned are sent with it.
-    fn start(&self, _start: &AttemptStart<'_>) -> Vec<(String, String)> {
+    fn start(&self, _start: &AttemptStart<'_>) -> ExtraHeaders {
         Vec::new()
     }
     fn attempt(&self, log: &AttemptLog<'_>);
@@ -385,7 +387,7 @@ impl Transport {
                 crate::runtime::local::settle(pool).await;
             }
             let outcome = self
-                .attempt(http, remote, &url, req, bearer, &extra, timeout)
+                .attempt(http, remote, &url, req, bearer, extra, timeout)
                 .await;
             if let (Some(pool), Ok(_)) = (local, &outcome) {
                 crate::runtime::local::answered(pool);
@@ -446,7 +448,7 @@ impl Transport {
         url: &Target,
         req: &Request<'_>,
         bearer: Option<&str>,
-        extra: &[(String, String)],
+        extra: ExtraHeaders,
         timeout: Duration,
     ) -> std::result::Result<Response, reqwest::Error> {
         let rb = match url {
@@ -474,7 +476,7 @@ impl Transport {
             rb = rb.header(*name, value.as_str());
         }
         for (name, value) in extra {
-            rb = rb.header(name.as_str(), value.as_str());
+            rb = rb.header(name, value);
         }
         if !remote {
             return exchange(rb).await;

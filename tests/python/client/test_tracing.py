@@ -690,6 +690,38 @@ def test_another_global_propagator_is_asked(spans: InMemorySpanExporter, recorde
     assert all("traceparent" not in h for _, _, h in Recorder.seen)
 
 
+class Unsendable(Stamp):
+    """Writes, besides its stamp, a header HTTP does not allow: a value with a line break,
+    and a name with a space."""
+
+    def inject(self, carrier: Any, context: Any = None, setter: Any = None) -> None:
+        super().inject(carrier, context, setter)
+        carrier["x-broken"] = "one\r\nx-injected: two"
+        carrier["not a name"] = "value"
+
+
+@pytest.mark.parametrize("aio", [False, True])
+def test_a_header_a_propagator_writes_that_http_does_not_allow_is_left_out(spans: InMemorySpanExporter, recorder: str, aio: bool) -> None:
+    from opentelemetry import propagate
+
+    before = propagate.get_global_textmap()
+    propagate.set_global_textmap(Unsendable())  # type: ignore[arg-type]
+    try:
+        with fxpay.Client("id", "secret", base_url=recorder) as c:
+            if aio:
+                asyncio.run(c.get_quote_async("q1"))
+            else:
+                c.get_quote("q1")
+    finally:
+        propagate.set_global_textmap(before)
+    got = client_spans(spans)
+    assert len(got) == 2
+    stamps = [f"{s.context.trace_id:032x}:{s.context.span_id:016x}" for s in got if s.context]
+    assert [h.get("x-stamp") for _, _, h in Recorder.seen] == stamps
+    for _, _, h in Recorder.seen:
+        assert not {"x-broken", "x-injected", "not a name"} & set(h)
+
+
 def test_a_replaced_get_global_textmap_is_called(spans: InMemorySpanExporter, recorder: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # The module's propagator stays W3C's; the getter now answers another: the getter wins,
     # as it would for `propagate.inject`.

@@ -7,7 +7,7 @@ mod otel;
 mod otel_reads;
 pub mod spans;
 
-use fxpay_core::transport::{AttemptLog, AttemptStart, Observer};
+use fxpay_core::transport::{AttemptLog, AttemptStart, ExtraHeaders, Observer};
 use pyo3::prelude::*;
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ use std::sync::Arc;
 struct Both(Arc<dyn Observer>, Arc<dyn Observer>);
 
 impl Observer for Both {
-    fn start(&self, start: &AttemptStart<'_>) -> Vec<(String, String)> {
+    fn start(&self, start: &AttemptStart<'_>) -> ExtraHeaders {
         let mut headers = self.0.start(start);
         headers.extend(self.1.start(start));
         headers

@@ -9,12 +9,27 @@
 //! its baggage, if the propagator sends baggage and the context holds some), without running
 //! the API's Python code where the objects are the API's own (`super::otel_reads`).
 use super::otel_reads::api_function;
+use fxpay_core::transport::{ExtraHeaders, HeaderName, HeaderValue};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// Headers an attempt sends besides its own.
-pub(super) type Headers = Vec<(String, String)>;
+pub(super) type Headers = ExtraHeaders;
+
+/// The pairs a propagator wrote, as headers: a pair HTTP does not allow (a name that is not a
+/// token, a value with a control character) is left out, and the call goes on without it.
+pub(super) fn typed(pairs: Vec<(String, String)>) -> Headers {
+    pairs
+        .into_iter()
+        .filter_map(|(name, value)| {
+            Some((
+                HeaderName::from_bytes(name.as_bytes()).ok()?,
+                HeaderValue::from_str(&value).ok()?,
+            ))
+        })
+        .collect()
+}
 
 static OTEL: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
@@ -130,11 +145,11 @@ pub(super) fn fixed_headers(
     if entries.len()? == 0 {
         return Ok(Some(Vec::new()));
     }
-    Ok(Some(
+    Ok(Some(typed(
         otel(py)?
             .call_method1(pyo3::intern!(py, "baggage_headers"), (baggage, parent))?
             .extract()?,
-    ))
+    )))
 }
 
 /// What the tracing of a call starting now needs (its tracer, its parent context and the
@@ -157,9 +172,10 @@ pub(super) fn call_trace(py: Python<'_>) -> Option<(Py<PyAny>, Py<PyAny>, Option
             if answer.is_none() {
                 return None;
             }
-            answer
-                .extract::<(Py<PyAny>, Py<PyAny>, Option<Headers>)>()
-                .ok()?
+            let (tracer, parent, fixed) = answer
+                .extract::<(Py<PyAny>, Py<PyAny>, Option<Vec<(String, String)>>)>()
+                .ok()?;
+            (tracer, parent, fixed.map(typed))
         }
     };
     Some((tracer, parent, fixed))

@@ -10,9 +10,9 @@
 //! before the loop's drain delivers the results (so no runtime thread waits for the GIL to
 //! end a span). When the sampler does not record the call's first span, its later attempts
 //! reuse its headers with no Python at all.
-use super::otel::{otel, Headers};
-use fxpay_core::trace::{span_end, span_start, SpanEnd, SpanStart};
-use fxpay_core::transport::{AttemptLog, AttemptStart, Observer};
+use super::otel::{otel, typed, Headers};
+use fxpay_core::trace::{span_end, span_start, traceparent, SpanEnd, SpanStart};
+use fxpay_core::transport::{AttemptLog, AttemptStart, HeaderName, HeaderValue, Observer};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList};
@@ -32,8 +32,10 @@ thread_local! {
 struct Ended {
     span: Py<PyAny>,
     end: SpanEnd,
-    /// When the attempt ended, in ns since the epoch (the SDK's clock, `time.time_ns()`).
-    at: u128,
+    /// When the attempt ended, in ns since the epoch (the SDK's clock, `time.time_ns()`): a
+    /// u64 lasts until 2554, and becomes a Python int in one step (a u128 takes several under
+    /// the stable ABI).
+    at: u64,
 }
 
 impl Ended {
@@ -81,10 +83,10 @@ impl Ended {
     }
 }
 
-fn now_ns() -> u128 {
+fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
         .unwrap_or(0)
 }
 
@@ -191,12 +193,14 @@ impl PyTraceObserver {
                 headers.extend(fixed.iter().cloned());
                 headers
             }
-            None => otel(py)?
-                .call_method1(intern!(py, "inject"), (&span, self.parent.bind(py)))?
-                .cast_into::<PyList>()?
-                .iter()
-                .filter_map(|pair| pair.extract::<(String, String)>().ok())
-                .collect(),
+            None => typed(
+                otel(py)?
+                    .call_method1(intern!(py, "inject"), (&span, self.parent.bind(py)))?
+                    .cast_into::<PyList>()?
+                    .iter()
+                    .filter_map(|pair| pair.extract::<(String, String)>().ok())
+                    .collect(),
+            ),
         };
         let recording = span
             .call_method0(intern!(py, "is_recording"))?
@@ -234,19 +238,22 @@ fn w3c_headers(py: Python<'_>, span: &Bound<'_, PyAny>) -> PyResult<Headers> {
     if trace_id == 0 && span_id == 0 {
         return Ok(Vec::new());
     }
-    let mut headers = vec![(
-        "traceparent".to_string(),
-        format!("00-{trace_id:032x}-{span_id:016x}-{flags:02x}"),
-    )];
+    let mut headers = Vec::with_capacity(2);
+    if let Ok(value) = HeaderValue::from_bytes(&traceparent(trace_id, span_id, flags)) {
+        headers.push((HeaderName::from_static("traceparent"), value));
+    }
     if super::otel_reads::trace_state_has_entries(py, &state)? {
         let text: String = state.call_method0(intern!(py, "to_header"))?.extract()?;
-        headers.push(("tracestate".to_string(), text));
+        // A trace state the API let through that HTTP does not allow is left out.
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            headers.push((HeaderName::from_static("tracestate"), value));
+        }
     }
     Ok(headers)
 }
 
 impl Observer for PyTraceObserver {
-    fn start(&self, start: &AttemptStart<'_>) -> Vec<(String, String)> {
+    fn start(&self, start: &AttemptStart<'_>) -> Headers {
         if let Some(headers) = &self.state().unrecorded {
             return headers.clone();
         }
