@@ -428,6 +428,8 @@ def tracing_cost(t: Target, rounds: int, calls: int) -> dict[str, Any]:
                         return {"error": f"the sdk worker made {r.get('spans')} spans for {calls} calls"}
                     wall[shape][m].append(r["seconds"] / calls)
                     cpu[shape][m].append(r["cpu"] / calls)
+        # The hooks worker's tracer alone, no HTTP: the part of `hooks` any instrumentation pays.
+        stubs = [round_of("hooks", "stub", 20 * calls).get("stub") for _ in range(5)] if hasattr(tc, "stub_cost") else []
     finally:
         for p in procs.values():
             if p.stdin:
@@ -437,6 +439,8 @@ def tracing_cost(t: Target, rounds: int, calls: int) -> dict[str, Any]:
             except subprocess.TimeoutExpired:
                 p.kill()
     out: dict[str, Any] = {"rounds": rounds, "calls": calls, "modes": modes, "shapes": {}}
+    if stubs and all(isinstance(x, float) for x in stubs):
+        out["stub_tracer_us"] = statistics.median(x for x in stubs if x is not None) * 1e6
     for shape in shapes:
         base_w = statistics.median(wall[shape]["off"])
         base_c = statistics.median(cpu[shape]["off"])

@@ -272,6 +272,12 @@ def extras_lines(doc: dict[str, Any]) -> list[str]:
                     f"  | {shape} | {m} | {v['wall_us']:.1f} | {v['wall_ratio']:.3f}x | {v['cpu_us']:.1f} | {v['cpu_ratio']:.3f}x |"
                 )
         lines.append("")
+        if tracing.get("stub_tracer_us") is not None:
+            lines.append(
+                f"  The `hooks` worker's tracer alone (its five calls per attempt, no HTTP, no fxpay): "
+                f"{tracing['stub_tracer_us']:.2f} µs per call, part of what `hooks` adds to `off`."
+            )
+            lines.append("")
     elif tracing.get("error"):
         lines.append(f"- tracing cost: n/a ({tracing['error']})")
     for name, s in (doc.get("sandbox") or {}).items():

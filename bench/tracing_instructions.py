@@ -8,7 +8,8 @@ difference of the totals by the difference of ``N`` (start-up cancels out)::
         python bench/tracing_instructions.py hooks 2>&1 | grep refs; done
 
 Modes: ``off`` (no tracer provider), ``hooks`` (a provider whose tracer does nothing: see
-``tracing_cost.py``), ``sdk`` (the SDK, ``SimpleSpanProcessor``, in-memory exporter),
+``tracing_cost.py``), ``stub`` (that tracer's own calls for one attempt, no HTTP, no fxpay:
+the part of ``hooks`` any instrumentation pays), ``sdk`` (the SDK, ``SimpleSpanProcessor``, in-memory exporter),
 ``span-empty`` and ``span-attributes`` (the SDK alone: an empty span, and one with fxpay's
 attributes and a status code). Counts are of the whole process, the sandbox's side included.
 """
@@ -27,7 +28,7 @@ def main() -> None:
     n = int(os.environ.get("N", "1000"))
     mode = sys.argv[1]
     exporter = None
-    if mode == "hooks":
+    if mode in ("hooks", "stub"):
         from tracing_cost import _stub_provider
 
         trace.set_tracer_provider(_stub_provider())  # type: ignore[arg-type]
@@ -40,6 +41,11 @@ def main() -> None:
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         trace.set_tracer_provider(provider)
+    if mode == "stub":
+        from tracing_cost import stub_cost
+
+        stub_cost(n)
+        return
     if mode.startswith("span-"):
         assert exporter is not None
         tracer = trace.get_tracer("span-cost")
