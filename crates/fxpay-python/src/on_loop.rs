@@ -207,7 +207,15 @@ fn make_runner(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<Option
             fd,
         },
     )?;
-    match event_loop.call_method1(intern!(py, "add_reader"), (fd, run.clone_ref(py))) {
+    // A key the loop holds for this number is stale: the descriptor of a runtime of a thread
+    // that ran this loop and ended (closed, and so out of the loop's epoll set), whose number
+    // this runtime got again. `add_reader` alone would then only swap the key's callback
+    // (the events are the same), and never add this descriptor to the epoll set: removed
+    // first, it is added for real.
+    let watched = event_loop
+        .call_method1(intern!(py, "remove_reader"), (fd,))
+        .and_then(|_| event_loop.call_method1(intern!(py, "add_reader"), (fd, run.clone_ref(py))));
+    match watched {
         Ok(_) => Ok(Some(run)),
         Err(e) if e.is_instance_of::<pyo3::exceptions::PyNotImplementedError>(py) => Ok(None),
         Err(e) => Err(e),

@@ -150,6 +150,55 @@ def test_one_loop_runs_on_two_threads_in_turn(sb: Sandbox) -> None:
     assert watched, "no runtime descriptor is watched"
 
 
+def test_a_loop_run_on_a_thread_that_ended_then_on_a_new_one(sb: Sandbox) -> None:
+    # A thread runs the loop and ends: its runtime's descriptor is closed, and the loop's
+    # selector still holds its number. A new thread's runtime gets that number again. The
+    # loop must watch the new descriptor for real (in its epoll set), not only keep the old
+    # key with a new callback: its calls would then move on the 5 ms tick alone.
+    loop = asyncio.new_event_loop()
+    seen: list[object] = []
+
+    async def calls(c: fxpay.Client, qid: str) -> set[str]:
+        ids = {(await c.get_quote_async(qid)).id for _ in range(3)}
+        return ids | {q.id for q in await asyncio.gather(*(c.get_quote_async(qid) for _ in range(3)))}
+
+    def run(c: fxpay.Client, qid: str) -> None:
+        try:
+            ids = loop.run_until_complete(asyncio.wait_for(calls(c, qid), 20))
+            watched = _watched_runtimes(loop)
+            seen.append((ids, watched, _in_epoll_set(loop, watched)))
+        except BaseException as e:  # the assert below shows it
+            seen.append(e)
+
+    with sb.client() as c:
+        qid = c.create_quote(buy_currency="USD", buy_amount="1000.00", sell_currency="AUD")
+        try:
+            for _ in range(2):
+                t = threading.Thread(target=run, args=(c, qid))
+                t.start()
+                t.join(60)
+        finally:
+            loop.close()
+    assert len(seen) == 2
+    assert not isinstance(seen[0], BaseException), seen[0]
+    assert not isinstance(seen[1], BaseException), seen[1]
+    (ids1, watched1, set1), (ids2, watched2, set2) = seen  # type: ignore[misc]
+    assert ids1 == ids2 == {qid}
+    assert len(watched1) == 1
+    assert set1 == watched1
+    # The case this test is for: the second thread's runtime has the first one's number.
+    assert watched2 == watched1
+    assert set2 == watched2, "the new runtime's descriptor is not in the loop's epoll set"
+
+
+def _in_epoll_set(loop: asyncio.AbstractEventLoop, fds: list[int]) -> list[int]:
+    """Those of `fds` in the loop's own epoll set (its /proc fdinfo lists each as `tfd:`)."""
+    epoll = loop._selector.fileno()  # type: ignore[attr-defined]
+    with open(f"/proc/self/fdinfo/{epoll}") as info:
+        registered = {int(line.split()[1]) for line in info if line.startswith("tfd:")}
+    return [fd for fd in fds if fd in registered]
+
+
 def _watched_runtimes(loop: asyncio.AbstractEventLoop) -> list[int]:
     """The open epoll descriptors the loop watches with fxpay's runner (a selector loop)."""
     keys = loop._selector.get_map().values()  # type: ignore[attr-defined]
