@@ -39,19 +39,56 @@ struct Calls {
     pending: AtomicUsize,
 }
 
-/// Counts a call as pending until its task ends, however it ends (aborted included).
-struct Pending(Arc<Calls>);
+/// Counts a call as pending until its task ends, however it ends (aborted included), and
+/// holds its asyncio future until its result is in `ended`.
+struct Pending {
+    calls: Arc<Calls>,
+    target: Option<Py<PyAny>>,
+}
 
 impl Pending {
-    fn new(calls: &Arc<Calls>) -> Self {
+    fn new(calls: &Arc<Calls>, target: Py<PyAny>) -> Self {
         calls.pending.fetch_add(1, Ordering::AcqRel);
-        Pending(calls.clone())
+        Pending {
+            calls: calls.clone(),
+            target: Some(target),
+        }
+    }
+
+    fn done(mut self, result: Result<Out, Error>) {
+        if let Some(target) = self.target.take() {
+            self.calls.push(target, result);
+        }
     }
 }
 
 impl Drop for Pending {
+    /// A task dropped before its result: aborted (its future is cancelled already, and takes
+    /// nothing), or gone with its runtime when the thread that ran the loop ended. Its
+    /// future still gets an answer, so no task awaits it for ever.
     fn drop(&mut self) {
-        self.0.pending.fetch_sub(1, Ordering::AcqRel);
+        if let Some(target) = self.target.take() {
+            self.calls.push(
+                target,
+                Err(Error::Transport {
+                    message: "the thread whose runtime carried this call ended before its \
+                              answer arrived (its request may have been sent)"
+                        .to_string(),
+                    timeout: false,
+                    unsent: false,
+                }),
+            );
+        }
+        self.calls.pending.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Calls {
+    fn push(&self, target: Py<PyAny>, result: Result<Out, Error>) {
+        self.ended
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((target, result));
     }
 }
 
@@ -104,6 +141,18 @@ impl RunReady {
                 me.event_loop(py)?
                     .call_method1(intern!(py, "remove_reader"), (me.fd,))?;
             }
+            // Results that are in are delivered here, on the loop's thread now: those of
+            // calls that ended before the loop moved (or in a blocking call of that thread
+            // since), and the errors of calls that went with the runtime of a thread that
+            // ended. While calls of that runtime are out, a tick here keeps looking: a thread
+            // that ends drops its runtime (and so pushes those errors) after `join()` has
+            // returned. `pending` is read before the results are taken: a call counted out
+            // has put its result in before it is counted out.
+            let out = me.calls.pending.load(Ordering::Acquire) > 0;
+            me.deliver_ended(py);
+            if out && !me.timer.swap(true, Ordering::AcqRel) {
+                me.call_later.call1(py, (TICK, slf, true))?;
+            }
             return Ok(());
         }
         if timer {
@@ -117,8 +166,21 @@ impl RunReady {
             // again on the next tick.
             STARTS.with(|s| s.borrow_mut().extend(starts));
         }
+        me.deliver_ended(py);
+        let waiting =
+            me.calls.pending.load(Ordering::Acquire) > 0 || STARTS.with(|s| !s.borrow().is_empty());
+        if waiting && !me.timer.swap(true, Ordering::AcqRel) {
+            me.call_later.call1(py, (TICK, slf, true))?;
+        }
+        Ok(())
+    }
+}
+
+impl RunReady {
+    /// Resolves the futures of the calls that ended.
+    fn deliver_ended(&self, py: Python<'_>) {
         let ended = std::mem::take(
-            &mut *me
+            &mut *self
                 .calls
                 .ended
                 .lock()
@@ -131,16 +193,8 @@ impl RunReady {
         for (fut, result) in ended {
             deliver(py, fut.bind(py), result);
         }
-        let waiting =
-            me.calls.pending.load(Ordering::Acquire) > 0 || STARTS.with(|s| !s.borrow().is_empty());
-        if waiting && !me.timer.swap(true, Ordering::AcqRel) {
-            me.call_later.call1(py, (TICK, slf, true))?;
-        }
-        Ok(())
     }
-}
 
-impl RunReady {
     fn event_loop<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.call_soon.bind(py).getattr(intern!(py, "__self__"))
     }
@@ -249,21 +303,14 @@ where
     F: Future<Output = Result<Out, Error>> + Send + 'static,
 {
     let py_fut = event_loop.call_method0(intern!(py, "create_future"))?;
-    let target = py_fut.clone().unbind();
     let me = run.get();
-    let pending = Pending::new(&me.calls);
+    let pending = Pending::new(&me.calls, py_fut.clone().unbind());
     let (abort, registration) = futures_util::future::AbortHandle::new_pair();
     let task = futures_util::future::Abortable::new(
         async move {
             let pending = pending;
             // Spans of its attempts are ended by the run that delivers the result.
-            let result = super::observe::spans::ended_on_loop(fut).await;
-            pending
-                .0
-                .ended
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push((target, result));
+            pending.done(super::observe::spans::ended_on_loop(fut).await);
         },
         registration,
     );

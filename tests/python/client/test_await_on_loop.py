@@ -150,12 +150,16 @@ def test_one_loop_runs_on_two_threads_in_turn(sb: Sandbox) -> None:
     assert watched, "no runtime descriptor is watched"
 
 
-def test_a_loop_run_on_a_thread_that_ended_then_on_a_new_one(sb: Sandbox) -> None:
-    # A thread runs the loop and ends: its runtime's descriptor is closed, and the loop's
-    # selector still holds its number. A new thread's runtime gets that number again. The
-    # loop must watch the new descriptor for real (in its epoll set), not only keep the old
-    # key with a new callback: its calls would then move on the 5 ms tick alone.
-    loop = asyncio.new_event_loop()
+def test_a_stale_key_for_the_runtimes_descriptor_number_is_replaced(sb: Sandbox) -> None:
+    # A thread that ran the loop ends: its runtime's descriptor is closed (and so leaves the
+    # loop's epoll set), while the loop's selector keeps its key. A runtime of a later thread
+    # may get that number again. The loop must then watch the new descriptor for real (in its
+    # epoll set), not only swap the old key's callback (the events are the same): the new
+    # thread's calls would move on the 5 ms tick alone. That state is made here by hand, as
+    # the kernel's reuse of numbers would make it: the loop's key for this thread's runtime is
+    # taken out of its epoll set, and another loop runs here in between, so that the first
+    # loop's runner is made anew when it is back.
+    loop, other = asyncio.new_event_loop(), asyncio.new_event_loop()
     seen: list[object] = []
 
     async def calls(c: fxpay.Client, qid: str) -> set[str]:
@@ -165,30 +169,82 @@ def test_a_loop_run_on_a_thread_that_ended_then_on_a_new_one(sb: Sandbox) -> Non
     def run(c: fxpay.Client, qid: str) -> None:
         try:
             ids = loop.run_until_complete(asyncio.wait_for(calls(c, qid), 20))
+            (fd,) = _watched_runtimes(loop)
+            loop._selector._selector.unregister(fd)  # type: ignore[attr-defined]
+            ids |= other.run_until_complete(asyncio.wait_for(calls(c, qid), 20))
+            ids |= loop.run_until_complete(asyncio.wait_for(calls(c, qid), 20))
             watched = _watched_runtimes(loop)
-            seen.append((ids, watched, _in_epoll_set(loop, watched)))
+            seen.append((ids, fd, watched, _in_epoll_set(loop, watched)))
         except BaseException as e:  # the assert below shows it
             seen.append(e)
 
     with sb.client() as c:
         qid = c.create_quote(buy_currency="USD", buy_amount="1000.00", sell_currency="AUD")
         try:
-            for _ in range(2):
-                t = threading.Thread(target=run, args=(c, qid))
-                t.start()
-                t.join(60)
+            t = threading.Thread(target=run, args=(c, qid))
+            t.start()
+            t.join(60)
         finally:
             loop.close()
-    assert len(seen) == 2
+            other.close()
+    assert len(seen) == 1
     assert not isinstance(seen[0], BaseException), seen[0]
-    assert not isinstance(seen[1], BaseException), seen[1]
-    (ids1, watched1, set1), (ids2, watched2, set2) = seen  # type: ignore[misc]
-    assert ids1 == ids2 == {qid}
-    assert len(watched1) == 1
-    assert set1 == watched1
-    # The case this test is for: the second thread's runtime has the first one's number.
-    assert watched2 == watched1
-    assert set2 == watched2, "the new runtime's descriptor is not in the loop's epoll set"
+    ids, fd, watched, in_set = seen[0]  # type: ignore[misc]
+    assert ids == {qid}
+    assert watched == [fd]
+    assert in_set == [fd], "the runtime's descriptor is not in the loop's epoll set"
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["ended", "ends-while-the-loop-runs"])
+@pytest.mark.parametrize("handed", [True, False], ids=["in-flight", "not-yet-handed"])
+def test_a_call_left_by_a_thread_that_ended_gets_an_error_not_a_hang(sb: Sandbox, handed: bool, late: bool) -> None:
+    # A thread's run of the loop ends with a call of its runtime in flight (or started and not
+    # yet handed to the runtime), and the thread ends: its runtime goes, with the call. The
+    # loop, run again elsewhere, must not wait for that call for ever: it gets a
+    # TransportError (its request may have been sent), soon, and the loop's other calls go on.
+    # `late`: the thread ends 0.3 s after the loop runs here again (so does a thread's
+    # runtime, with a real `join()`: it is dropped after `join()` returns).
+    loop = asyncio.new_event_loop()
+    left: list[asyncio.Future[fxpay.Quote]] = []
+    ran = threading.Event()
+
+    with sb.client() as c:
+        qid = c.create_quote(buy_currency="USD", buy_amount="1000.00", sell_currency="AUD")
+
+        async def leave() -> None:
+            await c.get_quote_async(qid)  # this thread's runtime, watched
+            if handed:
+                sb.delay_next(f"/v1/payments/quotes/{qid}", 2)
+            left.append(asyncio.ensure_future(c.get_quote_async(qid)))
+            if handed:
+                await asyncio.sleep(0.05)  # the run that hands it to the runtime has come
+            # Else the task makes its call in the loop's last pass here, and the run that would
+            # hand it to this thread's runtime is left for the loop's next pass (elsewhere).
+
+        def there() -> None:
+            try:
+                loop.run_until_complete(leave())
+            finally:
+                ran.set()
+            if late:
+                time.sleep(0.3)
+
+        t = threading.Thread(target=there)
+        t.start()
+        assert ran.wait(60)
+        if not late:
+            t.join(60)
+        try:
+            started = time.monotonic()
+            with pytest.raises(fxpay.TransportError, match="thread"):
+                loop.run_until_complete(asyncio.wait_for(left[0], 10))
+            took = time.monotonic() - started
+            again = loop.run_until_complete(asyncio.wait_for(c.get_quote_async(qid), 10))
+        finally:
+            loop.close()
+            t.join(60)
+    assert took < 1.5
+    assert again.id == qid
 
 
 def _in_epoll_set(loop: asyncio.AbstractEventLoop, fds: list[int]) -> list[int]:
