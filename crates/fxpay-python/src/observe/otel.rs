@@ -14,12 +14,9 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-/// Headers an attempt sends besides its own.
-pub(super) type Headers = ExtraHeaders;
-
 /// The pairs a propagator wrote, as headers: a pair HTTP does not allow (a name that is not a
 /// token, a value with a control character) is left out, and the call goes on without it.
-pub(super) fn typed(pairs: Vec<(String, String)>) -> Headers {
+pub(super) fn typed(pairs: Vec<(String, String)>) -> ExtraHeaders {
     pairs
         .into_iter()
         .filter_map(|(name, value)| {
@@ -108,7 +105,7 @@ static TEXTMAP_OF: Mutex<Option<Textmap>> = Mutex::new(None);
 pub(super) fn fixed_headers(
     py: Python<'_>,
     parent: &Bound<'_, PyAny>,
-) -> PyResult<Option<Headers>> {
+) -> PyResult<Option<ExtraHeaders>> {
     let textmap = super::otel_reads::global_textmap(py)?;
     let mut known = None;
     if let Some((seen, w3c, baggage)) = &*TEXTMAP_OF.lock().unwrap_or_else(PoisonError::into_inner)
@@ -155,7 +152,7 @@ pub(super) fn fixed_headers(
 /// What the tracing of a call starting now needs (its tracer, its parent context and the
 /// headers it sends besides `traceparent`, if this crate writes that), when a tracer provider
 /// is configured.
-pub(super) fn call_trace(py: Python<'_>) -> Option<(Py<PyAny>, Py<PyAny>, Option<Headers>)> {
+pub(super) fn call_trace(py: Python<'_>) -> Option<(Py<PyAny>, Py<PyAny>, Option<ExtraHeaders>)> {
     let (tracer, parent, fixed) = match provider(py) {
         Provider::Off => return None,
         Provider::Set(provider) => {

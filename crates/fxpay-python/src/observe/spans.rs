@@ -10,9 +10,11 @@
 //! before the loop's drain delivers the results (so no runtime thread waits for the GIL to
 //! end a span). When the sampler does not record the call's first span, its later attempts
 //! reuse its headers with no Python at all.
-use super::otel::{otel, typed, Headers};
+use super::otel::{otel, typed};
 use fxpay_core::trace::{span_end, span_start, traceparent, SpanEnd, SpanStart};
-use fxpay_core::transport::{AttemptLog, AttemptStart, HeaderName, HeaderValue, Observer};
+use fxpay_core::transport::{
+    AttemptLog, AttemptStart, ExtraHeaders, HeaderName, HeaderValue, Observer,
+};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList};
@@ -136,7 +138,7 @@ struct State {
     /// The attempt's span, started and not ended yet.
     open: Option<Py<PyAny>>,
     /// The call's first span was not recording: the headers every later attempt sends.
-    unrecorded: Option<Headers>,
+    unrecorded: Option<ExtraHeaders>,
 }
 
 /// Makes the spans of one call's attempts (attempts of a call run one after the other).
@@ -145,7 +147,7 @@ pub(super) struct PyTraceObserver {
     parent: Py<PyAny>,
     /// `Some` when this module writes `traceparent`/`tracestate` (the global propagator is
     /// W3C's): the other headers to send (`baggage`). `None`: `fxpay._otel.inject` is asked.
-    fixed: Option<Headers>,
+    fixed: Option<ExtraHeaders>,
     state: Mutex<State>,
 }
 
@@ -159,7 +161,7 @@ impl PyTraceObserver {
         &self,
         py: Python<'py>,
         s: &SpanStart,
-    ) -> PyResult<(Bound<'py, PyAny>, Headers, bool)> {
+    ) -> PyResult<(Bound<'py, PyAny>, ExtraHeaders, bool)> {
         use pyo3::intern;
         let attributes = PyDict::new(py);
         attributes.set_item(intern!(py, "http.request.method"), &s.method)?;
@@ -231,7 +233,7 @@ impl PyTraceObserver {
 
 /// `traceparent` (and `tracestate`) for `span`, as W3C's propagator writes them: nothing for
 /// the invalid span context.
-fn w3c_headers(py: Python<'_>, span: &Bound<'_, PyAny>) -> PyResult<Headers> {
+fn w3c_headers(py: Python<'_>, span: &Bound<'_, PyAny>) -> PyResult<ExtraHeaders> {
     use pyo3::intern;
     let context = span.call_method0(intern!(py, "get_span_context"))?;
     let (trace_id, span_id, flags, state) = super::otel_reads::span_context_fields(py, &context)?;
@@ -253,7 +255,7 @@ fn w3c_headers(py: Python<'_>, span: &Bound<'_, PyAny>) -> PyResult<Headers> {
 }
 
 impl Observer for PyTraceObserver {
-    fn start(&self, start: &AttemptStart<'_>) -> Headers {
+    fn start(&self, start: &AttemptStart<'_>) -> ExtraHeaders {
         if let Some(headers) = &self.state().unrecorded {
             return headers.clone();
         }
@@ -315,7 +317,7 @@ impl Drop for PyTraceObserver {
 
 impl PyTraceObserver {
     /// The observer of one call's attempts (see `super::otel::call_trace`).
-    pub(super) fn new(tracer: Py<PyAny>, parent: Py<PyAny>, fixed: Option<Headers>) -> Self {
+    pub(super) fn new(tracer: Py<PyAny>, parent: Py<PyAny>, fixed: Option<ExtraHeaders>) -> Self {
         PyTraceObserver {
             tracer,
             parent,
