@@ -131,8 +131,8 @@ impl RunReady {
             // The loop runs on another thread now (or this one's runtime is gone): its
             // descriptor is not this thread's to run, and left watched it would keep
             // calling. The calls of that thread's runtime stay with it, and the run that
-            // brought us here is spent: whichever it was, none is scheduled any more
-            // (`runner` schedules one when the loop is back on that thread).
+            // brought us here is spent (`runner` schedules one when the loop is back on that
+            // thread); only the tick below may come here again, to deliver.
             if timer {
                 me.timer.store(false, Ordering::Release);
             }
