@@ -290,18 +290,18 @@ impl Transport {
         // Boxed: the live exchange (reqwest's and hyper's futures, the retries) is kilobytes; left
         // inline, it would make every caller's future that large, and each move of one (into
         // a task, a wrapper, a box) copies it whole (tests/future_sizes.rs).
+        // A cassette's ways are boxed too, for the same reason: most clients have none.
         let live = Box::pin(self.send_live(req, bearer, observer));
         match &self.config.cassette {
             Some(cassette) if cassette.mode() == crate::cassette::Mode::Replay => {
-                let result = self
-                    .replayed(req, observer, cassette.around(req, bearer, live))
-                    .await;
+                let replay = cassette.around(req, bearer, live);
+                let result = Box::pin(self.replayed(req, observer, replay)).await;
                 if let Ok(r) = &result {
                     crate::raw::record(r.status, &r.headers, 1);
                 }
                 result
             }
-            Some(cassette) => cassette.around(req, bearer, live).await,
+            Some(cassette) => Box::pin(cassette.around(req, bearer, live)).await,
             None => live.await,
         }
     }

@@ -47,7 +47,10 @@ impl TokenCache {
         if let Some(t) = self.cached() {
             return Ok(t);
         }
-        self.renew(None, fetch).await
+        // Boxed: a renewal holds a token request with its retries (kilobytes), and inline it
+        // would make every call's future that large, though few calls renew
+        // (tests/future_sizes.rs).
+        Box::pin(self.renew(None, fetch)).await
     }
 
     /// A token other than `rejected`, which the service refused with 401.
@@ -56,7 +59,7 @@ impl TokenCache {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Token>>,
     {
-        self.renew(Some(rejected), fetch).await
+        Box::pin(self.renew(Some(rejected), fetch)).await
     }
 
     async fn renew<F, Fut>(&self, rejected: Option<&str>, fetch: F) -> Result<Arc<Token>>

@@ -89,7 +89,8 @@ impl UserSession {
         if offered && t.fresh_at(unix_now(), t.renew_margin()) {
             return Ok(t);
         }
-        self.refresh(None, observer).await
+        // Boxed, as `TokenCache::get` boxes its renewal: few calls refresh.
+        Box::pin(self.refresh(None, observer)).await
     }
 
     /// A token other than `rejected`, which the service refused with 401.
@@ -98,7 +99,7 @@ impl UserSession {
         rejected: &str,
         observer: Option<&dyn Observer>,
     ) -> Result<Arc<Token>> {
-        self.refresh(Some(rejected), observer).await
+        Box::pin(self.refresh(Some(rejected), observer)).await
     }
 
     async fn refresh(
