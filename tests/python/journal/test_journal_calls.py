@@ -232,6 +232,58 @@ async def test_a_cancelled_call_leaves_its_key_unknown(fxpay_sandbox: Any, clien
         await client.create_deal_async(**args, idempotency_key="cancelled")
 
 
+def test_a_keyed_deal_left_by_a_thread_that_ended_leaves_its_key_unknown(
+    fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.Journal
+) -> None:
+    # An awaitable deal runs on the runtime of the thread that runs the loop (on Linux, with
+    # the default loop). That thread's run of the loop ends with the deal sent and its answer
+    # not yet in, and the thread ends: its runtime goes, with the call. The call gets a
+    # TransportError; its key must not stay claimed for ever, nor be released: it becomes
+    # unknown, and the same key then sends nothing.
+    args = deal_args(client)
+    loop = asyncio.new_event_loop()
+    left: list[asyncio.Future[fxpay.Deal]] = []
+    seen: list[BaseException] = []
+
+    async def leave() -> None:
+        await client.get_quote_async(args["quote_id"])  # this thread's runtime, watched
+        fxpay_sandbox.delay_next(DEALS, 2.0)
+        left.append(asyncio.ensure_future(client.create_deal_async(**args, idempotency_key="left")))
+        while requests_to(fxpay_sandbox, DEALS) == 0:  # the request is at the sandbox
+            await asyncio.sleep(0.01)
+
+    def there() -> None:
+        try:
+            loop.run_until_complete(asyncio.wait_for(leave(), 20))
+        except BaseException as e:  # the assert below shows it
+            seen.append(e)
+
+    t = threading.Thread(target=there)
+    t.start()
+    t.join(60)
+    try:
+        assert not t.is_alive()
+        assert seen == []
+        with pytest.raises(fxpay.TransportError, match="may have been sent") as e:
+            loop.run_until_complete(asyncio.wait_for(left[0], 10))
+        assert not isinstance(e.value, fxpay.IdempotencyError)
+    finally:
+        loop.close()
+    deadline = time.monotonic() + 10
+    while (entry := journal.get("left")) is None or entry.state != "unknown":
+        assert entry is not None
+        assert entry.state == "pending", entry
+        assert time.monotonic() < deadline, entry
+        time.sleep(0.02)
+    with pytest.raises(fxpay.OutcomeUnknownError):
+        client.create_deal(**args, idempotency_key="left")
+    assert requests_to(fxpay_sandbox, DEALS) == 1
+    while not fxpay_sandbox.deals():  # the sandbox books the delayed deal all the same: once
+        assert time.monotonic() < deadline + 10
+        time.sleep(0.05)
+    assert len(fxpay_sandbox.deals()) == 1
+
+
 def test_a_key_needs_a_journal(fxpay_sandbox: Any) -> None:
     with fxpay_sandbox.client() as c, pytest.raises(fxpay.ConfigurationError, match="journal"):
         c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="k")
