@@ -593,6 +593,53 @@ def test_a_cancelled_call_still_ends_its_span(spans: InMemorySpanExporter, sandb
     assert "http.response.status_code" not in (span.attributes or {})
 
 
+def test_a_call_that_went_with_its_thread_still_ends_its_span(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:
+    # An awaitable call runs on the runtime of the thread that runs the loop. That thread's
+    # run of the loop ends with the call in flight, and the thread ends: its runtime drops the
+    # call (and the call's observer) in the thread's exit, where the span is ended without a
+    # loop to hand it to. The span still ends, as a cancelled call's does, and the process
+    # goes on: the loop, run again here, traces its next call.
+    loop = asyncio.new_event_loop()
+    left: list[asyncio.Future[fxpay.Quote]] = []
+    failed: list[BaseException] = []
+    with sandbox.client() as c:
+        qid = new_quote(c)
+
+        async def leave() -> None:
+            await c.get_quote_async(qid)
+            fired = sandbox.stats()["faults_fired"]
+            sandbox.delay_next(f"/v1/payments/quotes/{qid}", 2)
+            left.append(asyncio.ensure_future(c.get_quote_async(qid)))
+            while sandbox.stats()["faults_fired"] == fired:  # the request is at the sandbox
+                await asyncio.sleep(0.01)
+
+        def there() -> None:
+            try:
+                loop.run_until_complete(asyncio.wait_for(leave(), 20))
+            except BaseException as e:  # the assert below shows it
+                failed.append(e)
+
+        try:
+            spans.clear()
+            t = threading.Thread(target=there)
+            t.start()
+            t.join(60)
+            assert not t.is_alive()
+            assert failed == []
+            with pytest.raises(fxpay.TransportError, match="may have been sent"):
+                loop.run_until_complete(asyncio.wait_for(left[0], 10))
+            wait_for(spans, lambda got: len(client_spans(spans, f"GET {QUOTE}")) == 2)
+            (ended,) = [s for s in client_spans(spans, f"GET {QUOTE}") if (s.attributes or {}).get("error.type")]
+            assert (ended.attributes or {})["error.type"] == "cancelled"
+            assert "http.response.status_code" not in (ended.attributes or {})
+            spans.clear()
+            assert loop.run_until_complete(asyncio.wait_for(c.get_quote_async(qid), 10)).id == qid
+            (again,) = wait_for(spans, lambda got: len(client_spans(spans, f"GET {QUOTE}")) == 1)
+            assert (again.attributes or {})["http.response.status_code"] == 200
+        finally:
+            loop.close()
+
+
 def test_debug_logging_and_tracing_together(spans: InMemorySpanExporter, sandbox: Sandbox, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("DEBUG", logger="fxpay"), sandbox.client() as c:
         new_quote(c)
