@@ -76,6 +76,62 @@ def test_an_amount_of_a_wrong_type_is_refused_alike_everywhere(fxpay_sandbox, am
     assert requests_made(fxpay_sandbox) == 0
 
 
+class _LoudFloat(float):
+    def __repr__(self) -> str:
+        return f"_LoudFloat({float(self)!r})"
+
+    __str__ = __repr__
+
+
+class _LoudInt(int):
+    def __repr__(self) -> str:
+        return f"_LoudInt({int(self)})"
+
+    __str__ = __repr__
+
+    def bit_length(self) -> int:
+        return 1000
+
+
+class _LoudStr(str):
+    def __str__(self) -> str:
+        return "not 12.50"
+
+
+class _LoudDecimal(Decimal):
+    def __str__(self) -> str:
+        return "not 12.50"
+
+
+def _numpy_float() -> float:
+    np = pytest.importorskip("numpy")
+    value: float = np.float64(12.5)
+    return value
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda: _LoudFloat(12.5), "12.5"),
+        (lambda: _LoudInt(12), "12"),
+        (lambda: _LoudStr("12.50"), "12.50"),
+        (lambda: _LoudDecimal("12.50"), "12.50"),
+        (_numpy_float, "12.5"),  # numpy 2: repr(np.float64(12.5)) == "np.float64(12.5)"
+    ],
+    ids=["float", "int", "str", "Decimal", "numpy.float64"],
+)
+def test_an_amount_of_a_subclass_is_read_by_its_value(fxpay_sandbox, make: Callable[[], object], expected: str) -> None:  # type: ignore[no-untyped-def]
+    # A float is taken through its shortest repr (API.md), an int, a str and a Decimal
+    # through their digits: a subclass's own repr or str (numpy's float64 is a float
+    # subclass) is not asked, and neither is its bit_length.
+    amount = make()
+    c = fxpay_sandbox.client()
+    qid = c.create_quote(buy_currency="USD", buy_amount=amount, sell_currency="AUD")
+    assert c.get_quote(qid).buy_amount == Decimal(expected)
+    assert fxpay.DealBeneficiary(PID, amount, "Invoice", "INV-1").amount == Decimal(expected)  # type: ignore[arg-type]
+    assert fxpay.Freebies(total=amount, claimed=0, remaining=0).total == Decimal(expected)  # type: ignore[arg-type]
+
+
 async def test_bad_inputs_async_send_nothing(fxpay_sandbox) -> None:  # type: ignore[no-untyped-def]
     c = fxpay_sandbox.client()
     with pytest.raises(fxpay.InvalidRequestError):

@@ -6,6 +6,7 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
+use pyo3::{intern, PyTypeInfo};
 use rust_decimal::Decimal;
 use serde_json::Value;
 
@@ -210,29 +211,60 @@ pub fn decimal_to_py<'py>(py: Python<'py>, d: &Decimal) -> PyResult<Bound<'py, P
 /// The one rule for the type of an amount, wherever it is given (a `Client` method's
 /// argument, a model's field): anything else, a `bool` included, is a `TypeError` naming
 /// `field`. Its value is checked later, by the core (an `InvalidRequestError`).
+///
+/// A subclass of one of these is read as that type reads its value (`float.__repr__`,
+/// `int.__repr__`, the `str`'s own text, `Decimal.__str__`), never through the subclass's
+/// own `repr` or `str`, which may say anything: numpy 2's `repr(np.float64(1.5))` is
+/// `"np.float64(1.5)"`, and its `str` is `"1.5"`.
 pub fn amount_text(field: &str, value: &Bound<'_, PyAny>) -> Fallible<String> {
+    let py = value.py();
     if value.is_instance_of::<PyBool>() {
         return Err(amount_type_error(field, value));
     }
+    if let Ok(text) = value.cast::<PyString>() {
+        return Ok(text.to_str()?.to_owned());
+    }
     if value.is_instance_of::<PyFloat>() {
-        return Ok(value.repr()?.to_string());
+        return Ok(as_base::<PyFloat>(value, intern!(py, "__repr__"))?);
     }
     if value.is_instance_of::<PyInt>() {
         // Python refuses str() of ints over 4300 digits; anything over 96 bits is too large
         // for an exact Decimal anyway, so such an int is refused without being written out.
-        let bits: u64 = value.call_method0("bit_length")?.extract()?;
+        let bits: u64 = PyInt::type_object(py)
+            .call_method1(intern!(py, "bit_length"), (value,))?
+            .extract()?;
         if bits > 96 {
             return Err(Failure::from(Error::invalid(format!(
                 "{field} cannot be held exactly: an amount is below 7.9e28 \
                  (it is refused, never rounded), got an int of {bits} bits"
             ))));
         }
-        return Ok(value.str()?.to_string());
+        return Ok(as_base::<PyInt>(value, intern!(py, "__repr__"))?);
     }
-    if value.is_instance_of::<PyString>() || value.is_instance(decimal_class(value.py())?)? {
-        return Ok(value.str()?.to_string());
+    let decimal = decimal_class(py)?;
+    if value.is_instance(decimal)? {
+        if value.get_type().is(decimal) {
+            return Ok(value.str()?.to_string());
+        }
+        return Ok(decimal
+            .call_method1(intern!(py, "__str__"), (value,))?
+            .extract()?);
     }
     Err(amount_type_error(field, value))
+}
+
+/// `value`'s text as the built-in type `T` writes it: the value's own `repr` when it is
+/// exactly a `T`, else `T`'s `method` called on it (a subclass's override is not asked).
+fn as_base<T: PyTypeInfo>(
+    value: &Bound<'_, PyAny>,
+    method: &Bound<'_, PyString>,
+) -> PyResult<String> {
+    if value.is_exact_instance_of::<T>() {
+        return Ok(value.repr()?.to_string());
+    }
+    T::type_object(value.py())
+        .call_method1(method, (value,))?
+        .extract()
 }
 
 fn amount_type_error(field: &str, value: &Bound<'_, PyAny>) -> Failure {
