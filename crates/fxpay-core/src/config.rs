@@ -94,7 +94,8 @@ impl ClientConfig {
     pub fn with_timeout(mut self, seconds: f64) -> Result<Self> {
         if !(seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0) {
             return Err(Error::config(format!(
-                "timeout must be a number of seconds greater than 0, got {seconds}"
+                "timeout must be a number of seconds greater than 0 and at most 86400 (a day), got {}",
+                seconds_text(seconds)
             )));
         }
         self.timeout = Duration::from_secs_f64(seconds);
@@ -123,7 +124,8 @@ impl ClientConfig {
     pub fn with_deadline(mut self, seconds: f64) -> Result<Self> {
         if !(seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0) {
             return Err(Error::config(format!(
-                "deadline must be a number of seconds greater than 0, got {seconds}"
+                "deadline must be a number of seconds greater than 0 and at most 86400 (a day), got {}",
+                seconds_text(seconds)
             )));
         }
         self.deadline = Some(Duration::from_secs_f64(seconds));
@@ -202,9 +204,36 @@ pub fn normalize_base_url(raw: &str) -> Result<String> {
     Ok(out)
 }
 
+/// A number of seconds as an error message shows it: as written when it is of a usual size,
+/// in exponent form otherwise (`1e300`, not three hundred digits), `NaN` and `inf` as such.
+pub fn seconds_text(seconds: f64) -> String {
+    if seconds.is_finite() && seconds.abs() < 1e16 && (seconds == 0.0 || seconds.abs() >= 1e-6) {
+        format!("{seconds}")
+    } else {
+        format!("{seconds:?}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seconds_are_shown_as_written_or_in_exponent_form() {
+        let shown = [
+            (100_000.0, "100000"),
+            (0.5, "0.5"),
+            (-1.0, "-1"),
+            (0.0, "0"),
+            (1e300, "1e300"),
+            (1e-9, "1e-9"),
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "inf"),
+        ];
+        for (seconds, text) in shown {
+            assert_eq!(seconds_text(seconds), text);
+        }
+    }
 
     #[test]
     fn accepts_https_and_loopback_http() {

@@ -108,15 +108,15 @@ impl CoreSandbox {
         })?;
         if !(body_timeout.is_finite() && body_timeout > 0.0 && body_timeout <= 86_400.0) {
             return Err(Failure::from(Error::config(format!(
-                "body_timeout must be a number of seconds greater than 0 (at most 86400), \
-                 got {body_timeout}"
+                "body_timeout must be a number of seconds greater than 0 (at most 86400), got {}",
+                fxpay_core::config::seconds_text(body_timeout)
             ))));
         }
         let body_timeout = std::time::Duration::from_secs_f64(body_timeout);
         if !(idle_timeout.is_finite() && idle_timeout > 0.0 && idle_timeout <= 86_400.0) {
             return Err(Failure::from(Error::config(format!(
-                "idle_timeout must be a number of seconds greater than 0 (at most 86400), \
-                 got {idle_timeout}"
+                "idle_timeout must be a number of seconds greater than 0 (at most 86400), got {}",
+                fxpay_core::config::seconds_text(idle_timeout)
             ))));
         }
         let idle_timeout = std::time::Duration::from_secs_f64(idle_timeout);

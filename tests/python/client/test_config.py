@@ -205,3 +205,22 @@ async def test_aclose_refuses_later_calls(fxpay_sandbox: Any) -> None:
     with pytest.raises(fxpay.ConfigurationError, match="closed"):
         await e.create_quote_async(buy_currency="USD", buy_amount=1, sell_currency="EUR")
     assert fxpay_sandbox.stats()["requests"] == before
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(100_000, "got 100000"), (1e300, "got 1e300"), (float("nan"), "got NaN"), (-1, "got -1"), (0, "got 0")],
+)
+@pytest.mark.parametrize("name", ["timeout", "deadline"])
+def test_a_number_of_seconds_out_of_range_is_named_with_its_range(name: str, value: float, shown: str) -> None:
+    # The message says both bounds (a day at most, not only "greater than 0", which 100000
+    # is), and the number as written, not three hundred digits of 1e300.
+    for make in (
+        lambda: fxpay.Client("id", "secret", base_url="http://127.0.0.1:9", **{name: value}),
+        lambda: fxpay.Client("id", "secret", base_url="http://127.0.0.1:9").with_options(**{name: value}),
+    ):
+        with pytest.raises(fxpay.ConfigurationError) as e:
+            make()
+        message = str(e.value)
+        assert message.startswith(f"{name} must be a number of seconds greater than 0 and at most 86400")
+        assert message.endswith(shown)
