@@ -132,6 +132,18 @@ def test_an_amount_of_a_subclass_is_read_by_its_value(fxpay_sandbox, make: Calla
     assert fxpay.Freebies(total=amount, claimed=0, remaining=0).total == Decimal(expected)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("amount", ["1\ud800", "\udfff", _LoudStr("12\ud800")])
+def test_an_amount_holding_a_lone_surrogate_is_an_invalid_request_naming_it(fxpay_sandbox, amount: str) -> None:  # type: ignore[no-untyped-def]
+    # Not Unicode text: a wrong value, so an InvalidRequestError (an FxPayError) naming the
+    # parameter or field, never a bare UnicodeEncodeError.
+    c = fxpay_sandbox.client()
+    with pytest.raises(fxpay.InvalidRequestError, match="buy_amount holds a lone surrogate"):
+        c.create_quote(buy_currency="USD", buy_amount=amount, sell_currency="AUD")
+    with pytest.raises(fxpay.InvalidRequestError, match=r"DealBeneficiary\.amount holds a lone surrogate"):
+        fxpay.DealBeneficiary(PID, amount, "Invoice", "INV-1")
+    assert requests_made(fxpay_sandbox) == 0
+
+
 async def test_bad_inputs_async_send_nothing(fxpay_sandbox) -> None:  # type: ignore[no-untyped-def]
     c = fxpay_sandbox.client()
     with pytest.raises(fxpay.InvalidRequestError):

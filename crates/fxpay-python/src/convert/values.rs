@@ -222,7 +222,7 @@ pub fn amount_text(field: &str, value: &Bound<'_, PyAny>) -> Fallible<String> {
         return Err(amount_type_error(field, value));
     }
     if let Ok(text) = value.cast::<PyString>() {
-        return Ok(text.to_str()?.to_owned());
+        return text_of(text, field);
     }
     if value.is_instance_of::<PyFloat>() {
         return Ok(as_base::<PyFloat>(value, intern!(py, "__repr__"))?);
