@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from ._fxpay import JournalEntry, _journal_complete_spot, _journal_resolve, _journal_unknown
-from .errors import JournalError
+from .errors import ConfigurationError, JournalError
 
 if TYPE_CHECKING:
     import sqlite3
@@ -251,6 +251,14 @@ class SqliteJournal(JournalBase):
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
             raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
         self.path = os.fspath(path)
+        if self.path == ":memory:":
+            # SQLite's in-memory database is one connection's own, and this journal opens one
+            # connection per process (anew after a fork): each worker would start with an
+            # empty journal of its own, and a key claimed in one would be sent again in another.
+            raise ConfigurationError(
+                "SqliteJournal(':memory:') would keep a journal per process, which other processes "
+                "(and a forked child) cannot see: give it a file path, or use MemoryJournal() in one process"
+            )
         self._timeout = float(timeout)
         self._lock = threading.Lock()
         # Group commit: writes of concurrent calls wait in `_queue`; one of them (the leader)

@@ -301,6 +301,31 @@ def test_wrong_types_and_values(fxpay_sandbox: Any, client: fxpay.Client) -> Non
     assert fxpay_sandbox.stats()["requests"] == 0
 
 
+@pytest.mark.parametrize("path", [":memory:", Path(":memory:")])
+def test_an_in_memory_sqlite_journal_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str | Path) -> None:
+    # SQLite's ":memory:" is one connection's own database, and the journal opens a
+    # connection per process: a forked worker would start empty and send a claimed key
+    # again. Refused, and no file named ":memory:" is left behind.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(fxpay.ConfigurationError, match="MemoryJournal"):
+        fxpay.SqliteJournal(path)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:6379", "redis://127.0.0.1:notaport", "nothing"])
+def test_a_redis_url_redis_py_cannot_use_is_a_configuration_error(url: str) -> None:
+    pytest.importorskip("redis")
+    from fxpay.seen import RedisSeenSet
+
+    for make, owner in (
+        (lambda: fxpay.RedisJournal(url), "RedisJournal"),
+        (lambda: fxpay.RedisTokenStore(url=url), "RedisTokenStore"),
+        (lambda: RedisSeenSet(url=url), "RedisSeenSet"),
+    ):
+        with pytest.raises(fxpay.ConfigurationError, match=f"{owner} cannot use the URL"):
+            make()
+
+
 def test_sqlite_journal_is_private_and_durable(tmp_path: Path) -> None:
     j = fxpay.SqliteJournal(tmp_path / "j.db")
     assert stat.S_IMODE(os.stat(tmp_path / "j.db").st_mode) == 0o600
