@@ -55,6 +55,9 @@ def event_json(
             check_type(name, value, str, "a str or None")
             if not value:
                 raise InvalidRequestError(f"{name} must not be empty")
+    if nonce is not None and not (len(nonce) <= 512 and all("!" <= ch <= "~" for ch in nonce)):
+        # What create_spot_deal takes as a callback_nonce, and a header value can carry.
+        raise InvalidRequestError(f"nonce must be 1 to 512 visible ASCII characters, as a callback_nonce is, got {nonce!r}")
     if isinstance(errors, (str, bytes, Mapping)) or not isinstance(errors, Sequence):
         raise TypeError(f"errors must be a sequence of fxpay.FieldError or mappings, got {type(errors).__name__}")
     wire_errors = [_error(i, e) for i, e in enumerate(errors)]

@@ -170,10 +170,26 @@ def test_argument_checks() -> None:
 def test_each_wrong_argument_is_named_in_its_refusal() -> None:
     """The exact refusal of each argument deal_created_request checks (the same checks guard
     send_deal_created on both sandboxes)."""
+    bad_nonce = "nonce must be 1 to 512 visible ASCII characters, as a callback_nonce is, got "
     refusals: list[tuple[dict[str, Any], type[Exception], str]] = [
         ({"process_id": ""}, fxpay.InvalidRequestError, "process_id must not be empty"),
         ({"deal_id": ""}, fxpay.InvalidRequestError, "deal_id must not be empty"),
         ({"nonce": ""}, fxpay.InvalidRequestError, "nonce must not be empty"),
+        (
+            {"nonce": "a\r\nx-injected: 1"},
+            fxpay.InvalidRequestError,
+            bad_nonce + "'a\\r\\nx-injected: 1'",
+        ),
+        (
+            {"nonce": "n" * 513},
+            fxpay.InvalidRequestError,
+            bad_nonce + repr("n" * 513),
+        ),
+        (
+            {"nonce": "café"},
+            fxpay.InvalidRequestError,
+            bad_nonce + "'café'",
+        ),
         ({"status": 1}, TypeError, "status must be a str, got int"),
         (
             {"status": "fail", "errors": {"errorCode": "a:b:1"}},
