@@ -250,8 +250,9 @@ class SqliteJournal(JournalBase):
             raise TypeError(f"path must be a str or an os.PathLike, not {type(path).__name__}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
             raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
-        self.path = os.fspath(path)
-        if self.path == ":memory:":
+        if os.fspath(path) in ("", b""):
+            raise ConfigurationError("SqliteJournal needs the path of its file, got an empty path")
+        if os.fspath(path) == ":memory:":
             # SQLite's in-memory database is one connection's own, and this journal opens one
             # connection per process (anew after a fork): each worker would start with an
             # empty journal of its own, and a key claimed in one would be sent again in another.
@@ -259,6 +260,10 @@ class SqliteJournal(JournalBase):
                 "SqliteJournal(':memory:') would keep a journal per process, which other processes "
                 "(and a forked child) cannot see: give it a file path, or use MemoryJournal() in one process"
             )
+        # Absolute, once: the file is opened again in each forked child, and a child that
+        # changed its working directory (a daemon's chdir("/"), Celery's --workdir) would
+        # otherwise open another, empty journal there and send a claimed key again.
+        self.path = os.path.abspath(os.fspath(path))
         self._timeout = float(timeout)
         self._lock = threading.Lock()
         # Group commit: writes of concurrent calls wait in `_queue`; one of them (the leader)

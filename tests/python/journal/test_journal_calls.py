@@ -312,6 +312,47 @@ def test_an_in_memory_sqlite_journal_is_refused(tmp_path: Path, monkeypatch: pyt
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_relative_sqlite_path_is_the_same_file_in_a_child_that_changed_directory(
+    fxpay_sandbox: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The journal's file is opened again in a forked child. A child that changed its working
+    # directory (a daemon's chdir, Celery's --workdir) must still open the same file, or it
+    # starts with an empty journal and sends a claimed key again.
+    first, elsewhere = tmp_path / "first", tmp_path / "elsewhere"
+    first.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(first)
+    journal = fxpay.SqliteJournal("journal.db")
+    assert journal.path == str(first / "journal.db")
+    with fxpay_sandbox.client(journal=journal) as c:
+        qid = c.create_quote(buy_currency="USD", buy_amount=5, sell_currency="AUD", idempotency_key="rel")
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            code = 1
+            try:
+                os.close(read)
+                os.chdir(elsewhere)
+                again = c.create_quote(buy_currency="USD", buy_amount=5, sell_currency="AUD", idempotency_key="rel")
+                os.write(write, again.encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        with os.fdopen(read, "rb") as r:
+            answer = r.read().decode()
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert answer == qid
+    assert requests_to(fxpay_sandbox, QUOTES) == 1
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_an_empty_sqlite_path_is_refused() -> None:
+    with pytest.raises(fxpay.ConfigurationError, match="empty path"):
+        fxpay.SqliteJournal("")
+
+
 @pytest.mark.parametrize("url", ["http://127.0.0.1:6379", "redis://127.0.0.1:notaport", "nothing"])
 def test_a_redis_url_redis_py_cannot_use_is_a_configuration_error(url: str) -> None:
     pytest.importorskip("redis")
