@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import fxpay
+from fxpay.testing import Sandbox
 
 from conftest import make_beneficiary
 from journal_support import RedisServer, deal_args, make_journal, redis_server, requests_to
@@ -282,6 +283,30 @@ def test_a_keyed_deal_left_by_a_thread_that_ended_leaves_its_key_unknown(
         assert time.monotonic() < deadline + 10
         time.sleep(0.05)
     assert len(fxpay_sandbox.deals()) == 1
+
+
+def test_a_key_used_by_another_account_or_service_is_refused_not_answered_with_its_result(
+    fxpay_sandbox: Any, client: fxpay.Client, journal: fxpay.Journal
+) -> None:
+    # One journal shared by clients of two accounts (tenants of one backend whose keys
+    # collide) or of two services (the sandbox and production): the second must not get the
+    # first's quote id, or deal, without sending anything. The key is refused, and nothing is
+    # sent to either.
+    qid = client.create_quote(buy_currency="USD", buy_amount=5, sell_currency="AUD", idempotency_key="inv-1/quote")
+    fxpay_sandbox.register_client("tenant-b", "tenant-b-secret")
+    with (
+        Sandbox() as other,
+        other.client(journal=journal) as another_service,
+        fxpay.Client("tenant-b", "tenant-b-secret", base_url=fxpay_sandbox.base_url, journal=journal) as another_account,
+    ):
+        for c in (another_service, another_account):
+            with pytest.raises(fxpay.KeyReusedError):
+                c.create_quote(buy_currency="USD", buy_amount=5, sell_currency="AUD", idempotency_key="inv-1/quote")
+        assert other.stats()["requests"] == 0
+    assert requests_to(fxpay_sandbox, QUOTES) == 1
+    # The account that made it still gets its own quote back, sending nothing.
+    assert client.create_quote(buy_currency="USD", buy_amount=5, sell_currency="AUD", idempotency_key="inv-1/quote") == qid
+    assert requests_to(fxpay_sandbox, QUOTES) == 1
 
 
 def test_a_key_needs_a_journal(fxpay_sandbox: Any) -> None:

@@ -42,11 +42,20 @@ fn result_of(e: &Entry) -> Result<String> {
         .ok_or_else(|| Error::journal(format!("journal key {:?} is done without a result", e.key)))
 }
 
-fn keyed(key: &str, operation: &'static str, body: &[u8], extra: &[u8]) -> Keyed {
+/// A call of `c` under `key`. Its fingerprint holds the service and the account the request
+/// goes to (`base_url`, `client_id`) as well as the request: a journal shared by clients of
+/// two accounts (tenants, say) or two services (the sandbox and production) must never answer
+/// one's call with the other's result, sending nothing; the key is refused instead.
+fn keyed(c: &Client, key: &str, operation: &'static str, body: &[u8], extra: &[u8]) -> Keyed {
+    let config = c.config();
+    let target = [config.base_url.as_str(), config.client_id.as_str()];
     Keyed {
         key: key.to_string(),
         operation,
-        fingerprint: fingerprint(operation, &[body, extra]),
+        fingerprint: fingerprint(
+            operation,
+            &[body, extra, target[0].as_bytes(), target[1].as_bytes()],
+        ),
         nonce: None,
         request: Some(String::from_utf8_lossy(body).into_owned()),
     }
@@ -73,7 +82,7 @@ pub async fn create_quote(
     check_key(key)?;
     once(
         store,
-        keyed(key, "create_quote", &wire(req)?, b""),
+        keyed(c, key, "create_quote", &wire(req)?, b""),
         || c.create_quote(req, obs),
         |(id, raw)| (id.clone(), Some(raw.to_string())),
         |e| {
@@ -95,7 +104,7 @@ pub async fn create_beneficiary(
     b.check()?;
     once(
         store,
-        keyed(key, "create_beneficiary", &wire(b)?, b""),
+        keyed(c, key, "create_beneficiary", &wire(b)?, b""),
         || c.create_beneficiary(b, obs),
         |(id, raw)| (id.clone(), Some(raw.to_string())),
         |e| {
@@ -118,7 +127,7 @@ pub async fn create_deal(
     let for_replay = req.clone();
     once(
         store,
-        keyed(key, "create_deal", &wire(&req)?, b""),
+        keyed(c, key, "create_deal", &wire(&req)?, b""),
         || c.create_deal(req, obs),
         |(deal, raw)| (deal.deal_id.clone(), Some(raw.to_string())),
         |e| {
@@ -148,7 +157,7 @@ pub async fn create_spot_deal(
         (_, n) => n,
     };
     let url = callback_url.clone().unwrap_or_default();
-    let mut k = keyed(key, "create_spot_deal", &wire(&req)?, url.as_bytes());
+    let mut k = keyed(c, key, "create_spot_deal", &wire(&req)?, url.as_bytes());
     k.nonce = nonce.clone();
     let out = once(
         store,
