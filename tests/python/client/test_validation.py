@@ -11,7 +11,7 @@ import pytest
 
 import fxpay
 
-from conftest import make_beneficiary
+from conftest import make_beneficiary, need
 
 PID = "3f2504e0-4f89-11d3-9a0c-0305e82c3301"
 
@@ -104,7 +104,7 @@ class _LoudDecimal(Decimal):
 
 
 def _numpy_float() -> float:
-    np = pytest.importorskip("numpy")
+    np = need("numpy")
     value: float = np.float64(12.5)
     return value
 

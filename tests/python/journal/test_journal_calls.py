@@ -16,7 +16,7 @@ import pytest
 import fxpay
 from fxpay.testing import Sandbox
 
-from conftest import make_beneficiary
+from conftest import make_beneficiary, need
 from journal_support import RedisServer, deal_args, make_journal, redis_server, requests_to
 
 __all__ = ["redis_server"]  # a fixture, imported for the tests below
@@ -380,7 +380,7 @@ def test_an_empty_sqlite_path_is_refused() -> None:
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:6379", "redis://127.0.0.1:notaport", "nothing"])
 def test_a_redis_url_redis_py_cannot_use_is_a_configuration_error(url: str) -> None:
-    pytest.importorskip("redis")
+    need("redis")
     from fxpay.seen import RedisSeenSet
 
     for make, owner in (
