@@ -47,14 +47,13 @@ fn result_of(e: &Entry) -> Result<String> {
 /// two accounts (tenants, say) or two services (the sandbox and production) must never answer
 /// one's call with the other's result, sending nothing; the key is refused instead.
 fn keyed(c: &Client, key: &str, operation: &'static str, body: &[u8], extra: &[u8]) -> Keyed {
-    let config = c.config();
-    let target = [config.base_url.as_str(), config.client_id.as_str()];
+    let (service, account) = (&c.config().base_url, &c.config().client_id);
     Keyed {
         key: key.to_string(),
         operation,
         fingerprint: fingerprint(
             operation,
-            &[body, extra, target[0].as_bytes(), target[1].as_bytes()],
+            &[body, extra, service.as_bytes(), account.as_bytes()],
         ),
         nonce: None,
         request: Some(String::from_utf8_lossy(body).into_owned()),
