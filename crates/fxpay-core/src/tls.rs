@@ -27,10 +27,78 @@ fn configs() -> &'static Built {
     BUILT.get_or_make(|| Mutex::new(Vec::new()))
 }
 
+/// The most a PEM file given as `ca_bundle`, `client_cert` or `client_key` may hold. A
+/// system's whole CA bundle is about 220 KB.
+pub const PEM_LIMIT: u64 = 4 * 1024 * 1024;
+
+/// The bytes of the PEM file `path`, given as `what`. Only a regular file of at most
+/// [`PEM_LIMIT`] bytes is read: a FIFO (which would block the caller until a writer came,
+/// Ctrl-C or not), a device (`/dev/zero` never ends) or a directory is refused at once.
+pub fn read_pem_file(what: &str, path: &str) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let cannot = |e: std::io::Error| Error::config(format!("cannot read {what} {path:?}: {e}"));
+    // Opened without blocking (a FIFO with no writer would block `open` itself), then
+    // checked on the open file, so what is checked is what is read.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        let kind = kind_of(&meta.file_type());
+        return Err(Error::config(format!(
+            "{what} {path:?} is {kind}, not a regular file: give the path of a PEM file"
+        )));
+    }
+    if meta.len() > PEM_LIMIT {
+        return Err(too_large(what, path));
+    }
+    let mut pem = Vec::with_capacity(meta.len() as usize);
+    file.take(PEM_LIMIT + 1)
+        .read_to_end(&mut pem)
+        .map_err(cannot)?;
+    if pem.len() as u64 > PEM_LIMIT {
+        return Err(too_large(what, path));
+    }
+    Ok(pem)
+}
+
+fn too_large(what: &str, path: &str) -> Error {
+    Error::config(format!(
+        "{what} {path:?} is larger than {} MiB: it is not a PEM file of certificates or a key",
+        PEM_LIMIT / (1024 * 1024)
+    ))
+}
+
+/// What a file that is not a regular file is, in words.
+fn kind_of(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Whether a PEM holds an encrypted private key (PKCS#8 `ENCRYPTED PRIVATE KEY`, or a
+/// traditional key with `Proc-Type: 4,ENCRYPTED`), which fxpay cannot use: it has no
+/// passphrase to ask for.
+fn is_encrypted_key(pem: &[u8]) -> bool {
+    let has = |needle: &[u8]| pem.windows(needle.len()).any(|w| w == needle);
+    has(b"-----BEGIN ENCRYPTED PRIVATE KEY-----") || has(b"Proc-Type: 4,ENCRYPTED")
+}
+
 /// The certificates of a PEM bundle (`ca_bundle`), refused if unreadable or empty.
 pub fn read_roots(path: &str) -> Result<Vec<CertificateDer<'static>>> {
-    let pem = std::fs::read(path)
-        .map_err(|e| Error::config(format!("cannot read ca_bundle {path:?}: {e}")))?;
+    let pem = read_pem_file("ca_bundle", path)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| Error::config(format!("ca_bundle {path:?} is not a PEM bundle: {e}")))?;
@@ -62,9 +130,7 @@ impl Clone for Identity {
 /// `cert` too when `key` is `None` (one PEM holding both). A file that is missing or
 /// unreadable, or that holds no certificate or no key, is a `ConfigurationError`.
 pub fn read_identity(cert: &str, key: Option<&str>) -> Result<Identity> {
-    let read = |what: &str, path: &str| {
-        std::fs::read(path).map_err(|e| Error::config(format!("cannot read {what} {path:?}: {e}")))
-    };
+    let read = read_pem_file;
     let cert_pem = read("client_cert", cert)?;
     let chain = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<std::result::Result<Vec<_>, _>>()
@@ -78,6 +144,13 @@ pub fn read_identity(cert: &str, key: Option<&str>) -> Result<Identity> {
         Some(k) => (read("client_key", k)?, k, "client_key"),
         None => (cert_pem.clone(), cert, "client_cert"),
     };
+    if is_encrypted_key(&key_pem) {
+        return Err(Error::config(format!(
+            "{what} {key_path:?} holds an encrypted private key, which fxpay cannot use (it \
+             has no passphrase to ask for): give the key decrypted, for example written by \
+             `openssl pkey -in {key_path} -out key.pem`, in a file only you can read"
+        )));
+    }
     let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| {
         Error::config(format!(
             "{what} {key_path:?} holds no private key (PEM: PKCS#8, PKCS#1 or SEC1)"

@@ -140,29 +140,69 @@ impl Client {
 }
 
 /// A payout's progress, told to a Python callable in order, from one thread of the blocking
-/// pool (no runtime worker waits for the GIL).
+/// pool (no runtime worker waits for the GIL). The rows never wait for the callable: each
+/// row's end only notes its report. A callable that keeps up is told every report in order;
+/// one that falls behind by more than [`BACKLOG`] reports has them collapsed into the
+/// latest, so `pay_out` never waits for more than that many calls after its last row (a
+/// 0.2 s callable made 20 rows take 4 s). The last report, with every row counted, is
+/// always told, before `pay_out` returns. A callable that raises is reported once
+/// (`sys.unraisablehook`), not once a row, and is still told the later reports.
 struct Progress {
-    tx: std::sync::Mutex<Option<std::sync::mpsc::Sender<[usize; 5]>>>,
+    shared: Arc<(std::sync::Mutex<Reports>, std::sync::Condvar)>,
     counts: std::sync::Mutex<[usize; 5]>,
-    done: tokio::task::JoinHandle<()>,
+    done: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// How many reports may wait for a slow progress callable before they are collapsed into
+/// the latest.
+const BACKLOG: usize = 8;
+
+/// The reports not told yet, oldest first, and whether the payout has ended.
+#[derive(Default)]
+struct Reports {
+    waiting: std::collections::VecDeque<[usize; 5]>,
+    ended: bool,
 }
 
 impl Progress {
     fn start(sink: Py<PyAny>, total: usize) -> Self {
-        let (tx, rx) = std::sync::mpsc::channel::<[usize; 5]>();
+        let shared = Arc::new((
+            std::sync::Mutex::new(Reports::default()),
+            std::sync::Condvar::new(),
+        ));
+        let theirs = shared.clone();
         let done = tokio::task::spawn_blocking(move || {
-            while let Ok(c) = rx.recv() {
+            let (reports, ready) = &*theirs;
+            let mut raised = false;
+            loop {
+                let next = {
+                    let mut r = reports
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    while r.waiting.is_empty() && !r.ended {
+                        r = ready
+                            .wait(r)
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    }
+                    r.waiting.pop_front()
+                };
+                let Some(c) = next else {
+                    break; // ended, and every report told
+                };
                 let _ = Python::try_attach(|py| {
                     if let Err(e) = sink.call1(py, (c[0], total, c[1], c[2], c[3], c[4])) {
-                        e.write_unraisable(py, Some(sink.bind(py)));
+                        if !raised {
+                            raised = true;
+                            e.write_unraisable(py, Some(sink.bind(py)));
+                        }
                     }
                 });
             }
         });
         Progress {
-            tx: std::sync::Mutex::new(Some(tx)),
+            shared,
             counts: std::sync::Mutex::new([0; 5]),
-            done,
+            done: Some(done),
         }
     }
 
@@ -178,23 +218,41 @@ impl Progress {
             Some(Status::Unknown) => c[3] += 1,
             _ => c[4] += 1,
         }
-        if let Some(tx) = self
-            .tx
+        let (reports, ready) = &*self.shared;
+        let mut r = reports
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-        {
-            let _ = tx.send(*c);
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if r.waiting.len() >= BACKLOG {
+            r.waiting.clear(); // fallen behind: only the latest counts are worth telling
         }
+        r.waiting.push_back(*c);
+        drop(r);
+        ready.notify_one();
     }
 
-    /// Waits until every report so far has been told.
-    async fn finish(self) {
-        self.tx
+    /// Tells the thread that no report will follow the ones noted.
+    fn end(&self) {
+        let (reports, ready) = &*self.shared;
+        reports
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        let _ = self.done.await;
+            .ended = true;
+        ready.notify_one();
+    }
+
+    /// Waits until the latest report has been told.
+    async fn finish(mut self) {
+        self.end();
+        if let Some(done) = self.done.take() {
+            let _ = done.await;
+        }
+    }
+}
+
+impl Drop for Progress {
+    /// A payout dropped before its end (a cancelled awaitable) lets the thread go.
+    fn drop(&mut self) {
+        self.end();
     }
 }
 
