@@ -101,14 +101,18 @@ where
         }
         out
     });
-    let out = match crate::deadline::ends_at() {
-        Some(end) => match tokio::time::timeout_at(end.into(), run).await {
-            Ok(out) => out,
-            // `waiter` is dropped on return: the claim is abandoned, and undone if it lands.
-            Err(_) => return Err(crate::deadline::passed_at(true)),
-        },
-        None => run.await,
-    };
+    let out =
+        match crate::deadline::ends_at() {
+            Some(end) => match tokio::time::timeout_at(end.into(), run).await {
+                Ok(out) => out,
+                // `waiter` is dropped on return: the claim is abandoned, and undone if it lands.
+                Err(_) => return Err(crate::deadline::passed_while(
+                    "while its idempotency key was being claimed in the journal; nothing was sent",
+                    true,
+                )),
+            },
+            None => run.await,
+        };
     *waiter.stage.lock().unwrap_or_else(PoisonError::into_inner) = Stage::Taken;
     if out.is_err() {
         // The store call failed: a timeout or a lost connection may still land the claim.
