@@ -1,6 +1,6 @@
 //! The TLS settings of every connection pool: rustls with the system's trust (through
-//! rustls-platform-verifier) plus a client's extra roots (`ca_bundle`), offering h2 and
-//! HTTP/1.1 by ALPN.
+//! rustls-platform-verifier), or with a client's CA bundle alone (`ca_bundle`, or
+//! `SSL_CERT_FILE`), offering h2 and HTTP/1.1 by ALPN.
 //!
 //! Building that configuration reads and parses the system's root certificates, a few
 //! milliseconds of CPU. A client has a pool per calling thread besides its shared one, and an
@@ -170,7 +170,7 @@ pub fn client_config_with_identity(
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::config(format!("cannot set up TLS: {e}")))?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_custom_certificate_verifier(verifier)
         .with_client_auth_cert(identity.chain.clone(), identity.key.clone_key())
         .map_err(|e| {
             Error::config(format!(
@@ -208,38 +208,55 @@ fn find(extra: &[CertificateDer<'static>]) -> Option<Arc<rustls::ClientConfig>> 
 
 /// What reqwest builds by default with its `rustls` feature, made once: the process's
 /// default crypto provider (aws-lc-rs unless the application installed another), the
-/// platform verifier, and ALPN offering h2, then HTTP/1.1.
+/// verifier (see [`trust`]), and ALPN offering h2, then HTTP/1.1.
 fn build(extra: &[CertificateDer<'static>]) -> Result<rustls::ClientConfig> {
     let (provider, verifier) = trust(extra)?;
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::config(format!("cannot set up TLS: {e}")))?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
 
-/// The crypto provider and the verifier trusting the system's roots and `extra`.
+/// The crypto provider and the verifier: with a CA bundle (`extra`), the bundle's roots
+/// alone, as `curl --cacert` and requests' `verify=path` do (the system's store is never
+/// read: a cold start that makes one call over TLS parsed every certificate of the system,
+/// about 10 ms, twice where `SSL_CERT_FILE` names the system's bundle); without one, the
+/// system's trust through rustls-platform-verifier (a company CA installed in the system
+/// store is trusted).
 fn trust(
     extra: &[CertificateDer<'static>],
 ) -> Result<(
     Arc<rustls::crypto::CryptoProvider>,
-    rustls_platform_verifier::Verifier,
+    Arc<dyn rustls::client::danger::ServerCertVerifier>,
 )> {
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()
         .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
-    let verifier = if extra.is_empty() {
-        rustls_platform_verifier::Verifier::new(provider.clone())
-    } else {
-        rustls_platform_verifier::Verifier::new_with_extra_roots(
-            extra.iter().cloned(),
-            provider.clone(),
-        )
+    if extra.is_empty() {
+        let verifier = rustls_platform_verifier::Verifier::new(provider.clone()).map_err(|e| {
+            Error::config(format!("cannot load the system's root certificates: {e}"))
+        })?;
+        return Ok((provider, Arc::new(verifier)));
     }
-    .map_err(|e| Error::config(format!("cannot load the system's root certificates: {e}")))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in extra {
+        roots.add(cert.clone()).map_err(|e| {
+            Error::config(format!(
+                "the CA bundle holds a certificate that cannot be a root: {e}"
+            ))
+        })?;
+    }
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .map_err(|e| Error::config(format!("cannot set up TLS with the CA bundle: {e}")))?;
+    let verifier: Arc<dyn rustls::client::danger::ServerCertVerifier> = verifier;
     Ok((provider, verifier))
 }
 
