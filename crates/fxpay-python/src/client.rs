@@ -904,8 +904,9 @@ impl Client {
         Ok(())
     }
 
-    /// A client from ``FXPAY_CLIENT_ID``, ``FXPAY_CLIENT_SECRET`` and ``FXPAY_BASE_URL``;
-    /// keyword arguments go to the constructor.
+    /// A client from ``FXPAY_CLIENT_ID``, ``FXPAY_CLIENT_SECRET`` and ``FXPAY_BASE_URL``, and
+    /// ``FXPAY_CA_BUNDLE``, ``FXPAY_CLIENT_CERT`` and ``FXPAY_CLIENT_KEY`` when set (the lines
+    /// a served sandbox prints); keyword arguments go to the constructor and win.
     #[classmethod]
     #[pyo3(signature = (**kwargs))]
     fn from_env<'py>(
@@ -941,6 +942,17 @@ impl Client {
             all.update(kw.as_mapping())?;
         }
         all.set_item("base_url", &values[2])?;
+        // The files a served sandbox prints (--tls, --client-auth), when set and not given.
+        for (name, arg) in [
+            ("FXPAY_CA_BUNDLE", "ca_bundle"),
+            ("FXPAY_CLIENT_CERT", "client_cert"),
+            ("FXPAY_CLIENT_KEY", "client_key"),
+        ] {
+            let v = environ.call_method1("get", (name,))?;
+            if !v.is_none() && v.is_truthy()? && !all.contains(arg)? {
+                all.set_item(arg, v)?;
+            }
+        }
         Ok(cls.call((&values[0], &values[1]), Some(&all))?)
     }
 
