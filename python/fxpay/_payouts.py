@@ -53,8 +53,7 @@ def _kind(rows: object) -> str:
     if isinstance(rows, Iterable) and not isinstance(rows, (str, bytes, bytearray, Mapping)):
         return "iterable"
     raise TypeError(
-        "rows must be a list or an iterable of mappings, a pandas.DataFrame, a polars.DataFrame "
-        f"or a polars.LazyFrame, not {name}"
+        f"rows must be a list or an iterable of mappings, a pandas.DataFrame, a polars.DataFrame or a polars.LazyFrame, not {name}"
     )
 
 

@@ -1131,6 +1131,9 @@ impl Client {
     /// grows with ``concurrency``, not with the table (any iterable of mappings, a pandas or
     /// polars DataFrame, or a polars LazyFrame). ``max_rate`` caps rows started per second.
     #[pyo3(signature = (rows, *, funding_source, concurrency = default(8), max_rate = None, progress = default(false)))]
+    #[pyo3(
+        text_signature = "(self, /, rows, *, funding_source, concurrency=8, max_rate=None, progress=False)"
+    )]
     fn pay_out_iter<'py>(
         slf: &Bound<'py, Self>,
         rows: &Bound<'py, PyAny>,
@@ -1152,6 +1155,9 @@ impl Client {
 
     /// :meth:`pay_out_iter`, as an async iterator (``async for``).
     #[pyo3(signature = (rows, *, funding_source, concurrency = default(8), max_rate = None, progress = default(false)))]
+    #[pyo3(
+        text_signature = "(self, /, rows, *, funding_source, concurrency=8, max_rate=None, progress=False)"
+    )]
     fn pay_out_iter_async<'py>(
         slf: &Bound<'py, Self>,
         rows: &Bound<'py, PyAny>,

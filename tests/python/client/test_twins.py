@@ -1,7 +1,7 @@
 """Every network method `x` has an awaitable twin `x_async` taking the same arguments: the
-binding makes most pairs from one description (`twin!` in crates/fxpay-python/src/twin.rs),
-and this checks every pair, in the compiled module and in its stub, whichever way it was
-written."""
+binding writes most pairs as two one-line methods over one shared function
+(crates/fxpay-python/src/twin.rs), and this checks every pair, in the compiled module and in
+its stub, whichever way it was written. An iterator's twin is an async iterator."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ def test_the_classes_have_the_twins_the_api_names() -> None:
         "exchange_code",
         "get_quote",
         "pay_out",
+        "pay_out_iter",
         "refresh_token",
     ]
     assert twins(fxpay.UserSession) == [("list_virtual_accounts", "list_virtual_accounts_async")]
@@ -68,7 +69,11 @@ def test_in_the_stub_a_twin_takes_the_same_arguments_and_returns_a_coroutine_of_
             assert ast.dump(awaitable.args) == ast.dump(sync.args), twin
             assert sync.returns is not None
             assert awaitable.returns is not None
-            assert ast.unparse(awaitable.returns) == f"Coroutine[Any, Any, {ast.unparse(sync.returns)}]", twin
+            result = ast.unparse(sync.returns)
+            if result.startswith("Iterator["):
+                assert ast.unparse(awaitable.returns) == f"Async{result}", twin
+            else:
+                assert ast.unparse(awaitable.returns) == f"Coroutine[Any, Any, {result}]", twin
 
 
 def test_a_twin_made_by_the_macro_says_what_it_is_the_twin_of() -> None:

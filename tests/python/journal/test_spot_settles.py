@@ -73,6 +73,7 @@ def test_a_lost_spot_deal_is_settled_by_its_notification(fxpay_sandbox: Any, rec
         assert again.process_id == deal["processId"]
         assert again.callback_nonce  # the nonce the lost request carried
         assert requests_to(fxpay_sandbox, SPOT) == 1
+    wait_until(lambda: len(events) == 1, "on_event never ran")
     assert [e.process_id for e in events] == [deal["processId"]]
     # A repeated delivery changes nothing and runs on_event no more.
     fxpay_sandbox.redeliver(deal["processId"])
@@ -97,7 +98,8 @@ def test_a_failed_spot_deal_releases_its_key(fxpay_sandbox: Any, receiver: Recei
         assert entry.result is None
         assert "failed" in (entry.error or "")
         assert journal.unknown() == []
-    assert len(events) == 1
+    # The key is settled before on_event runs.
+    wait_until(lambda: len(events) == 1, "on_event never ran")
     assert not events[0].ok
     assert fxpay_sandbox.deals() == []
 
