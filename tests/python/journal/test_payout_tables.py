@@ -49,7 +49,7 @@ class DataFrame:
 def test_only_pandas_and_polars_frames_are_tables(fxpay_sandbox: Any, client: fxpay.Client) -> None:
     pd = need("pandas")
     frame = pd.DataFrame([row("b", 0)])
-    with pytest.raises(TypeError, match="rows must be a list or an iterable of mappings, .* not DataFrame"):
+    with pytest.raises(TypeError, match=r"rows must be a list or an iterable of mappings, .* not DataFrame"):
         client.pay_out(DataFrame(), funding_source=FUNDING, progress=False)
     # A pandas Series is an iterable, but of cells: its first one is refused (turn 4: any
     # iterable of mappings is a table).
