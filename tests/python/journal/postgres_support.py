@@ -32,7 +32,7 @@ def _bin(program: str) -> str:
     versions = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{program}"), key=lambda p: int(Path(p).parts[-3]))
     if versions:
         return versions[-1]
-    return need_program(program)  # a skip here, a failure in CI
+    return str(need_program(program))  # a skip here, a failure in CI
 
 
 def _free_port() -> int:
