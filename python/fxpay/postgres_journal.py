@@ -27,7 +27,10 @@ from ._fxpay import JournalEntry
 from .errors import ConfigurationError, InvalidRequestError, JournalError
 from .journals import JournalBase
 
-__all__ = ["PostgresJournal", "table_ddl"]
+__all__ = ["DEFAULT_TABLE", "PostgresJournal", "conninfo_of", "table_ddl"]
+
+# The table a journal uses unless told otherwise (and the one the Django migration makes).
+DEFAULT_TABLE = "fxpay_journal"
 
 # One part of a table name (PostgreSQL folds nothing inside quotes, and we always quote).
 # At most 50 characters, so that the index names made from it stay within PostgreSQL's 63.
@@ -60,7 +63,7 @@ def _quoted(*parts: str) -> str:
     return sql.Identifier(*parts).as_string(None)
 
 
-def table_ddl(table: str = "fxpay_journal") -> list[str]:
+def table_ddl(table: str = DEFAULT_TABLE) -> list[str]:
     """The statements that make the journal's table and its indexes (idempotent: ``IF NOT
     EXISTS``). :meth:`PostgresJournal.create_table` and the Django migration run these; the
     docs show them for those who migrate by hand."""
@@ -79,6 +82,19 @@ def table_ddl(table: str = "fxpay_journal") -> list[str]:
         f"CREATE INDEX IF NOT EXISTS {result_index} ON {name} (result) WHERE result IS NOT NULL",
         f"CREATE INDEX IF NOT EXISTS {open_index} ON {name} (seq) WHERE state IN ('pending', 'unknown')",
     ]
+
+
+def conninfo_of(params: dict[str, Any]) -> str:
+    """A libpq connection string from ``params`` (a framework's database settings: ``dbname``,
+    ``user``, ``host`` ... and its options): empty values and keys that are not libpq's
+    (a framework's own options, such as Django's ``isolation_level``) are left out."""
+    try:
+        from psycopg import conninfo, pq
+    except ImportError as e:  # pragma: no cover - depends on the extra
+        raise ConfigurationError("PostgresJournal needs psycopg 3: pip install 'fxpay[postgres]'") from e
+    known = {o.keyword.decode() for o in pq.Conninfo.get_defaults()}
+    kept = {k: str(v) for k, v in params.items() if k in known and v is not None and v != ""}
+    return conninfo.make_conninfo("", **kept)
 
 
 # Every journal of this process, so that a forked child can forget their connections.
@@ -119,7 +135,7 @@ class PostgresJournal(JournalBase):
         self,
         conninfo: str | Callable[[], Any],
         *,
-        table: str = "fxpay_journal",
+        table: str = DEFAULT_TABLE,
         timeout: float = 5.0,
     ) -> None:
         if isinstance(conninfo, str):
