@@ -109,12 +109,15 @@ def journal(using: str = "default") -> PostgresJournal:
     :class:`fxpay.ConfigurationError` naming it."""
     if not isinstance(using, str):
         raise TypeError(f"using must be a str, not {type(using).__name__}")
+    from typing import cast
+
     from django.db import connections
 
     from ..errors import ConfigurationError
     from ..postgres_journal import PostgresJournal, conninfo_of
 
-    db = connections.settings.get(using)  # the test runner's "test_..." NAME included
+    # Django's own copy of DATABASES, the test runner's "test_..." NAME included.
+    db = cast("dict[str, Any]", connections.settings).get(using)
     if db is None:
         raise ConfigurationError(f"DATABASES has no {using!r} database")
     engine = db.get("ENGINE", "")
