@@ -46,10 +46,11 @@ class PostgresServer:
     """A PostgreSQL cluster of its own, that a test can stop (even ``-m immediate``, a crash)
     and start again on the same port and data."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, standby_of: PostgresServer | None = None) -> None:
+        """A new cluster (``initdb``), or with ``standby_of`` a hot standby of that server
+        (``pg_basebackup -R``): read-only, replaying the primary's WAL."""
         need("psycopg")
         self.pg_ctl = _bin("pg_ctl")
-        self.initdb = _bin("initdb")
         # Not under pytest's tmp_path: that is private to root, and the server's user must
         # own its data folder.
         self.folder = Path(tempfile.mkdtemp(prefix="fxpay-pg-"))
@@ -64,10 +65,15 @@ class PostgresServer:
             user = pwd.getpwnam(SERVER_USER)
             os.chown(self.folder, user.pw_uid, user.pw_gid)
             self._as = ["runuser", "-u", SERVER_USER, "--"]
-        self._run(self.initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale", "--no-sync")
+        if standby_of is None:
+            initdb = ["-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale", "--no-sync"]
+            self._run(_bin("initdb"), *initdb)
+        else:
+            primary = ["-h", "127.0.0.1", "-p", str(standby_of.port), "-U", "postgres"]
+            self._run(_bin("pg_basebackup"), "-D", str(self.data), *primary, "-R", "-X", "stream", "--no-sync")
         with open(self.data / "postgresql.conf", "a") as conf:
             # Loopback only, no Unix socket; a claim is durable (fsync, synchronous_commit) as
-            # a user's server's must be.
+            # a user's server's must be. (A standby's copy of these lines is overridden here.)
             conf.write(f"listen_addresses = '127.0.0.1'\nport = {self.port}\nunix_socket_directories = ''\n")
             conf.write("fsync = on\nsynchronous_commit = on\nmax_connections = 200\n")
 

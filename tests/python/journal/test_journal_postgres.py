@@ -383,3 +383,23 @@ def test_a_server_with_synchronous_commit_off_gets_it_on_for_the_journal(postgre
     journal = fxpay.PostgresJournal(postgres_server.conninfo + " options='-c synchronous_commit=off'", table=table_name())
     journal.create_table()
     assert journal._run("probe", ("SHOW synchronous_commit", ()))[1] == [("on",)]
+
+
+def test_a_hot_standby_fails_closed_and_sends_nothing(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    primary = make_postgres_journal(postgres_server)
+    with fxpay_sandbox.client(journal=primary) as c:
+        qid = c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="before")
+    standby = PostgresServer(standby_of=postgres_server)  # a replica, as after a wrong failover or DNS name
+    standby.start()
+    try:
+        journal = fxpay.PostgresJournal(standby.conninfo, table=primary.table)
+        with fxpay_sandbox.client(journal=journal) as c:
+            before = fxpay_sandbox.stats()["requests"]
+            for key in ("before", "new"):  # not even a replay is read from a replica: it may lag
+                with pytest.raises(fxpay.JournalError, match="replica in recovery"):
+                    c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key=key)
+            assert fxpay_sandbox.stats()["requests"] == before
+        with need("psycopg").connect(standby.conninfo) as conn:  # the replica has the key: it is the journal that refuses
+            assert conn.execute(f'SELECT result FROM "{primary.table}"').fetchall() == [(qid,)]
+    finally:
+        standby.remove()
