@@ -358,6 +358,10 @@ def test_wrong_types_and_values_are_refused() -> None:
     for t in (0, -1, float("nan"), float("inf")):
         with pytest.raises(fxpay.ConfigurationError, match="timeout"):
             fxpay.PostgresJournal("host=127.0.0.1", timeout=t)
+    with pytest.raises(fxpay.ConfigurationError, match="conninfo") as e:
+        fxpay.PostgresJournal("host=127.0.0.1 password=s3cret dbname")
+    assert "s3cret" not in str(e.value)
+    fxpay.PostgresJournal("host=127.0.0.1", timeout=1e12)  # longer than PostgreSQL can count: its longest
     j = fxpay.PostgresJournal("host=127.0.0.1 port=9", table="app.fxpay_journal")  # nothing connects yet
     with pytest.raises(TypeError, match="key"):
         j.get(5)  # type: ignore[arg-type]
