@@ -40,6 +40,9 @@ _PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,49}")
 _UNDEFINED_TABLE = "42P01"
 _READ_ONLY = "25006"
 
+# The longest timeout PostgreSQL takes (its settings in milliseconds are 32-bit integers).
+_MAX_SECONDS = 2_000_000.0
+
 
 def _table_parts(table: object) -> tuple[str, ...]:
     """``table`` ("name" or "schema.name") as its parts, each an SQL identifier; anything
@@ -53,6 +56,19 @@ def _table_parts(table: object) -> tuple[str, ...]:
             f"at most 50 characters), optionally schema-qualified, got {table!r}"
         )
     return parts
+
+
+def _conninfo_keys(conninfo: str) -> set[str]:
+    """The parameters a libpq connection string or URL sets; one that libpq cannot read is a
+    ConfigurationError (which does not repeat the string: it may hold a password)."""
+    try:
+        from psycopg import conninfo as libpq
+    except ImportError as e:  # pragma: no cover - depends on the extra
+        raise ConfigurationError("PostgresJournal needs psycopg 3: pip install 'fxpay[postgres]'") from e
+    try:
+        return set(libpq.conninfo_to_dict(conninfo))
+    except Exception:
+        raise ConfigurationError("conninfo is not a libpq connection string or URL (host=... dbname=..., postgresql://...)") from None
 
 
 def _quoted(*parts: str) -> str:
@@ -141,6 +157,7 @@ class PostgresJournal(JournalBase):
         if isinstance(conninfo, str):
             self._conninfo: str | None = conninfo
             self._factory: Callable[[], Any] | None = None
+            self._given = _conninfo_keys(conninfo)
         elif callable(conninfo):
             self._conninfo, self._factory = None, conninfo
         else:
@@ -152,6 +169,7 @@ class PostgresJournal(JournalBase):
         parts = _table_parts(table)
         self.table = table
         self._timeout = float(timeout)
+        self._millis = max(1, int(min(self._timeout, _MAX_SECONDS) * 1000))
         t = _quoted(*parts)
         self._ddl = table_ddl(table)
         self._get = f"SELECT data FROM {t} WHERE key = %s"
@@ -193,11 +211,14 @@ class PostgresJournal(JournalBase):
             except ImportError as e:  # pragma: no cover - depends on the extra
                 raise ConfigurationError("PostgresJournal needs psycopg 3: pip install 'fxpay[postgres]'") from e
             assert self._conninfo is not None
-            extra: dict[str, Any] = {"connect_timeout": max(2, math.ceil(self._timeout))}
-            if "tcp_user_timeout" not in self._conninfo:
+            # What the connection string sets itself is left as it is.
+            extra: dict[str, Any] = {}
+            if "connect_timeout" not in self._given:
+                extra["connect_timeout"] = max(2, math.ceil(min(self._timeout, _MAX_SECONDS)))
+            if "tcp_user_timeout" not in self._given:
                 # A server that vanished without a word (its host gone) fails the call
                 # after `timeout`, not after the kernel's 15 minutes of retransmissions.
-                extra["tcp_user_timeout"] = max(1, int(self._timeout * 1000))
+                extra["tcp_user_timeout"] = self._millis
             conn = psycopg.connect(self._conninfo, autocommit=True, **extra)
             dbapi = conn
         else:
@@ -218,7 +239,7 @@ class PostgresJournal(JournalBase):
             rows = self._execute(
                 "SELECT pg_is_in_recovery(), current_setting('transaction_read_only'),"
                 " current_setting('synchronous_commit'), set_config('statement_timeout', %s, false)",
-                (str(max(1, int(self._timeout * 1000))),),
+                (str(self._millis),),
             )[1]
             recovery, read_only, sync = rows[0][0], rows[0][1], rows[0][2]
             if recovery or read_only == "on":
