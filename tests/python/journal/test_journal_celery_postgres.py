@@ -5,6 +5,7 @@ redis-server). Each deal is booked at most once, and each key ends done or unkno
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
 import subprocess
@@ -15,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_journal_celery import APPS, TASKS, pool_children, stop
 
 import fxpay
 
@@ -26,6 +26,25 @@ from postgres_support import PostgresServer, make_postgres_journal, postgres_ser
 __all__ = ["postgres_server"]  # a fixture, imported for the tests below
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the prefork pool needs fork")
+
+APPS = Path(__file__).parent / "apps"
+TASKS = 200
+
+
+# As test_journal_celery.py's (a test module imports no other).
+def stop(proc: subprocess.Popen[bytes], grace: float) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+
+
+def pool_children(master: int) -> list[int]:
+    psutil = need("psutil")
+    return [c.pid for c in psutil.Process(master).children()]
 
 
 @pytest.mark.filterwarnings("ignore::fxpay.testing.UnfiredFaultWarning")
