@@ -285,10 +285,35 @@ def test_many_threads_share_the_connection(fxpay_sandbox: Any, journal: fxpay.Po
 
 FORK_SCRIPT = textwrap.dedent(
     """
-    import json, os, sys, threading
+    import gc, json, os, sys, threading
+    import psycopg
     import fxpay
 
-    journal = fxpay.PostgresJournal(sys.argv[1], table=sys.argv[2])
+
+    # A DB-API connection that, like psycopg2's, says goodbye to the server (libpq's
+    # PQfinish) when it is deleted, in whatever process deletes it.
+    class FinishesOnDelete:
+
+        def __init__(self):
+            self._c = psycopg.connect(sys.argv[1])
+
+        def __getattr__(self, name):
+            return getattr(self._c, name)
+
+        def __setattr__(self, name, value):
+            if name == "_c":
+                object.__setattr__(self, name, value)
+            else:
+                setattr(self._c, name, value)
+
+        def __del__(self):
+            self._c.pgconn.finish()
+
+
+    if sys.argv[4] == "psycopg":
+        journal = fxpay.PostgresJournal(sys.argv[1], table=sys.argv[2])
+    else:
+        journal = fxpay.PostgresJournal(FinishesOnDelete, table=sys.argv[2])
     backend = lambda: journal._run("probe", ("SELECT pg_backend_pid()", ()))[1][0][0]
     parent_backend = backend()
     # Another thread is inside a call (it holds the journal's lock) when the process forks.
@@ -308,6 +333,8 @@ FORK_SCRIPT = textwrap.dedent(
             out["claim"] = journal.claim(fxpay.JournalEntry.from_json(sys.argv[3])) is None
             out["child_backend"] = backend()
             journal.close()
+            del journal  # the child lets go of the journal, and of what it inherited
+            gc.collect()
         except BaseException as e:
             out["error"] = repr(e)
         os.write(w, json.dumps(out).encode())
@@ -323,8 +350,9 @@ FORK_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize("connection", ["psycopg", "finishes-on-delete"])
 def test_a_child_forked_while_a_thread_is_inside_a_call_has_its_own_connection(
-    fxpay_sandbox: Any, postgres_server: PostgresServer, journal: fxpay.PostgresJournal, tmp_path: Path
+    fxpay_sandbox: Any, postgres_server: PostgresServer, journal: fxpay.PostgresJournal, tmp_path: Path, connection: str
 ) -> None:
     with fxpay_sandbox.client(journal=journal) as c:
         c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="template")
@@ -334,7 +362,10 @@ def test_a_child_forked_while_a_thread_is_inside_a_call_has_its_own_connection(
     script = tmp_path / "fork.py"
     script.write_text(FORK_SCRIPT)
     r = subprocess.run(
-        [sys.executable, str(script), postgres_server.conninfo, journal.table, entry], capture_output=True, text=True, timeout=60
+        [sys.executable, str(script), postgres_server.conninfo, journal.table, entry, connection],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
