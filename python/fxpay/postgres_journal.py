@@ -19,6 +19,7 @@ import math
 import os
 import re
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -145,7 +146,13 @@ class PostgresJournal(JournalBase):
     replica in recovery, ``default_transaction_read_only``). A session whose
     ``synchronous_commit`` is ``off`` is set ``on``: a claim is flushed to the server's WAL
     before its request is sent.
+
+    A connection unused for ``ping_after`` seconds (30) is checked with ``SELECT 1`` before
+    the next statement and made anew if the server closed it meanwhile.
     """
+
+    # Seconds a connection may sit unused before the next call checks it first.
+    ping_after: float = 30.0
 
     def __init__(
         self,
@@ -182,6 +189,7 @@ class PostgresJournal(JournalBase):
         self._dbapi: Any = None  # the DB-API connection itself (a SQLAlchemy proxy unwrapped)
         self._commit_each = False  # a driver without `autocommit`: commit after each statement
         self._pid = os.getpid()
+        self._used_at = 0.0  # when the connection last answered (time.monotonic())
         # Connections inherited through a fork: kept (never used, never closed) so that no
         # finaliser of the child ever writes to the parent's session.
         self._inherited: list[Any] = []
@@ -274,11 +282,14 @@ class PostgresJournal(JournalBase):
             if self._pid != os.getpid():  # a fork that ran no at-fork handler
                 self._set_aside()
             try:
+                if self._conn is not None and time.monotonic() - self._used_at > self.ping_after:
+                    self._check_idle()
                 if self._conn is None:
                     self._connect()
                 out: tuple[int, list[Any]] = (0, [])
                 for sql, args in statements:
                     out = self._execute(sql, args)
+                self._used_at = time.monotonic()
                 return out
             except JournalError:
                 self._drop()
@@ -286,6 +297,17 @@ class PostgresJournal(JournalBase):
             except Exception as e:
                 self._drop()
                 raise JournalError(f"PostgresJournal.{what}() failed: {_explain(e, self.table)}") from e
+
+    def _check_idle(self) -> None:
+        """A connection idle for ``ping_after`` seconds may have been closed meanwhile (by the
+        server's idle timeout, a restart or a firewall) without this process knowing: it is
+        tried with a statement that changes nothing first, and made anew if that fails, so
+        that the first call after a quiet night does not fail for a connection it never
+        needed (the caller holds ``_lock``)."""
+        try:
+            self._execute("SELECT 1", ())
+        except Exception:
+            self._drop()
 
     def _drop(self) -> None:
         conn, self._conn, self._dbapi = self._conn, None, None

@@ -438,3 +438,20 @@ def test_a_hot_standby_fails_closed_and_sends_nothing(fxpay_sandbox: Any, postgr
             assert conn.execute(f'SELECT result FROM "{primary.table}"').fetchall() == [(qid,)]
     finally:
         standby.remove()
+
+
+def test_a_connection_closed_while_idle_is_made_anew_not_failed(
+    fxpay_sandbox: Any, postgres_server: PostgresServer, journal: fxpay.PostgresJournal
+) -> None:
+    psycopg = need("psycopg")
+    journal.ping_after = 0.2
+    with fxpay_sandbox.client(journal=journal) as c:
+        c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="first")
+        backend = journal._run("probe", ("SELECT pg_backend_pid()", ()))[1][0][0]
+        # The server ends the idle session (idle_session_timeout, a restart, a firewall).
+        with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
+            assert admin.execute("SELECT pg_terminate_backend(%s)", (backend,)).fetchone() == (True,)
+        time.sleep(0.3)
+        qid = c.create_quote(buy_currency="AUD", buy_amount="6", sell_currency="USD", idempotency_key="after-idle")
+        assert journal.get("after-idle").result == qid  # type: ignore[union-attr]
+        assert journal._run("probe", ("SELECT pg_backend_pid()", ()))[1][0][0] != backend
