@@ -80,7 +80,7 @@ if TYPE_CHECKING:
     from .postgres_journal import PostgresJournal
     from .redis_store import RedisTokenStore
     from .stores import MemoryTokenStore, TokenStore
-    from .webhooks import parse_deal_created
+    from .webhooks import parse_deal_created, settle_deal_created
 
 __all__ = [
     "Address",
@@ -133,6 +133,7 @@ __all__ = [
     "WebhookPayloadError",
     "WebhookVerificationError",
     "parse_deal_created",
+    "settle_deal_created",
     "to_records",
 ]
 
@@ -178,6 +179,7 @@ _LAZY: dict[str, str] = {
     "MemoryTokenStore": ".stores",
     "TokenStore": ".stores",
     "parse_deal_created": ".webhooks",
+    "settle_deal_created": ".webhooks",
 }
 
 if not TYPE_CHECKING:  # type checkers see the imports above, not a catch-all `__getattr__`

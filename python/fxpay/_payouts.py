@@ -5,6 +5,7 @@ core, in one call for the whole table (``Client._pay_out``)."""
 from __future__ import annotations
 
 import math
+import struct
 import threading
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -13,6 +14,9 @@ if TYPE_CHECKING:
     from ._fxpay import Client
 
 __all__ = ["RESULT_FIELDS", "PayoutProgress"]
+
+#: The row fields that hold money.
+AMOUNT_COLUMNS = ("buy_amount",)
 
 #: The fields a result row adds to its input row.
 RESULT_FIELDS = ("quote_id", "beneficiary_id", "deal_id", "sell_amount", "status", "error")
@@ -55,11 +59,36 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def _float32_text(v: float) -> str:
+    """The shortest text that reads back as the 32-bit float ``v`` (``0.1``, not the
+    ``0.10000000149011612`` its widening to a 64-bit float writes): money never passes
+    through a binary float on its way to the wire."""
+    if not math.isfinite(v):
+        return repr(v)  # the core refuses it by name
+    for digits in range(1, 10):  # 9 significant digits always read back
+        text = f"{v:.{digits}g}"
+        if struct.unpack("f", struct.pack("f", float(text)))[0] == v:
+            return text
+    return repr(v)
+
+
+def _float32_columns(rows: Any, kind: str) -> set[str]:
+    """The amount columns of a frame that hold 32-bit floats (a pandas ``float32`` or a
+    polars ``Float32``): their cells are read by their own shortest text."""
+    dtypes = dict(rows.dtypes.items()) if kind == "pandas" else dict(rows.schema.items())
+    return {str(c) for c in AMOUNT_COLUMNS if c in dtypes and str(dtypes[c]).lower() == "float32"}
+
+
 def _records(rows: Any, kind: str) -> list[dict[str, Any]]:
-    if kind == "pandas":
-        return [{str(k): _plain(v) for k, v in r.items()} for r in rows.to_dict("records")]
-    if kind == "polars":
-        return [{str(k): _plain(v) for k, v in r.items()} for r in rows.to_dicts()]
+    if kind in ("pandas", "polars"):
+        records = rows.to_dict("records") if kind == "pandas" else rows.to_dicts()
+        narrow = _float32_columns(rows, kind)
+        out = [{str(k): _plain(v) for k, v in r.items()} for r in records]
+        for rec in out:
+            for c in narrow:
+                if isinstance(rec.get(c), float):
+                    rec[c] = _float32_text(rec[c])
+        return out
     out = []
     for i, r in enumerate(rows):
         if not isinstance(r, Mapping):

@@ -44,14 +44,46 @@ class RawResponse(Generic[T]):
     ``datetime.timedelta``), ``attempts`` (of the request that got this answer) and
     :meth:`parse`, the method's usual result (the same object each time)."""
 
-    __slots__ = ("_parsed", "attempts", "elapsed", "headers", "status")
+    __slots__ = ("_attempts", "_elapsed", "_headers", "_parsed", "_status")
+    _status: int
+    _headers: Headers
+    _elapsed: datetime.timedelta
+    _attempts: int
+    _parsed: T
 
     def __init__(self, status: int, headers: Headers, elapsed: datetime.timedelta, attempts: int, parsed: T) -> None:
-        self.status = status
-        self.headers = headers
-        self.elapsed = elapsed
-        self.attempts = attempts
-        self._parsed = parsed
+        # Immutable, as the models are: a response is what came back, never edited after.
+        object.__setattr__(self, "_status", status)
+        object.__setattr__(self, "_headers", headers)
+        object.__setattr__(self, "_elapsed", elapsed)
+        object.__setattr__(self, "_attempts", attempts)
+        object.__setattr__(self, "_parsed", parsed)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"RawResponse is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"RawResponse is immutable: cannot delete {name!r}")
+
+    @property
+    def status(self) -> int:
+        """The HTTP status of the call's last answer."""
+        return self._status
+
+    @property
+    def headers(self) -> Headers:
+        """The last answer's headers (read-only, case-insensitive)."""
+        return self._headers
+
+    @property
+    def elapsed(self) -> datetime.timedelta:
+        """How long the whole call took."""
+        return self._elapsed
+
+    @property
+    def attempts(self) -> int:
+        """The attempts of the request that got this answer."""
+        return self._attempts
 
     @property
     def request_id(self) -> str | None:

@@ -67,25 +67,6 @@ class TimeoutError(TransportError):  # the name is part of the public API
     """An attempt took longer than the client's timeout."""
 
 
-class OAuthError(FxPayError):
-    """An OAuth error: an RFC 6749 section 5.2 token error, or an ``error=`` callback."""
-
-    def __init__(
-        self,
-        message: str = "",
-        error: str = "",
-        error_description: str | None = None,
-        status: int | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.error = error
-        self.error_description = error_description
-        self.status = status
-
-    def __reduce__(self) -> Any:
-        return (type(self), (self.message, self.error, self.error_description, self.status))
-
-
 class StateMismatchError(FxPayError):
     """The ``state`` of an authorization callback is not the one that was sent."""
 
@@ -138,6 +119,52 @@ def request_id_of(headers: Headers) -> str | None:
     return headers.get("x-request-id") or headers.get("request-id")
 
 
+def _with_request_id(message: str, request_id: str | None) -> str:
+    """``message`` naming the answer's request id, so a traceback in a log carries it."""
+    if not request_id or request_id in message:
+        return message
+    return f"{message} (request id {request_id})"
+
+
+class OAuthError(FxPayError):
+    """An OAuth error: an RFC 6749 section 5.2 token error, or an ``error=`` callback.
+
+    ``headers`` are the token endpoint's answer's headers (a read-only mapping that ignores
+    case; empty for a callback's error) and ``request_id`` its ``x-request-id`` (else
+    ``request-id``) header: quote it to the provider's support.
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        error: str = "",
+        error_description: str | None = None,
+        status: int | None = None,
+        headers: Iterable[tuple[str, str]] | Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.error = error
+        self.error_description = error_description
+        self.status = status
+        self._headers = Headers(headers or ())
+
+    @property
+    def headers(self) -> Headers:
+        """The token endpoint's answer's headers (read-only, case-insensitive)."""
+        return self._headers
+
+    @property
+    def request_id(self) -> str | None:
+        """The answer's ``x-request-id`` (else ``request-id``) header, or ``None``."""
+        return request_id_of(self._headers)
+
+    def __str__(self) -> str:
+        return _with_request_id(self.message, self.request_id)
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.message, self.error, self.error_description, self.status, list(self._headers.items())))
+
+
 class ApiError(FxPayError):
     """The service answered with an error status.
 
@@ -173,6 +200,9 @@ class ApiError(FxPayError):
     def request_id(self) -> str | None:
         """The answer's ``x-request-id`` (else ``request-id``) header, or ``None``."""
         return request_id_of(self._headers)
+
+    def __str__(self) -> str:
+        return _with_request_id(self.message, self.request_id)
 
     def __reduce__(self) -> Any:
         return (type(self), (self.message, self.status, self.errors, self.body, self.retry_after, list(self._headers.items())))

@@ -17,10 +17,16 @@ leaves behind) is fxpay's, in its Rust core: a journal only stores entries.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
+import math
 import os
+import stat
+import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -40,6 +46,50 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+
+logger = logging.getLogger("fxpay.journal")
+
+
+def _seconds(name: str, value: object, *, most: float = 86400.0) -> float:
+    """A number of seconds above 0 and at most ``most``: ``TypeError`` for another type,
+    :class:`ConfigurationError` for another value (NaN, infinities, 0, a negative, an int too
+    large for a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    try:
+        v = float(value)
+    except OverflowError:
+        v = math.inf
+    if not (0 < v <= most):
+        shown = f"{value:.6g}" if isinstance(value, float) else (str(value) if len(str(value)) <= 20 else "a number that large")
+        raise ConfigurationError(f"{name} must be more than 0 and at most {most:g} seconds, got {shown}")
+    return v
+
+
+# Journals whose per-process state (locks, the group commit, connections) is made anew in a
+# child forked while other threads of the parent were inside a claim or a commit: a lock
+# held, or a commit's leader flag set, by a thread that does not exist in the child would
+# hang the child's first keyed call forever.
+_live: weakref.WeakSet[JournalBase] = weakref.WeakSet()
+
+
+def _before_fork() -> None:
+    for j in list(_live):
+        j._before_fork()
+
+
+def _after_fork_in_parent() -> None:
+    for j in list(_live):
+        j._after_fork(child=False)
+
+
+def _after_fork_in_child() -> None:
+    for j in list(_live):
+        j._after_fork(child=True)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 
 @runtime_checkable
@@ -100,6 +150,12 @@ class JournalBase:
     """The hand operations every journal shares, built on its storage methods."""
 
     single_host: bool = False
+
+    def _before_fork(self) -> None:
+        """Runs in the forking thread before a fork (a journal with per-process state)."""
+
+    def _after_fork(self, *, child: bool) -> None:
+        """Runs after a fork, in the parent and in the child."""
 
     def get(self, key: str) -> JournalEntry | None:
         raise NotImplementedError
@@ -228,19 +284,42 @@ CREATE INDEX IF NOT EXISTS fxpay_journal_result ON fxpay_journal (result);
 CREATE INDEX IF NOT EXISTS fxpay_journal_state ON fxpay_journal (state);
 """
 
+#: The SQLite ``application_id`` of an fxpay journal file ("fxpJ"): what tells a journal from
+#: any other SQLite database. Journals made before it was set have 0 and the journal's table.
+_APPLICATION_ID = 0x6678704A
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _what_to_do(path: str) -> str:
+    return (
+        f"If {path!r} is a journal that was emptied or damaged (a restore gone wrong, a bad copy, a full disk), "
+        "restore it from a backup: a journal started afresh would send every key it held again. "
+        "If it is not a journal, give SqliteJournal another path."
+    )
+
 
 class SqliteJournal(JournalBase):
     """A journal in an SQLite file: every process of one machine shares it.
 
-    The file is created with mode 0600 (it holds spot deals' callback nonces). It runs in WAL
-    mode with ``synchronous=FULL``: a claim is on disk (fsync) before the request is sent,
-    so neither a killed process nor a power cut can lose it. ``timeout`` is how long a call
-    waits for another process's write lock before failing closed with
-    :class:`fxpay.JournalError`.
+    The file is created with mode 0600 (it holds spot deals' callback nonces), and an
+    existing journal's files are made 0600 when opened. It runs in WAL mode with
+    ``synchronous=FULL``: a claim is on disk (fsync) before the request is sent, so neither
+    a killed process nor a power cut can lose it. ``timeout`` is how long a call waits for
+    another process's write lock before failing closed with :class:`fxpay.JournalError`.
+
+    The journal knows its own file. A new journal is made only where no file exists (made
+    complete under a temporary name, then linked into place, so no process ever sees it half
+    made). An existing file that is not an fxpay journal, an empty one included, is a
+    :class:`fxpay.JournalError` saying what was found: it is never taken for a new journal.
+    Before each claim the journal checks that its path still names the file it opened (device
+    and inode): a file removed or replaced under a live process is a ``JournalError``, and
+    nothing is sent.
 
     Python's own ``sqlite3`` is used (not a Rust driver): a connection is opened per process
     (anew after a fork, never shared across one), and a journal of your own in Python uses the
-    same protocol.
+    same protocol. A child forked while other threads of the parent were claiming or
+    committing starts with its own locks and connection.
     """
 
     single_host = True
@@ -248,8 +327,6 @@ class SqliteJournal(JournalBase):
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 5.0) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or an os.PathLike, not {type(path).__name__}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
         if os.fspath(path) in ("", b""):
             raise ConfigurationError("SqliteJournal needs the path of its file, got an empty path")
         if os.fspath(path) == ":memory:":
@@ -260,23 +337,128 @@ class SqliteJournal(JournalBase):
                 "SqliteJournal(':memory:') would keep a journal per process, which other processes "
                 "(and a forked child) cannot see: give it a file path, or use MemoryJournal() in one process"
             )
+        self._timeout = _seconds("timeout", timeout)
         # Absolute, once: the file is opened again in each forked child, and a child that
         # changed its working directory (a daemon's chdir("/"), Celery's --workdir) would
         # otherwise open another, empty journal there and send a claimed key again.
         self.path = os.path.abspath(os.fspath(path))
-        self._timeout = float(timeout)
+        self._new_state()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+        # The (device, inode) of the file this journal opened first: every process that uses
+        # it (a forked child reopens it) must find the same file at `path`.
+        self._ident: tuple[int, int] | None = None
+        # Connections inherited through a fork are never used or closed in the child.
+        self._inherited: list[sqlite3.Connection] = []
+        # Held across a fork by the forking thread: no thread of the parent is inside SQLite
+        # on this journal's connection when the child is made.
+        self._fork_held = False
+        with self._lock:
+            self._connection()
+        _live.add(self)
+
+    def _new_state(self) -> None:
+        """This process's locks and group-commit state (made anew in a forked child)."""
         self._lock = threading.Lock()
         # Group commit: writes of concurrent calls wait in `_queue`; one of them (the leader)
         # commits them all in one transaction, so they share one fsync.
         self._writes = threading.Condition()
         self._queue: list[_Write] = []
         self._leading = False
-        self._conn: sqlite3.Connection | None = None
-        self._pid = 0
-        # Connections inherited through a fork are never used or closed in the child.
-        self._inherited: list[sqlite3.Connection] = []
-        with self._lock:
-            self._connection()
+
+    def _before_fork(self) -> None:
+        # Bounded: a lock this thread cannot get in time is left (the child makes its own).
+        self._fork_held = self._lock.acquire(timeout=self._timeout)
+
+    def _after_fork(self, *, child: bool) -> None:
+        if child:
+            # Another thread's commit may have been in flight: its leader flag, its queue
+            # and its locks are not this process's. The connection is reopened on next use.
+            self._new_state()
+            self._fork_held = False
+            return
+        if self._fork_held:
+            self._fork_held = False
+            self._lock.release()
+
+    def _create(self) -> None:
+        """Makes a new, complete journal at ``path`` if no file is there: built under a
+        temporary name in the same folder, then hard-linked into place (which fails if a file
+        appeared meanwhile: another process's new journal is then used)."""
+        import sqlite3
+
+        folder = os.path.dirname(self.path)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".fxpay-journal-", suffix=".tmp", dir=folder)  # mode 0600
+        except OSError as e:
+            raise JournalError(f"SqliteJournal cannot create {self.path!r}: {e}") from e
+        os.close(fd)
+        try:
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+                conn.executescript(_SCHEMA)
+            finally:
+                conn.close()  # the last connection: WAL checkpointed into the file, -wal removed
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, self.path)
+            dfd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except (OSError, sqlite3.Error) as e:
+            raise JournalError(f"SqliteJournal cannot create {self.path!r}: {type(e).__name__}: {e}") from e
+        finally:
+            for leftover in (tmp, tmp + "-wal", tmp + "-shm", tmp + "-journal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)
+
+    def _inspect(self) -> tuple[tuple[int, int], int]:
+        """The (device, inode) and application id of the file at ``path``, made private;
+        a :class:`JournalError` when it is not an SQLite file with content."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            raise JournalError(f"SqliteJournal cannot open {self.path!r}: {e}") from e
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise JournalError(f"SqliteJournal: {self.path!r} is not a regular file, so not a journal")
+            if st.st_size == 0:
+                raise JournalError(
+                    f"SqliteJournal found {self.path!r} empty (0 bytes): that is not an fxpay journal, "
+                    "and it was not made into a new one. " + _what_to_do(self.path)
+                )
+            header = os.pread(fd, 100, 0)
+            if not header.startswith(_SQLITE_MAGIC) or len(header) < 100:
+                raise JournalError(
+                    f"SqliteJournal found {self.path!r} holding {st.st_size} bytes that are not an SQLite database, "
+                    "so not an fxpay journal; it was left as it is. " + _what_to_do(self.path)
+                )
+            if stat.S_IMODE(st.st_mode) & 0o077:
+                try:
+                    os.fchmod(fd, 0o600)
+                except PermissionError:
+                    logger.warning("SqliteJournal cannot make %r private (mode 0600): not its owner", self.path)
+        finally:
+            os.close(fd)
+        for side in (self.path + "-wal", self.path + "-shm"):
+            try:
+                if stat.S_IMODE(os.stat(side).st_mode) & 0o077:
+                    os.chmod(side, 0o600)
+            except (FileNotFoundError, PermissionError):
+                pass
+        return (st.st_dev, st.st_ino), int.from_bytes(header[68:72], "big")
 
     def _connection(self) -> sqlite3.Connection:
         """This process's connection (the caller holds ``_lock``)."""
@@ -287,24 +469,39 @@ class SqliteJournal(JournalBase):
         if self._conn is not None:
             self._inherited.append(self._conn)
             self._conn = None
+        if self._ident is None and not os.path.lexists(self.path):
+            self._create()
         try:
-            # Create the file private before SQLite opens it (SQLite gives its -wal and -shm
-            # files the database file's mode).
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            os.close(fd)
-        except OSError as e:
-            if not os.path.exists(self.path):
-                raise JournalError(f"SqliteJournal cannot create {self.path!r}: {e}") from e
-        # Switching to WAL takes an exclusive lock, and SQLite does not wait for it (no busy
-        # handler there): processes that open a new journal together retry, up to `timeout`.
+            ident, app_id = self._inspect()
+        except FileNotFoundError:
+            raise JournalError(self._gone_message()) from None
+        if self._ident is not None and ident != self._ident:
+            raise JournalError(self._replaced_message())
+        if app_id not in (0, _APPLICATION_ID):
+            raise JournalError(
+                f"SqliteJournal found {self.path!r} to be another program's SQLite database "
+                f"(application_id {app_id:#x}), not an fxpay journal; it was left as it is. " + _what_to_do(self.path)
+            )
+        uri = "file:" + self.path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=rw"
+        # A journal's own writes never wait on SQLite's WAL switch (it was set when the file
+        # was made); a journal of an older fxpay is switched here, which takes an exclusive
+        # lock that SQLite does not wait for: processes that open it together retry.
         deadline = time.monotonic() + max(self._timeout, 1.0)
         while True:
             try:
-                conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+                conn = sqlite3.connect(uri, uri=True, timeout=self._timeout, isolation_level=None, check_same_thread=False)
                 try:
+                    has_table = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'fxpay_journal'").fetchone()
+                    if not has_table:
+                        raise JournalError(
+                            f"SqliteJournal found {self.path!r} to be an SQLite database without an fxpay journal "
+                            "table, so not a journal; it was left as it is. " + _what_to_do(self.path)
+                        )
                     conn.execute("PRAGMA journal_mode=WAL")
                     conn.execute("PRAGMA synchronous=FULL")
                     conn.executescript(_SCHEMA)
+                    if app_id == 0:
+                        conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
                 except BaseException:
                     conn.close()
                     raise
@@ -316,8 +513,47 @@ class SqliteJournal(JournalBase):
                 raise JournalError(f"SqliteJournal cannot open {self.path!r}: {type(e).__name__}: {e}") from e
             except sqlite3.Error as e:
                 raise JournalError(f"SqliteJournal cannot open {self.path!r}: {type(e).__name__}: {e}") from e
+        # The file SQLite opened is still the one inspected (not replaced in between).
+        if self._identity() != ident:
+            conn.close()
+            raise JournalError(self._replaced_message())
+        self._ident = ident
         self._conn, self._pid = conn, os.getpid()
         return conn
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def _gone_message(self) -> str:
+        return (
+            f"SqliteJournal's file {self.path!r} was removed while the journal was in use; nothing was sent. "
+            "A new file there would be an empty journal that sends every key again: restore the journal "
+            "(from the file this process still has open, or a backup) before any keyed call."
+        )
+
+    def _replaced_message(self) -> str:
+        return (
+            f"SqliteJournal's file {self.path!r} was replaced by another file while the journal was in use; "
+            "nothing was sent. Two files would split the journal, and each would send the other's keys again: "
+            "put the journal back, or restart every process on the new file once it holds every key."
+        )
+
+    def _check_file(self) -> None:
+        """Before a claim: ``path`` still names the file this journal opened, with content."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise JournalError(self._gone_message()) from None
+        if (st.st_dev, st.st_ino) != self._ident:
+            raise JournalError(self._replaced_message())
+        if st.st_size == 0:
+            raise JournalError(
+                f"SqliteJournal found {self.path!r} emptied (0 bytes) while in use; nothing was sent. " + _what_to_do(self.path)
+            )
 
     def _run(self, sql: str, args: tuple[Any, ...]) -> tuple[int, list[Any]]:
         """Runs one statement: its rowcount and rows. A write lock that another process holds
@@ -376,7 +612,13 @@ class SqliteJournal(JournalBase):
                             w.rowcount = conn.execute(w.sql, w.args).rowcount
                         conn.execute("COMMIT")
                     except BaseException:
-                        conn.execute("ROLLBACK")
+                        # SQLite may have rolled back already (a full disk, an I/O error):
+                        # the ROLLBACK's own "no transaction is active" must not hide why.
+                        if conn.in_transaction:
+                            try:
+                                conn.execute("ROLLBACK")
+                            except Exception:
+                                logger.debug("SqliteJournal: ROLLBACK after a failed commit failed", exc_info=True)
                         raise
                 return
             except Exception as e:
@@ -395,6 +637,7 @@ class SqliteJournal(JournalBase):
     @_fails_closed("claim")
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         e = _check_entry(entry)
+        self._check_file()
         for _ in range(16):
             n = self._write(
                 "INSERT INTO fxpay_journal (key, state, result, data) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
@@ -476,7 +719,14 @@ class RedisJournal(JournalBase):
     key); swaps compare and set in one script. Keys are ``prefix + "k:" + key``.
 
     At most once across a Redis restart needs Redis to keep every write: ``appendonly yes``
-    with ``appendfsync always`` (docs/idempotency.md says why ``everysec`` is not enough).
+    with ``appendfsync always`` (docs/idempotency.md says why ``everysec`` is not enough). So
+    with ``require_persistence`` (the default) the journal reads ``CONFIG GET appendonly``
+    and ``appendfsync`` on first use: ``appendonly no`` (a Redis that forgets every key when
+    it restarts, as most Celery brokers run) is a :class:`fxpay.JournalError` naming the
+    setting, and nothing is sent; ``appendfsync everysec`` (or ``no``) is accepted with one
+    warning that a power cut can lose the last claims; a Redis that refuses ``CONFIG`` (a
+    managed one) is accepted with one warning. ``require_persistence=False`` skips the check
+    (tests, or a Redis whose persistence you vouch for).
     """
 
     def __init__(
@@ -485,9 +735,13 @@ class RedisJournal(JournalBase):
         *,
         prefix: str = "fxpay:journal:",
         socket_timeout: float = 5.0,
+        require_persistence: bool = True,
     ) -> None:
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
+        if not isinstance(require_persistence, bool):
+            raise TypeError(f"require_persistence must be a bool, not {type(require_persistence).__name__}")
+        socket_timeout = _seconds("socket_timeout", socket_timeout)
         if isinstance(url_or_client, str):
             from ._redis import client_from_url
 
@@ -500,6 +754,57 @@ class RedisJournal(JournalBase):
         # Sent once, then run by their SHA (EVALSHA): no script text on every call.
         self._claim = url_or_client.register_script(_CLAIM)
         self._swap = url_or_client.register_script(_SWAP)
+        self._persistence_known = not require_persistence
+        self._check_lock = threading.Lock()
+        _live.add(self)
+
+    def _after_fork(self, *, child: bool) -> None:
+        if child:
+            self._check_lock = threading.Lock()
+
+    def _check_persistence(self) -> None:
+        """On first use: refuses a Redis that would forget its keys when it restarts."""
+        if self._persistence_known:
+            return
+        with self._check_lock:
+            if self._persistence_known:
+                return
+            import redis
+
+            try:
+                conf = self._r.config_get("append*")
+            except redis.ResponseError as e:
+                logger.warning(
+                    "RedisJournal cannot read the Redis server's persistence settings (CONFIG GET refused: %s); "
+                    "it is trusted to keep every write across a restart (appendonly yes, appendfsync always)",
+                    e,
+                )
+                self._persistence_known = True
+                return
+
+            def setting(name: str) -> str:
+                for k, v in conf.items():
+                    k = k.decode() if isinstance(k, bytes) else str(k)
+                    if k == name:
+                        return v.decode() if isinstance(v, bytes) else str(v)
+                return ""
+
+            appendonly, appendfsync = setting("appendonly"), setting("appendfsync")
+            if appendonly != "yes":
+                raise JournalError(
+                    f"RedisJournal refuses this Redis: its appendonly setting is {appendonly or 'not set'!r}, so it "
+                    "forgets every key when it restarts, and every payment claimed before would be sent again. "
+                    "Set 'appendonly yes' and 'appendfsync always' (redis.conf, or CONFIG SET and CONFIG REWRITE), "
+                    "or give RedisJournal(require_persistence=False) for a Redis whose keys may be lost (tests). "
+                    "Nothing was sent."
+                )
+            if appendfsync != "always":
+                logger.warning(
+                    "RedisJournal: this Redis has appendfsync %s, so a power cut or a crash of its host can lose the "
+                    "claims of the last second, and their payments could be sent again; use appendfsync always",
+                    appendfsync or "unset",
+                )
+            self._persistence_known = True
 
     def _k(self, key: str) -> str:
         return self.prefix + "k:" + key
@@ -511,11 +816,14 @@ class RedisJournal(JournalBase):
 
     @_fails_closed("get")
     def get(self, key: str) -> JournalEntry | None:
-        return self._entry(self._r.get(self._k(_check_key(key))))
+        k = self._k(_check_key(key))
+        self._check_persistence()
+        return self._entry(self._r.get(k))
 
     @_fails_closed("claim")
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         e = _check_entry(entry)
+        self._check_persistence()
         return self._entry(self._claim(keys=[self._k(e.key), self._open], args=[e.to_json(), e.key]))
 
     @_fails_closed("swap")
@@ -523,12 +831,14 @@ class RedisJournal(JournalBase):
         o, n = _check_entry(old, "old"), _check_entry(new, "new")
         if o.key != n.key:
             raise ValueError("old and new must have the same key")
+        self._check_persistence()
         index = self.prefix + "r:" + n.result if n.result and n.result != o.result else ""
         done = self._swap(keys=[self._k(o.key), self._open, index], args=[o.to_json(), n.to_json(), o.key, n.state])
         return bool(done == 1)
 
     @_fails_closed("find")
     def find(self, result: str) -> JournalEntry | None:
+        self._check_persistence()
         key = self._r.get(self.prefix + "r:" + result)
         if key is None:
             return None
@@ -536,6 +846,7 @@ class RedisJournal(JournalBase):
 
     @_fails_closed("candidates")
     def candidates(self) -> list[JournalEntry]:
+        self._check_persistence()
         keys = sorted(k.decode() if isinstance(k, bytes) else k for k in self._r.smembers(self._open))
         out = []
         for key in keys:

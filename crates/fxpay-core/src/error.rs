@@ -26,6 +26,9 @@ pub enum Error {
         error: String,
         description: Option<String>,
         status: Option<u16>,
+        /// The token endpoint's answer's headers (names in lower case), for
+        /// `OAuthError.headers` and `.request_id`; empty for a callback's error.
+        headers: Vec<(String, String)>,
     },
     /// The `state` of an authorization callback does not match the one sent.
     #[error("the state returned by the authorization server does not match the one sent")]

@@ -1,6 +1,6 @@
 //! The TLS settings of every connection pool: rustls with the system's trust (through
-//! rustls-platform-verifier) plus a client's extra roots (`ca_bundle`), offering h2 and
-//! HTTP/1.1 by ALPN.
+//! rustls-platform-verifier), or with a client's CA bundle alone (`ca_bundle`, or
+//! `SSL_CERT_FILE`), offering h2 and HTTP/1.1 by ALPN.
 //!
 //! Building that configuration reads and parses the system's root certificates, a few
 //! milliseconds of CPU. A client has a pool per calling thread besides its shared one, and an
@@ -27,10 +27,78 @@ fn configs() -> &'static Built {
     BUILT.get_or_make(|| Mutex::new(Vec::new()))
 }
 
+/// The most a PEM file given as `ca_bundle`, `client_cert` or `client_key` may hold. A
+/// system's whole CA bundle is about 220 KB.
+pub const PEM_LIMIT: u64 = 4 * 1024 * 1024;
+
+/// The bytes of the PEM file `path`, given as `what`. Only a regular file of at most
+/// [`PEM_LIMIT`] bytes is read: a FIFO (which would block the caller until a writer came,
+/// Ctrl-C or not), a device (`/dev/zero` never ends) or a directory is refused at once.
+pub fn read_pem_file(what: &str, path: &str) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let cannot = |e: std::io::Error| Error::config(format!("cannot read {what} {path:?}: {e}"));
+    // Opened without blocking (a FIFO with no writer would block `open` itself), then
+    // checked on the open file, so what is checked is what is read.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        let kind = kind_of(&meta.file_type());
+        return Err(Error::config(format!(
+            "{what} {path:?} is {kind}, not a regular file: give the path of a PEM file"
+        )));
+    }
+    if meta.len() > PEM_LIMIT {
+        return Err(too_large(what, path));
+    }
+    let mut pem = Vec::with_capacity(meta.len() as usize);
+    file.take(PEM_LIMIT + 1)
+        .read_to_end(&mut pem)
+        .map_err(cannot)?;
+    if pem.len() as u64 > PEM_LIMIT {
+        return Err(too_large(what, path));
+    }
+    Ok(pem)
+}
+
+fn too_large(what: &str, path: &str) -> Error {
+    Error::config(format!(
+        "{what} {path:?} is larger than {} MiB: it is not a PEM file of certificates or a key",
+        PEM_LIMIT / (1024 * 1024)
+    ))
+}
+
+/// What a file that is not a regular file is, in words.
+fn kind_of(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Whether a PEM holds an encrypted private key (PKCS#8 `ENCRYPTED PRIVATE KEY`, or a
+/// traditional key with `Proc-Type: 4,ENCRYPTED`), which fxpay cannot use: it has no
+/// passphrase to ask for.
+fn is_encrypted_key(pem: &[u8]) -> bool {
+    let has = |needle: &[u8]| pem.windows(needle.len()).any(|w| w == needle);
+    has(b"-----BEGIN ENCRYPTED PRIVATE KEY-----") || has(b"Proc-Type: 4,ENCRYPTED")
+}
+
 /// The certificates of a PEM bundle (`ca_bundle`), refused if unreadable or empty.
 pub fn read_roots(path: &str) -> Result<Vec<CertificateDer<'static>>> {
-    let pem = std::fs::read(path)
-        .map_err(|e| Error::config(format!("cannot read ca_bundle {path:?}: {e}")))?;
+    let pem = read_pem_file("ca_bundle", path)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| Error::config(format!("ca_bundle {path:?} is not a PEM bundle: {e}")))?;
@@ -62,9 +130,7 @@ impl Clone for Identity {
 /// `cert` too when `key` is `None` (one PEM holding both). A file that is missing or
 /// unreadable, or that holds no certificate or no key, is a `ConfigurationError`.
 pub fn read_identity(cert: &str, key: Option<&str>) -> Result<Identity> {
-    let read = |what: &str, path: &str| {
-        std::fs::read(path).map_err(|e| Error::config(format!("cannot read {what} {path:?}: {e}")))
-    };
+    let read = read_pem_file;
     let cert_pem = read("client_cert", cert)?;
     let chain = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<std::result::Result<Vec<_>, _>>()
@@ -78,6 +144,13 @@ pub fn read_identity(cert: &str, key: Option<&str>) -> Result<Identity> {
         Some(k) => (read("client_key", k)?, k, "client_key"),
         None => (cert_pem.clone(), cert, "client_cert"),
     };
+    if is_encrypted_key(&key_pem) {
+        return Err(Error::config(format!(
+            "{what} {key_path:?} holds an encrypted private key, which fxpay cannot use (it \
+             has no passphrase to ask for): give the key decrypted, for example written by \
+             `openssl pkey -in {key_path} -out key.pem`, in a file only you can read"
+        )));
+    }
     let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| {
         Error::config(format!(
             "{what} {key_path:?} holds no private key (PEM: PKCS#8, PKCS#1 or SEC1)"
@@ -97,7 +170,7 @@ pub fn client_config_with_identity(
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::config(format!("cannot set up TLS: {e}")))?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_custom_certificate_verifier(verifier)
         .with_client_auth_cert(identity.chain.clone(), identity.key.clone_key())
         .map_err(|e| {
             Error::config(format!(
@@ -135,38 +208,55 @@ fn find(extra: &[CertificateDer<'static>]) -> Option<Arc<rustls::ClientConfig>> 
 
 /// What reqwest builds by default with its `rustls` feature, made once: the process's
 /// default crypto provider (aws-lc-rs unless the application installed another), the
-/// platform verifier, and ALPN offering h2, then HTTP/1.1.
+/// verifier (see [`trust`]), and ALPN offering h2, then HTTP/1.1.
 fn build(extra: &[CertificateDer<'static>]) -> Result<rustls::ClientConfig> {
     let (provider, verifier) = trust(extra)?;
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::config(format!("cannot set up TLS: {e}")))?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
 
-/// The crypto provider and the verifier trusting the system's roots and `extra`.
+/// The crypto provider and the verifier: with a CA bundle (`extra`), the bundle's roots
+/// alone, as `curl --cacert` and requests' `verify=path` do (the system's store is never
+/// read: a cold start that makes one call over TLS parsed every certificate of the system,
+/// about 10 ms, twice where `SSL_CERT_FILE` names the system's bundle); without one, the
+/// system's trust through rustls-platform-verifier (a company CA installed in the system
+/// store is trusted).
 fn trust(
     extra: &[CertificateDer<'static>],
 ) -> Result<(
     Arc<rustls::crypto::CryptoProvider>,
-    rustls_platform_verifier::Verifier,
+    Arc<dyn rustls::client::danger::ServerCertVerifier>,
 )> {
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()
         .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
-    let verifier = if extra.is_empty() {
-        rustls_platform_verifier::Verifier::new(provider.clone())
-    } else {
-        rustls_platform_verifier::Verifier::new_with_extra_roots(
-            extra.iter().cloned(),
-            provider.clone(),
-        )
+    if extra.is_empty() {
+        let verifier = rustls_platform_verifier::Verifier::new(provider.clone()).map_err(|e| {
+            Error::config(format!("cannot load the system's root certificates: {e}"))
+        })?;
+        return Ok((provider, Arc::new(verifier)));
     }
-    .map_err(|e| Error::config(format!("cannot load the system's root certificates: {e}")))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in extra {
+        roots.add(cert.clone()).map_err(|e| {
+            Error::config(format!(
+                "the CA bundle holds a certificate that cannot be a root: {e}"
+            ))
+        })?;
+    }
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .map_err(|e| Error::config(format!("cannot set up TLS with the CA bundle: {e}")))?;
+    let verifier: Arc<dyn rustls::client::danger::ServerCertVerifier> = verifier;
     Ok((provider, verifier))
 }
 

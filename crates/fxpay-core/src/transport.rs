@@ -88,6 +88,9 @@ pub struct Response {
     pub status: u16,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// Why an answer that would have been retried was not: the wait its `Retry-After` (or
+    /// the backoff) asked for would end past the call's deadline. Its error says so.
+    pub cut: Option<String>,
 }
 
 /// What happened on one attempt, for DEBUG logging. Carries no secret.
@@ -367,7 +370,10 @@ impl Transport {
                 Some(end) => {
                     let left = end.saturating_duration_since(started);
                     if left.is_zero() {
-                        return Err(crate::deadline::passed_at(true));
+                        return Err(crate::deadline::passed_while(
+                            &format!("before {} {} was sent", req.method, req.path),
+                            true,
+                        ));
                     }
                     self.config.timeout.min(left)
                 }
@@ -407,12 +413,28 @@ impl Transport {
                     let timed_out = e.is_timeout();
                     let wait = (may_retry && (nothing_sent || req.retry == Retry::Safe))
                         .then(|| backoff(attempt, policy));
-                    (wait, Err(transport_error(&e, timed_out, nothing_sent)))
+                    let mut err = transport_error(&e, timed_out, nothing_sent);
+                    if timed_out {
+                        err = timed_out_error(err, req, timeout, self.config.timeout);
+                    }
+                    (wait, Err(err))
                 }
             };
-            // No wait runs past the deadline: the answer (or error) in hand is the result.
-            let retry_in =
-                retry_in.filter(|wait| end.is_none_or(|end| Instant::now() + *wait < end));
+            // No wait runs past the deadline: the answer (or error) in hand is the result,
+            // and says that the deadline cut its retries.
+            let (retry_in, result) = match retry_in {
+                Some(wait) if end.is_some_and(|end| Instant::now() + wait >= end) => {
+                    // A deadline already reached needs no note: the error says it ran out.
+                    let reached = end.is_some_and(|end| Instant::now() >= end);
+                    let result = if reached {
+                        result
+                    } else {
+                        cut_by_deadline(result, wait, attempt)
+                    };
+                    (None, result)
+                }
+                other => (other, result),
+            };
             if let Some(obs) = observer {
                 obs.attempt(&AttemptLog {
                     method: req.method.as_str(),
@@ -503,6 +525,7 @@ async fn exchange(rb: reqwest::RequestBuilder) -> std::result::Result<Response, 
         status,
         headers,
         body,
+        cut: None,
     })
 }
 
@@ -540,6 +563,76 @@ fn build_http(
         .tls_backend_preconfigured(rustls::ClientConfig::clone(&tls))
         .build()
         .map_err(|e| Error::config(format!("cannot build the HTTP client: {e}")))
+}
+
+/// A timed-out attempt's error, naming the request and the limit that ran out: the client's
+/// `timeout` (`per_attempt`), or what was left of the call's deadline (`timeout`, shorter).
+fn timed_out_error(e: Error, req: &Request<'_>, timeout: Duration, per_attempt: Duration) -> Error {
+    let Error::Transport {
+        message,
+        timeout: t,
+        unsent,
+    } = e
+    else {
+        return e;
+    };
+    let limit = if timeout < per_attempt {
+        match crate::deadline::limit() {
+            Some(l) if l.saturating_sub(timeout) < Duration::from_millis(1) => {
+                format!("the call's deadline of {:.3} s", l.as_secs_f64())
+            }
+            Some(l) => format!(
+                "the call's deadline of {:.3} s (the {:.3} s of it left)",
+                l.as_secs_f64(),
+                timeout.as_secs_f64()
+            ),
+            None => format!("{:.3} s", timeout.as_secs_f64()),
+        }
+    } else {
+        format!("the client's timeout of {:.3} s", timeout.as_secs_f64())
+    };
+    Error::Transport {
+        message: format!(
+            "{} {} got no answer within {limit}; {message}",
+            req.method, req.path
+        ),
+        timeout: t,
+        unsent,
+    }
+}
+
+/// `result`, which would have been retried after `wait` had the call's deadline allowed it,
+/// saying so.
+fn cut_by_deadline(result: Result<Response>, wait: Duration, attempt: u32) -> Result<Response> {
+    let limit = crate::deadline::limit()
+        .map(|l| format!(" of {:.3} s", l.as_secs_f64()))
+        .unwrap_or_default();
+    let tries = if attempt == 1 {
+        "1 attempt".to_string()
+    } else {
+        format!("{attempt} attempts")
+    };
+    let note = format!(
+        "not retried after {tries}: the wait of {:.3} s before the next would end past the \
+         call's deadline{limit}",
+        wait.as_secs_f64()
+    );
+    match result {
+        Ok(mut r) => {
+            r.cut = Some(note);
+            Ok(r)
+        }
+        Err(Error::Transport {
+            message,
+            timeout,
+            unsent,
+        }) => Err(Error::Transport {
+            message: format!("{message} ({note})"),
+            timeout,
+            unsent,
+        }),
+        Err(e) => Err(e),
+    }
 }
 
 fn transport_error(e: &reqwest::Error, timeout: bool, nothing_sent: bool) -> Error {
@@ -631,9 +724,17 @@ pub fn api_error(resp: &Response) -> Error {
     } else {
         String::new()
     };
+    let cut = resp
+        .cut
+        .as_deref()
+        .map(|c| format!(" ({c})"))
+        .unwrap_or_default();
+    let id = request_id(&resp.headers)
+        .map(|id| format!(" (request id {id})"))
+        .unwrap_or_default();
     Error::Api {
         status: resp.status,
-        message: format!("HTTP {}{first}{more}", resp.status),
+        message: format!("HTTP {}{first}{more}{cut}{id}", resp.status),
         errors,
         body,
         retry_after: retry_after(&resp.headers),
@@ -724,6 +825,7 @@ mod tests {
         let resp = Response {
             status: 400,
             headers: HeaderMap::new(),
+            cut: None,
             body: Bytes::from_static(br#"{"errors":[{"errorCode":"validation:beneficiary:1004","fieldName":"PaymentReason","message":"must not be empty"}]}"#),
         };
         match api_error(&resp) {
@@ -747,6 +849,7 @@ mod tests {
         let resp = Response {
             status: 502,
             headers: HeaderMap::new(),
+            cut: None,
             body: Bytes::from_static(b"<html>bad gateway</html>"),
         };
         match api_error(&resp) {

@@ -67,6 +67,7 @@ async fn client_errors_with_an_oauth_body_become_oauth_errors() {
                 error,
                 description,
                 status: s,
+                ..
             } => {
                 assert_eq!(error, "invalid_client");
                 assert_eq!(description.as_deref(), Some("bad secret"));

@@ -9,6 +9,7 @@ fn message(body: &'static str) -> String {
         status: 400,
         headers: HeaderMap::new(),
         body: Bytes::from_static(body.as_bytes()),
+        cut: None,
     };
     match api_error(&resp) {
         Error::Api { message, .. } => message,

@@ -104,11 +104,12 @@ pub fn to_pyerr(e: Error) -> PyErr {
                 error,
                 description,
                 status,
+                headers,
             } = e
             else {
                 return FxPayError::new_err((message,));
             };
-            OAuthError::new_err((message, error, description, status))
+            OAuthError::new_err((message, error, description, status, headers))
         }
         e @ Error::StateMismatch => StateMismatchError::new_err((e.to_string(),)),
         Error::Api {

@@ -4,9 +4,11 @@
 //! complete a spot deal), which are the core's.
 use super::convert::{instant_to_py, opt_text, text, type_name};
 use super::errors::{Fallible, PyJournalEntry};
+use super::models::DealCreated;
 use fxpay_core::error::{Error, Result};
 use fxpay_core::journal::holder::{HolderCheck, LeaseOnly, LocalProcesses};
 use fxpay_core::journal::{admin, Entry, Store};
+use fxpay_core::models::EventStatus;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
@@ -101,10 +103,17 @@ impl JournalEntry {
         Ok(JournalEntry(entry))
     }
 
+    /// Pickles without the spot deal's callback nonce (the one secret an entry holds): a
+    /// pickled entry, or an ``IdempotencyError`` carrying it, lands in task queues and result
+    /// backends. Key, state, operation, result and error survive.
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
         let from_json = slf.get_type().getattr("from_json")?;
-        let args = PyTuple::new(py, [slf.get().0.to_json()])?;
+        let public = Entry {
+            nonce: None,
+            ..slf.get().0.clone()
+        };
+        let args = PyTuple::new(py, [public.to_json()])?;
         PyTuple::new(py, [from_json.into_any(), args.into_any()])
     }
 
@@ -285,8 +294,80 @@ pub fn _journal_complete_spot(
     Ok(entry.map(JournalEntry))
 }
 
+/// Verifies a ``DealCreated`` notification against the callback nonces the journal issued
+/// to keyed spot deals, and parses it: the event and the key of its spot deal. A nonce the
+/// journal never issued (or none, or two) is a ``WebhookVerificationError``; a body that is
+/// not an event, a ``WebhookPayloadError``.
+#[pyfunction]
+#[pyo3(signature = (journal, body, headers))]
+pub fn _journal_verify_deal_created<'py>(
+    py: Python<'py>,
+    journal: &Bound<'py, PyAny>,
+    body: &Bound<'py, PyAny>,
+    headers: &Bound<'py, PyAny>,
+) -> Fallible<(Bound<'py, DealCreated>, String)> {
+    let store = PyJournal::from_py(journal, "journal")?;
+    let mut nonces = crate::webhook::nonce_headers(Some(headers))?;
+    let nonce = match (nonces.pop(), nonces.is_empty()) {
+        (Some(n), true) => n,
+        (None, _) => {
+            return Err(
+                Error::WebhookVerification("the callback-nonce header is missing".into()).into(),
+            )
+        }
+        (Some(_), false) => {
+            return Err(Error::WebhookVerification(
+                "the callback-nonce header appears more than once".into(),
+            )
+            .into())
+        }
+    };
+    let Some(entry) = admin::issued(&*store, &nonce)? else {
+        return Err(Error::WebhookVerification(
+            "the callback-nonce was not issued by this journal to any spot deal".into(),
+        )
+        .into());
+    };
+    let nonce_obj = PyString::new(py, &nonce);
+    let event =
+        crate::webhook::parse_deal_created(py, body, Some(headers), Some(nonce_obj.as_any()))?;
+    Ok((event, entry.key))
+}
+
+/// Settles the spot deal under ``key`` by its verified ``DealCreated`` ``event``: ``done``
+/// (its process id and deal id) on success, ``released`` on failure, whatever state it was
+/// in. The entry as it now stands, or None when the journal holds no spot deal under ``key``.
+#[pyfunction]
+pub fn _journal_settle_spot(
+    journal: &Bound<'_, PyAny>,
+    key: &Bound<'_, PyAny>,
+    event: &Bound<'_, PyAny>,
+) -> Fallible<Option<JournalEntry>> {
+    let store = PyJournal::from_py(journal, "journal")?;
+    let key = text(key, "key")?;
+    let ev = crate::models::extract::<DealCreated>(event, "event")?;
+    let failure = ev
+        .errors
+        .iter()
+        .map(|e| format!("{}: {}", e.error_code, e.message))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let ok = ev.status == EventStatus::Success;
+    let entry = admin::settle_spot(
+        &*store,
+        &key,
+        ok,
+        &ev.process_id,
+        ev.deal_id.as_deref(),
+        &failure,
+    )?;
+    Ok(entry.map(JournalEntry))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<JournalEntry>()?;
+    m.add_function(wrap_pyfunction!(_journal_verify_deal_created, m)?)?;
+    m.add_function(wrap_pyfunction!(_journal_settle_spot, m)?)?;
     m.add_function(wrap_pyfunction!(_journal_resolve, m)?)?;
     m.add_function(wrap_pyfunction!(_journal_unknown, m)?)?;
     m.add_function(wrap_pyfunction!(_journal_complete_spot, m)?)?;

@@ -1,7 +1,7 @@
 //! `Client.pay_out`'s rows in: a table's records (dicts that `fxpay._payouts` made of a
 //! list, a pandas or a polars frame) become the core's rows.
 use super::convert::{amount_text, opt_text, text, type_name};
-use super::errors::Fallible;
+use super::errors::{Failure, Fallible};
 use super::models::beneficiary_from_py;
 use fxpay_core::error::Error;
 use fxpay_core::journal::payout::{Outcome, Row, RowBeneficiary, Status};
@@ -64,7 +64,13 @@ fn row_from_py(
         }
     }
     let amount = match need(rec, i, "buy_amount")? {
-        Ok(v) => amount_text(&name("buy_amount"), &v)?,
+        Ok(v) => match amount_text(&name("buy_amount"), &v) {
+            Ok(a) => a,
+            // A value refused by its size (an int of 400 digits) refuses this row only, as
+            // a 29-digit one does; a wrong type is still a `TypeError` for the table.
+            Err(Failure::Core(e)) => return Ok(Err(e.to_string())),
+            Err(e) => return Err(e),
+        },
         Err(e) => return Ok(Err(e)),
     };
     let funding = opt_text(

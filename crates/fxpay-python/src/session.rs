@@ -2,7 +2,7 @@
 use super::call::ready;
 use super::errors::closed_error;
 use super::models::{token, Out};
-use super::twin::{twin, Obs};
+use super::twin::{self, Obs, Start};
 use fxpay_core::auth::user_session::OnToken;
 use fxpay_core::auth::UserSession as Core;
 use fxpay_core::error::Error;
@@ -100,18 +100,36 @@ fn call_on_token(cb: &Py<PyAny>, t: &Token) -> Result<(), Error> {
     }
 }
 
-twin! {
-    #[pymethods]
-    impl UserSession {
-        /// The user's virtual accounts.
-        fn list_virtual_accounts, list_virtual_accounts_async (&self, py) {
-            let s = self.check_open()?;
-            move |obs: Obs| async move {
-                let (accounts, _raw) =
-                    fxpay_core::client::list_virtual_accounts(&s, obs.as_deref()).await?;
-                Ok(Out::Accounts(accounts))
-            }
-        }
+/// What each network method and its ``_async`` twin share: the arguments converted (with the
+/// GIL, so a wrong type raises at the call) and how to start the call once its tracing
+/// observer is known (`twin.rs`).
+impl UserSession {
+    /// The call of :meth:`list_virtual_accounts` and :meth:`list_virtual_accounts_async`.
+    fn list_virtual_accounts_call(&self) -> PyResult<impl Start> {
+        let s = self.check_open()?;
+        Ok(move |obs: Obs| async move {
+            let (accounts, _raw) =
+                fxpay_core::client::list_virtual_accounts(&s, obs.as_deref()).await?;
+            Ok(Out::Accounts(accounts))
+        })
+    }
+}
+
+#[pymethods]
+impl UserSession {
+    /// The user's virtual accounts.
+    fn list_virtual_accounts(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        twin::blocking(py, self.deadline(), self.list_virtual_accounts_call()?)
+    }
+
+    /// :meth:`list_virtual_accounts`, awaitable.
+    fn list_virtual_accounts_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        twin::awaitable(
+            py,
+            self.deadline(),
+            "list_virtual_accounts_async",
+            self.list_virtual_accounts_call()?,
+        )
     }
 
     /// The current token.

@@ -1,10 +1,9 @@
-//! Twins: a network method's blocking form and its `_async` form, made from one description
-//! by `twin!` (as `pymodel!` makes a model class from one).
-//!
-//! A description converts the arguments (with the GIL, so a wrong type raises at the call)
-//! and returns how to start the call once its tracing observer is known. The blocking form
-//! starts it at once and waits with the GIL released; the `_async` form returns a coroutine
-//! that starts it on its first step. Both are bounded by the object's deadline and keep a
+//! Twins: a network method's blocking form and its `_async` form, two one-line
+//! `#[pymethods]` over one function of the class that converts the arguments (with the GIL,
+//! so a wrong type raises at the call) and returns how to start the call once its tracing
+//! observer is known (a [`Start`]). The blocking form starts it at once and waits with the
+//! GIL released ([`blocking`]); the `_async` form returns a coroutine that starts it on its
+//! first step ([`awaitable`]). Both are bounded by the object's deadline and keep a
 //! `with_raw_response` capture armed for them.
 use super::bridge::block as block_now;
 use super::bridge::CallFuture;
@@ -51,67 +50,44 @@ pub fn call(
     })
 }
 
-/// The `#[pymethods]` block of a class with twins: first the twins, one description each,
-/// then the class's other methods as they would stand in `#[pymethods]`. The invocation
-/// writes `#[pymethods]` itself: pyo3's generated code then has the caller's hygiene.
-///
-/// ```text
-/// twin! {
-///     #[pymethods]
-///     impl Client {
-///         /// Reads a quote.
-///         fn get_quote, get_quote_async (&self, py, quote_id: &Bound<'_, PyAny>) {
-///             let (c, quote_id) = (self.core()?.clone(), text(quote_id, "quote_id")?);
-///             move |obs: Obs| async move { ... }
-///         }
-///     }
-///     // other methods
-/// }
-/// ```
-///
-/// The description's block runs in both forms, with the GIL; it returns a closure that
-/// makes the call's future from its observer. The class has `fn deadline(&self) ->
-/// Option<Duration>`. The `_async` form's docstring is ":meth:`x`, awaitable."; both forms
-/// take the `#[pyo3(...)]` options given (so their signatures are the same by construction,
-/// which tests/python/client/test_twins.py checks).
-macro_rules! twin {
-    (
-        $hash:tt $pymethods:tt
-        impl $ty:ident {
-            $(
-                $(#[doc = $doc:expr])*
-                $(#[pyo3 $opt:tt])*
-                fn $name:ident, $async_name:ident (&$self:ident, $py:ident $(, $arg:ident : $argty:ty)*) $body:block
-            )*
-        }
-        $($plain:tt)*
-    ) => {
-        $hash $pymethods
-        impl $ty {
-            $(
-                $(#[doc = $doc])*
-                $(#[pyo3 $opt])*
-                #[allow(clippy::too_many_arguments)]
-                fn $name(&$self, $py: Python<'_> $(, $arg: $argty)*) -> PyResult<Py<PyAny>> {
-                    let start = $body;
-                    let obs = $crate::observe::observer($py);
-                    $crate::twin::block($py, $self.deadline(), start(obs))
-                }
-
-                #[doc = concat!(":meth:`", stringify!($name), "`, awaitable.")]
-                $(#[pyo3 $opt])*
-                #[allow(clippy::too_many_arguments)]
-                fn $async_name(&$self, $py: Python<'_> $(, $arg: $argty)*) -> PyResult<Py<PyAny>> {
-                    let start = $body;
-                    $crate::twin::call($py, $self.deadline(), stringify!($async_name), move |obs| {
-                        Box::pin(start(obs))
-                    })
-                }
-            )*
-
-            $($plain)*
-        }
-    };
+/// How a network method's call starts once its tracing observer is known: what a method and
+/// its `_async` twin share. A class makes one with a function of its own (`x_call`), which
+/// converts the arguments with the GIL (a wrong type raises at the call); any closure
+/// `move |obs: Obs| async move { ... }` is one.
+pub trait Start: Send + 'static {
+    type Fut: std::future::Future<Output = Result<Out, Error>> + Send + 'static;
+    fn start(self, obs: Obs) -> Self::Fut;
 }
 
-pub(crate) use twin;
+impl<F, Fut> Start for F
+where
+    F: FnOnce(Obs) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<Out, Error>> + Send + 'static,
+{
+    type Fut = Fut;
+    fn start(self, obs: Obs) -> Fut {
+        self(obs)
+    }
+}
+
+/// The blocking form of a network method: starts the call at once, with the caller's
+/// observer, and waits with the GIL released.
+pub fn blocking(
+    py: Python<'_>,
+    deadline: Option<Duration>,
+    call: impl Start,
+) -> PyResult<Py<PyAny>> {
+    let obs = super::observe::observer(py);
+    block(py, deadline, call.start(obs))
+}
+
+/// The `_async` form of a network method (`name`, for the coroutine's repr): a coroutine
+/// that starts the call on its first step, inside the awaiting task.
+pub fn awaitable(
+    py: Python<'_>,
+    deadline: Option<Duration>,
+    name: &'static str,
+    call: impl Start,
+) -> PyResult<Py<PyAny>> {
+    self::call(py, deadline, name, move |obs| Box::pin(call.start(obs)))
+}

@@ -84,7 +84,7 @@ fn body_bytes<'a>(body: &'a Bound<'_, PyAny>) -> Fallible<&'a [u8]> {
 /// Names and values must be `str` (else `TypeError`). A value that is not text (a lone
 /// surrogate) is kept as a value that matches no nonce, so the check fails as for any other
 /// wrong value.
-fn nonce_headers(headers: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+pub(crate) fn nonce_headers(headers: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
     let mut found = Vec::new();
     let Some(headers) = headers.filter(|h| !h.is_none()) else {
         return Ok(found);

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._fxpay import _journal_settle_spot, _journal_verify_deal_created
 from .._otel import receiving as traced
 from ..errors import ConfigurationError, WebhookPayloadError, WebhookVerificationError
 from ..models import DealCreated
@@ -29,12 +30,14 @@ __all__ = [
     "NonceFor",
     "Settings",
     "after_claim",
+    "by_journal",
     "check_journal",
     "check_nonce_settings",
     "complete_spot",
     "drive",
     "drive_async",
     "flow",
+    "handle",
     "headers_of",
     "logger",
     "nonce_for_unknown",
@@ -65,6 +68,9 @@ SEEN_UNAVAILABLE: Answer = (503, {"ok": False, "error": "the seen-set is unavail
 #: The seen-set answered something that is none of "claimed", "seen", "busy" (a bug).
 SEEN_FAILED: Answer = (500, {"ok": False, "error": "the seen-set failed"})
 HANDLER_FAILED: Answer = (500, {"ok": False, "error": "the event handler failed"})
+#: The journal failed while it verified or settled the event: 503 with ``Retry-After``, so the
+#: sender delivers it again once the journal is back (the event is what settles the key).
+JOURNAL_UNAVAILABLE: Answer = (503, {"ok": False, "error": "the journal is unavailable; try again later"})
 
 
 @dataclass(frozen=True)
@@ -79,12 +85,21 @@ class Settings:
     # The seen-set never blocks (kept in memory): async receivers call it inline.
     seen_inline: bool
     on_event: Callable[..., Any]
+    # No nonce setting, a journal given: notifications are verified against the nonces the
+    # journal issued to keyed spot deals, and settle their keys.
+    by_journal: bool = False
 
 
-def check_nonce_settings(nonce: str | None, nonce_for: NonceFor | None, nonce_for_ref: NonceFor | None = None) -> None:
-    """Exactly one of ``nonce``, ``nonce_for`` and ``nonce_for_ref`` must be given."""
-    if sum(x is not None for x in (nonce, nonce_for, nonce_for_ref)) != 1:
-        raise ConfigurationError("give exactly one of nonce=, nonce_for= and nonce_for_ref=")
+def check_nonce_settings(
+    nonce: str | None, nonce_for: NonceFor | None, nonce_for_ref: NonceFor | None = None, *, journal: Any = None
+) -> None:
+    """Exactly one of ``nonce``, ``nonce_for`` and ``nonce_for_ref`` must be given, or none of
+    them with a ``journal`` (whose issued nonces then verify each notification)."""
+    given = sum(x is not None for x in (nonce, nonce_for, nonce_for_ref))
+    if given == 0 and journal is not None:
+        return
+    if given != 1:
+        raise ConfigurationError("give exactly one of nonce=, nonce_for= and nonce_for_ref=, or journal= alone")
     if nonce is not None and not nonce:
         raise ConfigurationError("nonce= must not be empty")
 
@@ -97,8 +112,9 @@ def settings(
     ref_param: str,
     seen: SeenSet | None,
     on_event: Any,
+    journal: Any = None,
 ) -> Settings:
-    check_nonce_settings(nonce, nonce_for, nonce_for_ref)
+    check_nonce_settings(nonce, nonce_for, nonce_for_ref, journal=journal)
     if not callable(on_event):
         raise TypeError("on_event must be callable")
     for name, fn in (("nonce_for", nonce_for), ("nonce_for_ref", nonce_for_ref)):
@@ -112,7 +128,8 @@ def settings(
         seen = MemorySeenSet()
     elif not isinstance(seen, SeenSet):
         raise TypeError("seen must be a SeenSet (with claim, commit and release methods)")
-    return Settings(nonce, nonce_for, nonce_for_ref, ref_param, seen, type(seen) is MemorySeenSet, on_event)
+    by_journal = journal is not None and nonce is None and nonce_for is None and nonce_for_ref is None
+    return Settings(nonce, nonce_for, nonce_for_ref, ref_param, seen, type(seen) is MemorySeenSet, on_event, by_journal)
 
 
 def seen_key(event: DealCreated) -> str:
@@ -189,9 +206,36 @@ class Call:
 Flow = Generator[Call, Any, Answer]
 
 
+def by_journal(journal: Any, body: bytes, headers: Mapping[str, str]) -> Generator[Call, Any, Answer | DealCreated]:
+    """Verifies a notification against the nonces ``journal`` issued and settles its spot
+    deal's key; returns the event, or the answer when it cannot be handled."""
+    try:
+        verified = yield Call(_journal_verify_deal_created, (journal, body, headers))
+        event: DealCreated = verified[0]
+        key: str = verified[1]
+    except WebhookVerificationError as e:
+        return (401, {"ok": False, "error": str(e)})
+    except WebhookPayloadError as e:
+        return (400, {"ok": False, "error": str(e)})
+    except Exception:
+        logger.exception("the journal failed to verify a DealCreated notification")
+        return JOURNAL_UNAVAILABLE
+    try:
+        yield Call(_journal_settle_spot, (journal, key, event))
+    except Exception:
+        logger.exception("the journal failed to settle the key of DealCreated %s", event.process_id)
+        return JOURNAL_UNAVAILABLE
+    return event
+
+
 def flow(conf: Settings, journal: Any, body: bytes, headers: Mapping[str, str], query: Mapping[str, str]) -> Flow:
     """Receives one delivery: verifies it, claims its ``processId``, runs ``on_event`` once."""
     ref: str | None = None
+    if conf.by_journal:
+        got = yield from by_journal(journal, body, headers)
+        if not isinstance(got, DealCreated):
+            return got
+        return (yield from handle(conf, got, None))
     try:
         lookup: NonceFor | None = None
         if conf.nonce_for_ref is not None:
@@ -216,6 +260,11 @@ def flow(conf: Settings, journal: Any, body: bytes, headers: Mapping[str, str], 
         return (400, {"ok": False, "error": str(e)})
 
     yield Call(complete_spot, (journal, event))
+    return (yield from handle(conf, event, ref))
+
+
+def handle(conf: Settings, event: DealCreated, ref: str | None) -> Flow:
+    """Runs ``on_event`` for a verified event, once per ``processId`` (the seen-set)."""
     key = seen_key(event)
     try:
         claim = yield Call(conf.seen.claim, (key,), seen=True)

@@ -49,7 +49,7 @@ def deal_created_view(
 ) -> Callable[[HttpRequest], JsonResponse]:
     """A view (CSRF-exempt, POST only: anything else gets 405) that receives ``DealCreated``.
 
-    Give exactly one of ``nonce`` (one nonce for every notification), ``nonce_for``
+    Give ``journal`` alone (below), or exactly one of ``nonce`` (one nonce for every notification), ``nonce_for``
     (called with the event's ``processId``, returns the ``callback_nonce`` stored with that
     ``SpotDeal``, or ``None`` when the process is unknown) and ``nonce_for_ref`` (called
     with the ``ref_param`` query parameter of the callback URL, a reference the application
@@ -58,8 +58,16 @@ def deal_created_view(
     ``on_event(event, ref)``. Coroutine functions are run with ``async_to_sync``, and so is
     an awaitable that a plain callable returns.
 
-    With ``journal`` (the client's :class:`fxpay.Journal`), each verified successful event's
-    ``dealId`` is recorded on its spot deal's entry (``journal.get(key).deal_id``).
+    With ``journal`` (the client's :class:`fxpay.Journal`) and none of ``nonce``,
+    ``nonce_for`` and ``nonce_for_ref``, each notification is verified against the callback
+    nonces the journal issued to keyed spot deals (a nonce it never issued is a 401), and
+    settles its spot deal's key, whatever state it is in: ``done`` (``result`` the
+    ``processId``, ``deal_id`` set) on success, ``released`` on failure. A spot deal whose
+    answer was lost (``OutcomeUnknownError``) so settles itself, and a later call with its key
+    returns the ``SpotDeal`` without sending. The journal failing answers 503 with
+    ``Retry-After``, so the sender delivers again. With ``journal`` and a nonce setting, each
+    verified successful event's ``dealId`` is recorded on its spot deal's entry
+    (``journal.get(key).deal_id``).
 
     ``on_event`` runs at most once per ``processId`` (``seen``: a :class:`fxpay.seen.SeenSet`,
     a :class:`fxpay.seen.MemorySeenSet` of this view by default; give every worker the same
@@ -75,7 +83,13 @@ def deal_created_view(
     """
     _receive.check_journal(journal)
     conf = _receive.settings(
-        nonce=nonce, nonce_for=nonce_for, nonce_for_ref=nonce_for_ref, ref_param=ref_param, seen=seen, on_event=on_event
+        nonce=nonce,
+        nonce_for=nonce_for,
+        nonce_for_ref=nonce_for_ref,
+        ref_param=ref_param,
+        seen=seen,
+        on_event=on_event,
+        journal=journal,
     )
 
     def make(call: _receive.Call) -> Any:

@@ -109,3 +109,26 @@ def test_errors_are_raised_as_by_the_plain_call(sb: Sandbox) -> None:
             c.with_raw_response.get_quote(1)  # type: ignore[arg-type]
         qid2 = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD")
         assert c.with_raw_response.get_quote(qid2).status == 200
+
+
+def test_a_raw_response_is_immutable(sb: Sandbox) -> None:
+    """Issue 46 item 9: ``status=999`` used to stick; every attribute is now read-only, as on
+    the models."""
+    with sb.client() as c:
+        qid = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD")
+        r = c.with_raw_response.get_quote(qid)
+        before = (r.status, dict(r.headers), r.attempts, r.elapsed, r.request_id)
+        for name, value in [
+            ("status", 999),
+            ("headers", {}),
+            ("attempts", 7),
+            ("elapsed", datetime.timedelta(0)),
+            ("request_id", "x"),
+            ("_status", 999),
+            ("anything", 1),
+        ]:
+            with pytest.raises(AttributeError):
+                setattr(r, name, value)
+        with pytest.raises(AttributeError):
+            del r.status
+        assert (r.status, dict(r.headers), r.attempts, r.elapsed, r.request_id) == before

@@ -17,9 +17,10 @@ from conftest import make_beneficiary, need, need_program
 
 
 class RedisServer:
-    """A redis-server on a Unix socket of its own, that a test can stop and start again."""
+    """A redis-server on a Unix socket of its own, that a test can stop and start again: with
+    AOF (appendfsync always) unless `aof=False`, as RedisJournal requires by default."""
 
-    def __init__(self, folder: Path, *, aof: bool = False) -> None:
+    def __init__(self, folder: Path, *, aof: bool = True) -> None:
         self.folder = folder
         self.sock = folder / "redis.sock"
         self.url = f"unix://{self.sock}?db=0"

@@ -178,6 +178,7 @@ pub fn code_from_callback(auth: &AuthorizationRequest, callback: &str) -> Result
             error: "invalid_request".into(),
             description: Some(format!("the callback repeats the parameter {name:?}")),
             status: None,
+            headers: Vec::new(),
         });
     }
     let state_ok = state
@@ -193,6 +194,7 @@ pub fn code_from_callback(auth: &AuthorizationRequest, callback: &str) -> Result
             error,
             description,
             status: None,
+            headers: Vec::new(),
         });
     }
     if !state_ok {
@@ -204,6 +206,7 @@ pub fn code_from_callback(auth: &AuthorizationRequest, callback: &str) -> Result
             error: "invalid_request".into(),
             description: Some("the callback carries no code".into()),
             status: None,
+            headers: Vec::new(),
         }),
     }
 }
@@ -448,10 +451,12 @@ mod tests {
                 error,
                 description,
                 status,
+                headers,
             }) => {
                 assert_eq!(error, "access_denied");
                 assert_eq!(description.as_deref(), Some("The user said no"));
                 assert_eq!(status, None);
+                assert!(headers.is_empty());
             }
             other => panic!("expected Error::OAuth, got {other:?}"),
         }

@@ -97,6 +97,7 @@ pub async fn request_token(
                 error: "invalid_response".into(),
                 description: Some("the token endpoint answered an empty access_token".into()),
                 status: Some(resp.status),
+                headers: crate::transport::header_pairs(&resp.headers),
             });
         }
         let mut token = Token::from_response(parsed, unix_now());
@@ -120,6 +121,7 @@ pub async fn request_token(
             error: b.error,
             description: b.error_description,
             status: Some(resp.status),
+            headers: crate::transport::header_pairs(&resp.headers),
         }),
         Err(_) => Err(api_error(&resp)),
     }

@@ -67,7 +67,20 @@ impl TokenCache {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Token>>,
     {
-        let _single_flight = self.renewing.get_or_make(Default::default).lock().await;
+        // A call with a deadline waits for another call's token request only until its own
+        // deadline: the request it waits on is bounded by the other call's.
+        let lock = self.renewing.get_or_make(Default::default).lock();
+        let _single_flight = match crate::deadline::ends_at() {
+            Some(end) => tokio::time::timeout_at(end.into(), lock)
+                .await
+                .map_err(|_| {
+                    crate::deadline::passed_while(
+                        "while it waited for a token request another call started",
+                        true,
+                    )
+                })?,
+            None => lock.await,
+        };
         let usable = |t: &Token| {
             t.fresh_at(unix_now(), t.renew_margin()) && Some(t.access_token.as_str()) != rejected
         };

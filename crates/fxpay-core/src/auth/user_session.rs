@@ -211,6 +211,7 @@ impl UserSession {
                 "the session's token has expired and carries no refresh token".into(),
             ),
             status: None,
+            headers: Vec::new(),
         })?;
         let (transport, current) = (self.transport.clone(), self.current.clone());
         let attempts = Arc::new(Recorder::default());

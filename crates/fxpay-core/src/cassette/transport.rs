@@ -121,5 +121,6 @@ fn answer(x: Interaction) -> Result<Response> {
         status: r.status,
         headers,
         body: Bytes::from(r.body.bytes()),
+        cut: None,
     })
 }

@@ -158,10 +158,20 @@ pub async fn create_spot_deal(
     let url = callback_url.clone().unwrap_or_default();
     let mut k = keyed(c, key, "create_spot_deal", &wire(&req)?, url.as_bytes());
     k.nonce = nonce.clone();
+    let index = nonce.clone().map(|n| (n, key.to_string()));
     let out = once(
         store,
         k,
-        || c.create_spot_deal(req, callback_url.clone(), nonce, obs),
+        || async {
+            // Before anything is sent: a receiver given the journal verifies the deal's
+            // DealCreated by this nonce, and settles the key even if the answer is lost.
+            if let Some((n, k)) = index {
+                super::store::blocking(store, move |s| super::admin::index_nonce(s, &n, &k))
+                    .await?;
+            }
+            c.create_spot_deal(req, callback_url.clone(), nonce, obs)
+                .await
+        },
         |(spot, raw)| (spot.process_id.clone(), Some(raw.to_string())),
         |e| {
             let id = result_of(e)?;

@@ -187,6 +187,71 @@ pub fn with_deal_id(e: &Entry, deal_id: &str, now: u64) -> Entry {
     }
 }
 
+/// The error of a call whose answer was lost (`lost`) after its key was settled by what
+/// knows the outcome (a spot deal's `DealCreated`): `OutcomeUnknownError` with the settled
+/// entry, saying how to get the result.
+pub fn lost_but_settled(e: &Entry, operation: &str, lost: &str) -> Error {
+    Error::Idempotency {
+        kind: IdempotencyKind::OutcomeUnknown,
+        message: format!(
+            "the answer to {operation} under idempotency key {:?} was lost ({lost}), but its \
+             notification has since settled the key as {}: call again with the key for its \
+             result (nothing will be sent)",
+            e.key,
+            e.state.as_str()
+        ),
+        entry: Some(Box::new(e.clone())),
+    }
+}
+
+/// What a spot deal's verified `DealCreated` (`ok`: `success`; `process_id`, `deal_id`; `failure`:
+/// the fail event's errors as text) makes of its entry `e`, whatever state it is in: `done`
+/// with the process id and deal id on success, `released` on failure. None when there is
+/// nothing to change, or when `e` records another process id (the key's nonce was reused).
+pub fn by_event(
+    e: &Entry,
+    ok: bool,
+    process_id: &str,
+    deal_id: Option<&str>,
+    failure: &str,
+    now: u64,
+) -> Option<Entry> {
+    if let Some(r) = &e.result {
+        if !r.eq_ignore_ascii_case(process_id) {
+            return None;
+        }
+    }
+    if ok {
+        let deal_id = deal_id?;
+        if e.state == State::Done && e.deal_id.as_deref() == Some(deal_id) {
+            return None;
+        }
+        Some(Entry {
+            state: State::Done,
+            result: Some(e.result.clone().unwrap_or_else(|| process_id.to_string())),
+            deal_id: Some(deal_id.to_string()),
+            error: None,
+            updated_at: now,
+            ..e.clone()
+        })
+    } else {
+        if e.state == State::Released {
+            return None;
+        }
+        Some(Entry {
+            state: State::Released,
+            result: None,
+            deal_id: None,
+            error: Some(format!(
+                "its DealCreated reported that spot deal {process_id} failed: {failure}"
+            )),
+            response: None,
+            updated_at: now,
+            ..e.clone()
+        })
+    }
+}
+
 /// The error a call raises for `found` (`Reused`, `InProgress` or `Unknown`) under `e`.
 pub fn refusal(found: &Found, e: &Entry, operation: &str) -> Error {
     let (kind, message) = match found {
@@ -359,6 +424,51 @@ mod tests {
         assert!(resolved(&live, None, 1, &Alive(false)).is_ok());
         assert!(resolved(&live, None, LEASE_MS, &Alive(true)).is_ok());
         assert!(resolved(&unknown, Some(String::new()), 2, &Alive(true)).is_err());
+    }
+
+    #[test]
+    fn a_deal_created_settles_its_entry_whatever_its_state() {
+        let pid = "7f1c0b9e-0000-4000-8000-000000000001";
+        let spot = |state: State| Entry {
+            operation: "create_spot_deal".into(),
+            state,
+            ..pending(0)
+        };
+        for state in [State::Pending, State::Unknown, State::Released] {
+            let e = by_event(&spot(state), true, pid, Some("d1"), "", 9).expect("settled");
+            assert_eq!(e.state, State::Done, "{state:?}");
+            assert_eq!(
+                (e.result.as_deref(), e.deal_id.as_deref()),
+                (Some(pid), Some("d1"))
+            );
+            assert_eq!((e.error, e.updated_at), (None, 9));
+        }
+        for state in [State::Pending, State::Unknown] {
+            let e = by_event(&spot(state), false, pid, None, "no funds", 9).expect("settled");
+            assert_eq!((e.state, e.result), (State::Released, None), "{state:?}");
+            assert!(e.error.as_deref().is_some_and(|t| t.contains("no funds")));
+        }
+        // Done as this process: the deal id is added once; a fail releases it.
+        let done_e = done(&spot(State::Pending), pid.into(), None, 5);
+        let e = by_event(&done_e, true, &pid.to_uppercase(), Some("d1"), "", 9).expect("deal id");
+        assert_eq!(e.result.as_deref(), Some(pid));
+        assert_eq!(by_event(&e, true, pid, Some("d1"), "", 10), None);
+        assert_eq!(
+            by_event(&done_e, false, pid, None, "x", 9).map(|e| e.state),
+            Some(State::Released)
+        );
+        // Another process id: not this entry's event.
+        assert_eq!(by_event(&done_e, true, "other", Some("d1"), "", 9), None);
+        // Released already: a fail changes nothing.
+        assert_eq!(
+            by_event(&spot(State::Released), false, pid, None, "x", 9),
+            None
+        );
+        // A success without a deal id changes nothing.
+        assert_eq!(
+            by_event(&spot(State::Unknown), true, pid, None, "", 9),
+            None
+        );
     }
 
     #[test]

@@ -7,7 +7,10 @@
 //! - `holder`: who holds a claim, and whether it is gone;
 //! - `store`: what a storage must do (the binding adapts Python journals to it);
 //! - `once`: one call under a key; `calls`: the four creating calls;
-//! - `admin`: resolve, list the unknown, complete a spot deal.
+//! - `undo`: a claim the call gave up on (its deadline passed while the journal was slow)
+//!   is undone once the journal answers;
+//! - `admin`: resolve, list the unknown, complete a spot deal, settle one by its
+//!   `DealCreated`.
 pub mod admin;
 pub mod calls;
 pub mod entry;
@@ -16,6 +19,7 @@ pub mod machine;
 pub mod once;
 pub mod payout;
 pub mod store;
+pub mod undo;
 
 pub use entry::{Entry, State};
 pub use store::Store;

@@ -1,8 +1,9 @@
 //! A creating call under an idempotency key: claim (durably) before anything is sent, send,
 //! record. A repeat replays, refuses or reports an unknown outcome, as `machine.rs` decides.
-use super::entry::{now_ms, Entry};
+use super::entry::{now_ms, Entry, State};
 use super::machine::{self, Found, Settle};
 use super::store::{blocking, Store};
+use super::undo::guarded;
 use crate::error::{Error, Result};
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -73,6 +74,17 @@ where
                 (true, Some(entry)) => {
                     Err(machine::refusal(&Found::Unknown, &entry, keyed.operation))
                 }
+                (true, None) => {
+                    // Settled meanwhile by what knows the outcome (a spot deal's DealCreated
+                    // can overtake the lost answer): this call's own answer is still lost.
+                    let key = keyed.key.clone();
+                    match blocking(store, move |s| s.get(&key)).await {
+                        Ok(Some(entry)) if entry.state != State::Pending => {
+                            Err(machine::lost_but_settled(&entry, keyed.operation, &text))
+                        }
+                        _ => Err(e),
+                    }
+                }
                 _ => Err(e),
             }
         }
@@ -99,7 +111,8 @@ async fn begin(store: &Arc<dyn Store>, keyed: &Keyed) -> Result<Begun> {
             now,
         );
         let m = mine.clone();
-        let Some(existing) = blocking(store, move |s| s.claim(&m)).await? else {
+        let Some(existing) = guarded(store, &mine, move |s| s.claim(&m), Option::is_none).await?
+        else {
             return Ok(Begun::Held(Hold::new(store.clone(), mine)));
         };
         let found = machine::decide(
@@ -113,7 +126,7 @@ async fn begin(store: &Arc<dyn Store>, keyed: &Keyed) -> Result<Begun> {
             Found::Replay => return Ok(Begun::Replay(Box::new(existing))),
             Found::Free => {
                 let (old, new) = (existing, mine.clone());
-                if blocking(store, move |s| s.swap(&old, &new)).await? {
+                if guarded(store, &mine, move |s| s.swap(&old, &new), |won| *won).await? {
                     return Ok(Begun::Held(Hold::new(store.clone(), mine)));
                 }
             }

@@ -1,0 +1,161 @@
+//! A claim the call gave up on is undone. A call's deadline can pass (or the call be
+//! cancelled) while its claim is still on its way to a slow journal (a Redis stopped, a disk
+//! stalled): the call fails with nothing sent, and the claim may still land afterwards. Left
+//! there, it would read `InProgressError` for a lease, then `OutcomeUnknownError`, for a
+//! request that never went out, and a person would have to settle it. So a claim whose
+//! answer nobody took, or whose store call failed (its outcome unknown: it may land later),
+//! is undone as soon as the journal answers again: the key ends absent or `released`.
+//!
+//! The undo uses only the store's `claim` and `swap`: it stores the claim's `released` form
+//! where nothing is stored (so a claim still on its way finds the key taken and lands
+//! nothing), or swaps the claim, if it landed, for its `released` form. Anything else under
+//! the key is another caller's and is left alone.
+use super::entry::{now_ms, Entry};
+use super::machine::{self, Settle};
+use super::store::{blocking, Store};
+use crate::error::Result;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How long a failed undo is tried again, waiting for the journal to come back.
+const UNDO_FOR: Duration = Duration::from_secs(600);
+/// The longest wait between two tries of an undo.
+const UNDO_BACKOFF_MAX: Duration = Duration::from_secs(5);
+const TRIES: usize = 16;
+
+/// Where a guarded claim stands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// The store call runs; its caller waits.
+    Waiting,
+    /// The store call stored the claim, or failed (the claim may still land); its caller
+    /// has not taken the answer yet.
+    Landed,
+    /// The caller took the answer: the claim, if stored, is its own to settle.
+    Taken,
+    /// The caller gave up before the answer came: whatever the store call does is undone.
+    Abandoned,
+}
+
+/// Marks the claim abandoned when the waiting future is dropped before it took the answer.
+struct Waiter {
+    stage: Arc<Mutex<Stage>>,
+    store: Arc<dyn Store>,
+    mine: Entry,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let mut stage = self.stage.lock().unwrap_or_else(PoisonError::into_inner);
+        match *stage {
+            Stage::Waiting => *stage = Stage::Abandoned,
+            Stage::Landed => {
+                *stage = Stage::Abandoned;
+                drop(stage);
+                spawn_undo(self.store.clone(), self.mine.clone());
+            }
+            Stage::Taken | Stage::Abandoned => {}
+        }
+    }
+}
+
+/// Runs `op` (a claim or a swap that stores `mine`) off the runtime's workers, within the
+/// current call's deadline. `stored` tells from `op`'s answer whether it stored `mine`.
+///
+/// A deadline that passes first gives the deadline's error (nothing was sent). If the call
+/// gave up (deadline or cancel) before taking the answer, or `op` failed, `mine` is undone
+/// once the journal answers.
+pub async fn guarded<T, F>(
+    store: &Arc<dyn Store>,
+    mine: &Entry,
+    op: F,
+    stored: fn(&T) -> bool,
+) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&dyn Store) -> Result<T> + Send + 'static,
+{
+    let stage = Arc::new(Mutex::new(Stage::Waiting));
+    let waiter = Waiter {
+        stage: stage.clone(),
+        store: store.clone(),
+        mine: mine.clone(),
+    };
+    let (undo_store, undo_mine) = (store.clone(), mine.clone());
+    let run = blocking(store, move |s| {
+        let out = op(s);
+        let mut st = stage.lock().unwrap_or_else(PoisonError::into_inner);
+        match (&out, *st) {
+            (Ok(v), Stage::Abandoned) if stored(v) => {
+                drop(st);
+                spawn_undo(undo_store, undo_mine);
+            }
+            (Err(_), Stage::Abandoned) => {
+                drop(st);
+                spawn_undo(undo_store, undo_mine);
+            }
+            // Stored, or failed (it may land later): to be undone unless its caller takes it.
+            (Ok(v), Stage::Waiting) if stored(v) => *st = Stage::Landed,
+            (Err(_), Stage::Waiting) => *st = Stage::Landed,
+            _ => {}
+        }
+        out
+    });
+    let out =
+        match crate::deadline::ends_at() {
+            Some(end) => match tokio::time::timeout_at(end.into(), run).await {
+                Ok(out) => out,
+                // `waiter` is dropped on return: the claim is abandoned, and undone if it lands.
+                Err(_) => return Err(crate::deadline::passed_while(
+                    "while its idempotency key was being claimed in the journal; nothing was sent",
+                    true,
+                )),
+            },
+            None => run.await,
+        };
+    *waiter.stage.lock().unwrap_or_else(PoisonError::into_inner) = Stage::Taken;
+    if out.is_err() {
+        // The store call failed: a timeout or a lost connection may still land the claim.
+        spawn_undo(waiter.store.clone(), waiter.mine.clone());
+    }
+    out
+}
+
+/// Undoes `mine` on a thread of its own, trying again (backing off) while the journal fails,
+/// for up to [`UNDO_FOR`].
+fn spawn_undo(store: Arc<dyn Store>, mine: Entry) {
+    let _ = std::thread::Builder::new()
+        .name("fxpay-journal-undo".into())
+        .spawn(move || {
+            let until = Instant::now() + UNDO_FOR;
+            let mut wait = Duration::from_millis(50);
+            while undo(&*store, &mine).is_err() && Instant::now() < until {
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(UNDO_BACKOFF_MAX);
+            }
+        });
+}
+
+/// Leaves `mine`'s key absent or released, unless another caller's entry is there.
+pub fn undo(store: &dyn Store, mine: &Entry) -> Result<()> {
+    let released = machine::failed(
+        mine,
+        Settle::Released,
+        "the call gave up before its request was sent (its deadline passed, or it was \
+         cancelled, while the journal was slow)"
+            .into(),
+        now_ms(),
+    );
+    for _ in 0..TRIES {
+        match store.claim(&released)? {
+            None => return Ok(()),
+            Some(existing) if existing == *mine => {
+                if store.swap(mine, &released)? {
+                    return Ok(());
+                }
+            }
+            Some(_) => return Ok(()),
+        }
+    }
+    Ok(())
+}

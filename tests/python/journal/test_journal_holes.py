@@ -1,0 +1,538 @@
+"""The holes under the journal, each reproduced against real parts (SQLite files, a real
+redis-server, the sandbox over loopback): an emptied or replaced journal file, a fork while
+other threads write, a Redis that forgets, a claim that lands after its call gave up, and a
+callback nonce in a pickled error."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import signal
+import sqlite3
+import stat
+import subprocess
+import threading
+import time
+import warnings
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fxpay
+
+from conftest import need, need_program
+from journal_support import RedisServer, deal_args, redis_server, requests_to
+
+__all__ = ["redis_server"]
+
+QUOTES = "POST /v1/payments/quotes"
+DEALS = "POST /v1/payments/deals"
+SPOT = "POST /v1/payments/deals/spot"
+
+
+def quote(c: fxpay.Client, key: str, amount: str = "100") -> str:
+    return c.create_quote(buy_currency="USD", buy_amount=Decimal(amount), sell_currency="AUD", idempotency_key=key)
+
+
+# -- a journal knows its own file -------------------------------------------------------------
+
+
+def test_an_emptied_journal_file_is_refused_not_taken_for_a_new_journal(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """A journal truncated to 0 bytes (a restore gone wrong) made a re-run send every key
+    again; it is now a JournalError, and the file is left as it was."""
+    path = tmp_path / "payouts.journal"
+    with fxpay_sandbox.client(journal=fxpay.SqliteJournal(path)) as c:
+        ids = [quote(c, f"q{i}") for i in range(3)]
+    assert requests_to(fxpay_sandbox, QUOTES) == 3
+    for side in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if side.exists():
+            side.unlink() if side != path else os.truncate(path, 0)
+    assert path.stat().st_size == 0
+    with pytest.raises(fxpay.JournalError, match=r"empty \(0 bytes\).*not an fxpay journal") as e:
+        fxpay.SqliteJournal(path)
+    assert "restore it from a backup" in str(e.value)
+    assert path.stat().st_size == 0, "the emptied file was made into a journal"
+    # The re-run cannot start, so it books nothing twice.
+    with pytest.raises(fxpay.JournalError), fxpay_sandbox.client(journal=fxpay.SqliteJournal(path)) as c:
+        [quote(c, f"q{i}") for i in range(3)]
+    assert requests_to(fxpay_sandbox, QUOTES) == 3
+    assert len(set(ids)) == 3
+
+
+def test_a_journal_file_emptied_under_a_live_journal_refuses_its_next_claim(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    journal = fxpay.SqliteJournal(path)
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "a")
+        os.truncate(path, 0)
+        with pytest.raises(fxpay.JournalError, match="emptied"):
+            quote(c, "b")
+    assert requests_to(fxpay_sandbox, QUOTES) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "found"),
+    [
+        (b"not a database at all\n" * 10, "not an SQLite database"),
+        (b"SQLite format 3\x00", "not an SQLite database"),  # a header cut short
+    ],
+)
+def test_a_file_that_is_not_a_journal_is_refused_and_left_as_it_was(tmp_path: Path, content: bytes, found: str) -> None:
+    path = tmp_path / "other.db"
+    path.write_bytes(content)
+    with pytest.raises(fxpay.JournalError, match=found):
+        fxpay.SqliteJournal(path)
+    assert path.read_bytes() == content
+
+
+def test_another_programs_sqlite_database_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(fxpay.JournalError, match="without an fxpay journal table"):
+        fxpay.SqliteJournal(path)
+    conn = sqlite3.connect(path)
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master")]
+    conn.close()
+    assert names == ["users"]
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA application_id = 1234")
+    conn.execute("CREATE TABLE fxpay_journal (key TEXT PRIMARY KEY, state TEXT NOT NULL, result TEXT, data TEXT NOT NULL)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(fxpay.JournalError, match="another program's SQLite database"):
+        fxpay.SqliteJournal(path)
+
+
+def test_a_journal_of_an_older_fxpay_is_still_opened(tmp_path: Path) -> None:
+    """A journal made before the application id was set: the table is there, id 0."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE fxpay_journal (key TEXT PRIMARY KEY, state TEXT NOT NULL, result TEXT, data TEXT NOT NULL)")
+    conn.commit()
+    conn.close()
+    j = fxpay.SqliteJournal(path)
+    assert j.get("nothing") is None
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == 0x6678704A
+    conn.close()
+
+
+@pytest.mark.parametrize("how", ["removed", "replaced"])
+def test_a_journal_file_removed_or_replaced_under_a_live_journal_refuses_its_next_claim(
+    fxpay_sandbox: Any, tmp_path: Path, how: str
+) -> None:
+    """The live process kept the old file and a new process made another at the path: the
+    journal split in two. The live journal now sees it and sends nothing."""
+    path = tmp_path / "j.db"
+    journal = fxpay.SqliteJournal(path)
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "a")
+        for side in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            side.unlink(missing_ok=True)
+        if how == "replaced":
+            fxpay.SqliteJournal(path)  # a new process makes a new, empty journal there
+        with pytest.raises(fxpay.JournalError, match=how) as e:
+            quote(c, "b")
+        assert "nothing was sent" in str(e.value)
+        # The key that was done is not sent again either.
+        with pytest.raises(fxpay.JournalError):
+            quote(c, "a")
+    assert requests_to(fxpay_sandbox, QUOTES) == 1
+
+
+def test_two_processes_creating_one_journal_never_see_it_half_made(tmp_path: Path) -> None:
+    """A new journal is made complete under a temporary name and linked into place: 6
+    processes that open the same new path at once all open it (none finds it empty)."""
+    path = tmp_path / "new.db"
+    code = "import sys, time, fxpay\ntime.sleep(max(0.0, float(sys.argv[2]) - time.time()))\nfxpay.SqliteJournal(sys.argv[1]).get('k')\n"
+    start = str(time.time() + 1.5)
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), start], stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, errors
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".fxpay-journal-")] == []
+
+
+def test_an_existing_journal_is_made_private_when_opened(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    j = fxpay.SqliteJournal(path)
+    j.get("x")
+    keep = sqlite3.connect(path)  # keeps -wal and -shm there
+    keep.execute("SELECT count(*) FROM fxpay_journal").fetchone()
+    j.close()
+    sides = [p for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
+    assert len(sides) == 3
+    for p in sides:
+        os.chmod(p, 0o644)
+    fxpay.SqliteJournal(path).get("x")
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in sides} == {p.name: 0o600 for p in sides}
+    keep.close()
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda p: fxpay.SqliteJournal(p, timeout=10**400), "timeout must be more than 0"),
+        (lambda p: fxpay.SqliteJournal(p, timeout=float("nan")), "timeout must be more than 0"),
+        (lambda p: fxpay.SqliteJournal(p, timeout=0), "timeout must be more than 0"),
+        (lambda p: fxpay.RedisJournal("redis://127.0.0.1:1/0", socket_timeout=-1), "socket_timeout must be more than 0"),
+        (lambda p: fxpay.RedisJournal("redis://127.0.0.1:1/0", socket_timeout=float("inf")), "socket_timeout must be"),
+    ],
+)
+def test_a_wrong_timeout_is_a_configuration_error(tmp_path: Path, make: Any, match: str) -> None:
+    need("redis")
+    with pytest.raises(fxpay.ConfigurationError, match=match):
+        make(tmp_path / "j.db")
+
+
+def test_wrong_types_of_the_new_settings_are_type_errors(tmp_path: Path) -> None:
+    need("redis")
+    with pytest.raises(TypeError, match="require_persistence"):
+        fxpay.RedisJournal("redis://127.0.0.1:1/0", require_persistence="no")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="socket_timeout"):
+        fxpay.RedisJournal("redis://127.0.0.1:1/0", socket_timeout="5")  # type: ignore[arg-type]
+
+
+def test_a_full_disk_names_the_disk_not_the_rollback(tmp_path: Path) -> None:
+    """SQLite rolls a transaction back itself when the disk is full; the ROLLBACK that
+    followed failed with "cannot rollback" and hid why."""
+    j = fxpay.SqliteJournal(tmp_path / "j.db")
+    conn = j._connection()
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")  # a disk with no room left
+    big = "x" * 100000
+    entry = fxpay.JournalEntry.from_json(
+        '{"key":"k","operation":"create_quote","fingerprint":"f","state":"pending","result":null,'
+        '"deal_id":null,"holder":"h/1/t","lease_until":1,"created_at":1,"updated_at":1,"error":"' + big + '",'
+        '"response":null,"nonce":null}'
+    )
+    with pytest.raises(fxpay.JournalError, match="full") as e:
+        j.claim(entry)
+    assert "rollback" not in str(e.value)
+
+
+# -- fork safety ---------------------------------------------------------------------------
+
+
+def _fork_while_writing(journal: fxpay.Journal, sandbox: Any, *, forks: int = 8, threads: int = 8) -> list[int]:
+    """`threads` threads make keyed quotes while this thread forks `forks` children, each of
+    which makes one keyed quote of its own; the exit codes (-1: hung, killed after 30 s)."""
+    c = sandbox.client(journal=journal)
+    stop = threading.Event()
+    made = [0] * threads
+
+    def work(t: int) -> None:
+        n = 0
+        while not stop.is_set():
+            quote(c, f"w{t}-{n}")
+            n += 1
+            made[t] = n
+
+    workers = [threading.Thread(target=work, args=(t,), daemon=True) for t in range(threads)]
+    for w in workers:
+        w.start()
+    codes = []
+    try:
+        while sum(made) < threads:  # every thread is writing
+            time.sleep(0.01)
+        for i in range(forks):
+            time.sleep(0.05 + 0.013 * i)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+                pid = os.fork()
+            if pid == 0:  # the child: one keyed call with the parent's client and journal
+                code = 1
+                try:
+                    quote(c, f"child-{i}")
+                    code = 0
+                finally:
+                    os._exit(code)
+            deadline = time.monotonic() + 30
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    codes.append(os.waitstatus_to_exitcode(status))
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    codes.append(-1)
+                    break
+                time.sleep(0.01)
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(30)
+        c.close()
+    return codes
+
+
+def test_a_child_forked_while_8_threads_write_the_sqlite_journal_does_not_hang(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    journal = fxpay.SqliteJournal(tmp_path / "j.db")
+    codes = _fork_while_writing(journal, fxpay_sandbox)
+    print("exit codes of the children:", codes)
+    assert codes == [0] * 8, f"{codes.count(-1)} of 8 children hung"
+    for i in range(8):
+        entry = journal.get(f"child-{i}")
+        assert entry is not None
+        assert entry.state == "done"
+
+
+def test_a_child_forked_while_8_threads_write_the_redis_journal_does_not_hang(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
+    journal = fxpay.RedisJournal(redis_server.url, prefix=f"fork{time.monotonic_ns()}:")
+    codes = _fork_while_writing(journal, fxpay_sandbox)
+    print("exit codes of the children:", codes)
+    assert codes == [0] * 8, f"{codes.count(-1)} of 8 children hung"
+
+
+# -- a Redis that would forget -------------------------------------------------------------
+
+
+def test_a_redis_without_aof_is_refused_and_nothing_is_sent(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    server = RedisServer(tmp_path, aof=False)
+    server.start()
+    try:
+        journal = fxpay.RedisJournal(server.url, prefix="noaof:")
+        with fxpay_sandbox.client(journal=journal) as c:
+            with pytest.raises(fxpay.JournalError, match="appendonly setting is 'no'") as e:
+                quote(c, "k")
+            assert "Nothing was sent" in str(e.value)
+            assert requests_to(fxpay_sandbox, QUOTES) == 0
+            # For tests: the check skipped on request.
+            loose = fxpay.RedisJournal(server.url, prefix="noaof:", require_persistence=False)
+        with fxpay_sandbox.client(journal=loose) as c:
+            qid = quote(c, "k")
+            assert quote(c, "k") == qid
+        assert requests_to(fxpay_sandbox, QUOTES) == 1
+    finally:
+        server.stop()
+
+
+def test_a_redis_that_forgets_on_restart_no_longer_books_twice(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """The review's run: keys claimed, Redis killed and restarted without AOF, the same run
+    again. It booked every row twice; now the first run already refuses to start."""
+    server = RedisServer(tmp_path, aof=False)
+    server.start()
+    try:
+        with fxpay_sandbox.client(journal=fxpay.RedisJournal(server.url)) as c:
+            for i in range(3):
+                with pytest.raises(fxpay.JournalError):
+                    quote(c, f"k{i}")
+        server.stop()
+        server.start()
+        with fxpay_sandbox.client(journal=fxpay.RedisJournal(server.url)) as c:
+            for i in range(3):
+                with pytest.raises(fxpay.JournalError):
+                    quote(c, f"k{i}")
+        assert requests_to(fxpay_sandbox, QUOTES) == 0
+    finally:
+        server.stop()
+
+
+def test_appendfsync_everysec_is_accepted_with_one_warning(fxpay_sandbox: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    redis = need("redis")
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        redis.Redis.from_url(server.url).config_set("appendfsync", "everysec")
+        journal = fxpay.RedisJournal(server.url, prefix="everysec:")
+        with caplog.at_level(logging.WARNING, logger="fxpay.journal"), fxpay_sandbox.client(journal=journal) as c:
+            for i in range(3):
+                quote(c, f"k{i}")
+        warned = [r for r in caplog.records if r.name == "fxpay.journal"]
+        assert len(warned) == 1, warned
+        assert "appendfsync everysec" in warned[0].getMessage()
+        assert requests_to(fxpay_sandbox, QUOTES) == 3
+    finally:
+        server.stop()
+
+
+def test_a_redis_that_refuses_config_is_accepted_with_one_warning(
+    fxpay_sandbox: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A managed Redis renames or forbids CONFIG: the journal cannot check, says so once."""
+    redis = need("redis")
+    sock = tmp_path / "r.sock"
+    proc = subprocess.Popen(
+        [
+            need_program("redis-server"),
+            "--port",
+            "0",
+            "--unixsocket",
+            str(sock),
+            "--dir",
+            str(tmp_path),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--rename-command",
+            "CONFIG",
+            "",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"unix://{sock}?db=0"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                redis.Redis.from_url(url).ping()
+                break
+            except (redis.ConnectionError, FileNotFoundError):
+                assert time.monotonic() < deadline
+                assert proc.poll() is None
+                time.sleep(0.02)
+        journal = fxpay.RedisJournal(url, prefix="managed:")
+        with caplog.at_level(logging.WARNING, logger="fxpay.journal"), fxpay_sandbox.client(journal=journal) as c:
+            quote(c, "a")
+            quote(c, "b")
+        warned = [r for r in caplog.records if r.name == "fxpay.journal"]
+        assert len(warned) == 1, warned
+        assert "CONFIG GET refused" in warned[0].getMessage()
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+# -- a claim that lands after its call gave up ---------------------------------------------
+
+
+class SlowClaims(fxpay.MemoryJournal):
+    """A journal whose claims answer `delay` seconds late (a disk or a network stalled)."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    def claim(self, entry: fxpay.JournalEntry) -> fxpay.JournalEntry | None:
+        time.sleep(self.delay)
+        return super().claim(entry)
+
+
+def test_a_claim_that_lands_after_the_deadline_is_undone(fxpay_sandbox: Any) -> None:
+    journal = SlowClaims(1.0)
+    with fxpay_sandbox.client(journal=journal, deadline=0.3) as c:
+        t0 = time.monotonic()
+        with pytest.raises(fxpay.TimeoutError):
+            quote(c, "late")
+        took = time.monotonic() - t0
+        assert took < 0.3 + 0.05, f"the call outlived its deadline by {took - 0.3:.3f} s"
+        assert requests_to(fxpay_sandbox, QUOTES) == 0
+        # The claim lands at 1 s and is undone at once: never pending, never unknown.
+        seen = set()
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            e = journal.get("late")
+            seen.add(None if e is None else e.state)
+            time.sleep(0.005)
+        final = journal.get("late")
+        assert final is not None, seen
+        assert final.state == "released", seen
+        assert "unknown" not in seen
+        assert journal.unknown() == []
+        journal.delay = 0
+        qid = quote(c, "late")
+        assert quote(c, "late") == qid
+    assert requests_to(fxpay_sandbox, QUOTES) == 1
+
+
+def test_a_redis_stopped_past_the_deadline_leaves_no_false_unknown(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """Redis SIGSTOPped while a keyed call claims: the call fails within its deadline with
+    nothing sent; once Redis is back, the key is free again with no lease to wait out."""
+    server = RedisServer(tmp_path)
+    server.start()
+    assert server.proc is not None
+    try:
+        journal = fxpay.RedisJournal(server.url, prefix="stall:", socket_timeout=1.0)
+        with fxpay_sandbox.client(journal=journal, deadline=0.5) as c:
+            quote(c, "warm")  # the persistence check and the scripts, before the stall
+            for key, stalled in (("k-short", 0.8), ("k-long", 2.5)):  # shorter, then longer than socket_timeout
+                server.proc.send_signal(signal.SIGSTOP)
+                try:
+                    t0 = time.monotonic()
+                    with pytest.raises((fxpay.TimeoutError, fxpay.JournalError)):
+                        quote(c, key)
+                    took = time.monotonic() - t0
+                    time.sleep(max(0.0, stalled - took))
+                finally:
+                    server.proc.send_signal(signal.SIGCONT)
+                assert took < 0.5 + 0.05, f"the call outlived its deadline by {took - 0.5:.3f} s"
+                deadline = time.monotonic() + 5
+                while True:
+                    e = journal.get(key)
+                    if e is None or e.state == "released":
+                        break
+                    assert time.monotonic() < deadline, f"{key} stayed {e.state}"
+                    time.sleep(0.02)
+                assert not [u.key for u in journal.unknown()]
+            assert requests_to(fxpay_sandbox, QUOTES) == 1
+            for key in ("k-short", "k-long"):
+                qid = quote(c, key)
+                assert quote(c, key) == qid
+        assert requests_to(fxpay_sandbox, QUOTES) == 3
+    finally:
+        server.stop()
+
+
+# -- no secret in an error -----------------------------------------------------------------
+
+
+def test_a_pickled_idempotency_error_holds_no_callback_nonce(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    journal = fxpay.SqliteJournal(tmp_path / "j.db")
+    hook = "http://127.0.0.1:9/hook"  # never delivered to: nothing listens on the discard port
+    with fxpay_sandbox.client(journal=journal) as c:
+        args = deal_args(c)
+        fxpay_sandbox.drop_next("/v1/payments/deals/spot", after_processing=True)
+        with pytest.raises(fxpay.OutcomeUnknownError) as unknown:
+            c.create_spot_deal(**args, callback_url=hook, idempotency_key="spot")
+        entry = journal.get("spot")
+        assert entry is not None
+        nonce = __import__("json").loads(entry.to_json())["nonce"]
+        assert nonce
+        assert len(nonce) >= 22
+        with pytest.raises(fxpay.OutcomeUnknownError) as again:
+            c.create_spot_deal(**args, callback_url=hook, idempotency_key="spot")
+        other = deal_args(c)
+        with pytest.raises(fxpay.KeyReusedError) as reused:
+            c.create_spot_deal(**other, callback_url=hook, idempotency_key="spot")
+        # In progress: a live holder of a key whose call waits on a slow answer.
+        fxpay_sandbox.delay_next("/v1/payments/deals/spot", 1.5)
+        t = threading.Thread(target=lambda: c.create_spot_deal(**other, callback_url=hook, idempotency_key="slow"))
+        t.start()
+        deadline = time.monotonic() + 10
+        while journal.get("slow") is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        with pytest.raises(fxpay.InProgressError) as busy:
+            c.create_spot_deal(**other, callback_url=hook, idempotency_key="slow")
+        t.join(30)
+        slow_nonce = __import__("json").loads(journal.get("slow").to_json())["nonce"]  # type: ignore[union-attr]
+    for err, secret in ((unknown.value, nonce), (again.value, nonce), (reused.value, nonce), (busy.value, slow_nonce)):
+        assert err.entry is not None
+        data = pickle.dumps(err)
+        assert secret.encode() not in data, type(err).__name__
+        assert secret not in repr(err)
+        assert secret not in str(err)
+        assert secret not in repr(err.entry)
+        back = pickle.loads(data)
+        assert type(back) is type(err)
+        assert str(back) == str(err)
+        for field in ("key", "state", "operation", "result", "error", "deal_id"):
+            assert getattr(back.entry, field) == getattr(err.entry, field), field
+    # The entry itself, pickled on its own.
+    stored = journal.get("spot")
+    assert stored is not None
+    assert nonce.encode() not in pickle.dumps(stored)
+    assert pickle.loads(pickle.dumps(stored)).state == "unknown"
+    # The journal still holds the nonce (a replay returns it; a receiver verifies with it).
+    assert nonce in stored.to_json()
