@@ -8,8 +8,9 @@ a compare-and-set ``UPDATE ... WHERE data = old``, each committed on the journal
 connection (autocommit) before the call goes on: a caller's open transaction (Django's
 ``atomic()``, a SQLAlchemy session) can neither hold a claim back nor roll it back.
 
-One connection per process, made on first use and made anew in a forked child (the child
-never uses nor closes its parent's); threads share it under a lock. The DDL, the reasons and
+Each process keeps a few connections of its own (up to ``max_connections``, 4), made as
+concurrent calls need them, each used by one call at a time, and made anew in a forked child
+(the child never uses nor closes its parent's). The DDL, the reasons and
 the settings the server needs: docs/idempotency.md.
 """
 
@@ -147,12 +148,16 @@ class PostgresJournal(JournalBase):
     ``synchronous_commit`` is ``off`` is set ``on``: a claim is flushed to the server's WAL
     before its request is sent.
 
-    A connection unused for ``ping_after`` seconds (30) is checked with ``SELECT 1`` before
+    Each process opens up to ``max_connections`` (4) connections, as concurrent calls need
+    them; with a ``conninfo`` callable they come from (and count in) your pool. A connection
+    unused for ``ping_after`` seconds (30) is checked with ``SELECT 1`` before
     the next statement and made anew if the server closed it meanwhile.
     """
 
     # Seconds a connection may sit unused before the next call checks it first.
     ping_after: float = 30.0
+    # Connections a process opens at most (as many calls run at once; each call uses one).
+    max_connections: int = 4
 
     def __init__(
         self,
@@ -183,36 +188,35 @@ class PostgresJournal(JournalBase):
         self._claim = f"INSERT INTO {t} (key, state, result, data) VALUES (%s, %s, %s, %s) ON CONFLICT (key) DO NOTHING"
         self._swap = f"UPDATE {t} SET state = %s, result = %s, data = %s, updated_at = now() WHERE key = %s AND data = %s"
         self._find = f"SELECT data FROM {t} WHERE result = %s ORDER BY seq LIMIT 1"
-        self._open = f"SELECT data FROM {t} WHERE state IN ('pending', 'unknown') ORDER BY seq"
-        self._lock = threading.Lock()
-        self._conn: Any = None  # what was connected or returned by the factory (closed through it)
-        self._dbapi: Any = None  # the DB-API connection itself (a SQLAlchemy proxy unwrapped)
-        self._commit_each = False  # a driver without `autocommit`: commit after each statement
+        self._candidates = f"SELECT data FROM {t} WHERE state IN ('pending', 'unknown') ORDER BY seq"
+        # The pool: connections of this process, made as calls need them (up to
+        # `max_connections`), each used by one call at a time; `_lock` guards the lists.
+        self._lock = threading.Condition()
+        self._idle: list[_Conn] = []  # free, the last used on top
+        self._mine: set[_Conn] = set()  # every connection of this process, free or in use
         self._pid = os.getpid()
-        self._used_at = 0.0  # when the connection last answered (time.monotonic())
         # Connections inherited through a fork: kept (never used, never closed) so that no
         # finaliser of the child ever writes to the parent's session.
-        self._inherited: list[Any] = []
+        self._inherited: list[_Conn] = []
         _JOURNALS.add(self)
 
     # -- the connection ------------------------------------------------------------------
 
     def _forget_after_fork(self) -> None:
         """In a forked child: a fresh lock (the parent's may have been held by a thread the
-        child does not have), and the parent's connection set aside, unused and unclosed."""
-        self._lock = threading.Lock()
+        child does not have), and the parent's connections set aside, unused and unclosed."""
+        self._lock = threading.Condition()
         self._set_aside()
 
     def _set_aside(self) -> None:
-        if self._conn is not None:
-            _detach(self._dbapi)
-            self._inherited.append((self._conn, self._dbapi))
-        self._conn = self._dbapi = None
+        for c in self._mine:
+            _detach(c.dbapi)
+            self._inherited.append(c)
+        self._mine, self._idle = set(), []
         self._pid = os.getpid()
 
-    def _connect(self) -> Any:
-        """A new connection of this process, in autocommit, checked and set up (the caller
-        holds ``_lock``)."""
+    def _connect(self) -> _Conn:
+        """A new connection of this process, in autocommit, checked and set up."""
         if self._factory is None:
             try:
                 import psycopg
@@ -236,15 +240,15 @@ class PostgresJournal(JournalBase):
             # A SQLAlchemy pool's proxy: its driver connection takes `autocommit`.
             dbapi = getattr(conn, "dbapi_connection", None) or conn
         try:
-            self._commit_each = False
+            commit_each = False
             try:
                 if dbapi.autocommit is not True:
                     dbapi.rollback()  # a connection handed over inside a transaction
                     dbapi.autocommit = True
             except AttributeError:
-                self._commit_each = True
-            self._conn, self._dbapi = conn, dbapi
-            rows = self._execute(
+                commit_each = True
+            c = _Conn(conn, dbapi, commit_each)
+            rows = c.execute(
                 "SELECT pg_is_in_recovery(), current_setting('transaction_read_only'),"
                 " current_setting('synchronous_commit'), set_config('statement_timeout', %s, false)",
                 (str(self._millis),),
@@ -254,65 +258,83 @@ class PostgresJournal(JournalBase):
                 why = "a replica in recovery" if recovery else "transaction_read_only is on"
                 raise JournalError(f"PostgresJournal: the server is read-only ({why}); the journal needs the primary")
             if sync == "off":
-                self._execute("SET synchronous_commit = on", ())
+                c.execute("SET synchronous_commit = on", ())
         except BaseException:
-            self._conn = self._dbapi = None
             _close(conn)
             raise
-        return conn
+        return c
 
-    def _execute(self, sql: str, args: tuple[Any, ...]) -> tuple[int, list[Any]]:
-        """Runs one statement on the current connection: its rowcount and rows."""
-        cur = self._dbapi.cursor()
-        try:
-            cur.execute(sql, args)
-            rows = cur.fetchall() if cur.description is not None else []
-            count = cur.rowcount
-        finally:
-            cur.close()
-        if self._commit_each:
-            self._dbapi.commit()
-        return count, rows
-
-    def _run(self, what: str, *statements: tuple[str, tuple[Any, ...]]) -> tuple[int, list[Any]]:
-        """Runs ``statements`` in a row on this process's connection (made if need be), with
-        no other thread's in between: the rowcount and rows of the last. Any failure is a
-        JournalError, and the connection is dropped: the next call makes a new one."""
+    def _checkout(self, what: str) -> _Conn:
+        """A connection for one call: a free one, else a new one while there are fewer than
+        ``max_connections``, else the first one given back (within ``timeout``)."""
+        deadline = time.monotonic() + self._timeout
         with self._lock:
             if self._pid != os.getpid():  # a fork that ran no at-fork handler
                 self._set_aside()
+            while not self._idle and len(self._mine) >= self.max_connections:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise JournalError(
+                        f"PostgresJournal.{what}() failed: its {self.max_connections} connections were busy for {self._timeout} s"
+                    )
+                self._lock.wait(left)
+            c = self._idle.pop() if self._idle else None
+            if c is None:
+                c = _Conn(None, None, False)  # its place in the pool, while it is made
+                self._mine.add(c)
+        if c.conn is not None and time.monotonic() - c.used_at > self.ping_after:
+            # Idle that long, it may have been closed meanwhile (the server's idle timeout, a
+            # restart, a firewall) without this process knowing: tried first, and made anew
+            # if it fails, so that the first call after a quiet night does not fail for a
+            # connection it never needed.
             try:
-                if self._conn is not None and time.monotonic() - self._used_at > self.ping_after:
-                    self._check_idle()
-                if self._conn is None:
-                    self._connect()
-                out: tuple[int, list[Any]] = (0, [])
-                for sql, args in statements:
-                    out = self._execute(sql, args)
-                self._used_at = time.monotonic()
-                return out
-            except JournalError:
-                self._drop()
+                c.execute("SELECT 1", ())
+            except Exception:
+                _close(c.conn)
+                c.conn = c.dbapi = None
+        if c.conn is None:
+            try:
+                made = self._connect()
+            except BaseException as e:
+                self._discard(c)
+                if isinstance(e, Exception) and not isinstance(e, JournalError):
+                    raise JournalError(f"PostgresJournal.{what}() failed: {_explain(e, self.table)}") from e
                 raise
-            except Exception as e:
-                self._drop()
-                raise JournalError(f"PostgresJournal.{what}() failed: {_explain(e, self.table)}") from e
+            c.conn, c.dbapi, c.commit_each = made.conn, made.dbapi, made.commit_each
+        return c
 
-    def _check_idle(self) -> None:
-        """A connection idle for ``ping_after`` seconds may have been closed meanwhile (by the
-        server's idle timeout, a restart or a firewall) without this process knowing: it is
-        tried with a statement that changes nothing first, and made anew if that fails, so
-        that the first call after a quiet night does not fail for a connection it never
-        needed (the caller holds ``_lock``)."""
+    def _checkin(self, c: _Conn) -> None:
+        with self._lock:
+            if c in self._mine:  # not set aside by a fork meanwhile
+                self._idle.append(c)
+                self._lock.notify()
+
+    def _discard(self, c: _Conn) -> None:
+        if c.conn is not None:
+            _close(c.conn)
+        with self._lock:
+            if c in self._mine:
+                self._mine.discard(c)
+                self._lock.notify()
+
+    def _run(self, what: str, *statements: tuple[str, tuple[Any, ...]]) -> tuple[int, list[Any]]:
+        """Runs ``statements`` in a row on one connection of this process, with no other
+        call's in between: the rowcount and rows of the last. Any failure is a JournalError,
+        and the connection is dropped: the next call makes a new one."""
+        c = self._checkout(what)
         try:
-            self._execute("SELECT 1", ())
-        except Exception:
-            self._drop()
-
-    def _drop(self) -> None:
-        conn, self._conn, self._dbapi = self._conn, None, None
-        if conn is not None:
-            _close(conn)
+            out: tuple[int, list[Any]] = (0, [])
+            for sql, args in statements:
+                out = c.execute(sql, args)
+        except Exception as e:
+            self._discard(c)
+            raise JournalError(f"PostgresJournal.{what}() failed: {_explain(e, self.table)}") from e
+        except BaseException:
+            self._discard(c)
+            raise
+        c.used_at = time.monotonic()
+        self._checkin(c)
+        return out
 
     # -- the storage methods -------------------------------------------------------------
 
@@ -351,7 +373,7 @@ class PostgresJournal(JournalBase):
         return JournalEntry.from_json(rows[0][0]) if rows else None
 
     def candidates(self) -> list[JournalEntry]:
-        _, rows = self._run("candidates", (self._open, ()))
+        _, rows = self._run("candidates", (self._candidates, ()))
         return [JournalEntry.from_json(r[0]) for r in rows]
 
     # -- administration ------------------------------------------------------------------
@@ -365,14 +387,45 @@ class PostgresJournal(JournalBase):
         self._run("create_table", ("BEGIN", ()), lock, *((s, ()) for s in self._ddl), ("COMMIT", ()))
 
     def close(self) -> None:
-        """Closes this process's connection (the journal makes a new one on next use)."""
+        """Closes this process's free connections (the journal makes new ones on next use)."""
         with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                _close(self._conn)
-            self._conn = self._dbapi = None
+            if self._pid != os.getpid():
+                return
+            idle, self._idle = self._idle, []
+            for c in idle:
+                self._mine.discard(c)
+            self._lock.notify_all()
+        for c in idle:
+            _close(c.conn)
 
     def __repr__(self) -> str:
         return f"PostgresJournal(table={self.table!r})"
+
+
+class _Conn:
+    """One connection of the pool: what was connected or returned by the factory (closed
+    through it), the DB-API connection itself (a SQLAlchemy proxy unwrapped), whether its
+    driver lacks ``autocommit`` (then each statement is committed), and when it last
+    answered (``time.monotonic()``)."""
+
+    __slots__ = ("commit_each", "conn", "dbapi", "used_at")
+
+    def __init__(self, conn: Any, dbapi: Any, commit_each: bool) -> None:
+        self.conn, self.dbapi, self.commit_each = conn, dbapi, commit_each
+        self.used_at = time.monotonic()
+
+    def execute(self, sql: str, args: tuple[Any, ...]) -> tuple[int, list[Any]]:
+        """Runs one statement: its rowcount and rows."""
+        cur = self.dbapi.cursor()
+        try:
+            cur.execute(sql, args)
+            rows = cur.fetchall() if cur.description is not None else []
+            count = cur.rowcount
+        finally:
+            cur.close()
+        if self.commit_each:
+            self.dbapi.commit()
+        return count, rows
 
 
 def _explain(e: Exception, table: str) -> str:

@@ -262,25 +262,45 @@ def test_a_connection_factory_in_a_transaction_is_used_in_autocommit(fxpay_sandb
     assert row == (qid,)
 
 
-def test_many_threads_share_the_connection(fxpay_sandbox: Any, journal: fxpay.PostgresJournal) -> None:
-    with fxpay_sandbox.client(journal=journal) as c:
-        c._payments_token()  # the token first: its request is not under a key
-        ids = all_at_once(16, lambda: c.create_beneficiary(make_beneficiary(), idempotency_key=f"b{threading.get_ident()}"))
-        assert len(set(ids)) == 16
-        assert fxpay_sandbox.stats()["beneficiaries"] == 16
-        # One key from 16 threads at once: one request, the others in progress or replayed.
-        outcomes: collections.Counter[str] = collections.Counter()
+def test_many_threads_share_a_few_connections(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    psycopg = need("psycopg")
+    name = table_name()
+    journal = fxpay.PostgresJournal(f"{postgres_server.conninfo} application_name={name}", table=name)
+    journal.create_table()
+    seen: list[int] = []
+    done = threading.Event()
 
-        def same() -> None:
-            try:
-                c.create_beneficiary(make_beneficiary(), idempotency_key="one")
-                outcomes["ok"] += 1
-            except fxpay.InProgressError:
-                outcomes["in progress"] += 1
+    def sessions() -> None:  # the journal's sessions on the server, while the threads run
+        with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
+            while not done.is_set():
+                seen.append(admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)).fetchone()[0])
+                time.sleep(0.005)
 
-        all_at_once(16, same)
-        assert fxpay_sandbox.stats()["beneficiaries"] == 17
-        assert sum(outcomes.values()) == 16
+    watcher = threading.Thread(target=sessions)
+    watcher.start()
+    try:
+        with fxpay_sandbox.client(journal=journal) as c:
+            c._payments_token()  # the token first: its request is not under a key
+            ids = all_at_once(16, lambda: c.create_beneficiary(make_beneficiary(), idempotency_key=f"b{threading.get_ident()}"))
+            assert len(set(ids)) == 16
+            assert fxpay_sandbox.stats()["beneficiaries"] == 16
+            # One key from 16 threads at once: one request, the others in progress or replayed.
+            outcomes: collections.Counter[str] = collections.Counter()
+
+            def same() -> None:
+                try:
+                    c.create_beneficiary(make_beneficiary(), idempotency_key="one")
+                    outcomes["ok"] += 1
+                except fxpay.InProgressError:
+                    outcomes["in progress"] += 1
+
+            all_at_once(16, same)
+            assert fxpay_sandbox.stats()["beneficiaries"] == 17
+            assert sum(outcomes.values()) == 16
+    finally:
+        done.set()
+        watcher.join(10)
+    assert 1 <= max(seen) <= journal.max_connections == 4  # a few, never one per thread
 
 
 FORK_SCRIPT = textwrap.dedent(
