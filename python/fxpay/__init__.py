@@ -75,12 +75,13 @@ if TYPE_CHECKING:
         MemoryJournal,
         RedisJournal,
         SqliteJournal,
+        settle_deal_created,
     )
     from .models import to_records
     from .postgres_journal import PostgresJournal
     from .redis_store import RedisTokenStore
     from .stores import MemoryTokenStore, TokenStore
-    from .webhooks import parse_deal_created, settle_deal_created
+    from .webhooks import parse_deal_created
 
 __all__ = [
     "Address",
@@ -179,7 +180,7 @@ _LAZY: dict[str, str] = {
     "MemoryTokenStore": ".stores",
     "TokenStore": ".stores",
     "parse_deal_created": ".webhooks",
-    "settle_deal_created": ".webhooks",
+    "settle_deal_created": ".journals",
 }
 
 if not TYPE_CHECKING:  # type checkers see the imports above, not a catch-all `__getattr__`

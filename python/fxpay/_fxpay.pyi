@@ -3,7 +3,7 @@
 import datetime
 import inspect
 import os
-from collections.abc import Callable, Coroutine, ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
+from collections.abc import AsyncIterator, Callable, Coroutine, ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
 from decimal import Decimal
 from types import TracebackType
 from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, final, overload
@@ -35,6 +35,7 @@ __all__ = [
     "FieldError",
     "Freebies",
     "JournalEntry",
+    "PayoutStream",
     "Quote",
     "RawCapture",
     "SpotDeal",
@@ -619,29 +620,62 @@ class Client:
     @overload
     def pay_out(
         self,
-        rows: Sequence[Mapping[str, Any]],
+        rows: Sequence[Mapping[str, Any]] | Iterable[Mapping[str, Any]],
         *,
         funding_source: str,
         concurrency: int = 8,
         progress: bool | Callable[[PayoutProgress], object] = True,
+        max_rate: float | None = None,
     ) -> list[dict[str, Any]]: ...
     @overload
     def pay_out(
-        self, rows: _T, *, funding_source: str, concurrency: int = 8, progress: bool | Callable[[PayoutProgress], object] = True
+        self,
+        rows: _T,
+        *,
+        funding_source: str,
+        concurrency: int = 8,
+        progress: bool | Callable[[PayoutProgress], object] = True,
+        max_rate: float | None = None,
     ) -> _T: ...
     @overload
     def pay_out_async(
         self,
-        rows: Sequence[Mapping[str, Any]],
+        rows: Sequence[Mapping[str, Any]] | Iterable[Mapping[str, Any]],
         *,
         funding_source: str,
         concurrency: int = 8,
         progress: bool | Callable[[PayoutProgress], object] = True,
+        max_rate: float | None = None,
     ) -> Coroutine[Any, Any, list[dict[str, Any]]]: ...
     @overload
     def pay_out_async(
-        self, rows: _T, *, funding_source: str, concurrency: int = 8, progress: bool | Callable[[PayoutProgress], object] = True
+        self,
+        rows: _T,
+        *,
+        funding_source: str,
+        concurrency: int = 8,
+        progress: bool | Callable[[PayoutProgress], object] = True,
+        max_rate: float | None = None,
     ) -> Coroutine[Any, Any, _T]: ...
+    def pay_out_iter(
+        self,
+        rows: Any,
+        *,
+        funding_source: str,
+        concurrency: int = 8,
+        max_rate: float | None = None,
+        progress: bool | Callable[[PayoutProgress], object] = False,
+    ) -> Iterator[dict[str, Any]]: ...
+    def pay_out_iter_async(
+        self,
+        rows: Any,
+        *,
+        funding_source: str,
+        concurrency: int = 8,
+        max_rate: float | None = None,
+        progress: bool | Callable[[PayoutProgress], object] = False,
+    ) -> AsyncIterator[dict[str, Any]]: ...
+    def _pay_out_stream(self, funding_source: str) -> PayoutStream: ...
     def _pay_out(
         self, records: list[dict[str, Any]], funding_source: str, concurrency: int, sink: Callable[..., object]
     ) -> list[dict[str, Any] | None]: ...
@@ -754,3 +788,10 @@ class RawCapture:
 
 def _raw_arm() -> RawCapture: ...
 def _raw_disarm() -> None: ...
+
+@final
+class PayoutStream:
+    """``pay_out_iter``'s engine: rows pushed one at a time, outcomes as they end."""
+    def push(self, index: int, record: Mapping[str, Any]) -> None: ...
+    def next(self) -> tuple[int, dict[str, Any]]: ...
+    def next_async(self) -> Coroutine[Any, Any, tuple[int, dict[str, Any]]]: ...

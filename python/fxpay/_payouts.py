@@ -1,19 +1,24 @@
-"""``Client.pay_out``'s Python side: a table in (a list of mappings, a pandas or a polars
-DataFrame) and the same kind out, and the progress bar. The rows themselves run in the Rust
-core, in one call for the whole table (``Client._pay_out``)."""
+"""``Client.pay_out``'s and ``Client.pay_out_iter``'s Python side: a table in (a list of
+mappings, a pandas or a polars DataFrame; for ``pay_out_iter`` and ``pay_out`` also any
+iterable of mappings or a polars LazyFrame) and the results out, and the progress bar. The
+rows themselves run in the Rust core: a whole list or DataFrame in one call
+(``Client._pay_out``); a stream row by row (``Client._pay_out_stream``), read only as fast
+as rows end, so that memory grows with ``concurrency``, not with the table."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import struct
 import threading
-from collections.abc import Callable, Coroutine, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from ._fxpay import Client
 
-__all__ = ["RESULT_FIELDS", "PayoutProgress"]
+__all__ = ["RESULT_FIELDS", "PayoutProgress", "pay_out_iter", "pay_out_iter_async"]
 
 #: The row fields that hold money.
 AMOUNT_COLUMNS = ("buy_amount",)
@@ -41,9 +46,16 @@ def _kind(rows: object) -> str:
     name = type(rows).__name__
     if name == "DataFrame" and module in ("pandas", "polars"):
         return module
+    if name == "LazyFrame" and module == "polars":
+        return "lazy"
     if isinstance(rows, (list, tuple)):
         return "list"
-    raise TypeError(f"rows must be a list of mappings, a pandas.DataFrame or a polars.DataFrame, not {name}")
+    if isinstance(rows, Iterable) and not isinstance(rows, (str, bytes, bytearray, Mapping)):
+        return "iterable"
+    raise TypeError(
+        "rows must be a list or an iterable of mappings, a pandas.DataFrame, a polars.DataFrame "
+        f"or a polars.LazyFrame, not {name}"
+    )
 
 
 def _plain(v: Any) -> Any:
@@ -142,7 +154,7 @@ def _sink(progress: object, total: int) -> tuple[Callable[..., None], Callable[[
                 if closed[0]:
                     return
                 if not bars:
-                    bars.append(tqdm(total=total, unit="row", desc="pay_out"))
+                    bars.append(tqdm(total=total or None, unit="row", desc="pay_out"))
                 bar = bars[0]
                 bar.update(done - last[0])
                 last[0] = done
@@ -165,8 +177,21 @@ def _sink(progress: object, total: int) -> tuple[Callable[..., None], Callable[[
     raise TypeError(f"progress must be a bool or a callable, not {type(progress).__name__}")
 
 
-def pay_out(client: Client, rows: Any, funding_source: str, concurrency: int, progress: object) -> Any:
+def _indexed(records: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for i, rec in enumerate(records):
+        yield {**rec, "_index": i}
+
+
+def pay_out(client: Client, rows: Any, funding_source: str, concurrency: int, max_rate: object, progress: object) -> Any:
     kind = _kind(rows)
+    if kind in ("iterable", "lazy") or (max_rate is not None and kind == "list"):
+        results = pay_out_iter(client, _indexed(_stream_records(rows, kind)), funding_source, concurrency, max_rate, progress)
+        return _in_order(results, rows, kind)
+    if max_rate is not None:  # a DataFrame, paced: streamed, then put back in the frame's order
+        records = _records(rows, kind)
+        results = pay_out_iter(client, _indexed(iter(records)), funding_source, concurrency, max_rate, progress)
+        ordered = _in_order(results, records, "list")
+        return _result(rows, kind, records, [{f: r.get(f) for f in RESULT_FIELDS} for r in ordered])
     records = _records(rows, kind)
     update, close = _sink(progress, len(records))
     try:
@@ -176,8 +201,25 @@ def pay_out(client: Client, rows: Any, funding_source: str, concurrency: int, pr
     return _result(rows, kind, records, outcomes)
 
 
-def pay_out_async(client: Client, rows: Any, funding_source: str, concurrency: int, progress: object) -> Coroutine[Any, Any, Any]:
+def pay_out_async(
+    client: Client, rows: Any, funding_source: str, concurrency: int, max_rate: object, progress: object
+) -> Coroutine[Any, Any, Any]:
     kind = _kind(rows)
+    if kind in ("iterable", "lazy") or max_rate is not None:
+        records = None if kind in ("iterable", "lazy") else _records(rows, kind)
+        source = _stream_records(rows, kind) if records is None else iter(records)
+        results = pay_out_iter_async(client, _indexed(source), funding_source, concurrency, max_rate, progress)
+
+        async def streamed() -> Any:
+            got = [r async for r in results]
+            if records is None:
+                return _in_order(got, rows, kind)
+            ordered = _in_order(got, records, "list")
+            if kind == "list":
+                return ordered
+            return _result(rows, kind, records, [{f: r.get(f) for f in RESULT_FIELDS} for r in ordered])
+
+        return streamed()
     records = _records(rows, kind)
     update, close = _sink(progress, len(records))
     try:
@@ -194,3 +236,203 @@ def pay_out_async(client: Client, rows: Any, funding_source: str, concurrency: i
         return _result(rows, kind, records, outcomes)
 
     return run()
+
+
+# -- streamed payouts (pay_out_iter) ------------------------------------------------------------
+
+#: Rows read from a DataFrame (or a LazyFrame's batches) at a time: a slice is turned into
+#: dicts only when its rows are about to be paid.
+SLICE_ROWS = 1000
+
+
+def _stream_records(rows: Any, kind: str) -> Iterator[dict[str, Any]]:
+    """The table's records, read lazily: a slice of a frame at a time, an iterable as it
+    yields."""
+    if kind == "pandas":
+        for start in range(0, len(rows), SLICE_ROWS):
+            yield from _records(rows.iloc[start : start + SLICE_ROWS], "pandas")
+    elif kind == "polars":
+        for part in rows.iter_slices(SLICE_ROWS):
+            yield from _records(part, "polars")
+    elif kind == "lazy":
+        for part in rows.collect_batches(chunk_size=SLICE_ROWS):
+            yield from _records(part, "polars")
+    else:
+        for i, r in enumerate(rows):
+            if not isinstance(r, Mapping):
+                raise TypeError(f"rows[{i}] must be a mapping, not {type(r).__name__}")
+            yield {str(k): v for k, v in r.items()}
+
+
+def _concurrency(concurrency: object) -> int:
+    from .errors import InvalidRequestError
+
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int):
+        raise TypeError(f"concurrency must be an int, not {type(concurrency).__name__}")
+    if not 1 <= concurrency <= 1024:
+        raise InvalidRequestError("concurrency must be 1 to 1024")
+    return concurrency
+
+
+def _max_rate(max_rate: object) -> float | None:
+    from .errors import InvalidRequestError
+
+    if max_rate is None:
+        return None
+    if isinstance(max_rate, bool) or not isinstance(max_rate, (int, float)):
+        raise TypeError(f"max_rate must be a number of rows per second or None, not {type(max_rate).__name__}")
+    rate = float(max_rate) if not (isinstance(max_rate, int) and max_rate > 10**9) else math.inf
+    if not (0 < rate < math.inf):
+        raise InvalidRequestError("max_rate must be a number of rows per second above 0 (or None: no cap)")
+    return rate
+
+
+class _Pace:
+    """Row starts at most ``rate`` per second: the n-th start waits until ``n / rate`` seconds
+    after the first."""
+
+    def __init__(self, rate: float | None) -> None:
+        self.rate = rate
+        self.first = 0.0
+        self.started = 0
+
+    def delay(self) -> float:
+        """How long to wait before the next start (and counts it)."""
+        if self.rate is None:
+            return 0.0
+        now = time.monotonic()
+        if self.started == 0:
+            self.first = now
+        due = self.first + self.started / self.rate
+        self.started += 1
+        return max(0.0, due - now)
+
+
+def _merged(rec: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
+    """A row's result: its input fields and its outcome's (an id the row gave stays when the
+    row ended before reaching it)."""
+    out = {**rec, **outcome}
+    for f in RESULT_FIELDS:
+        if outcome.get(f) is None and rec.get(f) is not None:
+            out[f] = rec[f]
+    return out
+
+
+class _Tally:
+    """The progress counts of a streamed payout, reported to ``update``."""
+
+    def __init__(self, update: Callable[..., None], total: int) -> None:
+        self.update = update
+        self.total = total
+        self.counts = {"booked": 0, "replayed": 0, "unknown": 0, "refused": 0}
+        self.done = 0
+
+    def row(self, outcome: dict[str, Any]) -> None:
+        self.done += 1
+        status = outcome.get("status")
+        if status in self.counts:
+            self.counts[status] += 1
+        c = self.counts
+        self.update(self.done, self.total, c["booked"], c["replayed"], c["unknown"], c["refused"])
+
+
+def _total(rows: Any, kind: str) -> int:
+    if kind == "lazy":
+        return 0
+    try:
+        return len(rows)
+    except TypeError:
+        return 0
+
+
+def pay_out_iter(
+    client: Client, rows: Any, funding_source: str, concurrency: object, max_rate: object, progress: object
+) -> Iterator[dict[str, Any]]:
+    """Yields each row's result as it ends (not in the table's order: ``key`` tells them
+    apart), keeping at most ``concurrency`` rows in flight and reading the table no faster."""
+    kind = _kind(rows)
+    limit = _concurrency(concurrency)
+    pace = _Pace(_max_rate(max_rate))
+    stream = client._pay_out_stream(funding_source)
+    update, close = _sink(progress, _total(rows, kind) or 1)
+    return _iterate(stream, _stream_records(rows, kind), limit, pace, _Tally(update, _total(rows, kind)), close)
+
+
+def _iterate(
+    stream: Any, records: Iterator[dict[str, Any]], limit: int, pace: _Pace, tally: _Tally, close: Callable[[], None]
+) -> Iterator[dict[str, Any]]:
+    pending: dict[int, dict[str, Any]] = {}
+    source = enumerate(records)
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and len(pending) < limit:
+                nxt = next(source, None)
+                if nxt is None:
+                    exhausted = True
+                    break
+                i, rec = nxt
+                wait = pace.delay()
+                if wait:
+                    time.sleep(wait)
+                stream.push(i, rec)
+                pending[i] = rec
+            if not pending:
+                return
+            i, outcome = stream.next()
+            tally.row(outcome)
+            yield _merged(pending.pop(i), outcome)
+    finally:
+        close()
+
+
+def pay_out_iter_async(
+    client: Client, rows: Any, funding_source: str, concurrency: object, max_rate: object, progress: object
+) -> AsyncIterator[dict[str, Any]]:
+    """:func:`pay_out_iter`, as an async iterator (rows paced with ``asyncio.sleep``)."""
+    kind = _kind(rows)
+    limit = _concurrency(concurrency)
+    pace = _Pace(_max_rate(max_rate))
+    stream = client._pay_out_stream(funding_source)
+    update, close = _sink(progress, _total(rows, kind) or 1)
+    return _iterate_async(stream, _stream_records(rows, kind), limit, pace, _Tally(update, _total(rows, kind)), close)
+
+
+async def _iterate_async(
+    stream: Any, records: Iterator[dict[str, Any]], limit: int, pace: _Pace, tally: _Tally, close: Callable[[], None]
+) -> AsyncIterator[dict[str, Any]]:
+    pending: dict[int, dict[str, Any]] = {}
+    source = enumerate(records)
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and len(pending) < limit:
+                nxt = next(source, None)
+                if nxt is None:
+                    exhausted = True
+                    break
+                i, rec = nxt
+                wait = pace.delay()
+                if wait:
+                    await asyncio.sleep(wait)
+                stream.push(i, rec)
+                pending[i] = rec
+            if not pending:
+                return
+            i, outcome = await stream.next_async()
+            tally.row(outcome)
+            yield _merged(pending.pop(i), outcome)
+    finally:
+        close()
+
+
+def _in_order(results: Iterable[dict[str, Any]], rows: Any, kind: str) -> Any:
+    """``pay_out``'s result of a streamed table: the results in the table's order (a list of
+    dicts; a polars DataFrame for a LazyFrame)."""
+    ordered = sorted(results, key=lambda r: r.pop("_index"))
+    if kind != "lazy":
+        return ordered
+    import polars as pl
+
+    names = list(ordered[0]) if ordered else []
+    return pl.DataFrame({n: pl.Series(n, [r.get(n) for r in ordered], dtype=pl.Object if n == "sell_amount" else None) for n in names})

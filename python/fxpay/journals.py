@@ -27,10 +27,18 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from ._fxpay import JournalEntry, _journal_complete_spot, _journal_resolve, _journal_unknown
+from ._fxpay import (
+    DealCreated,
+    JournalEntry,
+    _journal_complete_spot,
+    _journal_resolve,
+    _journal_settle_spot,
+    _journal_unknown,
+    _journal_verify_deal_created,
+)
 from .errors import ConfigurationError, JournalError
 
 if TYPE_CHECKING:
@@ -43,6 +51,7 @@ __all__ = [
     "MemoryJournal",
     "RedisJournal",
     "SqliteJournal",
+    "settle_deal_created",
 ]
 
 _T = TypeVar("_T")
@@ -857,3 +866,27 @@ class RedisJournal(JournalBase):
 
     def __repr__(self) -> str:
         return f"RedisJournal(prefix={self.prefix!r})"
+
+
+def settle_deal_created(body: bytes | str, headers: Mapping[str, str], *, journal: Journal) -> DealCreated:
+    """Verifies a ``DealCreated`` notification against the callback nonces ``journal`` issued
+    to keyed spot deals, settles that spot deal's key, and returns the event: for a receiver
+    written by hand, it does what the receivers of :mod:`fxpay.contrib` do when given
+    ``journal=`` alone.
+
+    The key is settled whatever state it is in: ``done`` on success (``result`` the
+    ``processId``, ``deal_id`` set), ``released`` on failure. So a keyed spot deal whose answer
+    was lost (:class:`fxpay.OutcomeUnknownError`) settles itself when its notification comes,
+    and a later call with its key returns the ``SpotDeal`` without sending anything. Settling
+    is idempotent: a repeated delivery changes nothing.
+
+    Raises :class:`fxpay.WebhookVerificationError` when the ``callback-nonce`` header is
+    missing, repeated or was never issued by ``journal`` (answer 401),
+    :class:`fxpay.WebhookPayloadError` when the body is not a ``DealCreated`` event (400), and
+    :class:`fxpay.JournalError` when the journal fails (answer 503, so the service delivers
+    again). Run ``on_event``-like work after it, once per ``processId``
+    (:class:`fxpay.seen.SeenSet`).
+    """
+    event, key = _journal_verify_deal_created(journal, body, headers)
+    _journal_settle_spot(journal, key, event)
+    return event

@@ -38,6 +38,24 @@ pub const PATTERN: &str = concat!(
     "$"
 );
 
+/// The URLs the sandbox's `send_event` delivers to: [`PATTERN`]'s loopback part, with either
+/// scheme (`http` or `https` on localhost, 127.x.y.z or [::1]), so a fuzzer given the document
+/// can never make the sandbox send anything off this machine.
+pub const LOOPBACK_PATTERN: &str = concat!(
+    "^[Hh][Tt][Tt][Pp][Ss]?://(",
+    "[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]",
+    "|127(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3}",
+    "|\\[::1\\]",
+    ")",
+    "(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?",
+    "([/?#]([-A-Za-z0-9._~:/?#\\[\\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*)?",
+    "$"
+);
+
+/// [`LOOPBACK_PATTERN`] in words.
+pub const LOOPBACK_RULE: &str = "an http:// or https:// URL on localhost, 127.x.y.z or [::1]; \
+     an optional port 1-65535; no user@; RFC 3986 characters only";
+
 /// One sentence for error messages and docs.
 pub const RULE: &str = "an https:// URL with a host name or IPv4 address, or an http:// URL \
      on localhost, 127.x.y.z or [::1]; an optional port 1-65535; no user@; \
@@ -114,6 +132,16 @@ fn rest(s: &str) -> bool {
 
 /// True when `s` follows the rule of this module (the same set as [`PATTERN`]).
 pub fn is_valid(s: &str) -> bool {
+    checked(s, false)
+}
+
+/// True when `s` is an http or https URL on a loopback host (the same set as
+/// [`LOOPBACK_PATTERN`]).
+pub fn is_loopback(s: &str) -> bool {
+    checked(s, true)
+}
+
+fn checked(s: &str, loopback_only: bool) -> bool {
     let (https, after) = if let Some(a) = strip_prefix_ci(s, "https://") {
         (true, a)
     } else if let Some(a) = strip_prefix_ci(s, "http://") {
@@ -132,7 +160,7 @@ pub fn is_valid(s: &str) -> bool {
         Some(i) => (&authority[..i], Some(&authority[i + 1..])),
         None => (authority, None),
     };
-    let host_ok = if https {
+    let host_ok = if https && !loopback_only {
         dns_name(host) || ipv4(host)
     } else {
         loopback(host)
@@ -211,6 +239,34 @@ mod tests {
         }
         for bad in BAD {
             assert!(!is_valid(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn loopback_urls_are_the_valid_ones_on_this_machine() {
+        for ok in [
+            "http://127.0.0.1:9/hook",
+            "https://localhost/x",
+            "HTTP://LOCALHOST:8080",
+            "https://[::1]:9/h?x=1",
+            "http://127.255.255.255/h",
+        ] {
+            assert!(is_loopback(ok), "{ok}");
+        }
+        for bad in [
+            "https://app.example.test/hook",
+            "https://10.1.2.3/",
+            "http://0.0.0.0:9/",
+            "http://127.1:9/x",
+            "http://user@127.0.0.1/x",
+            "http://127.0.0.1:99999/x",
+            "ftp://127.0.0.1/x",
+            "http://localhost.example.test/x",
+        ] {
+            assert!(!is_loopback(bad), "{bad}");
+        }
+        for bad in BAD {
+            assert!(!is_loopback(bad), "{bad}");
         }
     }
 }

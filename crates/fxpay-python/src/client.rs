@@ -15,6 +15,7 @@ use super::models::{
 };
 use super::observe::observer;
 use super::payout_rows as payout;
+use super::payout_stream::PayoutStream;
 use super::session::{on_token_callback, UserSession};
 use super::twin::{self, call, Obs, Start};
 use fxpay_core::auth::authorize::{AuthorizationRequest, AuthorizeParams};
@@ -258,6 +259,30 @@ impl Drop for Progress {
 
 /// One observer per row of a payout, each a child of the current span; none when neither
 /// tracing nor DEBUG logging is on.
+/// A payout method of `fxpay._payouts` (`name`), called with the client and its arguments.
+fn payouts<'py>(
+    client: &Bound<'py, Client>,
+    name: &str,
+    rows: &Bound<'py, PyAny>,
+    funding_source: &Bound<'py, PyAny>,
+    concurrency: Py<PyAny>,
+    progress: Py<PyAny>,
+    max_rate: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = client.py();
+    py.import(intern!(py, "fxpay._payouts"))?.call_method1(
+        name,
+        (
+            client,
+            rows,
+            funding_source,
+            concurrency,
+            max_rate,
+            progress,
+        ),
+    )
+}
+
 fn row_observers(py: Python<'_>, n: usize) -> Vec<Obs> {
     match observer(py) {
         None => Vec::new(),
@@ -879,8 +904,9 @@ impl Client {
         Ok(())
     }
 
-    /// A client from ``FXPAY_CLIENT_ID``, ``FXPAY_CLIENT_SECRET`` and ``FXPAY_BASE_URL``;
-    /// keyword arguments go to the constructor.
+    /// A client from ``FXPAY_CLIENT_ID``, ``FXPAY_CLIENT_SECRET`` and ``FXPAY_BASE_URL``, and
+    /// ``FXPAY_CA_BUNDLE``, ``FXPAY_CLIENT_CERT`` and ``FXPAY_CLIENT_KEY`` when set (the lines
+    /// a served sandbox prints); keyword arguments go to the constructor and win.
     #[classmethod]
     #[pyo3(signature = (**kwargs))]
     fn from_env<'py>(
@@ -916,6 +942,17 @@ impl Client {
             all.update(kw.as_mapping())?;
         }
         all.set_item("base_url", &values[2])?;
+        // The files a served sandbox prints (--tls, --client-auth), when set and not given.
+        for (name, arg) in [
+            ("FXPAY_CA_BUNDLE", "ca_bundle"),
+            ("FXPAY_CLIENT_CERT", "client_cert"),
+            ("FXPAY_CLIENT_KEY", "client_key"),
+        ] {
+            let v = environ.call_method1("get", (name,))?;
+            if !v.is_none() && v.is_truthy()? && !all.contains(arg)? {
+                all.set_item(arg, v)?;
+            }
+        }
         Ok(cls.call((&values[0], &values[1]), Some(&all))?)
     }
 
@@ -1048,34 +1085,89 @@ impl Client {
     // -- payouts ---------------------------------------------------------------------------
 
     /// Pays out a table: see ``fxpay._payouts`` (rows in and out) and docs/payouts.md.
-    #[pyo3(signature = (rows, *, funding_source, concurrency = default(8), progress = default(true)))]
+    #[pyo3(signature = (rows, *, funding_source, concurrency = default(8), progress = default(true), max_rate = None))]
     fn pay_out<'py>(
         slf: &Bound<'py, Self>,
         rows: &Bound<'py, PyAny>,
         funding_source: &Bound<'py, PyAny>,
         concurrency: Py<PyAny>,
         progress: Py<PyAny>,
+        max_rate: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        py.import(intern!(py, "fxpay._payouts"))?.call_method1(
-            intern!(py, "pay_out"),
-            (slf, rows, funding_source, concurrency, progress),
+        payouts(
+            slf,
+            "pay_out",
+            rows,
+            funding_source,
+            concurrency,
+            progress,
+            max_rate,
         )
     }
 
     /// :meth:`pay_out`, awaitable.
-    #[pyo3(signature = (rows, *, funding_source, concurrency = default(8), progress = default(true)))]
+    #[pyo3(signature = (rows, *, funding_source, concurrency = default(8), progress = default(true), max_rate = None))]
     fn pay_out_async<'py>(
         slf: &Bound<'py, Self>,
         rows: &Bound<'py, PyAny>,
         funding_source: &Bound<'py, PyAny>,
         concurrency: Py<PyAny>,
         progress: Py<PyAny>,
+        max_rate: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        py.import(intern!(py, "fxpay._payouts"))?.call_method1(
-            intern!(py, "pay_out_async"),
-            (slf, rows, funding_source, concurrency, progress),
+        payouts(
+            slf,
+            "pay_out_async",
+            rows,
+            funding_source,
+            concurrency,
+            progress,
+            max_rate,
+        )
+    }
+
+    /// Pays out a table row by row, yielding each row's result (the fields of
+    /// :meth:`pay_out`'s) as it ends: rows are read only as fast as they are paid, so memory
+    /// grows with ``concurrency``, not with the table (any iterable of mappings, a pandas or
+    /// polars DataFrame, or a polars LazyFrame). ``max_rate`` caps rows started per second.
+    #[pyo3(signature = (rows, *, funding_source, concurrency = default(8), max_rate = None, progress = default(false)))]
+    fn pay_out_iter<'py>(
+        slf: &Bound<'py, Self>,
+        rows: &Bound<'py, PyAny>,
+        funding_source: &Bound<'py, PyAny>,
+        concurrency: Py<PyAny>,
+        max_rate: Option<Py<PyAny>>,
+        progress: Py<PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        payouts(
+            slf,
+            "pay_out_iter",
+            rows,
+            funding_source,
+            concurrency,
+            progress,
+            max_rate,
+        )
+    }
+
+    /// :meth:`pay_out_iter`, as an async iterator (``async for``).
+    #[pyo3(signature = (rows, *, funding_source, concurrency = default(8), max_rate = None, progress = default(false)))]
+    fn pay_out_iter_async<'py>(
+        slf: &Bound<'py, Self>,
+        rows: &Bound<'py, PyAny>,
+        funding_source: &Bound<'py, PyAny>,
+        concurrency: Py<PyAny>,
+        max_rate: Option<Py<PyAny>>,
+        progress: Py<PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        payouts(
+            slf,
+            "pay_out_iter_async",
+            rows,
+            funding_source,
+            concurrency,
+            progress,
+            max_rate,
         )
     }
 
@@ -1094,6 +1186,18 @@ impl Client {
         let n = records.len();
         let start = self.payout(records, funding_source, concurrency, sink, stop.clone())?;
         block_until_stopped(py, start(row_observers(py, n)), stop)
+    }
+
+    /// The engine of ``pay_out_iter``: rows pushed one at a time, outcomes as they end
+    /// (``fxpay._payouts`` keeps ``concurrency`` rows in flight).
+    fn _pay_out_stream(&self, funding_source: &Bound<'_, PyAny>) -> Fallible<PayoutStream> {
+        let Some(journal) = self.initialised()?.journal.clone() else {
+            return Err(Failure::from(Error::config(
+                "pay_out_iter needs a journal: Client(..., journal=fxpay.SqliteJournal(path))",
+            )));
+        };
+        let funding = text(funding_source, "funding_source")?;
+        Ok(PayoutStream::new(self.core()?.clone(), journal, funding))
     }
 
     /// :meth:`_pay_out`, awaitable (cancelling it starts no further row).

@@ -7,7 +7,7 @@ use super::errors::{Fallible, PyJournalEntry};
 use super::models::DealCreated;
 use fxpay_core::error::{Error, Result};
 use fxpay_core::journal::holder::{HolderCheck, LeaseOnly, LocalProcesses};
-use fxpay_core::journal::{admin, Entry, Store};
+use fxpay_core::journal::{admin, settle, Entry, Store};
 use fxpay_core::models::EventStatus;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -322,7 +322,7 @@ pub fn _journal_verify_deal_created<'py>(
             .into())
         }
     };
-    let Some(entry) = admin::issued(&*store, &nonce)? else {
+    let Some(entry) = settle::issued(&*store, &nonce)? else {
         return Err(Error::WebhookVerification(
             "the callback-nonce was not issued by this journal to any spot deal".into(),
         )
@@ -353,7 +353,7 @@ pub fn _journal_settle_spot(
         .collect::<Vec<_>>()
         .join("; ");
     let ok = ev.status == EventStatus::Success;
-    let entry = admin::settle_spot(
+    let entry = settle::settle_spot(
         &*store,
         &key,
         ok,

@@ -15,6 +15,7 @@ mod on_loop;
 mod panic_test;
 mod payout_outcomes;
 mod payout_rows;
+mod payout_stream;
 mod raw;
 mod running_loop;
 mod sandbox;
@@ -67,6 +68,7 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     panic_test::register(m)?;
     m.add_function(wrap_pyfunction!(webhook::parse_deal_created, m)?)?;
     m.add_class::<raw::RawCapture>()?;
+    m.add_class::<payout_stream::PayoutStream>()?;
     m.add_function(wrap_pyfunction!(raw::_raw_arm, m)?)?;
     m.add_function(wrap_pyfunction!(raw::_raw_disarm, m)?)?;
     Ok(())

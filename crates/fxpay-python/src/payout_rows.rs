@@ -30,15 +30,24 @@ fn need<'py>(
 pub fn rows_from_py(records: &Bound<'_, PyList>, funding_source: &str) -> Fallible<Prepared> {
     let mut out = Vec::with_capacity(records.len());
     for (i, rec) in records.iter().enumerate() {
-        let rec = rec.cast_into::<PyDict>().map_err(|e| {
-            PyTypeError::new_err(format!(
-                "rows[{i}] must be a mapping, not {}",
-                type_name(e.into_inner().as_any())
-            ))
-        })?;
-        out.push(row_from_py(&rec, i, funding_source)?);
+        out.push(record_from_py(rec, i, funding_source)?);
     }
     Ok(out)
+}
+
+/// Record `i` (a dict) as a row, checked as [`rows_from_py`] checks each, its key too.
+pub fn record_from_py(
+    rec: Bound<'_, PyAny>,
+    i: usize,
+    funding_source: &str,
+) -> Fallible<Result<Row, String>> {
+    let rec = rec.cast_into::<PyDict>().map_err(|e| {
+        PyTypeError::new_err(format!(
+            "rows[{i}] must be a mapping, not {}",
+            type_name(e.into_inner().as_any())
+        ))
+    })?;
+    row_from_py(&rec, i, funding_source)
 }
 
 fn row_from_py(

@@ -231,7 +231,8 @@ impl CoreSandbox {
             .collect::<Fallible<Vec<String>>>()?;
         let uris: Vec<&str> = redirect_uris.iter().map(String::as_str).collect();
         self.served()?
-            .register_client(&client_id, &client_secret, &uris);
+            .register_client(&client_id, &client_secret, &uris)
+            .map_err(|e| Failure::from(Error::invalid(e)))?;
         Ok(())
     }
 
@@ -356,7 +357,6 @@ impl CoreSandbox {
                     Error::invalid(match e {
                         SendError::Url(e) => format!("url is not deliverable: {e}"),
                         SendError::Nonce => "nonce is not a valid header value".to_owned(),
-                        SendError::Body(e) => format!("body is {e}"),
                     })
                 })
         })?;

@@ -155,7 +155,9 @@ impl Sandbox {
             root,
         };
         let state = Arc::new(st);
-        state.register_client(&client_id, &client_secret, &redirect_uris);
+        state
+            .register_client(&client_id, &client_secret, &redirect_uris)
+            .map_err(std::io::Error::other)?;
         let acceptor = tls.as_ref().map(|t| t.acceptor.clone());
         tokio::spawn(server::serve(listener, state.clone(), rx, acceptor));
         Ok(Sandbox {
@@ -230,10 +232,17 @@ impl Sandbox {
     }
 
     /// Registers (or replaces) an OAuth client.
-    pub fn register_client(&self, client_id: &str, client_secret: &str, redirect_uris: &[&str]) {
+    /// Registers (or replaces) a client; a redirect URI it may not have refuses it
+    /// (`oauth::registration`), with a message naming that URI.
+    pub fn register_client(
+        &self,
+        client_id: &str,
+        client_secret: &str,
+        redirect_uris: &[&str],
+    ) -> Result<(), String> {
         self.inner
             .state
-            .register_client(client_id, client_secret, redirect_uris);
+            .register_client(client_id, client_secret, redirect_uris)
     }
 
     /// Drives login + consent over HTTP like a browser; returns the final redirect URL

@@ -334,13 +334,31 @@ impl State {
         *self.shutdown.borrow()
     }
 
-    pub fn register_client(&self, id: &str, secret: &str, redirect_uris: &[&str]) {
+    /// Registers (or replaces) a client. A redirect URI it may not have (spec 5.1: https for
+    /// a web application, a custom scheme for a native one; `oauth::registration`) refuses
+    /// the whole registration, with a message naming it.
+    pub fn register_client(
+        &self,
+        id: &str,
+        secret: &str,
+        redirect_uris: &[&str],
+    ) -> Result<(), String> {
+        if let Some(bad) = redirect_uris
+            .iter()
+            .find(|u| !crate::oauth::registration::registrable(u))
+        {
+            return Err(format!(
+                "redirect_uris: {bad:?} cannot be registered: a redirect URI must be {}",
+                crate::oauth::registration::RULE
+            ));
+        }
         let client = Client {
             id: id.to_owned(),
             secret: secret.to_owned(),
             redirect_uris: redirect_uris.iter().map(|s| (*s).to_owned()).collect(),
         };
         write(&self.clients).insert(id.to_owned(), client);
+        Ok(())
     }
 
     pub fn client(&self, id: &str) -> Option<Client> {

@@ -113,7 +113,14 @@ class RemoteSandbox:
             raise FxPayError(f"sandbox admin API {method} /_sandbox/{path} answered HTTP {e.code}: {message}") from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
-            raise TransportError(f"could not reach the sandbox admin API at {self._base_url}: {reason}") from None
+            hint = ""
+            if "CERTIFICATE_REQUIRED" in str(reason):
+                hint = (
+                    " (the sandbox asked for a client certificate: it was served with --client-auth; give "
+                    "RemoteSandbox(..., client_cert=FXPAY_CLIENT_CERT, client_key=FXPAY_CLIENT_KEY), or "
+                    "--fxpay-client-cert / --fxpay-client-key to the pytest plugin)"
+                )
+            raise TransportError(f"could not reach the sandbox admin API at {self._base_url}: {reason}{hint}") from None
 
     def _about(self, key: str) -> str:
         if self._info is None:

@@ -77,6 +77,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="admin token of the served sandbox (else FXPAY_ADMIN_TOKEN): faults and clock tests run there",
     )
     group.addoption("--fxpay-ca-bundle", default=None, help="CA file of an https sandbox (else FXPAY_CA_BUNDLE)")
+    group.addoption(
+        "--fxpay-client-cert",
+        default=None,
+        help="client certificate (PEM) for a sandbox served with --tls --client-auth (else FXPAY_CLIENT_CERT)",
+    )
+    group.addoption("--fxpay-client-key", default=None, help="its key (PEM) (else FXPAY_CLIENT_KEY)")
     group.addoption("--fxpay-record", action="store_true", help="record the cassettes of fxpay_cassette tests again")
     group.addoption("--fxpay-no-cassettes", action="store_true", help="run fxpay_cassette tests live, neither replaying nor recording")
 
@@ -88,6 +94,8 @@ class _Remote:
     client_secret: str
     admin_token: str | None
     ca_bundle: str | None
+    client_cert: str | None = None
+    client_key: str | None = None
 
 
 _REMOTE = pytest.StashKey["_Remote | None"]()
@@ -105,6 +113,8 @@ def _remote(config: pytest.Config) -> _Remote | None:
     secret = _setting(config, "--fxpay-client-secret", "FXPAY_CLIENT_SECRET")
     token = _setting(config, "--fxpay-admin-token", "FXPAY_ADMIN_TOKEN")
     ca = _setting(config, "--fxpay-ca-bundle", "FXPAY_CA_BUNDLE")
+    cert = _setting(config, "--fxpay-client-cert", "FXPAY_CLIENT_CERT")
+    key = _setting(config, "--fxpay-client-key", "FXPAY_CLIENT_KEY")
     if url is None:
         if token is not None:
             raise pytest.UsageError("fxpay: an admin token was given without a sandbox: set FXPAY_BASE_URL (or --fxpay-base-url)")
@@ -115,7 +125,9 @@ def _remote(config: pytest.Config) -> _Remote | None:
             f"fxpay: the sandbox at {url} needs credentials: set {' and '.join(missing)} "
             "(or --fxpay-client-id / --fxpay-client-secret); fxpay will not silently run locally instead"
         )
-    return _Remote(url, cid, secret, token, ca)
+    if key is not None and cert is None:
+        raise pytest.UsageError("fxpay: a client key was given without its certificate: set FXPAY_CLIENT_CERT (or --fxpay-client-cert)")
+    return _Remote(url, cid, secret, token, ca, cert, key)
 
 
 def _workers(config: pytest.Config) -> int:
@@ -195,6 +207,8 @@ def fxpay_sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox | RemoteSa
             client_secret=remote.client_secret,
             admin_token="-",
             ca_bundle=remote.ca_bundle,
+            client_cert=remote.client_cert,
+            client_key=remote.client_key,
         )
         return
     served = RemoteSandbox(
@@ -203,6 +217,8 @@ def fxpay_sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox | RemoteSa
         client_secret=remote.client_secret,
         admin_token=remote.admin_token,
         ca_bundle=remote.ca_bundle,
+        client_cert=remote.client_cert,
+        client_key=remote.client_key,
     )
     served.reset()
     yield served

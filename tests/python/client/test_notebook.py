@@ -70,3 +70,19 @@ def test_to_records_names_the_row_that_is_not_a_model(fxpay_client: fxpay.Client
         with pytest.raises(TypeError) as caught:
             fxpay.to_records([quote, bad])
         assert str(caught.value) == f"models[1] must be a fxpay model, not {name}"
+
+
+def test_the_notebook_extra_brings_the_progress_widget() -> None:
+    """Issue 46 item 18: ``fxpay[notebook]`` installed tqdm but not ipywidgets, so in Jupyter
+    ``tqdm.auto`` warned ``IProgress not found`` and drew text instead of the widget the docs
+    promise. The extra now requires ipywidgets, and with it tqdm's notebook bar is a widget."""
+    import importlib.metadata
+    import re
+
+    extra = [r for r in importlib.metadata.requires("fxpay") or [] if re.search(r"extra\s*==\s*['\"]notebook['\"]", r)]
+    names = {re.split(r"[\s;<>=!~\[]", r, maxsplit=1)[0].lower() for r in extra}
+    assert {"tqdm", "ipywidgets"} <= names, extra
+    need("ipywidgets")
+    import tqdm.notebook
+
+    assert tqdm.notebook.IProgress is not None  # what the "IProgress not found" warning lacked

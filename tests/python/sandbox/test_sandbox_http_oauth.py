@@ -7,6 +7,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
+import fxpay
+
 from sandbox_http_support import (
     FORM,
     NATIVE_REDIRECT_URI,
@@ -514,9 +516,14 @@ def test_bad_redirect_uri_is_an_error_page_never_a_redirect(fxpay_sandbox: Any, 
         assert 'id="error"' in r.text
 
 
-def test_registered_http_redirect_uri_is_still_refused(fxpay_sandbox: Any) -> None:
+def test_an_http_redirect_uri_cannot_be_registered_and_is_refused(fxpay_sandbox: Any) -> None:
+    """Spec 5.1: web redirect URIs are https. Registration refuses the others (issue 46 item 5),
+    and the authorize page refuses them whatever was registered."""
     sb = fxpay_sandbox
-    sb.register_client("web-app", "web-secret", ["http://web.example.test/cb", "javascript:alert(1)"])
+    for uri in ["http://web.example.test/cb", "javascript:alert(1)"]:
+        with pytest.raises(fxpay.InvalidRequestError, match="redirect_uris"):
+            sb.register_client("web-app", "web-secret", [uri])
+    sb.register_client("web-app", "web-secret", ["https://web.example.test/cb"])
     with http(sb) as c:
         for uri in ["http://web.example.test/cb", "javascript:alert(1)"]:
             params = auth_query(sb, uri)
@@ -524,7 +531,7 @@ def test_registered_http_redirect_uri_is_still_refused(fxpay_sandbox: Any) -> No
             r = c.get("/v1/oauth/authorize", params=params)
             assert r.status_code == 400
             assert "location" not in r.headers
-            assert "https" in r.text
+            assert "redirect_uri is not registered for this client" in r.text
 
 
 def test_missing_redirect_uri_is_an_error_page(fxpay_sandbox: Any) -> None:

@@ -166,7 +166,7 @@ pub async fn create_spot_deal(
             // Before anything is sent: a receiver given the journal verifies the deal's
             // DealCreated by this nonce, and settles the key even if the answer is lost.
             if let Some((n, k)) = index {
-                super::store::blocking(store, move |s| super::admin::index_nonce(s, &n, &k))
+                super::store::blocking(store, move |s| super::settle::index_nonce(s, &n, &k))
                     .await?;
             }
             c.create_spot_deal(req, callback_url.clone(), nonce, obs)

@@ -9,8 +9,8 @@
 //! - `once`: one call under a key; `calls`: the four creating calls;
 //! - `undo`: a claim the call gave up on (its deadline passed while the journal was slow)
 //!   is undone once the journal answers;
-//! - `admin`: resolve, list the unknown, complete a spot deal, settle one by its
-//!   `DealCreated`.
+//! - `admin`: resolve, list the unknown, complete a spot deal;
+//! - `settle`: a keyed spot deal settled by its `DealCreated` (its nonce index).
 pub mod admin;
 pub mod calls;
 pub mod entry;
@@ -18,6 +18,7 @@ pub mod holder;
 pub mod machine;
 pub mod once;
 pub mod payout;
+pub mod settle;
 pub mod store;
 pub mod undo;
 

@@ -13,6 +13,7 @@ use futures_util::stream::{self, StreamExt};
 use rust_decimal::Decimal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// One row: a payment of `quote.buy_amount` to a beneficiary.
 #[derive(Debug, Clone)]
@@ -142,18 +143,42 @@ async fn start_row(
     if stop.load(Ordering::Acquire) {
         return (i, None);
     }
-    (i, Some(run_row(c, store, row, obs.as_deref()).await))
+    (i, Some(pay_row(c, store, row, obs.as_deref()).await))
 }
 
-/// One row's steps. Every error is kept in the outcome, never raised.
-async fn run_row(
+/// How many times a row waits out a 429 (the service's rate limit) before it gives up.
+pub const RATE_LIMITED_TRIES: u32 = 100;
+/// The longest wait a 429's `Retry-After` asks of a row (1 s without one).
+const RATE_LIMITED_WAIT_MAX: Duration = Duration::from_secs(60);
+
+/// One row's steps. Every error is kept in the outcome, never raised. A 429 is the service
+/// refusing before it acted (the step's key is released): the row waits out its
+/// `Retry-After` and goes on, so a rate limit never makes a row refused (up to
+/// [`RATE_LIMITED_TRIES`] waits).
+pub async fn pay_row(
     c: &Client,
     store: &Arc<dyn Store>,
     row: Row,
     obs: Option<&dyn Observer>,
 ) -> Outcome {
     let mut o = Outcome::default();
-    match steps(c, store, row, &mut o, obs).await {
+    let mut waits = 0;
+    let result = loop {
+        match steps(c, store, row.clone(), &mut o, obs).await {
+            Err(Error::Api {
+                status: 429,
+                retry_after,
+                ..
+            }) if waits < RATE_LIMITED_TRIES => {
+                waits += 1;
+                let wait = retry_after.map_or(Duration::from_secs(1), Duration::from_secs);
+                tokio::time::sleep(wait.min(RATE_LIMITED_WAIT_MAX)).await;
+                o = Outcome::default();
+            }
+            r => break r,
+        }
+    };
+    match result {
         Ok(replayed) => {
             o.status = Some(if replayed {
                 Status::Replayed

@@ -376,6 +376,8 @@ pub enum Out {
     Accounts(Vec<core::VirtualAccount>),
     /// A payout's outcomes, one per row (None: never started).
     Payout(Vec<Option<fxpay_core::journal::payout::Outcome>>),
+    /// One row of a streamed payout: its index in the table and its outcome.
+    Row(usize, Box<fxpay_core::journal::payout::Outcome>),
 }
 
 impl<'py> IntoPyObject<'py> for Out {
@@ -395,6 +397,9 @@ impl<'py> IntoPyObject<'py> for Out {
                 .into_pyobject(py)?
                 .into_any(),
             Out::Payout(list) => super::payout_outcomes::outcomes_into_py(py, list)?.into_any(),
+            Out::Row(i, o) => (i, super::payout_outcomes::outcome_into_py(py, *o)?)
+                .into_pyobject(py)?
+                .into_any(),
         })
     }
 }

@@ -301,7 +301,9 @@ async fn register_client(
         }
     };
     let uris: Vec<&str> = uris.iter().map(String::as_str).collect();
-    state.register_client(&id, &secret, &uris);
+    state
+        .register_client(&id, &secret, &uris)
+        .map_err(|e| bad("redirect_uris", e))?;
     ok(json!({}))
 }
 
@@ -349,7 +351,6 @@ async fn send_event(AxState(state): AxState<Arc<State>>, headers: HeaderMap, bod
         Ok(d) => ok(d),
         Err(SendError::Url(e)) => Err(bad("url", format!("url is not deliverable: {e}"))),
         Err(SendError::Nonce) => Err(bad("nonce", "nonce is not a valid header value")),
-        Err(SendError::Body(e)) => Err(bad("body", format!("body is {e}"))),
     }
 }
 

@@ -76,6 +76,13 @@ fn rate_table() -> Value {
     Value::Array(rows)
 }
 
+/// Where the document holds the schema of send_event's `url`.
+const SEND_EVENT_URL: &str =
+    "/paths/~1_sandbox~1send_event/post/requestBody/content/application~1json/schema/properties/url";
+
+/// Where the document holds the schema of each of register_client's `redirect_uris`.
+const REDIRECT_URIS: &str = "/paths/~1_sandbox~1register_client/post/requestBody/content/application~1json/schema/properties/redirect_uris/items";
+
 /// The document with enumerations, the default client and the server URL filled in.
 pub fn document(base_url: &str, client_id: &str, redirect_uris: &[&str]) -> Value {
     let mut doc: Value = serde_json::from_str(DOCUMENT).unwrap_or_else(|_| json!({}));
@@ -112,6 +119,15 @@ pub fn document(base_url: &str, client_id: &str, redirect_uris: &[&str]) -> Valu
             ) {
                 p["schema"]["pattern"] = json!(fxpay_core::callback_url::PATTERN);
             }
+        }
+    }
+    // So are the URL rules of send_event (loopback only) and of register_client.
+    for (pointer, pattern) in [
+        (SEND_EVENT_URL, fxpay_core::callback_url::LOOPBACK_PATTERN),
+        (REDIRECT_URIS, crate::oauth::registration::PATTERN),
+    ] {
+        if let Some(schema) = doc.pointer_mut(pointer) {
+            schema["pattern"] = json!(pattern);
         }
     }
     doc["x-fxpay-rates"] = rate_table();
@@ -193,6 +209,23 @@ mod tests {
             patterns,
             [fxpay_core::callback_url::PATTERN; 2],
             "openapi.json and fxpay_core::callback_url::PATTERN differ"
+        );
+    }
+
+    /// The checked-in document carries the rules of send_event's url and register_client's
+    /// redirect URIs verbatim.
+    #[test]
+    fn admin_url_patterns_are_the_rules_the_sandbox_checks() {
+        let doc: Value = serde_json::from_str(DOCUMENT).unwrap_or(Value::Null);
+        assert_eq!(
+            doc.pointer(&format!("{SEND_EVENT_URL}/pattern"))
+                .and_then(Value::as_str),
+            Some(fxpay_core::callback_url::LOOPBACK_PATTERN)
+        );
+        assert_eq!(
+            doc.pointer(&format!("{REDIRECT_URIS}/pattern"))
+                .and_then(Value::as_str),
+            Some(crate::oauth::registration::PATTERN)
         );
     }
 

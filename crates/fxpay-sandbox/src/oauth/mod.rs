@@ -5,4 +5,5 @@ pub mod bearer;
 pub mod browser;
 pub mod html;
 pub mod pages;
+pub mod registration;
 pub mod token;

@@ -285,7 +285,8 @@ fn authorization_code(
             revoke_family(state, family);
             return Err(OAuthError::bad(
                 "invalid_grant",
-                "the code was already used",
+                "the code was already used; redeeming it again revoked every token issued \
+                 from it (RFC 6749 section 4.1.2)",
             ));
         }
         if now >= record.expires_at {
@@ -372,10 +373,16 @@ fn refresh_token(
                 "the refresh token has expired",
             ));
         }
-        let current = oauth
-            .families
-            .get(&record.family)
-            .is_some_and(|f| !f.revoked && !f.current.is_empty() && f.current == token);
+        let family = oauth.families.get(&record.family);
+        if family.is_some_and(|f| f.revoked) {
+            return Err(OAuthError::bad(
+                "invalid_grant",
+                "the refresh token was revoked: the authorization code it was issued from was \
+                 redeemed a second time, which revokes every token issued from that code \
+                 (RFC 6749 section 4.1.2); ask the user to authorize again",
+            ));
+        }
+        let current = family.is_some_and(|f| !f.current.is_empty() && f.current == token);
         if !current {
             return Err(OAuthError::bad(
                 "invalid_grant",
