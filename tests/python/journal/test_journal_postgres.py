@@ -149,7 +149,11 @@ def test_the_server_crashing_mid_run_fails_closed_and_loses_no_claimed_key(fxpay
         assert sum(r["status"] == "replayed" for r in again) >= 10
         refs = booked_refs(fxpay_sandbox)
         assert max(refs.values()) == 1
-        assert sum(r["status"] in ("booked", "replayed") for r in again) == len(refs)
+        # Every deal booked is a row booked or replayed, or one left unknown: a deal that was
+        # in flight when the server died may be booked while its key could not say so.
+        known = {r["pay_reference"] for r in again if r["status"] in ("booked", "replayed")}
+        assert known <= set(refs)
+        assert len(refs) <= len(known) + sum(r["status"] == "unknown" for r in again)
 
 
 def test_a_server_that_is_down_fails_closed_and_sends_nothing(fxpay_sandbox: Any, own_server: PostgresServer) -> None:
