@@ -7,7 +7,10 @@ run on PostgreSQL in test_journal_calls.py, through its ``journal`` fixture."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -385,14 +388,16 @@ def test_a_child_forked_while_a_thread_is_inside_a_call_has_its_own_connection(
     entry = template.to_json().replace('"template"', '"from-child"')
     script = tmp_path / "fork.py"
     script.write_text(FORK_SCRIPT)
-    r = subprocess.run(
-        [sys.executable, str(script), postgres_server.conninfo, journal.table, entry, connection],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    argv = [sys.executable, str(script), postgres_server.conninfo, journal.table, entry, connection]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:  # a child that hangs (a lock it inherited held) must not outlive the test
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    assert proc.returncode == 0, stderr
+    out = json.loads(stdout.strip().splitlines()[-1])
     assert out.get("error") is None, out
     assert out["claim"] is True
     assert out["child_backend"] != out["parent_backend"]  # a connection of its own
