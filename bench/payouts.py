@@ -4,15 +4,18 @@ own process, every way a user would write it, interleaved in rounds (best kept):
 
 - ``gather, no journal``: the three calls per row with ``asyncio.gather`` in Python, 8 rows at
   a time, no keys (what the journal costs is measured against this);
-- ``gather, SQLite`` / ``gather, Redis``: the same, each creating call under a key;
-- ``pay_out, memory`` / ``pay_out, SQLite`` / ``pay_out, Redis``: ``Client.pay_out`` (rows
-  run in the Rust core, 8 at a time).
+- ``gather, SQLite`` / ``gather, Redis`` / ``gather, PostgreSQL``: the same, each creating
+  call under a key;
+- ``pay_out, memory`` / ``pay_out, SQLite`` / ``pay_out, Redis`` / ``pay_out, PostgreSQL``:
+  ``Client.pay_out`` (rows run in the Rust core, 8 at a time).
 
     python bench/payouts.py [--rows 1000] [--rounds 3] [--out bench/results]
 
 Writes ``payouts.json`` and ``payouts.md`` in ``--out``. Targets: ``pay_out, SQLite`` at least
-0.7x ``gather, no journal`` rows/s, and ``pay_out`` at least the hand-written gather on the
-same journal.
+0.7x ``gather, no journal`` rows/s, ``pay_out, PostgreSQL`` at least 0.6x, and ``pay_out`` at
+least the hand-written gather on the same journal. PostgreSQL is a server of the bench's own
+(``initdb`` in a temporary folder, loopback, ``fsync`` and ``synchronous_commit`` on), started
+as the journal tests start theirs.
 """
 
 from __future__ import annotations
@@ -34,10 +37,13 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests" / "python"))
+sys.path.insert(0, str(HERE.parent / "tests" / "python" / "journal"))
 
 from measure import SandboxProcess  # noqa: E402
 
 import fxpay  # noqa: E402
+
+from postgres_support import PostgresServer  # noqa: E402
 
 CONCURRENCY = 8
 FUNDING = "Own account"
@@ -140,6 +146,8 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="fxpay-bench-payouts-"))
     sb = SandboxProcess("http")
     rproc, rurl = redis_server(folder)
+    pg = PostgresServer()
+    pg.start()
     t = sb.target
     plain = fxpay.Client(t.client_id, t.client_secret, base_url=t.base_url)
     bid = plain.create_beneficiary(beneficiary())
@@ -152,6 +160,10 @@ def main() -> int:
             return fxpay.SqliteJournal(folder / f"j{counter[0]}.db")
         if kind == "Redis":
             return fxpay.RedisJournal(rurl, prefix=f"b{counter[0]}:")
+        if kind == "PostgreSQL":
+            j = fxpay.PostgresJournal(pg.conninfo, table=f"b{counter[0]}")
+            j.create_table()
+            return j
         return fxpay.MemoryJournal()
 
     def timed(name: str, run: Callable[[list[dict[str, Any]]], object]) -> None:
@@ -182,9 +194,11 @@ def main() -> int:
         ("gather, no journal", gather(None)),
         ("gather, SQLite", gather("SQLite")),
         ("gather, Redis", gather("Redis")),
+        ("gather, PostgreSQL", gather("PostgreSQL")),
         ("pay_out, memory", pay_out("memory")),
         ("pay_out, SQLite", pay_out("SQLite")),
         ("pay_out, Redis", pay_out("Redis")),
+        ("pay_out, PostgreSQL", pay_out("PostgreSQL")),
     ]
     try:
         timed("gather, no journal", gather(None))  # warm-up: token, pools
@@ -196,6 +210,7 @@ def main() -> int:
         sb.close()
         rproc.terminate()
         rproc.wait(10)
+        pg.remove()
         shutil.rmtree(folder, ignore_errors=True)
     best = {k: max(v) for k, v in runs.items()}
     base = best["gather, no journal"]
@@ -206,6 +221,11 @@ def main() -> int:
             "result": "PASS" if best["pay_out, SQLite"] >= 0.7 * base else "FAIL",
         },
         {
+            "name": "pay_out with a PostgresJournal >= 0.6x the journal-off rate",
+            "measured": round(best["pay_out, PostgreSQL"] / base, 3),
+            "result": "PASS" if best["pay_out, PostgreSQL"] >= 0.6 * base else "FAIL",
+        },
+        {
             "name": "pay_out >= the hand-written asyncio.gather: SQLite",
             "measured": round(best["pay_out, SQLite"] / best["gather, SQLite"], 3),
             "result": "PASS" if best["pay_out, SQLite"] >= best["gather, SQLite"] else "FAIL",
@@ -214,6 +234,11 @@ def main() -> int:
             "name": "pay_out >= the hand-written asyncio.gather: Redis",
             "measured": round(best["pay_out, Redis"] / best["gather, Redis"], 3),
             "result": "PASS" if best["pay_out, Redis"] >= best["gather, Redis"] else "FAIL",
+        },
+        {
+            "name": "pay_out >= the hand-written asyncio.gather: PostgreSQL",
+            "measured": round(best["pay_out, PostgreSQL"] / best["gather, PostgreSQL"], 3),
+            "result": "PASS" if best["pay_out, PostgreSQL"] >= best["gather, PostgreSQL"] else "FAIL",
         },
     ]
     doc = {
@@ -232,7 +257,8 @@ def main() -> int:
         "",
         f"{args.rows} rows (quote, read the quote, deal), {CONCURRENCY} at a time, against `python -m fxpay.sandbox` in its own",
         f"process; best of {args.rounds} interleaved rounds. {doc['machine']}. Redis: AOF with `appendfsync always`;",
-        "SQLite: WAL, `synchronous=FULL`. Made by `python bench/payouts.py`.",
+        "SQLite: WAL, `synchronous=FULL`. PostgreSQL: a local server, `fsync` and `synchronous_commit` on.",
+        "Made by `python bench/payouts.py`.",
         "",
         "| cell | rows/s (best) | vs gather, no journal |",
         "| --- | ---: | ---: |",

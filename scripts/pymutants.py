@@ -108,6 +108,7 @@ TESTS: dict[str, list[str]] = {
     "_otel.py": ["tests/python/client/test_tracing.py"],
     "_raw.py": ["tests/python/client/test_raw_response.py", "tests/python/client/test_request_ids.py"],
     "_redis.py": ["tests/python/oauth/test_redis_store.py", "tests/python/journal/test_journal_calls.py"],
+    "postgres_journal.py": ["tests/python/journal/test_journal_postgres.py", "tests/python/journal/test_postgres_sqlalchemy.py"],
     "__init__.py": ["tests/python/client/test_lazy_import.py"],
     "_payouts.py": [
         "tests/python/journal/test_payout_tables.py",

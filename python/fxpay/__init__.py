@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from . import errors as errors
     from . import journals as journals
     from . import models as models
+    from . import postgres_journal as postgres_journal
     from . import redis_store as redis_store
     from . import sandbox as sandbox
     from . import seen as seen
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
         settle_deal_created,
     )
     from .models import to_records
+    from .postgres_journal import PostgresJournal
     from .redis_store import RedisTokenStore
     from .stores import MemoryTokenStore, TokenStore
     from .webhooks import parse_deal_created
@@ -112,6 +114,7 @@ __all__ = [
     "PaginationError",
     "PayoutProgress",
     "PermissionDeniedError",
+    "PostgresJournal",
     "Quote",
     "RateLimitError",
     "RawResponse",
@@ -136,7 +139,9 @@ __all__ = [
 ]
 
 # The public submodules, imported on first use as attributes too.
-_SUBMODULES = frozenset({"contrib", "errors", "journals", "models", "redis_store", "sandbox", "seen", "stores", "testing", "webhooks"})
+_SUBMODULES = frozenset(
+    {"contrib", "errors", "journals", "models", "postgres_journal", "redis_store", "sandbox", "seen", "stores", "testing", "webhooks"}
+)
 
 # Which module defines each name imported on first use.
 _LAZY: dict[str, str] = {
@@ -170,6 +175,7 @@ _LAZY: dict[str, str] = {
     "RedisJournal": ".journals",
     "SqliteJournal": ".journals",
     "to_records": ".models",
+    "PostgresJournal": ".postgres_journal",
     "RedisTokenStore": ".redis_store",
     "MemoryTokenStore": ".stores",
     "TokenStore": ".stores",

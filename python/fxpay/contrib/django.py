@@ -106,3 +106,49 @@ def deal_created_view(
         return JsonResponse(answer[1], status=answer[0], headers=_receive.headers_of(answer))
 
     return receive_deal_created
+
+
+# -- the idempotency journal in the project's PostgreSQL ---------------------------------------
+
+# Django's PostgreSQL engines (PostGIS is PostgreSQL too).
+_POSTGRES_ENGINES = ("django.db.backends.postgresql", "django.contrib.gis.db.backends.postgis")
+
+
+def journal(using: str = "default") -> PostgresJournal:
+    """A :class:`fxpay.PostgresJournal` in the database ``DATABASES[using]``, on a connection of
+    its own (never Django's: a claim is committed before the request is sent, whatever
+    ``atomic()`` block the call runs in). Its table comes from the migration of the app
+    ``fxpay.contrib.django_journal``. Make it once per process (at import, or in
+    ``AppConfig.ready``), not per request. Any engine but PostgreSQL's is a
+    :class:`fxpay.ConfigurationError` naming it."""
+    if not isinstance(using, str):
+        raise TypeError(f"using must be a str, not {type(using).__name__}")
+    from typing import cast
+
+    from django.db import connections
+
+    from ..errors import ConfigurationError
+    from ..postgres_journal import PostgresJournal, conninfo_of
+
+    # Django's own copy of DATABASES, the test runner's "test_..." NAME included.
+    db = cast("dict[str, Any]", connections.settings).get(using)
+    if db is None:
+        raise ConfigurationError(f"DATABASES has no {using!r} database")
+    engine = db.get("ENGINE", "")
+    if engine not in _POSTGRES_ENGINES:
+        raise ConfigurationError(f"fxpay's journal needs PostgreSQL, and DATABASES[{using!r}] uses {engine!r}")
+    params = {
+        "dbname": db.get("NAME"),
+        "user": db.get("USER"),
+        "password": db.get("PASSWORD"),
+        "host": db.get("HOST"),
+        "port": db.get("PORT"),
+    }
+    return PostgresJournal(conninfo_of({**params, **db.get("OPTIONS", {})}))
+
+
+__all__ += ["journal"]
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..postgres_journal import PostgresJournal

@@ -1,6 +1,6 @@
 """A process that pays out a table under a journal, for the chaos tests: it may be killed at
-any moment. argv[1]: JSON with base_url, client_id, client_secret, journal ("sqlite:PATH" or
-"redis:URL|PREFIX"), rows, concurrency. Prints the status counts as JSON when it ends."""
+any moment. argv[1]: JSON with base_url, client_id, client_secret, journal ("sqlite:PATH",
+"redis:URL|PREFIX" or "postgres:CONNINFO|TABLE"), rows, concurrency. Prints the status counts as JSON when it ends."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ def journal_of(spec: str) -> fxpay.Journal:
     kind, _, where = spec.partition(":")
     if kind == "sqlite":
         return fxpay.SqliteJournal(where)
+    if kind == "postgres":
+        conninfo, _, table = where.partition("|")
+        return fxpay.PostgresJournal(conninfo, table=table)
     url, _, prefix = where.partition("|")
     return fxpay.RedisJournal(url, prefix=prefix)
 

@@ -18,15 +18,18 @@ from fxpay.testing import Sandbox
 
 from conftest import make_beneficiary, need
 from journal_support import RedisServer, deal_args, make_journal, redis_server, requests_to
+from postgres_support import make_postgres_journal, postgres_server
 
-__all__ = ["redis_server"]  # a fixture, imported for the tests below
+__all__ = ["postgres_server", "redis_server"]  # fixtures, imported for the tests below
 
 DEALS = "POST /v1/payments/deals"
 QUOTES = "POST /v1/payments/quotes"
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "postgres"])
 def journal(request: pytest.FixtureRequest, tmp_path: Path) -> fxpay.Journal:
+    if request.param == "postgres":
+        return make_postgres_journal(request.getfixturevalue("postgres_server"))
     server: RedisServer | None = request.getfixturevalue("redis_server") if request.param == "redis" else None
     return make_journal(request.param, tmp_path, server)
 

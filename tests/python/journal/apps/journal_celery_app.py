@@ -1,5 +1,5 @@
-"""A Celery app whose task books a deal under an idempotency key kept in a RedisJournal,
-as docs/idempotency.md's recipe does (acks_late, task_reject_on_worker_lost)."""
+"""A Celery app whose task books a deal under an idempotency key kept in a RedisJournal (or a
+PostgresJournal), as docs/idempotency.md's recipe does (acks_late, task_reject_on_worker_lost)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,17 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
 )
 
+
+def journal_of(spec: str) -> fxpay.Journal:
+    """FXPAY_TEST_JOURNAL: a Redis URL, or "postgres:CONNINFO|TABLE"."""
+    if spec.startswith("postgres:"):
+        conninfo, _, table = spec.removeprefix("postgres:").partition("|")
+        return fxpay.PostgresJournal(conninfo, table=table)
+    return fxpay.RedisJournal(spec, prefix="celery:")
+
+
 # Made in the worker's main process, before the pool forks: each child uses it.
-client = fxpay.Client.from_env(journal=fxpay.RedisJournal(os.environ["FXPAY_TEST_JOURNAL"], prefix="celery:"))
+client = fxpay.Client.from_env(journal=journal_of(os.environ["FXPAY_TEST_JOURNAL"]))
 
 
 @app.task(bind=True, acks_late=True, task_reject_on_worker_lost=True, max_retries=200)  # type: ignore[misc]

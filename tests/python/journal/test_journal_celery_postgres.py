@@ -1,0 +1,123 @@
+"""Celery chaos on a PostgresJournal: a prefork worker (-c 4, acks_late) books 200 deals under
+keys kept in PostgreSQL while its pool processes are SIGKILLed five times (the broker is a
+redis-server). Each deal is booked at most once, and each key ends done or unknown."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fxpay
+
+from conftest import make_beneficiary, need
+from journal_support import RedisServer
+from postgres_support import PostgresServer, make_postgres_journal, postgres_server
+
+__all__ = ["postgres_server"]  # a fixture, imported for the tests below
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the prefork pool needs fork")
+
+APPS = Path(__file__).parent / "apps"
+TASKS = 200
+
+
+# As test_journal_celery.py's (a test module imports no other).
+def stop(proc: subprocess.Popen[bytes], grace: float) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+
+
+def pool_children(master: int) -> list[int]:
+    psutil = need("psutil")
+    return [c.pid for c in psutil.Process(master).children()]
+
+
+@pytest.mark.filterwarnings("ignore::fxpay.testing.UnfiredFaultWarning")
+def test_celery_chaos_on_postgres_each_deal_at_most_once(fxpay_sandbox: Any, postgres_server: PostgresServer, tmp_path: Path) -> None:
+    need("celery")
+    from celery import Celery  # type: ignore[import-untyped]
+
+    broker = RedisServer(tmp_path)
+    broker.start()
+    broker_url = f"redis+socket://{broker.sock}"
+    journal = make_postgres_journal(postgres_server)
+    c = fxpay_sandbox.client()
+    bid = c.create_beneficiary(make_beneficiary())
+    jobs = []
+    for i in range(TASKS):
+        qid = c.create_quote(buy_currency="USD", buy_amount=Decimal(10 + i), sell_currency="AUD")
+        jobs.append((i, qid, bid, str(c.get_quote(qid).sell_amount)))
+    for _ in range(TASKS):
+        fxpay_sandbox.delay_next("POST /v1/payments/deals", 0.05)  # so that kills land mid-run
+    log = tmp_path / "celery.log"
+    env = dict(
+        os.environ,
+        FXPAY_BASE_URL=fxpay_sandbox.base_url,
+        FXPAY_CLIENT_ID=fxpay_sandbox.client_id,
+        FXPAY_CLIENT_SECRET=fxpay_sandbox.client_secret,
+        FXPAY_TEST_BROKER=broker_url,
+        FXPAY_TEST_JOURNAL=f"postgres:{postgres_server.conninfo}|{journal.table}",
+        PYTHONPATH=os.pathsep.join([str(APPS), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    )
+    with log.open("wb") as out:
+        worker = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "celery", "-A", "journal_celery_app", "worker", "--pool=prefork", "-c", "4", "--loglevel=INFO"),
+                *("--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"chaos-pg-{os.getpid()}@127.0.0.1"),
+            ],
+            cwd=str(APPS),
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    sender = Celery("sender", broker=broker_url, backend=broker_url)
+    sender.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+    try:
+        pending = [sender.send_task("journal_celery_app.pay", args=job) for job in jobs]
+        kills = 0
+        deadline = time.monotonic() + 120
+        while kills < 5:
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            if len(fxpay_sandbox.deals()) >= 20 * (kills + 1):
+                children = pool_children(worker.pid)
+                if children:
+                    os.kill(children[kills % len(children)], signal.SIGKILL)
+                    kills += 1
+            time.sleep(0.02)
+        try:
+            results = [p.get(timeout=240) for p in pending]
+        except Exception as e:
+            pytest.fail(f"{type(e).__name__}: {e}\n{log.read_text()[-5000:]}")
+    finally:
+        sender.close()
+        stop(worker, 20)
+        broker.stop()
+    refs = collections.Counter(b["payReference"] for d in fxpay_sandbox.deals() for b in d["beneficiaries"])
+    print(f"kills {kills}; task results {collections.Counter(r['state'] for r in results)}; deals {sum(refs.values())}")
+    assert max(refs.values()) == 1  # no payment booked twice
+    assert sorted(r["i"] for r in results) == list(range(TASKS))  # every task ended
+    entries = [journal.get(f"pay-{i}/deal") for i in range(TASKS)]
+    assert all(e is not None and e.state in ("done", "unknown") for e in entries)  # none silently lost
+    for r, e in zip(results, entries, strict=True):
+        assert isinstance(e, fxpay.JournalEntry)
+        if r["state"] == "done":
+            assert (e.state, e.result) == ("done", r["deal_id"])
+            assert refs[f"PAY-{r['i']}"] == 1
+    done = {f"PAY-{i}" for i, e in enumerate(entries) if e is not None and e.state == "done"}
+    assert done <= set(refs)

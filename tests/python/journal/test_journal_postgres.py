@@ -1,0 +1,486 @@
+"""PostgresJournal against a real PostgreSQL server: races between processes, a crash of the
+server mid-run, failing closed, the caller's transactions, threads and fork.
+
+The calls every journal shares (replay, reuse, in progress, unknown, resolve, a lost answer)
+run on PostgreSQL in test_journal_calls.py, through its ``journal`` fixture."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fxpay
+
+from conftest import all_at_once, make_beneficiary, need
+from journal_support import deal_args, requests_to
+from postgres_support import PostgresServer, make_postgres_journal, postgres_server, table_name
+
+__all__ = ["postgres_server"]  # a fixture, imported for the tests below
+
+WORKER = Path(__file__).with_name("payout_worker.py")
+DEALS = "POST /v1/payments/deals"
+
+
+@pytest.fixture
+def journal(postgres_server: PostgresServer) -> fxpay.PostgresJournal:
+    return make_postgres_journal(postgres_server)
+
+
+@pytest.fixture
+def own_server() -> Iterator[PostgresServer]:
+    """A server of the test's own, that it may stop."""
+    server = PostgresServer()
+    server.start()
+    yield server
+    server.remove()
+
+
+def rows(bid: str, n: int, prefix: str = "race") -> list[dict[str, Any]]:
+    return [
+        {
+            "key": f"{prefix}-{i}",
+            "buy_currency": "USD",
+            "buy_amount": str(Decimal(20 + i)),
+            "sell_currency": "AUD",
+            "beneficiary_id": bid,
+            "pay_reason": "invoice",
+            "pay_reference": f"{prefix.upper()}-{i}",
+        }
+        for i in range(n)
+    ]
+
+
+def booked_refs(sb: Any) -> collections.Counter[str]:
+    return collections.Counter(b["payReference"] for d in sb.deals() for b in d["beneficiaries"])
+
+
+def test_two_processes_racing_on_100_keys_book_100_deals(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    table = table_name()
+    fxpay.PostgresJournal(postgres_server.conninfo, table=table).create_table()
+    with fxpay_sandbox.client() as c:
+        bid = c.create_beneficiary(make_beneficiary())
+    table_rows = rows(bid, 100)
+    cfg = {
+        "base_url": fxpay_sandbox.base_url,
+        "client_id": fxpay_sandbox.client_id,
+        "client_secret": fxpay_sandbox.client_secret,
+        "journal": f"postgres:{postgres_server.conninfo}|{table}",
+        "rows": table_rows,
+        "start_at": time.time() + 2.0,  # both start together, whatever their import time
+    }
+    argv = [sys.executable, str(WORKER), json.dumps(cfg)]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    refs = booked_refs(fxpay_sandbox)
+    # Without the journal each process would book its own 100: 200.
+    assert sum(refs.values()) == 100
+    assert set(refs) == {r["pay_reference"] for r in table_rows}
+    assert sum(o.get("booked", 0) for o in outs) == 100
+    for o in outs:
+        assert set(o) <= {"booked", "replayed", "unknown"}
+
+
+def test_the_server_crashing_mid_run_fails_closed_and_loses_no_claimed_key(fxpay_sandbox: Any, own_server: PostgresServer) -> None:
+    journal = make_postgres_journal(own_server, timeout=2.0)
+    with fxpay_sandbox.client(journal=journal) as c:
+        bid = c.create_beneficiary(make_beneficiary())
+        table_rows = rows(bid, 40, "crash")
+        results: list[dict[str, Any]] = []
+        reported = threading.Event()
+        crashed = threading.Event()
+
+        def progress(p: fxpay.PayoutProgress) -> None:
+            if p.done == 10:
+                reported.set()
+                crashed.wait(30)  # the rest of the table runs while the server is down
+
+        def pay() -> None:
+            results.extend(c.pay_out(table_rows, funding_source="Own account", concurrency=2, progress=progress))
+
+        runner = threading.Thread(target=pay, daemon=True)
+        runner.start()
+        assert reported.wait(60)
+        # Every key claimed so far, read before the crash.
+        with need("psycopg").connect(own_server.conninfo) as conn:
+            before = dict(conn.execute(f'SELECT key, data FROM "{journal.table}"').fetchall())
+        assert len(before) >= 20  # 10 rows done, two keys each (quote, deal)
+        own_server.stop("immediate")  # a crash: no checkpoint, the restart replays the WAL
+        crashed.set()
+        time.sleep(0.5)  # the requests in flight when it stopped end (the sandbox answers in ms)
+        sent = fxpay_sandbox.stats()["requests"]
+        with pytest.raises(fxpay.JournalError):
+            c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="while-down")
+        with pytest.raises(fxpay.JournalError):
+            journal.get("crash-0/deal")
+        runner.join(60)
+        assert not runner.is_alive()
+        assert fxpay_sandbox.stats()["requests"] == sent  # the rows started while down sent nothing
+        assert len(results) == 40
+        assert {r["status"] for r in results} <= {"booked", "refused", "unknown"}
+        refused = [r for r in results if r["status"] == "refused"]
+        assert len(refused) >= 40 - 10 - 2  # all but the 10 done and the 2 in flight
+        assert all("journal" in r["error"] for r in refused)
+        own_server.start()
+        # No key is lost: each is there, in the state it had or a later one.
+        for key, data in before.items():
+            now = journal.get(key)
+            assert now is not None, key
+            then = fxpay.JournalEntry.from_json(data)
+            if then.state == "done":
+                assert now.to_json() == data
+        # Running the table again books the rest, each row at most once.
+        again = c.pay_out(table_rows, funding_source="Own account", progress=False)
+        assert {r["status"] for r in again} <= {"booked", "replayed", "unknown"}
+        assert sum(r["status"] == "replayed" for r in again) >= 10
+        refs = booked_refs(fxpay_sandbox)
+        assert max(refs.values()) == 1
+        # Every deal booked is a row booked or replayed, or one left unknown: a deal that was
+        # in flight when the server died may be booked while its key could not say so.
+        known = {r["pay_reference"] for r in again if r["status"] in ("booked", "replayed")}
+        assert known <= set(refs)
+        assert len(refs) <= len(known) + sum(r["status"] == "unknown" for r in again)
+
+
+def test_a_server_that_is_down_fails_closed_and_sends_nothing(fxpay_sandbox: Any, own_server: PostgresServer) -> None:
+    journal = make_postgres_journal(own_server, timeout=2.0)
+    with fxpay_sandbox.client(journal=journal) as c:
+        args = deal_args(c)
+        own_server.stop()
+        before = fxpay_sandbox.stats()["requests"]
+        started = time.monotonic()
+        with pytest.raises(fxpay.JournalError) as e:
+            c.create_deal(**args, idempotency_key="down")
+        assert time.monotonic() - started < 10
+        assert isinstance(e.value, fxpay.IdempotencyError)
+        assert fxpay_sandbox.stats()["requests"] == before
+        with pytest.raises(fxpay.JournalError):
+            journal.unknown()
+        own_server.start()
+        deal = c.create_deal(**args, idempotency_key="down")
+        assert c.create_deal(**args, idempotency_key="down") == deal
+        assert requests_to(fxpay_sandbox, DEALS) == 1
+
+
+def test_a_statement_timeout_fails_closed_and_sends_nothing(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    psycopg = need("psycopg")
+    journal = make_postgres_journal(postgres_server, timeout=0.5)
+    with fxpay_sandbox.client(journal=journal) as c:
+        args = deal_args(c)
+        # Another session (a long migration, say) holds the table.
+        other = psycopg.connect(postgres_server.conninfo)
+        other.execute(f'LOCK TABLE "{journal.table}" IN ACCESS EXCLUSIVE MODE')
+        before = fxpay_sandbox.stats()["requests"]
+        started = time.monotonic()
+        with pytest.raises(fxpay.JournalError, match="statement timeout"):
+            c.create_deal(**args, idempotency_key="locked")
+        assert 0.4 < time.monotonic() - started < 5
+        assert fxpay_sandbox.stats()["requests"] == before
+        other.rollback()
+        other.close()
+        c.create_deal(**args, idempotency_key="locked")
+        assert requests_to(fxpay_sandbox, DEALS) == 1
+
+
+def test_a_read_only_server_fails_closed_and_sends_nothing(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    table = make_postgres_journal(postgres_server).table
+    # What a hot standby (or a primary put in read-only mode) answers to every session.
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + " options='-c default_transaction_read_only=on'", table=table)
+    with fxpay_sandbox.client(journal=journal) as c:
+        args = deal_args(c)
+        before = fxpay_sandbox.stats()["requests"]
+        with pytest.raises(fxpay.JournalError, match="read-only"):
+            c.create_deal(**args, idempotency_key="ro")
+        with pytest.raises(fxpay.JournalError, match="read-only"):
+            journal.get("ro")
+        assert fxpay_sandbox.stats()["requests"] == before
+
+
+def test_a_missing_table_fails_closed_and_says_how_to_make_it(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    journal = fxpay.PostgresJournal(postgres_server.conninfo, table=table_name())
+    with fxpay_sandbox.client(journal=journal) as c:
+        before = fxpay_sandbox.stats()["requests"]
+        with pytest.raises(fxpay.JournalError, match=r"create_table\(\)"):
+            c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="q")
+        assert fxpay_sandbox.stats()["requests"] == before
+        journal.create_table()
+        journal.create_table()  # again: nothing to do
+        qid = c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="q")
+        assert journal.get("q").result == qid  # type: ignore[union-attr]
+
+
+def test_the_callers_transaction_neither_holds_nor_undoes_a_claim(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    psycopg = need("psycopg")
+    journal = make_postgres_journal(postgres_server)
+    with fxpay_sandbox.client(journal=journal) as c:
+        args = deal_args(c)
+        # The application's own transaction, open around the call, then rolled back (an
+        # exception after the payment, in Django's atomic() or a SQLAlchemy session).
+        app = psycopg.connect(postgres_server.conninfo)
+        app.execute("CREATE TEMP TABLE orders (id int)")
+        app.execute("INSERT INTO orders VALUES (1)")
+        deal = c.create_deal(**args, idempotency_key="in-tx")
+        # Committed already: another session sees the key while the caller's transaction is open.
+        with psycopg.connect(postgres_server.conninfo) as third:
+            row = third.execute(f'SELECT state FROM "{journal.table}" WHERE key = %s', ("in-tx",)).fetchone()
+        assert row == ("done",)
+        app.rollback()
+        app.close()
+        assert journal.get("in-tx").result == deal.deal_id  # type: ignore[union-attr]
+        assert c.create_deal(**args, idempotency_key="in-tx") == deal
+        assert requests_to(fxpay_sandbox, DEALS) == 1
+
+
+def test_a_connection_factory_in_a_transaction_is_used_in_autocommit(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    psycopg = need("psycopg")
+    table = make_postgres_journal(postgres_server).table
+    made: list[Any] = []
+
+    def connect() -> Any:
+        conn = psycopg.connect(postgres_server.conninfo)  # not in autocommit: DB-API's default
+        conn.execute("SELECT 1")  # a transaction already open
+        made.append(conn)
+        return conn
+
+    journal = fxpay.PostgresJournal(connect, table=table)
+    with fxpay_sandbox.client(journal=journal) as c:
+        qid = c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="f")
+    assert len(made) == 1
+    assert made[0].autocommit
+    with psycopg.connect(postgres_server.conninfo) as other:
+        row = other.execute(f'SELECT result FROM "{table}" WHERE key = %s', ("f",)).fetchone()
+    assert row == (qid,)
+
+
+def test_many_threads_share_a_few_connections(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    psycopg = need("psycopg")
+    name = table_name()
+    journal = fxpay.PostgresJournal(f"{postgres_server.conninfo} application_name={name}", table=name)
+    journal.create_table()
+    seen: list[int] = []
+    done = threading.Event()
+
+    def sessions() -> None:  # the journal's sessions on the server, while the threads run
+        with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
+            while not done.is_set():
+                seen.append(admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)).fetchone()[0])
+                time.sleep(0.005)
+
+    watcher = threading.Thread(target=sessions)
+    watcher.start()
+    try:
+        with fxpay_sandbox.client(journal=journal) as c:
+            c._payments_token()  # the token first: its request is not under a key
+            ids = all_at_once(16, lambda: c.create_beneficiary(make_beneficiary(), idempotency_key=f"b{threading.get_ident()}"))
+            assert len(set(ids)) == 16
+            assert fxpay_sandbox.stats()["beneficiaries"] == 16
+            # One key from 16 threads at once: one request, the others in progress or replayed.
+            outcomes: collections.Counter[str] = collections.Counter()
+
+            def same() -> None:
+                try:
+                    c.create_beneficiary(make_beneficiary(), idempotency_key="one")
+                    outcomes["ok"] += 1
+                except fxpay.InProgressError:
+                    outcomes["in progress"] += 1
+
+            all_at_once(16, same)
+            assert fxpay_sandbox.stats()["beneficiaries"] == 17
+            assert sum(outcomes.values()) == 16
+    finally:
+        done.set()
+        watcher.join(10)
+    assert 1 <= max(seen) <= journal.max_connections == 4  # a few, never one per thread
+
+
+FORK_SCRIPT = textwrap.dedent(
+    """
+    import gc, json, os, sys, threading
+    import psycopg
+    import fxpay
+
+
+    # A DB-API connection that, like psycopg2's, says goodbye to the server (libpq's
+    # PQfinish) when it is deleted, in whatever process deletes it.
+    class FinishesOnDelete:
+
+        def __init__(self):
+            self._c = psycopg.connect(sys.argv[1])
+
+        def __getattr__(self, name):
+            return getattr(self._c, name)
+
+        def __setattr__(self, name, value):
+            if name == "_c":
+                object.__setattr__(self, name, value)
+            else:
+                setattr(self._c, name, value)
+
+        def __del__(self):
+            self._c.pgconn.finish()
+
+
+    if sys.argv[4] == "psycopg":
+        journal = fxpay.PostgresJournal(sys.argv[1], table=sys.argv[2])
+    else:
+        journal = fxpay.PostgresJournal(FinishesOnDelete, table=sys.argv[2])
+    backend = lambda: journal._run("probe", ("SELECT pg_backend_pid()", ()))[1][0][0]
+    parent_backend = backend()
+    # Another thread is inside a call (it holds the journal's lock) when the process forks.
+    held, release = threading.Event(), threading.Event()
+    def inside():
+        with journal._lock:
+            held.set()
+            release.wait()
+    t = threading.Thread(target=inside)
+    t.start()
+    held.wait()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        out = {}
+        try:
+            out["claim"] = journal.claim(fxpay.JournalEntry.from_json(sys.argv[3])) is None
+            out["child_backend"] = backend()
+            journal.close()
+            del journal  # the child lets go of the journal, and of what it inherited
+            gc.collect()
+        except BaseException as e:
+            out["error"] = repr(e)
+        os.write(w, json.dumps(out).encode())
+        os.close(w)
+        sys.exit(0)  # an ordinary exit: finalisers run
+    os.close(w)
+    os.waitpid(pid, 0)
+    child = json.loads(os.read(r, 65536))
+    release.set()
+    t.join()
+    print(json.dumps({**child, "parent_backend": parent_backend, "parent_after": backend()}))
+    """
+)
+
+
+@pytest.mark.parametrize("connection", ["psycopg", "finishes-on-delete"])
+def test_a_child_forked_while_a_thread_is_inside_a_call_has_its_own_connection(
+    fxpay_sandbox: Any, postgres_server: PostgresServer, journal: fxpay.PostgresJournal, tmp_path: Path, connection: str
+) -> None:
+    with fxpay_sandbox.client(journal=journal) as c:
+        c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="template")
+    template = journal.get("template")
+    assert template is not None
+    entry = template.to_json().replace('"template"', '"from-child"')
+    script = tmp_path / "fork.py"
+    script.write_text(FORK_SCRIPT)
+    argv = [sys.executable, str(script), postgres_server.conninfo, journal.table, entry, connection]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:  # a child that hangs (a lock it inherited held) must not outlive the test
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    assert proc.returncode == 0, stderr
+    out = json.loads(stdout.strip().splitlines()[-1])
+    assert out.get("error") is None, out
+    assert out["claim"] is True
+    assert out["child_backend"] != out["parent_backend"]  # a connection of its own
+    assert out["parent_after"] == out["parent_backend"]  # the parent's session outlived the child
+    assert journal.get("from-child") is not None
+
+
+def test_wrong_types_and_values_are_refused() -> None:
+    with pytest.raises(TypeError, match="conninfo"):
+        fxpay.PostgresJournal(5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="table"):
+        fxpay.PostgresJournal("host=127.0.0.1", table=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="timeout"):
+        fxpay.PostgresJournal("host=127.0.0.1", timeout="5")  # type: ignore[arg-type]
+    for bad in ("", "fx journal", 'x"; DROP TABLE y; --', "a.b.c", "1abc", "x" * 51, "s.", "é"):
+        with pytest.raises(fxpay.ConfigurationError, match="table"):
+            fxpay.PostgresJournal("host=127.0.0.1", table=bad)
+    for t in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(fxpay.ConfigurationError, match="timeout"):
+            fxpay.PostgresJournal("host=127.0.0.1", timeout=t)
+    with pytest.raises(fxpay.ConfigurationError, match="conninfo") as e:
+        fxpay.PostgresJournal("host=127.0.0.1 password=s3cret dbname")
+    assert "s3cret" not in str(e.value)
+    fxpay.PostgresJournal("host=127.0.0.1", timeout=1e12)  # longer than PostgreSQL can count: its longest
+    j = fxpay.PostgresJournal("host=127.0.0.1 port=9", table="app.fxpay_journal")  # nothing connects yet
+    with pytest.raises(TypeError, match="key"):
+        j.get(5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="entry"):
+        j.claim("x")  # type: ignore[arg-type]
+    assert isinstance(j, fxpay.Journal)
+
+
+def test_a_schema_qualified_table(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    psycopg = need("psycopg")
+    schema = table_name()
+    with psycopg.connect(postgres_server.conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    journal = fxpay.PostgresJournal(postgres_server.conninfo, table=f"{schema}.Journal")
+    journal.create_table()
+    with fxpay_sandbox.client(journal=journal) as c:
+        qid = c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="s")
+    with psycopg.connect(postgres_server.conninfo) as conn:
+        assert conn.execute(f'SELECT result FROM "{schema}"."Journal"').fetchall() == [(qid,)]
+
+
+def test_a_server_with_synchronous_commit_off_gets_it_on_for_the_journal(postgres_server: PostgresServer) -> None:
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + " options='-c synchronous_commit=off'", table=table_name())
+    journal.create_table()
+    assert journal._run("probe", ("SHOW synchronous_commit", ()))[1] == [("on",)]
+
+
+def test_a_hot_standby_fails_closed_and_sends_nothing(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    primary = make_postgres_journal(postgres_server)
+    with fxpay_sandbox.client(journal=primary) as c:
+        qid = c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="before")
+    standby = PostgresServer(standby_of=postgres_server)  # a replica, as after a wrong failover or DNS name
+    standby.start()
+    try:
+        journal = fxpay.PostgresJournal(standby.conninfo, table=primary.table)
+        with fxpay_sandbox.client(journal=journal) as c:
+            before = fxpay_sandbox.stats()["requests"]
+            for key in ("before", "new"):  # not even a replay is read from a replica: it may lag
+                with pytest.raises(fxpay.JournalError, match="replica in recovery"):
+                    c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key=key)
+            assert fxpay_sandbox.stats()["requests"] == before
+        with need("psycopg").connect(standby.conninfo) as conn:  # the replica has the key: it is the journal that refuses
+            assert conn.execute(f'SELECT result FROM "{primary.table}"').fetchall() == [(qid,)]
+    finally:
+        standby.remove()
+
+
+def test_a_connection_closed_while_idle_is_made_anew_not_failed(
+    fxpay_sandbox: Any, postgres_server: PostgresServer, journal: fxpay.PostgresJournal
+) -> None:
+    psycopg = need("psycopg")
+    journal.ping_after = 0.2
+    with fxpay_sandbox.client(journal=journal) as c:
+        c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="first")
+        backend = journal._run("probe", ("SELECT pg_backend_pid()", ()))[1][0][0]
+        # The server ends the idle session (idle_session_timeout, a restart, a firewall).
+        with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
+            assert admin.execute("SELECT pg_terminate_backend(%s)", (backend,)).fetchone() == (True,)
+        time.sleep(0.3)
+        qid = c.create_quote(buy_currency="AUD", buy_amount="6", sell_currency="USD", idempotency_key="after-idle")
+        assert journal.get("after-idle").result == qid  # type: ignore[union-attr]
+        assert journal._run("probe", ("SELECT pg_backend_pid()", ()))[1][0][0] != backend

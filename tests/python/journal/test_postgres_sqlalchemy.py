@@ -1,0 +1,90 @@
+"""The journal in a SQLAlchemy application's PostgreSQL: ``PostgresJournal(engine.raw_connection)``,
+as docs/deployment.md's FastAPI recipe has it."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+import fxpay
+
+from conftest import make_beneficiary, need
+from journal_support import deal_args, requests_to
+from postgres_support import PostgresServer, postgres_server, table_name
+
+__all__ = ["postgres_server"]  # a fixture, imported for the tests below
+
+DEALS = "POST /v1/payments/deals"
+
+
+@pytest.fixture
+def engine(postgres_server: PostgresServer) -> Any:
+    sqlalchemy = need("sqlalchemy")
+    engine = sqlalchemy.create_engine(f"postgresql+psycopg://postgres@127.0.0.1:{postgres_server.port}/postgres")
+    yield engine
+    engine.dispose()
+
+
+def test_a_claim_is_committed_whatever_the_session_around_the_call_does(fxpay_sandbox: Any, engine: Any) -> None:
+    sqlalchemy = need("sqlalchemy")
+    from sqlalchemy.orm import Session
+
+    journal = fxpay.PostgresJournal(engine.raw_connection, table=table_name())
+    journal.create_table()
+    with fxpay_sandbox.client(journal=journal) as c:
+        args = deal_args(c)
+        with Session(engine) as session:
+            session.execute(sqlalchemy.text("CREATE TEMP TABLE orders (id int)"))
+            session.execute(sqlalchemy.text("INSERT INTO orders VALUES (1)"))
+            deal = c.create_deal(**args, idempotency_key="in-session")
+            # Another session of the engine sees the key while this one's transaction is open.
+            with engine.connect() as other:
+                state = other.execute(sqlalchemy.text(f'SELECT state FROM "{journal.table}" WHERE key = :k'), {"k": "in-session"})
+                assert state.scalar_one() == "done"
+            session.rollback()
+        assert journal.get("in-session").result == deal.deal_id  # type: ignore[union-attr]
+        assert c.create_deal(**args, idempotency_key="in-session") == deal
+        assert requests_to(fxpay_sandbox, DEALS) == 1
+    # The journal holds one connection of the pool for itself.
+    assert engine.pool.checkedout() == 1
+    journal.close()
+    assert engine.pool.checkedout() == 0
+
+
+def test_the_fastapi_recipe_pays_an_invoice_once(fxpay_sandbox: Any, engine: Any) -> None:
+    need("fastapi")
+    need("httpx")
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+    from sqlalchemy.orm import Session
+
+    journal = fxpay.PostgresJournal(engine.raw_connection, table=table_name())
+    journal.create_table()
+    client = fxpay_sandbox.client(journal=journal)
+    bid = client.create_beneficiary(make_beneficiary())
+    app = FastAPI()
+
+    @app.post("/invoices/{invoice_id}/pay")
+    async def pay(invoice_id: str, amount: Decimal) -> dict[str, str]:
+        with Session(engine) as session, session.begin():
+            qid = await client.create_quote_async(
+                buy_currency="USD", buy_amount=amount, sell_currency="AUD", idempotency_key=f"invoice:{invoice_id}:quote"
+            )
+            quote = await client.get_quote_async(qid)
+            deal = await client.create_deal_async(
+                quote_id=qid,
+                funding_source="Own account",
+                beneficiaries=[fxpay.DealBeneficiary(bid, quote.sell_amount, "invoice", invoice_id)],
+                idempotency_key=f"invoice:{invoice_id}:deal",
+            )
+        return {"deal_id": deal.deal_id}
+
+    with TestClient(app) as http:
+        first = http.post("/invoices/INV-7/pay", params={"amount": "25"})
+        again = http.post("/invoices/INV-7/pay", params={"amount": "25"})
+    assert first.status_code == again.status_code == 200
+    assert first.json() == again.json()
+    assert [d["dealId"] for d in fxpay_sandbox.deals()] == [first.json()["deal_id"]]
+    client.close()
