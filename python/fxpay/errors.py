@@ -256,14 +256,19 @@ class IdempotencyError(FxPayError):
     """The idempotency journal refused a call, or could not be used; nothing was sent.
 
     ``entry`` is the key's :class:`~fxpay.JournalEntry` (None for a :class:`JournalError`).
+    ``request_id`` is the request id of the answer that made an outcome unknown (a 5xx's
+    ``x-request-id``), the id support asks for; None when no answer came (a timeout, a lost
+    connection). ``__cause__`` is the error that made it (the ``ServerError``, the
+    ``TimeoutError``, the ``TransportError``).
     """
 
-    def __init__(self, message: str = "", entry: JournalEntry | None = None) -> None:
+    def __init__(self, message: str = "", entry: JournalEntry | None = None, request_id: str | None = None) -> None:
         super().__init__(message)
         self.entry = entry
+        self.request_id = request_id
 
     def __reduce__(self) -> Any:
-        return (type(self), (self.message, self.entry))
+        return (type(self), (self.message, self.entry, self.request_id))
 
 
 class KeyReusedError(IdempotencyError):

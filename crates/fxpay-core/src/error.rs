@@ -70,6 +70,9 @@ pub enum Error {
         kind: IdempotencyKind,
         message: String,
         entry: Option<Box<crate::journal::entry::Entry>>,
+        /// What made the outcome unknown (the 5xx, the timeout, the lost connection), for
+        /// `__cause__` and the lost answer's request id.
+        cause: Option<Box<Error>>,
     },
     /// A bug or an unexpected state inside fxpay (including a caught panic).
     #[error("{0}")]
@@ -126,6 +129,25 @@ impl Error {
             kind: IdempotencyKind::Journal,
             message: msg.into(),
             entry: None,
+            cause: None,
+        }
+    }
+
+    /// This error (an idempotency refusal) with `cause`, the error that made it.
+    pub fn with_cause(self, cause: Error) -> Self {
+        match self {
+            Error::Idempotency {
+                kind,
+                message,
+                entry,
+                ..
+            } => Error::Idempotency {
+                kind,
+                message,
+                entry,
+                cause: Some(Box::new(cause)),
+            },
+            other => other,
         }
     }
 

@@ -148,13 +148,25 @@ pub fn to_pyerr(e: Error) -> PyErr {
             kind,
             message,
             entry,
+            cause,
         } => {
-            let args = (message, entry.map(|e| PyJournalEntry(*e)));
-            match kind {
+            // The lost answer's request id (a 5xx's), what support asks for.
+            let request_id = cause.as_deref().and_then(answer_request_id);
+            let args = (message, entry.map(|e| PyJournalEntry(*e)), request_id);
+            let err = match kind {
                 IdempotencyKind::KeyReused => KeyReusedError::new_err(args),
                 IdempotencyKind::InProgress => InProgressError::new_err(args),
                 IdempotencyKind::OutcomeUnknown => OutcomeUnknownError::new_err(args),
                 IdempotencyKind::Journal => JournalError::new_err(args),
+            };
+            match cause {
+                // `__cause__`: the 5xx, the timeout or the lost connection behind it.
+                Some(c) => crate::exit_gate::attach(|py| {
+                    err.set_cause(py, Some(to_pyerr(*c)));
+                    err.clone_ref(py)
+                })
+                .unwrap_or(err),
+                None => err,
             }
         }
         Error::Internal(m) => FxPayError::new_err((m,)),
@@ -190,4 +202,18 @@ pub fn panic_message(payload: Box<dyn std::any::Any + Send>) -> Error {
 /// The `ConfigurationError` of a call on a closed `Client` or `UserSession` (`what`).
 pub fn closed_error(what: &str) -> PyErr {
     to_pyerr(Error::config(format!("this {what} is closed")))
+}
+
+/// The request id an error's answer carried (`x-request-id`, else `request-id`).
+fn answer_request_id(e: &Error) -> Option<String> {
+    let headers = match e {
+        Error::Api { headers, .. } | Error::OAuth { headers, .. } => headers,
+        _ => return None,
+    };
+    ["x-request-id", "request-id"].iter().find_map(|name| {
+        headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    })
 }

@@ -536,3 +536,28 @@ def test_a_pickled_idempotency_error_holds_no_callback_nonce(fxpay_sandbox: Any,
     assert pickle.loads(pickle.dumps(stored)).state == "unknown"
     # The journal still holds the nonce (a replay returns it; a receiver verifies with it).
     assert nonce in stored.to_json()
+
+
+# -- what a lost answer keeps (issue 46 item 7) ----------------------------------------------
+
+
+def test_an_unknown_outcome_keeps_the_lost_answers_request_id_and_its_cause(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    journal = fxpay.SqliteJournal(tmp_path / "j.db")
+    with fxpay_sandbox.client(journal=journal, max_retries=0) as c:
+        args = deal_args(c)
+        fxpay_sandbox.fail_next("/v1/payments/deals", 500)
+        with pytest.raises(fxpay.OutcomeUnknownError) as e:
+            c.create_deal(**args, idempotency_key="five-hundred")
+        cause = e.value.__cause__
+        assert isinstance(cause, fxpay.ServerError)
+        assert cause.request_id
+        assert e.value.request_id == cause.request_id
+        back = pickle.loads(pickle.dumps(e.value))
+        assert back.request_id == e.value.request_id
+        # No answer at all: the cause is the lost connection, and there is no request id.
+        args = deal_args(c)
+        fxpay_sandbox.drop_next("/v1/payments/deals", after_processing=True)
+        with pytest.raises(fxpay.OutcomeUnknownError) as lost:
+            c.create_deal(**args, idempotency_key="dropped")
+        assert isinstance(lost.value.__cause__, fxpay.TransportError)
+        assert lost.value.request_id is None

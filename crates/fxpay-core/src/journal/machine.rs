@@ -201,6 +201,7 @@ pub fn lost_but_settled(e: &Entry, operation: &str, lost: &str) -> Error {
             e.state.as_str()
         ),
         entry: Some(Box::new(e.clone())),
+        cause: None,
     }
 }
 
@@ -285,6 +286,7 @@ pub fn refusal(found: &Found, e: &Entry, operation: &str) -> Error {
         kind,
         message,
         entry: Some(Box::new(e.clone())),
+        cause: None,
     }
 }
 

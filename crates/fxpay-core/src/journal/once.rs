@@ -72,7 +72,7 @@ where
                 .await;
             match (unknown, saved) {
                 (true, Some(entry)) => {
-                    Err(machine::refusal(&Found::Unknown, &entry, keyed.operation))
+                    Err(machine::refusal(&Found::Unknown, &entry, keyed.operation).with_cause(e))
                 }
                 (true, None) => {
                     // Settled meanwhile by what knows the outcome (a spot deal's DealCreated
@@ -80,7 +80,8 @@ where
                     let key = keyed.key.clone();
                     match blocking(store, move |s| s.get(&key)).await {
                         Ok(Some(entry)) if entry.state != State::Pending => {
-                            Err(machine::lost_but_settled(&entry, keyed.operation, &text))
+                            Err(machine::lost_but_settled(&entry, keyed.operation, &text)
+                                .with_cause(e))
                         }
                         _ => Err(e),
                     }
