@@ -765,11 +765,33 @@ class RedisJournal(JournalBase):
         self._swap = url_or_client.register_script(_SWAP)
         self._persistence_known = not require_persistence
         self._check_lock = threading.Lock()
+        # Clients inherited through a fork: kept, never used or closed in the child.
+        self._inherited: list[Any] = []
         _live.add(self)
 
     def _after_fork(self, *, child: bool) -> None:
         if child:
             self._check_lock = threading.Lock()
+            self._use_fresh_pool()
+
+    def _use_fresh_pool(self) -> None:
+        """In a forked child: a connection pool of its own, made from the same settings.
+        redis-py's pool makes itself anew in a child on first use, but (8.x) first takes the
+        inherited pool's lock, which a thread of the parent may have held at the fork: the
+        child would wait for ever (a hung child of a fork during 8 writing threads,
+        test_journal_holes.py). A new pool has no inherited lock."""
+        import redis
+
+        pool = getattr(self._r, "connection_pool", None)
+        if pool is None or not hasattr(pool, "connection_kwargs"):
+            return
+        fresh = type(pool)(connection_class=pool.connection_class, max_connections=pool.max_connections, **pool.connection_kwargs)
+        # The inherited client is kept, never closed here: its `__del__` closes its pool,
+        # which (making itself anew first) would take that same inherited lock.
+        self._inherited.append((self._r, self._claim, self._swap))
+        self._r = redis.Redis(connection_pool=fresh)
+        self._claim = self._r.register_script(_CLAIM)
+        self._swap = self._r.register_script(_SWAP)
 
     def _check_persistence(self) -> None:
         """On first use: refuses a Redis that would forget its keys when it restarts."""

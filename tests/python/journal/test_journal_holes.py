@@ -293,6 +293,54 @@ def test_a_child_forked_while_8_threads_write_the_redis_journal_does_not_hang(fx
     assert codes == [0] * 8, f"{codes.count(-1)} of 8 children hung"
 
 
+def test_a_child_forked_while_a_thread_holds_the_redis_pool_lock_does_not_hang(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
+    """The cause of a rare hang above: redis-py's pool, made anew in a child on first use,
+    first takes the inherited pool's lock; here a parent thread holds it across the fork."""
+    journal = fxpay.RedisJournal(redis_server.url, prefix=f"forklock{time.monotonic_ns()}:")
+    c = fxpay_sandbox.client(journal=journal)
+    quote(c, "parent")
+    pool = journal._r.connection_pool  # redis-py's own lock, held to make the fork land in it
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with pool._lock:
+            held.set()
+            release.wait(60)
+
+    t = threading.Thread(target=hold, daemon=True)
+    t.start()
+    held.wait(10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            quote(c, "child")
+            code = 0
+        finally:
+            os._exit(code)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                pytest.fail("the child hung on the parent's redis pool lock")
+            time.sleep(0.02)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        release.set()
+        t.join(10)
+        c.close()
+    entry = journal.get("child")
+    assert entry is not None
+    assert entry.state == "done"
+
+
 # -- a Redis that would forget -------------------------------------------------------------
 
 
