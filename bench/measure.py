@@ -624,7 +624,7 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     versions = {}
-    for pkg in ("fxpay", "httpx", "h2", "requests", "aiohttp", "pyreqwest", "opentelemetry-sdk", "psutil", "matplotlib"):
+    for pkg in ("fxpay", "httpx", "h2", "requests", "aiohttp", "pyreqwest", "wreq", "pyqwest", "opentelemetry-sdk", "psutil", "matplotlib"):
         try:
             versions[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
