@@ -16,6 +16,7 @@ See bench/README.md.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -49,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-ceiling", action="store_true", help="skip the pure-Rust ceiling")
     p.add_argument("--no-extras", action="store_true", help="skip cold start, tracing cost, the sandbox's throughput, import time and RSS")
     p.add_argument("--write-readme", action="store_true", help="only write the README's table from bench/results/results.json")
+    p.add_argument(
+        "--instructions",
+        type=Path,
+        default=HERE / "results" / "instructions.json",
+        help="bench/instructions.py's table, judged in this report (default bench/results/instructions.json, if it exists)",
+    )
     args = p.parse_args(argv)
     if args.write_readme:
         report.write_readme(args.out / "results.json" if args.out else HERE / "results" / "results.json", HERE.parent / "README.md")
@@ -61,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
 
     res = measure.measure(args)
     doc = res.to_json()
+    # Instructions per call are counted apart (bench/instructions.py: callgrind, minutes per
+    # cell); the table is attached with the build it counted, and its targets judged here.
+    if args.instructions.exists():
+        table = json.loads(args.instructions.read_text())
+        doc["instructions"] = {k: table.get(k) for k in ("label", "n", "warmup", "build", "per_call", "quick")}
+        doc["instructions"]["source"] = str(args.instructions)
     report.write(doc, out)
 
     if args.quick:
