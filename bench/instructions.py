@@ -301,9 +301,42 @@ def measure_all(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         for sb in servers.values():
             sb.close()
+    if args.merge:
+        merge(doc, args.merge)
     doc["targets"] = targets(doc)
     doc["seconds"] = time.perf_counter() - started
     return doc
+
+
+def merge(doc: dict[str, Any], path: Path) -> None:
+    """Adds the cells of an earlier table that this run did not count (``--merge``): the peers
+    and the ceiling do not change with fxpay's build, so an A/B need count only fxpay again.
+    The merged cells are listed (``merged``), with the file and the N they were counted with."""
+    old = json.loads(path.read_text())
+    if old.get("n") != doc["n"]:
+        raise SystemExit(f"--merge {path}: counted with N = {old.get('n')}, this run with {doc['n']}")
+    counted = set(doc["per_call"]) | set(doc["errors"])
+    taken = []
+    for k, v in old.get("per_call", {}).items():
+        if k not in counted:
+            doc["per_call"][k] = v
+            taken.append(k)
+            if k in old.get("runs", {}):
+                doc["runs"][k] = old["runs"][k]
+    for k, v in old.get("runs", {}).items():  # the ceiling's arrangements
+        doc["runs"].setdefault(k, v)
+    for tr, runs in (old.get("ceiling") or {}).items():
+        for r, v in runs.items():
+            doc["ceiling"].setdefault(tr, {}).setdefault(r, v)
+    for k, v in (old.get("errors") or {}).items():
+        if k not in counted and k not in doc["per_call"]:
+            doc["errors"][k] = v
+    if not doc["build"].get("ceiling_sha256") and old.get("build", {}).get("ceiling_sha256"):
+        doc["build"]["ceiling_binary"] = old["build"].get("ceiling_binary")
+        doc["build"]["ceiling_sha256"] = old["build"]["ceiling_sha256"]
+    doc.setdefault("merged", []).append(
+        {"from": str(path), "label": old.get("label", ""), "bench_commit": old.get("build", {}).get("bench_commit"), "cells": taken}
+    )
 
 
 def targets(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -326,7 +359,7 @@ def _clients_in(doc: dict[str, Any]) -> list[str]:
 
 def _cells_in(doc: dict[str, Any]) -> list[tuple[str, str]]:
     """The (shape, transport) of every cell measured or failed, in the order of bench/run.py."""
-    keys = {k.split(" (")[0] for k in [*doc.get("per_call", {}), *doc.get("errors", {})]}
+    keys = {re.sub(r" \((loop_ct|loop_mt)\)$", "", k) for k in [*doc.get("per_call", {}), *doc.get("errors", {})]}
     names = _clients_in(doc)
     return [
         (shape, tr)
@@ -366,7 +399,7 @@ def markdown(doc: dict[str, Any]) -> str:
         lines.append(f"| {cell_label(shape, tr)} | " + " | ".join(row) + f" | {ratio} |")
     ceiling = doc.get("ceiling") or {}
     if ceiling:
-        lines += ["", "The ceiling's loop in each arrangement (instructions per call):", ""]
+        lines += ["", "The ceiling's measurements (`--only`; instructions per call):", ""]
         for tr, runs in ceiling.items():
             lines.append(f"- {TRANSPORT_LABEL[tr]}: " + ", ".join(f"`{r}` {v:,.0f}" for r, v in runs.items()))
     if doc.get("ceiling_note"):
@@ -377,6 +410,8 @@ def markdown(doc: dict[str, Any]) -> str:
         lines.append(f"| {t['name']} | {m} | {t['needed']} | {t['result']} |")
     for k, v in (doc.get("errors") or {}).items():
         lines.append(f"- {k}: {v}")
+    for m in doc.get("merged") or []:
+        lines += ["", f"Counted earlier, in {m['from']} (bench at {m.get('bench_commit')}, the same N): {', '.join(m['cells'])}."]
     if doc.get("seconds"):
         lines += ["", f"Run took {doc['seconds']:.0f} s."]
     return "\n".join(lines) + "\n"
@@ -436,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--out", type=Path, help="output path without suffix (default bench/results/instructions; --quick bench/results/quick/instructions)"
     )
+    p.add_argument("--merge", type=Path, help="an earlier table (.json) whose cells this run does not count are kept")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per callgrind run")
     p.add_argument("--compare", nargs=2, type=Path, metavar=("A_JSON", "B_JSON"), help="print two tables side by side and exit")
     args = p.parse_args(argv)

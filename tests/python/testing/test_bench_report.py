@@ -293,6 +293,32 @@ def test_the_instructions_table_and_its_json(instructions: Any, report: Any, tmp
     side = instructions.compare(tmp_path / "main.json", tmp_path / "instructions.json")
     assert "| fxpay / loop | 80,000 | 90,000 | 1.125x (rises > 10%) |" in side
     assert "| wreq / loop | 160,000 | 160,000 | 1.000x |" in side
+    # The ceiling's name has parentheses of its own: a table of the ceiling alone has its rows.
+    alone = instructions.markdown({**doc, "per_call": {f"{ceiling} / loop": 80_000.0}, "errors": {}})
+    assert "| loop, plain http/1.1 | 80,000 | n/a |" in alone
+
+
+def test_a_second_build_recounts_fxpay_and_keeps_the_peers_and_the_ceiling(instructions: Any, tmp_path: Path) -> None:
+    ceiling = "pure-Rust reqwest (ceiling)"
+    earlier = {
+        "n": [256, 1280],
+        "label": "",
+        "build": {"bench_commit": "abc1234", "ceiling_binary": "/x/ceiling", "ceiling_sha256": "cd" * 32},
+        "per_call": {"fxpay / loop": 90_000.0, f"{ceiling} / loop": 80_000.0, "wreq / loop": 160_000.0},
+        "runs": {f"{ceiling} / loop (loop_ct)": {"totals": [1, 2], "calls": [306, 1408]}},
+        "ceiling": {"http": {"loop_ct": 80_000.0, "loop_mt": 85_000.0}},
+        "errors": {"pyqwest / loop": "RuntimeError: exit 1"},
+    }
+    (tmp_path / "earlier.json").write_text(json.dumps(earlier))
+    now: dict[str, Any] = {"n": [256, 1280], "build": {}, "per_call": {"fxpay / loop": 85_000.0}, "runs": {}, "ceiling": {}, "errors": {}}
+    instructions.merge(now, tmp_path / "earlier.json")
+    assert now["per_call"] == {"fxpay / loop": 85_000.0, f"{ceiling} / loop": 80_000.0, "wreq / loop": 160_000.0}
+    assert now["ceiling"] == earlier["ceiling"]
+    assert now["errors"] == earlier["errors"]
+    assert now["build"]["ceiling_sha256"] == "cd" * 32
+    assert now["merged"][0]["cells"] == [f"{ceiling} / loop", "wreq / loop"]
+    with pytest.raises(SystemExit, match="N ="):
+        instructions.merge({**now, "n": [64, 192]}, tmp_path / "earlier.json")
 
 
 def test_instructions_py_counts_fxpays_calls_under_callgrind(tmp_path: Path) -> None:
