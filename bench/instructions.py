@@ -61,7 +61,7 @@ DEFAULT_N = (256, 1280)
 DEFAULT_WARMUP = 256
 QUICK_N = (64, 192)
 QUICK_WARMUP = 64
-# The ceiling's measurements per shape (``--only``), and the one the loop is judged by.
+# The ceiling's measurements per shape (its ``--only``); a shape's figure is the fewest of them.
 CEILING_RUNS = {"loop": ("loop_ct", "loop_mt"), "async 64": ("async64",)}
 CEILING_TASKS = 64
 
@@ -127,6 +127,26 @@ def callgrind(cmd: list[str], timeout: float) -> int:
             if m:
                 return int(m.group(1))
         raise RuntimeError("callgrind wrote no totals")
+
+
+def connections_opened(sb: measure.SandboxProcess) -> int:
+    """How many connections the sandbox has accepted so far (its ``/_sandbox/stats``; this
+    request's own included)."""
+    import urllib.request
+
+    t = sb.target
+    req = urllib.request.Request(f"{t.base_url}/_sandbox/stats", headers={"Authorization": f"Bearer {sb.admin_token}"})
+    with urllib.request.urlopen(req, timeout=30, context=t.ssl_context() if t.tls else None) as r:
+        return int(json.loads(r.read())["connections"])
+
+
+def counted(sb: measure.SandboxProcess, cmd: list[str], timeout: float) -> tuple[int, int]:
+    """callgrind's total for ``cmd``, and the connections it opened to the sandbox. Each run
+    opens the same number when the client reuses its connections; more at the larger N means
+    that TLS handshakes are in the difference (a pool that let connections go)."""
+    before = connections_opened(sb)
+    total = callgrind(cmd, timeout)
+    return total, connections_opened(sb) - before - 1
 
 
 def per_call(totals: tuple[int, int], calls: tuple[int, int]) -> float:
@@ -261,19 +281,21 @@ def measure_all(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"  {cell.key:<40} n/a ({doc['errors'][cell.key]})", flush=True)
                 continue
             t = servers[cell.transport].target
-            totals = []
+            totals, conns = [], []
             try:
                 for n in (n_lo, n_hi):
                     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", cell.client.name, cell.shape, cell.transport]
-                    totals.append(callgrind([*cmd, str(n), str(args.warmup), _target_json(t)], args.timeout))
+                    total, opened = counted(servers[cell.transport], [*cmd, str(n), str(args.warmup), _target_json(t)], args.timeout)
+                    totals.append(total)
+                    conns.append(opened)
             except Exception as e:
                 doc["errors"][cell.key] = f"{type(e).__name__}: {e}"
                 print(f"  {cell.key:<40} ERROR {doc['errors'][cell.key]}", flush=True)
                 continue
             v = per_call((totals[0], totals[1]), (n_lo, n_hi))
             doc["per_call"][cell.key] = v
-            doc["runs"][cell.key] = {"totals": totals, "calls": [n_lo, n_hi]}
-            print(f"  {cell.key:<40} {v:>12,.0f} instructions/call", flush=True)
+            doc["runs"][cell.key] = {"totals": totals, "calls": [n_lo, n_hi], "connections": conns}
+            print(f"  {cell.key:<40} {v:>12,.0f} instructions/call (connections opened: {conns[0]}, {conns[1]})", flush=True)
         binary = measure.ceiling_binary()
         if ceiling_cells and not binary.exists():
             doc["ceiling_note"] = f"not built ({binary}: cargo build --release --example ceiling)"
@@ -285,7 +307,8 @@ def measure_all(args: argparse.Namespace) -> dict[str, Any]:
                 cmd = [str(binary), t.base_url, t.client_id, t.client_secret, t.quote_id]
                 extra = [*measure.ceiling_args(t, tr), "--only", run]
                 try:
-                    totals = [callgrind([*cmd, str(n), *extra], args.timeout) for n in (n_lo, n_hi)]
+                    results = [counted(servers[tr], [*cmd, str(n), *extra], args.timeout) for n in (n_lo, n_hi)]
+                    totals, conns = [r[0] for r in results], [r[1] for r in results]
                 except Exception as e:
                     doc["errors"][name] = f"{type(e).__name__}: {e}"
                     print(f"  {name:<40} ERROR {doc['errors'][name]}", flush=True)
@@ -293,16 +316,16 @@ def measure_all(args: argparse.Namespace) -> dict[str, Any]:
                 calls = (ceiling_calls(run, n_lo), ceiling_calls(run, n_hi))
                 v = per_call((totals[0], totals[1]), calls)
                 doc["ceiling"].setdefault(tr, {})[run] = v
-                doc["runs"][name] = {"totals": totals, "calls": list(calls)}
-                print(f"  {name:<40} {v:>12,.0f} instructions/call", flush=True)
+                doc["runs"][name] = {"totals": totals, "calls": list(calls), "connections": conns}
+                print(f"  {name:<40} {v:>12,.0f} instructions/call (connections opened: {conns[0]}, {conns[1]})", flush=True)
             got = [v for r in CEILING_RUNS[shape] if (v := doc["ceiling"].get(tr, {}).get(r)) is not None]
             if got:
                 doc["per_call"][key(CEILING, shape, tr)] = min(got)
     finally:
         for sb in servers.values():
             sb.close()
-    if args.merge:
-        merge(doc, args.merge)
+    for path in args.merge or []:
+        merge(doc, path)
     doc["targets"] = targets(doc)
     doc["seconds"] = time.perf_counter() - started
     return doc
@@ -397,6 +420,15 @@ def markdown(doc: dict[str, Any]) -> str:
         f, c = pc.get(key("fxpay", shape, tr)), pc.get(key(CEILING, shape, tr))
         ratio = f"{f / c:.2f}x" if f and c else "n/a"
         lines.append(f"| {cell_label(shape, tr)} | " + " | ".join(row) + f" | {ratio} |")
+    churn = [(k, r["connections"]) for k, r in (doc.get("runs") or {}).items() if len(set(r.get("connections") or [0])) > 1]
+    if churn:
+        lines += [
+            "",
+            "Runs that opened a different number of connections to the sandbox (the sandbox's count; TLS handshakes "
+            "and connection set-up are then in the figure, not only calls):",
+            "",
+        ]
+        lines += [f"- {k}: {c[0]} at N = {doc['n'][0]:,}, {c[1]} at N = {doc['n'][1]:,}" for k, c in churn]
     ceiling = doc.get("ceiling") or {}
     if ceiling:
         lines += ["", "The ceiling's measurements (`--only`; instructions per call):", ""]
@@ -471,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--out", type=Path, help="output path without suffix (default bench/results/instructions; --quick bench/results/quick/instructions)"
     )
-    p.add_argument("--merge", type=Path, help="an earlier table (.json) whose cells this run does not count are kept")
+    p.add_argument("--merge", type=Path, action="append", help="an earlier table (.json) to take uncounted cells from (repeatable)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per callgrind run")
     p.add_argument("--compare", nargs=2, type=Path, metavar=("A_JSON", "B_JSON"), help="print two tables side by side and exit")
     args = p.parse_args(argv)

@@ -102,6 +102,7 @@ class SandboxProcess:
                 k, _, v = line.strip().partition("=")
                 values[k] = v
         self.pid = self.proc.pid
+        self.admin_token = values["FXPAY_ADMIN_TOKEN"]  # the admin API: /_sandbox/stats counts connections
         self.target = Target(
             values["FXPAY_BASE_URL"], values["FXPAY_CLIENT_ID"], values["FXPAY_CLIENT_SECRET"], ca_bundle=values.get("FXPAY_CA_BUNDLE")
         )

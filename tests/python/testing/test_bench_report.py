@@ -264,7 +264,10 @@ def test_the_instructions_table_and_its_json(instructions: Any, report: Any, tmp
             "fxpay / async 64 / h2": 100_000.0,
             f"{ceiling} / async 64 / h2": 80_000.0,
         },
-        "runs": {},
+        "runs": {
+            "fxpay / loop": {"totals": [1, 2], "calls": [256, 1280], "connections": [1, 1]},
+            f"{ceiling} / async 64 / h2": {"totals": [1, 2], "calls": [320, 1408], "connections": [64, 90]},
+        },
         "ceiling": {"http": {"loop_ct": 80_000.0, "loop_mt": 95_000.0}},
         "errors": {"pyqwest / loop": "RuntimeError: exit 1"},
     }
@@ -287,6 +290,9 @@ def test_the_instructions_table_and_its_json(instructions: Any, report: Any, tmp
     assert "| cell | **fxpay** | pure-Rust reqwest (ceiling) | wreq | pyqwest | fxpay / ceiling |" in md
     assert "| loop, plain http/1.1 | 90,000 | 80,000 | 160,000 |  | 1.12x |" in md
     assert "- pyqwest / loop: RuntimeError: exit 1" in md
+    # A run that opened more connections at the larger N counted handshakes too: it says so.
+    assert f"- {ceiling} / async 64 / h2: 64 at N = 256, 90 at N = 1,280" in md
+    assert "- fxpay / loop: 1 at" not in md
     # A second build's table beside this one: a rise over 10% is flagged.
     other = {**back, "label": "main", "per_call": {"fxpay / loop": 80_000.0, "wreq / loop": 160_000.0}}
     (tmp_path / "main.json").write_text(json.dumps(other))
