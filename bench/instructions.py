@@ -266,6 +266,7 @@ def measure_all(args: argparse.Namespace) -> dict[str, Any]:
         "runs": {},
         "ceiling": {},
         "errors": {},
+        "churned": [],  # cells whose two runs opened a different number of connections
     }
     if not shutil.which("valgrind"):
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
@@ -295,6 +296,8 @@ def measure_all(args: argparse.Namespace) -> dict[str, Any]:
             v = per_call((totals[0], totals[1]), (n_lo, n_hi))
             doc["per_call"][cell.key] = v
             doc["runs"][cell.key] = {"totals": totals, "calls": [n_lo, n_hi], "connections": conns}
+            if conns[0] != conns[1]:
+                doc["churned"].append(cell.key)
             print(f"  {cell.key:<40} {v:>12,.0f} instructions/call (connections opened: {conns[0]}, {conns[1]})", flush=True)
         binary = measure.ceiling_binary()
         if ceiling_cells and not binary.exists():
@@ -303,7 +306,7 @@ def measure_all(args: argparse.Namespace) -> dict[str, Any]:
         for shape, tr in ceiling_cells if binary.exists() else []:
             t = servers[tr].target
             for run in CEILING_RUNS[shape]:
-                name = key(CEILING, shape, tr) + ("" if run == "async64" else f" ({run})")
+                name = _arrangement(shape, tr, run)
                 cmd = [str(binary), t.base_url, t.client_id, t.client_secret, t.quote_id]
                 extra = [*measure.ceiling_args(t, tr), "--only", run]
                 try:
@@ -318,9 +321,14 @@ def measure_all(args: argparse.Namespace) -> dict[str, Any]:
                 doc["ceiling"].setdefault(tr, {})[run] = v
                 doc["runs"][name] = {"totals": totals, "calls": list(calls), "connections": conns}
                 print(f"  {name:<40} {v:>12,.0f} instructions/call (connections opened: {conns[0]}, {conns[1]})", flush=True)
-            got = [v for r in CEILING_RUNS[shape] if (v := doc["ceiling"].get(tr, {}).get(r)) is not None]
+            # The fewest of its arrangements whose two runs opened as many connections (calls
+            # only); if every one opened more at the larger N, the fewest, marked as churned.
+            got = {r: v for r in CEILING_RUNS[shape] if (v := doc["ceiling"].get(tr, {}).get(r)) is not None}
+            even = [v for r, v in got.items() if _even(doc, _arrangement(shape, tr, r))]
             if got:
-                doc["per_call"][key(CEILING, shape, tr)] = min(got)
+                doc["per_call"][key(CEILING, shape, tr)] = min(even or got.values())
+                if not even:
+                    doc["churned"].append(key(CEILING, shape, tr))
     finally:
         for sb in servers.values():
             sb.close()
@@ -329,6 +337,16 @@ def measure_all(args: argparse.Namespace) -> dict[str, Any]:
     doc["targets"] = targets(doc)
     doc["seconds"] = time.perf_counter() - started
     return doc
+
+
+def _arrangement(shape: str, transport: str, run: str) -> str:
+    """The key of one of the ceiling's measurements: ``<ceiling> / loop / h2 (loop_ct)``."""
+    return key(CEILING, shape, transport) + ("" if run == "async64" else f" ({run})")
+
+
+def _even(doc: dict[str, Any], name: str) -> bool:
+    c = (doc["runs"].get(name) or {}).get("connections") or []
+    return len(set(c)) <= 1
 
 
 def merge(doc: dict[str, Any], path: Path) -> None:
@@ -346,6 +364,8 @@ def merge(doc: dict[str, Any], path: Path) -> None:
             taken.append(k)
             if k in old.get("runs", {}):
                 doc["runs"][k] = old["runs"][k]
+            if k in (old.get("churned") or []):
+                doc.setdefault("churned", []).append(k)
     for k, v in old.get("runs", {}).items():  # the ceiling's arrangements
         doc["runs"].setdefault(k, v)
     for tr, runs in (old.get("ceiling") or {}).items():

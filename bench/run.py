@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     # cell); the table is attached with the build it counted, and its targets judged here.
     if args.instructions.exists():
         table = json.loads(args.instructions.read_text())
-        doc["instructions"] = {k: table.get(k) for k in ("label", "n", "warmup", "build", "per_call", "quick")}
+        doc["instructions"] = {k: table.get(k) for k in ("label", "n", "warmup", "build", "per_call", "churned", "quick")}
         doc["instructions"]["source"] = str(args.instructions)
     report.write(doc, out)
 
