@@ -278,14 +278,14 @@ def ceiling_table(doc: dict[str, Any]) -> list[str]:
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
 
-    def num(v: float | None, f: str) -> str:
-        return "n/a" if v is None else format(v, f)
+    def num(v: float | None, f: str, unit: str = "") -> str:
+        return "n/a" if v is None else format(v, f) + unit
 
     for r in ceiling_rows(doc):
         lines.append(
             f"| {TRANSPORT_LABEL[r['transport']]} | {r['shape']} | {fmt_rate(r['fxpay_rps'])} | {fmt_rate(r['ceiling_rps'])} | "
-            f"{num(r['rps_ratio'], '.2f')}x | {num(r['fxpay_cpu_us'], '.1f')} | {num(r['ceiling_cpu_us'], '.1f')} | "
-            f"{num(r['cpu_ratio'], '.2f')}x |"
+            f"{num(r['rps_ratio'], '.2f', 'x')} | {num(r['fxpay_cpu_us'], '.1f')} | {num(r['ceiling_cpu_us'], '.1f')} | "
+            f"{num(r['cpu_ratio'], '.2f', 'x')} |"
         )
     return lines
 
@@ -403,8 +403,8 @@ def markdown(doc: dict[str, Any], cks: list[Check]) -> str:
         f"{doc['rounds']} interleaved round(s); one sandbox process per scheme (plain, TLS), its CPU time read from /proc "
         f"around every timed part; run took {doc['seconds']:.0f} s",
         "- TLS: every client trusts the sandbox's CA. `TLS http/1.1`: a sandbox that offers only http/1.1 by ALPN; "
-        "`TLS h2`: one that offers h2 and http/1.1, measured for the clients that speak h2 (fxpay and the ceiling by "
-        "default, httpx with `http2=True`, pyreqwest with `http2(True)`); requests and aiohttp speak HTTP/1.1 only",
+        "`TLS h2`: one that offers h2 and http/1.1, measured for the clients that speak h2 (fxpay, the ceiling, wreq "
+        "and pyqwest by default, httpx with `http2=True`, pyreqwest with `http2(True)`); requests and aiohttp speak HTTP/1.1 only",
         "- server CPU: the sandbox process's CPU time per wall second during the timed calls (its runtime has "
         "one worker thread per two cores, so about 1.0 on 2 cores means the server is the limit)",
         "",
