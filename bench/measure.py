@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -613,6 +614,14 @@ def fxpay_build() -> str:
         return "unknown"
     data = Path(spec.origin).read_bytes()
     return "debug" if b".debug_info" in data and len(data) > 30_000_000 else "release"
+
+
+def fxpay_extension_sha256() -> str | None:
+    """The SHA-256 of the installed fxpay extension (bench/instructions.py records it too)."""
+    spec = importlib.util.find_spec("fxpay._fxpay") if importlib.util.find_spec("fxpay") else None
+    if spec is None or not spec.origin:
+        return None
+    return hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()
 
 
 def machine() -> dict[str, Any]:

@@ -320,7 +320,8 @@ def extras_lines(doc: dict[str, Any]) -> list[str]:
             f"- instructions per call (bench/instructions.py, callgrind, the client process only; N = "
             f"{' and '.join(f'{n:,}' for n in ins.get('n') or [])}{', --quick' if ins.get('quick') else ''}; "
             f"{ins.get('source', '')}; fxpay {b.get('fxpay_version', '?')}, extension SHA-256 "
-            f"{str(b.get('fxpay_extension_sha256', 'n/a'))[:16]}):"
+            f"{str(b.get('fxpay_extension_sha256', 'n/a'))[:16]}"
+            f"{'' if ins.get('same_build', True) else '; ANOTHER BUILD than this run measured'}):"
         )
         for tr in TRANSPORTS:
             for shape in CEILING_KEY:

@@ -74,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
         table = json.loads(args.instructions.read_text())
         doc["instructions"] = {k: table.get(k) for k in ("label", "n", "warmup", "build", "per_call", "churned", "quick")}
         doc["instructions"]["source"] = str(args.instructions)
+        counted = (table.get("build") or {}).get("fxpay_extension_sha256")
+        here = measure.fxpay_extension_sha256()
+        doc["instructions"]["same_build"] = counted is not None and counted == here
+        if not doc["instructions"]["same_build"]:
+            print(f"WARNING: {args.instructions} counted another fxpay build than this run's", file=sys.stderr)
     report.write(doc, out)
 
     if args.quick:
