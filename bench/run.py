@@ -19,12 +19,29 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import measure  # noqa: E402 - after the path is set
 import report  # noqa: E402
+
+
+def attach_instructions(doc: dict[str, Any], path: Path) -> None:
+    """Instructions per call are counted apart (bench/instructions.py: callgrind, minutes per
+    cell): its table, if there is one, goes into the run's document with the build it counted,
+    and bench/report.py judges its targets. A table of another fxpay build than the one this
+    run measured is attached all the same, and said to be one (``same_build``)."""
+    if not path.exists():
+        return
+    table = json.loads(path.read_text())
+    doc["instructions"] = {k: table.get(k) for k in ("label", "n", "warmup", "build", "per_call", "churned", "quick")}
+    doc["instructions"]["source"] = str(path)
+    counted = (table.get("build") or {}).get("fxpay_extension_sha256")
+    doc["instructions"]["same_build"] = counted is not None and counted == measure.fxpay_extension_sha256()
+    if not doc["instructions"]["same_build"]:
+        print(f"WARNING: {path} counted another fxpay build than this run's", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,17 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
     res = measure.measure(args)
     doc = res.to_json()
-    # Instructions per call are counted apart (bench/instructions.py: callgrind, minutes per
-    # cell); the table is attached with the build it counted, and its targets judged here.
-    if args.instructions.exists():
-        table = json.loads(args.instructions.read_text())
-        doc["instructions"] = {k: table.get(k) for k in ("label", "n", "warmup", "build", "per_call", "churned", "quick")}
-        doc["instructions"]["source"] = str(args.instructions)
-        counted = (table.get("build") or {}).get("fxpay_extension_sha256")
-        here = measure.fxpay_extension_sha256()
-        doc["instructions"]["same_build"] = counted is not None and counted == here
-        if not doc["instructions"]["same_build"]:
-            print(f"WARNING: {args.instructions} counted another fxpay build than this run's", file=sys.stderr)
+    attach_instructions(doc, args.instructions)
     report.write(doc, out)
 
     if args.quick:

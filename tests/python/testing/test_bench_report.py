@@ -351,3 +351,30 @@ def test_instructions_py_counts_fxpays_calls_under_callgrind(tmp_path: Path) -> 
     totals = doc["runs"]["fxpay / loop"]["totals"]
     assert totals[1] > totals[0] > 50_000_000  # an interpreter's start-up is in both
     assert [t["result"] for t in doc["targets"]] == ["n/a"] * 6  # no ceiling asked for
+
+
+def test_a_run_attaches_the_instructions_table_and_says_whose_build_it_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location("fxpay_bench_run", BENCH / "run.py")
+        assert spec is not None
+        assert spec.loader is not None
+        run = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(run)
+    finally:
+        sys.path.remove(str(BENCH))
+    doc: dict[str, Any] = {}
+    run.attach_instructions(doc, tmp_path / "missing.json")
+    assert doc == {}
+    this_build = run.measure.fxpay_extension_sha256()
+    table = {"n": [256, 1280], "build": {"fxpay_extension_sha256": this_build}, "per_call": {"fxpay / loop": 1.0}, "churned": []}
+    (tmp_path / "ins.json").write_text(json.dumps(table))
+    run.attach_instructions(doc, tmp_path / "ins.json")
+    assert doc["instructions"]["per_call"] == {"fxpay / loop": 1.0}
+    assert doc["instructions"]["same_build"] is True
+    assert "another fxpay build" not in capsys.readouterr().err
+    table["build"]["fxpay_extension_sha256"] = "0" * 64
+    (tmp_path / "ins.json").write_text(json.dumps(table))
+    run.attach_instructions(doc, tmp_path / "ins.json")
+    assert doc["instructions"]["same_build"] is False
+    assert "counted another fxpay build" in capsys.readouterr().err
