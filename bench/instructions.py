@@ -130,8 +130,8 @@ def callgrind(cmd: list[str], timeout: float) -> int:
 
 
 def connections_opened(sb: measure.SandboxProcess) -> int:
-    """How many connections the sandbox has accepted so far (its ``/_sandbox/stats``; this
-    request's own included)."""
+    """How many connections the sandbox has accepted so far (its ``/_sandbox/stats``, which
+    counts no admin request's connection)."""
     import urllib.request
 
     t = sb.target
@@ -146,7 +146,7 @@ def counted(sb: measure.SandboxProcess, cmd: list[str], timeout: float) -> tuple
     that TLS handshakes are in the difference (a pool that let connections go)."""
     before = connections_opened(sb)
     total = callgrind(cmd, timeout)
-    return total, connections_opened(sb) - before - 1
+    return total, connections_opened(sb) - before
 
 
 def per_call(totals: tuple[int, int], calls: tuple[int, int]) -> float:
