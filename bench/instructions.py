@@ -110,7 +110,7 @@ def callgrind(cmd: list[str], timeout: float) -> int:
     """The instructions callgrind counted in ``cmd``'s process (all its threads), or raises."""
     with tempfile.TemporaryDirectory(prefix="fxpay-cg-") as tmp:
         out = Path(tmp) / "callgrind.out"
-        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "FXPAY_BENCH_UNDER_VALGRIND": "1"}
         p = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--trace-children=no", *cmd],
             capture_output=True,
