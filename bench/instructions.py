@@ -266,7 +266,8 @@ def measure_all(args: argparse.Namespace) -> dict[str, Any]:
         "runs": {},
         "ceiling": {},
         "errors": {},
-        "churned": [],  # cells whose two runs opened a different number of connections
+        # cells whose two runs opened a different number of connections: the larger N's minus the smaller's
+        "churned": {},
     }
     if not shutil.which("valgrind"):
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
@@ -297,7 +298,7 @@ def measure_all(args: argparse.Namespace) -> dict[str, Any]:
             doc["per_call"][cell.key] = v
             doc["runs"][cell.key] = {"totals": totals, "calls": [n_lo, n_hi], "connections": conns}
             if conns[0] != conns[1]:
-                doc["churned"].append(cell.key)
+                doc["churned"][cell.key] = conns[1] - conns[0]
             print(f"  {cell.key:<40} {v:>12,.0f} instructions/call (connections opened: {conns[0]}, {conns[1]})", flush=True)
         binary = measure.ceiling_binary()
         if ceiling_cells and not binary.exists():
@@ -322,13 +323,15 @@ def measure_all(args: argparse.Namespace) -> dict[str, Any]:
                 doc["runs"][name] = {"totals": totals, "calls": list(calls), "connections": conns}
                 print(f"  {name:<40} {v:>12,.0f} instructions/call (connections opened: {conns[0]}, {conns[1]})", flush=True)
             # The fewest of its arrangements whose two runs opened as many connections (calls
-            # only); if every one opened more at the larger N, the fewest, marked as churned.
+            # only); if none did, the fewest, marked as churned.
             got = {r: v for r in CEILING_RUNS[shape] if (v := doc["ceiling"].get(tr, {}).get(r)) is not None}
             even = [v for r, v in got.items() if _even(doc, _arrangement(shape, tr, r))]
             if got:
                 doc["per_call"][key(CEILING, shape, tr)] = min(even or got.values())
                 if not even:
-                    doc["churned"].append(key(CEILING, shape, tr))
+                    r = min(got, key=lambda r: got[r])
+                    c = doc["runs"][_arrangement(shape, tr, r)]["connections"]
+                    doc["churned"][key(CEILING, shape, tr)] = c[1] - c[0]
     finally:
         for sb in servers.values():
             sb.close()
@@ -364,8 +367,8 @@ def merge(doc: dict[str, Any], path: Path) -> None:
             taken.append(k)
             if k in old.get("runs", {}):
                 doc["runs"][k] = old["runs"][k]
-            if k in (old.get("churned") or []):
-                doc.setdefault("churned", []).append(k)
+            if k in (old.get("churned") or {}):
+                doc.setdefault("churned", {})[k] = old["churned"][k]
     for k, v in old.get("runs", {}).items():  # the ceiling's arrangements
         doc["runs"].setdefault(k, v)
     for tr, runs in (old.get("ceiling") or {}).items():

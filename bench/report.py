@@ -146,11 +146,14 @@ def cpu_checks(doc: dict[str, Any]) -> list[Check]:
 def instruction_checks(doc: dict[str, Any]) -> list[Check]:
     """``fxpay instructions per call <= 1.15x the Rust ceiling's: <cell>``, from the table of
     bench/instructions.py that the run attached (``instructions``: its per_call); ``n/a``
-    without one, and ``n/a`` (the ratio still given) where either side's two counted runs
-    opened a different number of connections (``churned``): that figure holds TLS handshakes
-    as well as calls, so it judges nothing."""
+    without one. Where a side's two counted runs opened a different number of connections
+    (``churned``: the larger N's minus the smaller's), its figure holds connection set-ups
+    and TLS handshakes as well as calls, and is too high (more at the larger N) or too low
+    (fewer). A verdict stands only if that error can but strengthen it: a FAIL when the
+    ceiling's figure is too high or fxpay's too low, a PASS the other way round; otherwise
+    ``n/a``, the ratio still given."""
     pc: dict[str, float] = _get(doc, "instructions", "per_call") or {}
-    churned = set(_get(doc, "instructions", "churned") or [])
+    churned: dict[str, int] = _get(doc, "instructions", "churned") or {}
     out = []
     for tr in TRANSPORTS:
         for shape in CEILING_KEY:
@@ -158,7 +161,11 @@ def instruction_checks(doc: dict[str, Any]) -> list[Check]:
             f, c = pc.get(fk), pc.get(ck)
             r = f / c if f and c else None
             name = f"fxpay instructions per call <= {INSTRUCTIONS_LIMIT:g}x the Rust ceiling's: {shape}, {TRANSPORT_LABEL[tr]}"
-            ok = None if r is None or {fk, ck} & churned else r <= INSTRUCTIONS_LIMIT
+            ok = None if r is None else r <= INSTRUCTIONS_LIMIT
+            f_err, c_err = churned.get(fk, 0), churned.get(ck, 0)  # > 0: that figure is too high
+            if ok is not None and (f_err or c_err):
+                holds = (f_err >= 0 and c_err <= 0) if ok else (f_err <= 0 and c_err >= 0)
+                ok = ok if holds else None
             out.append(Check(name, r, f"<= {INSTRUCTIONS_LIMIT:g}x", ok))
     return out
 

@@ -170,7 +170,7 @@ def _synthetic() -> dict[str, Any]:
                 "fxpay / async 64 / https": 110_000.0,
                 "pure-Rust reqwest (ceiling) / async 64 / https": 160_000.0,  # with handshakes: n/a
             },
-            "churned": ["pure-Rust reqwest (ceiling) / async 64 / https"],
+            "churned": {"pure-Rust reqwest (ceiling) / async 64 / https": 42, "pure-Rust reqwest (ceiling) / async 64 / h2": 4},
         },
     }
 
@@ -205,6 +205,18 @@ def test_instructions_against_the_ceiling_are_judged_and_req_s_only_reported(rep
     # handshakes, and a PASS against it would mean nothing.
     churned = by_name["fxpay instructions per call <= 1.15x the Rust ceiling's: async 64, TLS http/1.1"]
     assert (churned.measured, churned.verdict) == (pytest.approx(0.6875), "n/a")
+    # ... but a FAIL against a ceiling whose figure is too high stands: the true ratio is higher.
+    assert by_name["fxpay instructions per call <= 1.15x the Rust ceiling's: async 64, TLS h2"].verdict == "FAIL"
+    fewer = _synthetic()
+    fewer["instructions"]["churned"] = {"pure-Rust reqwest (ceiling) / async 64 / h2": -4}
+    checks = {c.name: c.verdict for c in report.checks(fewer)}
+    assert checks["fxpay instructions per call <= 1.15x the Rust ceiling's: async 64, TLS h2"] == "n/a"
+    fewer["instructions"]["churned"] = {"fxpay / loop": 3}  # fxpay's figure too high, and still within: PASS stands
+    checks = {c.name: c.verdict for c in report.checks(fewer)}
+    assert checks["fxpay instructions per call <= 1.15x the Rust ceiling's: loop, plain http/1.1"] == "PASS"
+    fewer["instructions"]["churned"] = {"fxpay / loop": -3}
+    checks = {c.name: c.verdict for c in report.checks(fewer)}
+    assert checks["fxpay instructions per call <= 1.15x the Rust ceiling's: loop, plain http/1.1"] == "n/a"
     # fxpay's rate against the ceiling's is a figure, never a verdict, even far below it.
     rate = by_name["fxpay req/s / the Rust ceiling's: loop, TLS h2"]
     assert (rate.measured, rate.verdict) == (pytest.approx(0.75), "n/a")
@@ -367,7 +379,7 @@ def test_a_run_attaches_the_instructions_table_and_says_whose_build_it_counted(t
     run.attach_instructions(doc, tmp_path / "missing.json")
     assert doc == {}
     this_build = run.measure.fxpay_extension_sha256()
-    table = {"n": [256, 1280], "build": {"fxpay_extension_sha256": this_build}, "per_call": {"fxpay / loop": 1.0}, "churned": []}
+    table = {"n": [256, 1280], "build": {"fxpay_extension_sha256": this_build}, "per_call": {"fxpay / loop": 1.0}, "churned": {}}
     (tmp_path / "ins.json").write_text(json.dumps(table))
     run.attach_instructions(doc, tmp_path / "ins.json")
     assert doc["instructions"]["per_call"] == {"fxpay / loop": 1.0}
