@@ -268,6 +268,7 @@ def measure_all(args: argparse.Namespace) -> dict[str, Any]:
         "errors": {},
         # cells whose two runs opened a different number of connections: the larger N's minus the smaller's
         "churned": {},
+        "notes": args.note or [],
     }
     if not shutil.which("valgrind"):
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
@@ -465,6 +466,8 @@ def markdown(doc: dict[str, Any]) -> str:
         lines.append(f"| {t['name']} | {m} | {t['needed']} | {t['result']} |")
     for k, v in (doc.get("errors") or {}).items():
         lines.append(f"- {k}: {v}")
+    for note in doc.get("notes") or []:
+        lines += ["", f"Note: {note}"]
     for m in doc.get("merged") or []:
         lines += ["", f"Counted earlier, in {m['from']} (bench at {m.get('bench_commit')}, the same N): {', '.join(m['cells'])}."]
     if doc.get("seconds"):
@@ -527,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, help="output path without suffix (default bench/results/instructions; --quick bench/results/quick/instructions)"
     )
     p.add_argument("--merge", type=Path, action="append", help="an earlier table (.json) to take uncounted cells from (repeatable)")
+    p.add_argument("--note", action="append", help="a line for the table's page and JSON (repeatable)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per callgrind run")
     p.add_argument("--compare", nargs=2, type=Path, metavar=("A_JSON", "B_JSON"), help="print two tables side by side and exit")
     args = p.parse_args(argv)
