@@ -120,7 +120,8 @@ def callgrind(cmd: list[str], timeout: float) -> int:
             preexec_fn=measure.pin_client,
         )
         if p.returncode != 0:
-            tail = "\n".join((p.stdout + p.stderr).strip().splitlines()[-6:])
+            own = [ln for ln in (p.stdout + p.stderr).strip().splitlines() if ln.strip() and not re.match(r"==\d+==", ln)]
+            tail = " / ".join(own[-3:])  # the client's last words, not valgrind's summary
             raise RuntimeError(f"exit {p.returncode}: {tail}")
         for line in out.read_text().splitlines():
             m = re.match(r"^(?:summary|totals):\s*(\d+)", line)
@@ -465,7 +466,8 @@ def markdown(doc: dict[str, Any]) -> str:
         m = "n/a" if t["measured"] is None else f"{t['measured']:.2f}x"
         lines.append(f"| {t['name']} | {m} | {t['needed']} | {t['result']} |")
     for k, v in (doc.get("errors") or {}).items():
-        lines.append(f"- {k}: {v}")
+        own = [ln.strip() for ln in v.splitlines() if ln.strip() and not re.match(r"==\d+==", ln)]
+        lines.append(f"- {k}: {' / '.join(own)}")
     for note in doc.get("notes") or []:
         lines += ["", f"Note: {note}"]
     for m in doc.get("merged") or []:
