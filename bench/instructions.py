@@ -16,6 +16,7 @@ one per transport.
     python bench/instructions.py --clients fxpay,ceiling --only "/ h2"
     python bench/instructions.py --label main --out bench/results/instructions-main   # another build, side by side
     python bench/instructions.py --compare bench/results/instructions-main.json bench/results/instructions.json
+    python bench/instructions.py --clients none --merge A.json --merge B.json   # tables counted apart, as one
 
 Writes ``<out>.md`` and ``<out>.json`` (default ``bench/results/instructions``): the table of
 instructions per call per client and cell, the judged entries ``fxpay instructions per call <=
@@ -241,6 +242,9 @@ def _target_json(t: Target) -> str:
 def measure_all(args: argparse.Namespace) -> dict[str, Any]:
     n_lo, n_hi = args.n
     clients = set(args.clients) if args.clients else None
+    known = {c.client.name for c in CELLS} | {"ceiling", "none"}
+    if clients is not None and clients - known:
+        raise SystemExit(f"--clients: unknown {sorted(clients - known)}; known: {sorted(known)}")
     shapes = args.shape or list(SHAPES)
     trs = args.transport or ["http", "https", "h2"]
     cells = [c for c in CELLS if c.shape in shapes and c.transport in trs and (clients is None or c.client.name in clients)]
