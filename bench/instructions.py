@@ -358,6 +358,16 @@ def _even(doc: dict[str, Any], name: str) -> bool:
     return len(set(c)) <= 1
 
 
+def _churn(table: dict[str, Any], k: str) -> int:
+    """The larger N's connections minus the smaller's for cell ``k`` of a table; tables written
+    before that was kept list the cell only, and their runs hold the counts."""
+    churned = table.get("churned")
+    if isinstance(churned, dict):
+        return int(churned[k])
+    c = (table.get("runs", {}).get(k) or {}).get("connections") or [0, 0]
+    return int(c[1] - c[0])
+
+
 def merge(doc: dict[str, Any], path: Path) -> None:
     """Adds the cells of an earlier table that this run did not count (``--merge``): the peers
     and the ceiling do not change with fxpay's build, so an A/B need count only fxpay again.
@@ -374,7 +384,7 @@ def merge(doc: dict[str, Any], path: Path) -> None:
             if k in old.get("runs", {}):
                 doc["runs"][k] = old["runs"][k]
             if k in (old.get("churned") or {}):
-                doc.setdefault("churned", {})[k] = old["churned"][k]
+                doc.setdefault("churned", {})[k] = _churn(old, k)
     for k, v in old.get("runs", {}).items():  # the ceiling's arrangements
         doc["runs"].setdefault(k, v)
     for tr, runs in (old.get("ceiling") or {}).items():

@@ -342,6 +342,13 @@ def test_a_second_build_recounts_fxpay_and_keeps_the_peers_and_the_ceiling(instr
     assert now["errors"] == earlier["errors"]
     assert now["build"]["ceiling_sha256"] == "cd" * 32
     assert now["merged"][0]["cells"] == [f"{ceiling} / loop", "wreq / loop"]
+    # A table written before the direction was kept lists churned cells only: its runs tell.
+    runs = {"wreq / loop": {"totals": [1, 2], "calls": [256, 1280], "connections": [3, 7]}}
+    older = {**earlier, "churned": ["wreq / loop"], "runs": runs}
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    fresh: dict[str, Any] = {"n": [256, 1280], "build": {}, "per_call": {}, "runs": {}, "ceiling": {}, "errors": {}}
+    instructions.merge(fresh, tmp_path / "older.json")
+    assert fresh["churned"] == {"wreq / loop": 4}
     with pytest.raises(SystemExit, match="N ="):
         instructions.merge({**now, "n": [64, 192]}, tmp_path / "earlier.json")
 
