@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -102,6 +103,7 @@ class SandboxProcess:
                 k, _, v = line.strip().partition("=")
                 values[k] = v
         self.pid = self.proc.pid
+        self.admin_token = values["FXPAY_ADMIN_TOKEN"]  # the admin API: /_sandbox/stats counts connections
         self.target = Target(
             values["FXPAY_BASE_URL"], values["FXPAY_CLIENT_ID"], values["FXPAY_CLIENT_SECRET"], ca_bundle=values.get("FXPAY_CA_BUNDLE")
         )
@@ -614,6 +616,14 @@ def fxpay_build() -> str:
     return "debug" if b".debug_info" in data and len(data) > 30_000_000 else "release"
 
 
+def fxpay_extension_sha256() -> str | None:
+    """The SHA-256 of the installed fxpay extension (bench/instructions.py records it too)."""
+    spec = importlib.util.find_spec("fxpay._fxpay") if importlib.util.find_spec("fxpay") else None
+    if spec is None or not spec.origin:
+        return None
+    return hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()
+
+
 def machine() -> dict[str, Any]:
     cpu = platform.processor() or platform.machine()
     try:
@@ -624,7 +634,7 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     versions = {}
-    for pkg in ("fxpay", "httpx", "h2", "requests", "aiohttp", "pyreqwest", "opentelemetry-sdk", "psutil", "matplotlib"):
+    for pkg in ("fxpay", "httpx", "h2", "requests", "aiohttp", "pyreqwest", "wreq", "pyqwest", "opentelemetry-sdk", "psutil", "matplotlib"):
         try:
             versions[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:

@@ -16,14 +16,32 @@ See bench/README.md.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import measure  # noqa: E402 - after the path is set
 import report  # noqa: E402
+
+
+def attach_instructions(doc: dict[str, Any], path: Path) -> None:
+    """Instructions per call are counted apart (bench/instructions.py: callgrind, minutes per
+    cell): its table, if there is one, goes into the run's document with the build it counted,
+    and bench/report.py judges its targets. A table of another fxpay build than the one this
+    run measured is attached all the same, and said to be one (``same_build``)."""
+    if not path.exists():
+        return
+    table = json.loads(path.read_text())
+    doc["instructions"] = {k: table.get(k) for k in ("label", "n", "warmup", "build", "per_call", "churned", "quick")}
+    doc["instructions"]["source"] = str(path)
+    counted = (table.get("build") or {}).get("fxpay_extension_sha256")
+    doc["instructions"]["same_build"] = counted is not None and counted == measure.fxpay_extension_sha256()
+    if not doc["instructions"]["same_build"]:
+        print(f"WARNING: {path} counted another fxpay build than this run's", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-ceiling", action="store_true", help="skip the pure-Rust ceiling")
     p.add_argument("--no-extras", action="store_true", help="skip cold start, tracing cost, the sandbox's throughput, import time and RSS")
     p.add_argument("--write-readme", action="store_true", help="only write the README's table from bench/results/results.json")
+    p.add_argument(
+        "--instructions",
+        type=Path,
+        default=HERE / "results" / "instructions.json",
+        help="bench/instructions.py's table, judged in this report (default bench/results/instructions.json, if it exists)",
+    )
     args = p.parse_args(argv)
     if args.write_readme:
         report.write_readme(args.out / "results.json" if args.out else HERE / "results" / "results.json", HERE.parent / "README.md")
@@ -61,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
     res = measure.measure(args)
     doc = res.to_json()
+    attach_instructions(doc, args.instructions)
     report.write(doc, out)
 
     if args.quick:
