@@ -55,12 +55,8 @@ def test_the_readme_block_keeps_the_tracing_cost_table(report: Any) -> None:
     assert lines[at + 1] == ""
     assert lines[at + 2].startswith("  | shape | worker |")
     assert any(ln.startswith("  | blocking | sdk |") for ln in lines[at:])
-    # The README's block holds the same tracing table. (Its "Targets measured" line is
-    # written again by `bench/run.py --write-readme` after the next full run: issue 45
-    # changed which targets are judged.)
     readme = (BENCH.parent / "README.md").read_text()
-    end = next(i for i in range(at + 3, len(lines)) if not lines[i].startswith("  |"))
-    assert "\n".join(lines[at:end]) in readme
+    assert "\n".join(lines) in readme
 
 
 @pytest.fixture(scope="module")
