@@ -193,6 +193,11 @@ def test_keyed_spot_deals_killed_at_random_settle_without_duplicates(
             "deals": deals,
         }
         argv = [sys.executable, str(WORKER), json.dumps(cfg)]
+        # Each spot request's answer is held 30 ms, so a run books about 30 deals a second
+        # whatever the build's speed: the kills below land inside runs, most of them while a
+        # request is out.
+        for _ in range(len(deals) * 2):
+            fxpay_sandbox.delay_next(SPOT_PATH, 0.03)
         rng = random.Random(4242)
         kills = 0
         for _ in range(6):
@@ -200,7 +205,7 @@ def test_keyed_spot_deals_killed_at_random_settle_without_duplicates(
             assert p.stdout is not None
             assert p.stdout.readline().strip() == "ready", p.communicate(timeout=60)
             # Killed at a random moment of its run (a run that finishes first is not a kill).
-            time.sleep(rng.uniform(0.0, 0.25))
+            time.sleep(rng.uniform(0.05, 0.4))
             if p.poll() is None:
                 p.send_signal(signal.SIGKILL)
                 kills += 1
