@@ -65,6 +65,31 @@ impl JournalEntry {
     fn error(&self) -> Option<&str> {
         self.0.error.as_deref()
     }
+    /// The request the key's call sent, as a mapping (its wire body: camelCase, amounts as
+    /// exact ``Decimal``), or None when the journal kept none.
+    #[getter]
+    fn request<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(text) = self.0.request.as_deref() else {
+            return Ok(None);
+        };
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("parse_float", py.import("decimal")?.getattr("Decimal")?)?;
+        Ok(Some(py.import("json")?.call_method(
+            "loads",
+            (text,),
+            Some(&kwargs),
+        )?))
+    }
+    /// A deal's (or spot deal's) pay reference (its first beneficiary's ``payReference``):
+    /// what to look it up by in the provider's records. None for other operations.
+    #[getter]
+    fn pay_reference(&self) -> Option<String> {
+        let text = self.0.request.as_deref()?;
+        let body: serde_json::Value = serde_json::from_str(text).ok()?;
+        body["beneficiaries"][0]["payReference"]
+            .as_str()
+            .map(str::to_string)
+    }
     /// SHA-256 of the operation and its request: a repeat of the key must match it.
     #[getter]
     fn fingerprint(&self) -> &str {

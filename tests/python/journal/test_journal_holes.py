@@ -609,3 +609,27 @@ def test_an_unknown_outcome_keeps_the_lost_answers_request_id_and_its_cause(fxpa
             c.create_deal(**args, idempotency_key="dropped")
         assert isinstance(lost.value.__cause__, fxpay.TransportError)
         assert lost.value.request_id is None
+
+
+def test_an_entry_gives_its_request_as_a_mapping_and_its_pay_reference(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """The docs' reconcile loop reads plainly (issue 46 item 19): no json.loads of to_json()."""
+    journal = fxpay.SqliteJournal(tmp_path / "j.db")
+    with fxpay_sandbox.client(journal=journal) as c:
+        args = deal_args(c, amount="123.45")
+        fxpay_sandbox.drop_next("/v1/payments/deals", after_processing=True)
+        with pytest.raises(fxpay.OutcomeUnknownError):
+            c.create_deal(**args, idempotency_key="lost-deal")
+        quote(c, "a-quote")
+    (entry,) = journal.unknown()
+    assert entry.pay_reference == "INV-1"
+    request = entry.request
+    assert request is not None
+    assert request["quoteId"] == args["quote_id"]
+    amount = request["beneficiaries"][0]["amount"]
+    assert isinstance(amount, Decimal)
+    assert amount == args["beneficiaries"][0].amount
+    q = journal.get("a-quote")
+    assert q is not None
+    assert q.pay_reference is None
+    assert q.request is not None
+    assert q.request["buyCurrency"] == "USD"
