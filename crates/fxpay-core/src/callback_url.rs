@@ -131,7 +131,7 @@ fn rest(s: &str) -> bool {
 }
 
 /// True when `s` follows the rule of this module (the same set as [`PATTERN`]).
-pub fn is_valid(s: &str) -> bool {
+pub(crate) fn is_valid(s: &str) -> bool {
     checked(s, false)
 }
 
@@ -180,7 +180,7 @@ pub fn parse(s: &str) -> Option<url::Url> {
 mod tests {
     use super::*;
 
-    pub const GOOD: &[&str] = &[
+    pub(crate) const GOOD: &[&str] = &[
         "https://app.example.test/hook",
         "https://0.com",
         "https://A.Example.TEST:443/x?y=1#z",
@@ -197,7 +197,7 @@ mod tests {
         "https://a.test:1",
     ];
 
-    pub const BAD: &[&str] = &[
+    pub(crate) const BAD: &[&str] = &[
         "https://:443/hook",
         "https://@/hook",
         "https://a.test:99999/hook",

@@ -16,7 +16,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 /// A parsed answer with the JSON it came from.
-pub type WithRaw<T> = (T, Value);
+pub(crate) type WithRaw<T> = (T, Value);
 
 /// The service client: one connection pool and one payments token cache.
 #[derive(Clone)]

@@ -154,7 +154,7 @@ impl ClientConfig {
 }
 
 /// True for 127.0.0.0/8, `localhost` and `[::1]`.
-pub fn is_loopback_host(host: &url::Host<&str>) -> bool {
+pub(crate) fn is_loopback_host(host: &url::Host<&str>) -> bool {
     match host {
         url::Host::Domain(d) => d.eq_ignore_ascii_case("localhost"),
         url::Host::Ipv4(ip) => IpAddr::V4(*ip).is_loopback(),
@@ -164,7 +164,7 @@ pub fn is_loopback_host(host: &url::Host<&str>) -> bool {
 
 /// Checks the base URL: `https://`, or `http://` on a loopback host; no query, fragment,
 /// credentials or `/v1` suffix.
-pub fn normalize_base_url(raw: &str) -> Result<String> {
+pub(crate) fn normalize_base_url(raw: &str) -> Result<String> {
     let url = url::Url::parse(raw.trim())
         .map_err(|e| Error::config(format!("base_url {raw:?} is not a URL: {e}")))?;
     let host = url

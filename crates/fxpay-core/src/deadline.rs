@@ -49,7 +49,7 @@ where
 }
 
 /// When the current call must be over, if it has a deadline.
-pub fn ends_at() -> Option<Instant> {
+pub(crate) fn ends_at() -> Option<Instant> {
     DEADLINE.try_with(|d| d.end).ok()
 }
 
@@ -67,18 +67,9 @@ pub fn passed(limit: Duration, unsent: bool) -> Error {
     }
 }
 
-/// The error of a call whose deadline passed, when only its end is known.
-pub fn passed_at(unsent: bool) -> Error {
-    Error::Transport {
-        message: "the call's deadline passed".into(),
-        timeout: true,
-        unsent,
-    }
-}
-
 /// The error of a call whose deadline passed while it was `doing` something (for example
 /// "before GET /v1/payments/quotes/{id} was sent").
-pub fn passed_while(doing: &str, unsent: bool) -> Error {
+pub(crate) fn passed_while(doing: &str, unsent: bool) -> Error {
     let limit = match limit() {
         Some(l) => format!(" of {:.3} s", l.as_secs_f64()),
         None => String::new(),

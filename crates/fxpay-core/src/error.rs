@@ -134,7 +134,7 @@ impl Error {
     }
 
     /// This error (an idempotency refusal) with `cause`, the error that made it.
-    pub fn with_cause(self, cause: Error) -> Self {
+    pub(crate) fn with_cause(self, cause: Error) -> Self {
         match self {
             Error::Idempotency {
                 kind,
@@ -152,7 +152,7 @@ impl Error {
     }
 
     /// This error, known to have come before any byte of the request was sent.
-    pub fn into_unsent(self) -> Self {
+    pub(crate) fn into_unsent(self) -> Self {
         match self {
             Error::Transport {
                 message, timeout, ..

@@ -1,5 +1,7 @@
 //! fxpay-core: the pure-Rust core of fxpay (client, transport, auth, models, money, webhook,
 //! runtime). It knows no pyo3: the binding is the `fxpay-python` crate, the emulator `fxpay-sandbox`.
+#![warn(unreachable_pub)]
+
 pub mod auth;
 pub mod callback_url;
 pub mod cassette;
@@ -13,10 +15,10 @@ pub mod journal;
 pub mod json_kind;
 pub mod models;
 pub mod money;
-pub mod paging;
+pub(crate) mod paging;
 pub mod raw;
 pub mod runtime;
-pub mod tls;
+pub(crate) mod tls;
 pub mod trace;
 pub mod transport;
 pub mod wakeup;

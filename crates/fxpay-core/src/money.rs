@@ -3,7 +3,7 @@ use crate::error::{Error, Result};
 use rust_decimal::Decimal;
 
 /// The most significant digits an amount may have: what a `rust_decimal::Decimal` holds.
-pub const MAX_SIGNIFICANT_DIGITS: usize = 28;
+pub(crate) const MAX_SIGNIFICANT_DIGITS: usize = 28;
 
 /// Parses a positive, finite amount written in decimal notation (`"1000"`, `"12.50"`,
 /// `"1e3"`). The text is what Python's `str()` gives for an int, a `Decimal` or a float's
@@ -168,7 +168,7 @@ impl Parts {
 }
 
 /// Checks a three-letter ISO 4217 currency code (upper case, as the service writes it).
-pub fn check_currency(field: &str, code: &str) -> Result<()> {
+pub(crate) fn check_currency(field: &str, code: &str) -> Result<()> {
     if code.len() == 3 && iso_currency::Currency::from_code(code).is_some() {
         Ok(())
     } else {
@@ -179,7 +179,7 @@ pub fn check_currency(field: &str, code: &str) -> Result<()> {
 }
 
 /// Checks a two-letter ISO 3166-1 alpha-2 country code (upper case).
-pub fn check_country(field: &str, code: &str) -> Result<()> {
+pub(crate) fn check_country(field: &str, code: &str) -> Result<()> {
     let upper = code.len() == 2 && code.bytes().all(|b| b.is_ascii_uppercase());
     if upper && isocountry::CountryCode::for_alpha2(code).is_ok() {
         Ok(())

@@ -13,7 +13,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{Map, Value};
 
 /// The most pages one listing follows.
-pub const MAX_PAGES: usize = 10_000;
+pub(crate) const MAX_PAGES: usize = 10_000;
 
 /// Containers a `next` link or marker may sit in.
 const CONTAINERS: &[&str] = &[
@@ -46,7 +46,7 @@ const MARKERS: &[&str] = &[
 
 /// The next page's link of a page (`Ok(None)` on the last page), or `Err` naming the marker
 /// that says there is more but cannot be followed.
-pub fn next_link(body: &Value, headers: &HeaderMap) -> Result<Option<String>, String> {
+pub(crate) fn next_link(body: &Value, headers: &HeaderMap) -> Result<Option<String>, String> {
     let Value::Object(top) = body else {
         return Ok(link_header(headers));
     };
@@ -176,7 +176,7 @@ fn link_header(headers: &HeaderMap) -> Option<String> {
 
 /// Where a `next` link leads, as a path below the API base (`/gca/...?...`), checked: the
 /// same origin as `api_base`, under its path. `Err` says why it cannot be followed.
-pub fn resolve(
+pub(crate) fn resolve(
     api_base: &reqwest::Url,
     current: &reqwest::Url,
     next: &str,

@@ -29,12 +29,12 @@ fn configs() -> &'static Built {
 
 /// The most a PEM file given as `ca_bundle`, `client_cert` or `client_key` may hold. A
 /// system's whole CA bundle is about 220 KB.
-pub const PEM_LIMIT: u64 = 4 * 1024 * 1024;
+pub(crate) const PEM_LIMIT: u64 = 4 * 1024 * 1024;
 
 /// The bytes of the PEM file `path`, given as `what`. Only a regular file of at most
 /// [`PEM_LIMIT`] bytes is read: a FIFO (which would block the caller until a writer came,
 /// Ctrl-C or not), a device (`/dev/zero` never ends) or a directory is refused at once.
-pub fn read_pem_file(what: &str, path: &str) -> Result<Vec<u8>> {
+pub(crate) fn read_pem_file(what: &str, path: &str) -> Result<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let cannot = |e: std::io::Error| Error::config(format!("cannot read {what} {path:?}: {e}"));
@@ -97,7 +97,7 @@ fn is_encrypted_key(pem: &[u8]) -> bool {
 }
 
 /// The certificates of a PEM bundle (`ca_bundle`), refused if unreadable or empty.
-pub fn read_roots(path: &str) -> Result<Vec<CertificateDer<'static>>> {
+pub(crate) fn read_roots(path: &str) -> Result<Vec<CertificateDer<'static>>> {
     let pem = read_pem_file("ca_bundle", path)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<std::result::Result<Vec<_>, _>>()
@@ -112,7 +112,7 @@ pub fn read_roots(path: &str) -> Result<Vec<CertificateDer<'static>>> {
 
 /// A TLS client identity (`client_cert`/`client_key`): a certificate chain and its key.
 #[derive(Debug)]
-pub struct Identity {
+pub(crate) struct Identity {
     chain: Vec<CertificateDer<'static>>,
     key: rustls::pki_types::PrivateKeyDer<'static>,
 }
@@ -129,7 +129,7 @@ impl Clone for Identity {
 /// Reads a client identity: the certificate chain from `cert`, the key from `key`, or from
 /// `cert` too when `key` is `None` (one PEM holding both). A file that is missing or
 /// unreadable, or that holds no certificate or no key, is a `ConfigurationError`.
-pub fn read_identity(cert: &str, key: Option<&str>) -> Result<Identity> {
+pub(crate) fn read_identity(cert: &str, key: Option<&str>) -> Result<Identity> {
     let read = read_pem_file;
     let cert_pem = read("client_cert", cert)?;
     let chain = CertificateDer::pem_slice_iter(&cert_pem)
@@ -161,7 +161,7 @@ pub fn read_identity(cert: &str, key: Option<&str>) -> Result<Identity> {
 
 /// The configuration of a client with an identity: the shared one's trust and ALPN, plus the
 /// certificate (made for that client, not shared).
-pub fn client_config_with_identity(
+pub(crate) fn client_config_with_identity(
     extra: &[CertificateDer<'static>],
     identity: &Identity,
 ) -> Result<Arc<rustls::ClientConfig>> {
@@ -183,7 +183,9 @@ pub fn client_config_with_identity(
 
 /// The configuration that trusts the system's roots and `extra`: built on first use, then
 /// the same one for every pool of this process.
-pub fn client_config(extra: &[CertificateDer<'static>]) -> Result<Arc<rustls::ClientConfig>> {
+pub(crate) fn client_config(
+    extra: &[CertificateDer<'static>],
+) -> Result<Arc<rustls::ClientConfig>> {
     if let Some(found) = find(extra) {
         return Ok(found);
     }

@@ -9,7 +9,7 @@ use subtle::ConstantTimeEq;
 pub use crate::models::AuthorizationRequest;
 
 /// `n` random bytes from the OS CSPRNG, base64url without padding.
-pub fn random_token(n: usize) -> Result<String> {
+pub(crate) fn random_token(n: usize) -> Result<String> {
     let mut buf = vec![0u8; n];
     getrandom::fill(&mut buf)
         .map_err(|e| Error::Internal(format!("the OS random source failed: {e}")))?;
@@ -24,7 +24,7 @@ pub fn random_token(n: usize) -> Result<String> {
 /// `cb`. A URI that needs mending is not the one the service has registered, so any control
 /// or space character, and an `https` URI whose authority (after `https://`) names no host,
 /// are refused.
-pub fn check_redirect_uri(uri: &str) -> Result<()> {
+pub(crate) fn check_redirect_uri(uri: &str) -> Result<()> {
     if let Some(c) = uri.chars().find(|c| c.is_control() || c.is_whitespace()) {
         return Err(Error::config(format!(
             "redirect_uri must not contain control or space characters, got {c:?} in {uri:?}"
@@ -67,7 +67,7 @@ pub fn check_redirect_uri(uri: &str) -> Result<()> {
 }
 
 /// The RFC 7636 `S256` challenge of a verifier: base64url (no padding) of its SHA-256.
-pub fn s256_challenge(verifier: &str) -> String {
+pub(crate) fn s256_challenge(verifier: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
 }
 
@@ -142,7 +142,7 @@ pub fn authorization_url(
 /// a state mismatch whatever its values (a forged one may come first or last), and one that
 /// repeats `code`, `error` or `error_description` as an `invalid_request`, before anything is
 /// sent: which code to redeem is not ours to guess.
-pub fn code_from_callback(auth: &AuthorizationRequest, callback: &str) -> Result<String> {
+pub(crate) fn code_from_callback(auth: &AuthorizationRequest, callback: &str) -> Result<String> {
     let query = match callback.find('?') {
         Some(i) => &callback[i + 1..],
         None => callback,

@@ -4,9 +4,9 @@ use crate::models::token::{unix_now, TokenResponse};
 use crate::models::Token;
 use crate::transport::{api_error, Observer, Request, Retry, Transport};
 
-pub const TOKEN_PATH: &str = "/oauth/token";
-pub const PAYMENTS_SCOPE: &str = "payments";
-pub const AISP_SCOPE: &str = "gca-aisp";
+pub(crate) const TOKEN_PATH: &str = "/oauth/token";
+pub(crate) const PAYMENTS_SCOPE: &str = "payments";
+pub(crate) const AISP_SCOPE: &str = "gca-aisp";
 
 /// The fields of one token request (spec 5.3, 5.4 step 2, 5.5).
 pub enum Grant<'a> {

@@ -33,7 +33,7 @@ impl StoreLock {
         }
     }
 
-    pub async fn unlock(mut self) -> Result<()> {
+    pub(crate) async fn unlock(mut self) -> Result<()> {
         match self.release.take() {
             Some(release) => release().await,
             None => Ok(()),
@@ -54,22 +54,22 @@ impl Drop for StoreLock {
 
 /// A store's lock on one key, taken for a renewal: held, or none because the store takes no
 /// lock. The one way fxpay takes, uses and gives back a store's lock.
-pub struct KeyLock(Option<StoreLock>);
+pub(crate) struct KeyLock(Option<StoreLock>);
 
 impl KeyLock {
     /// Takes `store`'s lock on `key`. `None` when the store failed: the caller renews on its
     /// own and leaves the store alone this time (the store reports its failure).
-    pub async fn take(store: &dyn TokenStore, key: &str) -> Option<KeyLock> {
+    pub(crate) async fn take(store: &dyn TokenStore, key: &str) -> Option<KeyLock> {
         store.lock(key).await.ok().map(KeyLock)
     }
 
     /// Whether other users of the store are kept out (false for a store without locks).
-    pub fn is_held(&self) -> bool {
+    pub(crate) fn is_held(&self) -> bool {
         self.0.is_some()
     }
 
     /// Gives the lock back. Nobody is left to report a failure to; the store logs its own.
-    pub async fn release(self) {
+    pub(crate) async fn release(self) {
         if let Some(lock) = self.0 {
             let _ = lock.unlock().await;
         }
@@ -77,7 +77,12 @@ impl KeyLock {
 
     /// Saves `token`, if there is one, then gives the lock back. A failed save leaves the
     /// store behind; the next renewal writes again.
-    pub async fn save_and_release(self, store: &dyn TokenStore, key: &str, token: Option<&Token>) {
+    pub(crate) async fn save_and_release(
+        self,
+        store: &dyn TokenStore,
+        key: &str,
+        token: Option<&Token>,
+    ) {
         if let Some(token) = token {
             let _ = store.save(key, token).await;
         }

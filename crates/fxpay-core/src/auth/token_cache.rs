@@ -26,7 +26,7 @@ impl TokenCache {
     }
 
     /// The cached token while it is fresh.
-    pub fn cached(&self) -> Option<Arc<Token>> {
+    pub(crate) fn cached(&self) -> Option<Arc<Token>> {
         let guard = self.current.read().ok()?;
         let t = guard.as_ref()?;
         t.fresh_at(unix_now(), t.renew_margin()).then(|| t.clone())

@@ -63,7 +63,7 @@ struct CassetteFile {
 
 /// One request and what came back: an answer, or a connection failure.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Interaction {
+pub(crate) struct Interaction {
     pub request: RecordedRequest,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<RecordedResponse>,
@@ -72,7 +72,7 @@ pub struct Interaction {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RecordedRequest {
+pub(crate) struct RecordedRequest {
     pub method: String,
     /// Below `/v1`, without the query.
     pub path: String,
@@ -86,7 +86,7 @@ pub struct RecordedRequest {
 
 /// A body: JSON kept as JSON (numbers exactly as written), anything else as text.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RecordedBody {
+pub(crate) struct RecordedBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,7 +94,7 @@ pub struct RecordedBody {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RecordedResponse {
+pub(crate) struct RecordedResponse {
     pub status: u16,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
@@ -103,7 +103,7 @@ pub struct RecordedResponse {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RecordedError {
+pub(crate) struct RecordedError {
     pub message: String,
     #[serde(default)]
     pub timeout: bool,
@@ -111,7 +111,7 @@ pub struct RecordedError {
 
 impl RecordedBody {
     /// `bytes` as JSON when `json` says so and it parses, else as text; nothing for no bytes.
-    pub fn new(bytes: &[u8], json: bool, scrub: &mut Scrubber) -> Self {
+    pub(crate) fn new(bytes: &[u8], json: bool, scrub: &mut Scrubber) -> Self {
         if bytes.is_empty() {
             return RecordedBody::default();
         }
@@ -137,7 +137,7 @@ impl RecordedBody {
     }
 
     /// The bytes to answer with.
-    pub fn bytes(&self) -> Vec<u8> {
+    pub(crate) fn bytes(&self) -> Vec<u8> {
         match (&self.body, &self.text) {
             (Some(v), _) => serde_json::to_vec(v).unwrap_or_default(),
             (None, Some(t)) => t.as_bytes().to_vec(),

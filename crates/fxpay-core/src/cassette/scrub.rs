@@ -43,7 +43,7 @@ impl Kind {
     }
 
     /// The kind of a form field, query parameter or JSON key, if it holds a secret.
-    pub fn of_field(name: &str) -> Option<Kind> {
+    pub(crate) fn of_field(name: &str) -> Option<Kind> {
         Some(match name {
             "client_secret" | "clientSecret" => Kind::ClientSecret,
             "code" => Kind::Code,
@@ -60,14 +60,14 @@ impl Kind {
 
 /// The secrets seen so far and their placeholders.
 #[derive(Debug, Default)]
-pub struct Scrubber {
+pub(crate) struct Scrubber {
     placeholders: HashMap<String, String>,
     counts: HashMap<Kind, u32>,
 }
 
 impl Scrubber {
     /// The placeholder of `value`, made on first sight.
-    pub fn placeholder(&mut self, kind: Kind, value: &str) -> String {
+    pub(crate) fn placeholder(&mut self, kind: Kind, value: &str) -> String {
         if value.is_empty() || value.starts_with(PREFIX) {
             return value.to_string();
         }
@@ -82,7 +82,7 @@ impl Scrubber {
     }
 
     /// A form body or query string with its secret fields replaced (unchanged if it has none).
-    pub fn form(&mut self, text: &str) -> String {
+    pub(crate) fn form(&mut self, text: &str) -> String {
         let pairs: Vec<(String, String)> = url::form_urlencoded::parse(text.as_bytes())
             .into_owned()
             .collect();
@@ -101,7 +101,7 @@ impl Scrubber {
 
     /// A JSON value with every secret field replaced, at any depth, and every secret already
     /// known replaced wherever else it appears.
-    pub fn json(&mut self, value: &mut Value) {
+    pub(crate) fn json(&mut self, value: &mut Value) {
         match value {
             Value::Object(map) => {
                 for (k, v) in map.iter_mut() {
@@ -120,7 +120,7 @@ impl Scrubber {
     }
 
     /// A request or answer header's value, scrubbed if the header carries a secret.
-    pub fn header(&mut self, name: &str, value: &str) -> String {
+    pub(crate) fn header(&mut self, name: &str, value: &str) -> String {
         let lower = name.to_ascii_lowercase();
         if lower == "authorization" || lower == "proxy-authorization" {
             return match value.split_once(' ') {
@@ -156,7 +156,7 @@ impl Scrubber {
 
     /// `text` with every secret seen so far replaced by its placeholder (for secrets echoed
     /// in error messages and the like). Very short values are left alone.
-    pub fn redact_known(&self, text: &str) -> String {
+    pub(crate) fn redact_known(&self, text: &str) -> String {
         let mut out = text.to_string();
         for (secret, p) in &self.placeholders {
             if secret.len() >= 8 && out.contains(secret.as_str()) {

@@ -62,7 +62,7 @@ fn process_alive(_pid: u32) -> bool {
 }
 
 /// This machine: its host name, and its boot id where the system has one.
-pub fn host_id() -> &'static str {
+pub(crate) fn host_id() -> &'static str {
     static HOST: OnceLock<String> = OnceLock::new();
     HOST.get_or_init(|| {
         let name = host_name().replace('/', "_");

@@ -28,7 +28,7 @@ pub enum Found {
 }
 
 /// What `existing` means for a call of `operation` whose request has `fingerprint`.
-pub fn decide(
+pub(crate) fn decide(
     existing: &Entry,
     operation: &str,
     fingerprint: &str,
@@ -179,7 +179,7 @@ pub fn resolved(
 }
 
 /// `e` (a spot deal's entry) with its `DealCreated` deal id.
-pub fn with_deal_id(e: &Entry, deal_id: &str, now: u64) -> Entry {
+pub(crate) fn with_deal_id(e: &Entry, deal_id: &str, now: u64) -> Entry {
     Entry {
         deal_id: Some(deal_id.to_string()),
         updated_at: now,
@@ -190,7 +190,7 @@ pub fn with_deal_id(e: &Entry, deal_id: &str, now: u64) -> Entry {
 /// The error of a call whose answer was lost (`lost`) after its key was settled by what
 /// knows the outcome (a spot deal's `DealCreated`): `OutcomeUnknownError` with the settled
 /// entry, saying how to get the result.
-pub fn lost_but_settled(e: &Entry, operation: &str, lost: &str) -> Error {
+pub(crate) fn lost_but_settled(e: &Entry, operation: &str, lost: &str) -> Error {
     Error::Idempotency {
         kind: IdempotencyKind::OutcomeUnknown,
         message: format!(
@@ -209,7 +209,7 @@ pub fn lost_but_settled(e: &Entry, operation: &str, lost: &str) -> Error {
 /// the fail event's errors as text) makes of its entry `e`, whatever state it is in: `done`
 /// with the process id and deal id on success, `released` on failure. None when there is
 /// nothing to change, or when `e` records another process id (the key's nonce was reused).
-pub fn by_event(
+pub(crate) fn by_event(
     e: &Entry,
     ok: bool,
     process_id: &str,

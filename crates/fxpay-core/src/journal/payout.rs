@@ -147,7 +147,7 @@ async fn start_row(
 }
 
 /// How many times a row waits out a 429 (the service's rate limit) before it gives up.
-pub const RATE_LIMITED_TRIES: u32 = 100;
+pub(crate) const RATE_LIMITED_TRIES: u32 = 100;
 /// The longest wait a 429's `Retry-After` asks of a row (1 s without one).
 const RATE_LIMITED_WAIT_MAX: Duration = Duration::from_secs(60);
 

@@ -22,7 +22,7 @@ fn nonce_key(nonce: &str) -> String {
 /// Records, before a keyed spot deal is sent, that `nonce` was issued for `key`: a
 /// receiver given the journal can then verify its `DealCreated` and settle the key even when
 /// the deal's answer was lost. A nonce given again for another key names the newest one.
-pub fn index_nonce(store: &dyn Store, nonce: &str, key: &str) -> Result<()> {
+pub(crate) fn index_nonce(store: &dyn Store, nonce: &str, key: &str) -> Result<()> {
     let index = Entry {
         state: State::Done,
         result: Some(key.to_string()),

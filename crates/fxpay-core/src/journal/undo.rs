@@ -137,7 +137,7 @@ fn spawn_undo(store: Arc<dyn Store>, mine: Entry) {
 }
 
 /// Leaves `mine`'s key absent or released, unless another caller's entry is there.
-pub fn undo(store: &dyn Store, mine: &Entry) -> Result<()> {
+pub(crate) fn undo(store: &dyn Store, mine: &Entry) -> Result<()> {
     let released = machine::failed(
         mine,
         Settle::Released,

@@ -12,7 +12,7 @@ const KNOWN_KEYS: &[&str] = &["virtualAccounts", "data", "items", "accounts", "r
 /// fields and other values beside it are ignored). When an object holds several arrays of
 /// objects, the one under a well-known key (`virtualAccounts`, `data`, `items`, `accounts`,
 /// `results`) is taken. `Err` describes the shape received.
-pub fn accounts_from_body(body: &Value) -> Result<Vec<VirtualAccount>, String> {
+pub(crate) fn accounts_from_body(body: &Value) -> Result<Vec<VirtualAccount>, String> {
     let list = match body {
         Value::Array(a) if is_list_of_objects(a) => a,
         Value::Object(o) => {

@@ -103,7 +103,7 @@ pub fn unix_now() -> f64 {
 
 impl Token {
     /// A token that lives `expires_in` seconds from `received_at` (3599 s when unsaid).
-    pub fn from_response(r: TokenResponse, received_at: f64) -> Token {
+    pub(crate) fn from_response(r: TokenResponse, received_at: f64) -> Token {
         let expires_in = r.expires_in.unwrap_or(3599);
         Token {
             access_token: r.access_token,
@@ -116,13 +116,13 @@ impl Token {
     }
 
     /// True while the token has more than `margin` seconds left at `now`.
-    pub fn fresh_at(&self, now: f64, margin: f64) -> bool {
+    pub(crate) fn fresh_at(&self, now: f64, margin: f64) -> bool {
         self.expires_at - margin > now
     }
 
     /// The margin before expiry at which a token is renewed: a tenth of its life, between
     /// 5 and 60 seconds.
-    pub fn renew_margin(&self) -> f64 {
+    pub(crate) fn renew_margin(&self) -> f64 {
         (self.expires_in as f64 / 10.0).clamp(5.0, 60.0)
     }
 }

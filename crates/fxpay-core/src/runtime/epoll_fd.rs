@@ -54,7 +54,7 @@ fn watched(epoll: i32) -> Vec<i32> {
 /// Builds a runtime with `build` and returns it with its driver's epoll descriptor, if that
 /// one is found for sure.
 #[cfg(target_os = "linux")]
-pub fn build_and_find<R>(build: impl FnOnce() -> Option<R>) -> Option<(R, Option<i32>)> {
+pub(crate) fn build_and_find<R>(build: impl FnOnce() -> Option<R>) -> Option<(R, Option<i32>)> {
     let before = snapshot();
     let rt = build()?;
     let found = before.and_then(|(epolls, eventfds)| {
@@ -76,7 +76,7 @@ pub fn build_and_find<R>(build: impl FnOnce() -> Option<R>) -> Option<(R, Option
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn build_and_find<R>(build: impl FnOnce() -> Option<R>) -> Option<(R, Option<i32>)> {
+pub(crate) fn build_and_find<R>(build: impl FnOnce() -> Option<R>) -> Option<(R, Option<i32>)> {
     Some((build()?, None))
 }
 

@@ -36,7 +36,7 @@ pub fn watch() {
 
 /// The current generation: 0 in the process that loaded fxpay, one more in a child after
 /// every fork.
-pub fn generation() -> u64 {
+pub(crate) fn generation() -> u64 {
     watch();
     GENERATION.load(Ordering::Acquire)
 }
@@ -125,7 +125,7 @@ impl<T> PerProcess<T> {
     }
 
     /// This process's value, made by `make` if there is none yet.
-    pub fn get_or_make(&self, make: impl FnOnce() -> T) -> &T {
+    pub(crate) fn get_or_make(&self, make: impl FnOnce() -> T) -> &T {
         match self.get_or_try_make(|| Ok::<T, std::convert::Infallible>(make())) {
             Ok(v) => v,
             Err(never) => match never {},

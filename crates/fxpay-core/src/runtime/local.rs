@@ -40,7 +40,7 @@ thread_local! {
 /// idle keep-alive connections after seconds (uvicorn 5 s, gunicorn 2 s, nginx 75 s, load
 /// balancers 60 s); 20 ms leaves room for a slow network between the server's clock and
 /// this one.
-pub const FRESH: Duration = Duration::from_millis(20);
+pub(crate) const FRESH: Duration = Duration::from_millis(20);
 
 /// Lets this thread's runtime poll its I/O driver and run the connection tasks it woke
 /// (for a peer's FIN, say), before a request looks for a pooled connection of `pool` (an

@@ -76,7 +76,7 @@ pub fn parse_body(body: &[u8]) -> Result<DealCreated> {
 }
 
 /// [`parse_body`], with the whole body as parsed (unknown fields included).
-pub fn parse_body_raw(body: &[u8]) -> Result<(DealCreated, Value)> {
+pub(crate) fn parse_body_raw(body: &[u8]) -> Result<(DealCreated, Value)> {
     let text = std::str::from_utf8(body)
         .map_err(|_| Error::WebhookPayload("the body is not valid UTF-8".to_string()))?;
     let raw: Value = serde_json::from_str(text)
