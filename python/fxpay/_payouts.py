@@ -344,85 +344,86 @@ def _total(rows: Any, kind: str) -> int:
         return 0
 
 
+class _Run:
+    """One streamed payout: the rows in flight (at most ``limit``), the table read no faster,
+    the pace and the progress counts. The blocking and the async iterator share it and only
+    wait their own way."""
+
+    def __init__(self, client: Client, rows: Any, funding_source: str, concurrency: object, max_rate: object, progress: object) -> None:
+        kind = _kind(rows)
+        self.limit = _concurrency(concurrency)
+        self.pace = _Pace(_max_rate(max_rate))
+        self.stream = client._pay_out_stream(funding_source)
+        total = _total(rows, kind)
+        update, self.close = _sink(progress, total or 1)
+        self.tally = _Tally(update, total)
+        self.source = enumerate(_stream_records(rows, kind))
+        self.exhausted = False
+        self.pending: dict[int, dict[str, Any]] = {}
+
+    def next_row(self) -> tuple[float, int, dict[str, Any]] | None:
+        """The next row to start and how long to wait first; None while ``limit`` rows are in
+        flight or the table has ended."""
+        if self.exhausted or len(self.pending) >= self.limit:
+            return None
+        nxt = next(self.source, None)
+        if nxt is None:
+            self.exhausted = True
+            return None
+        return (self.pace.delay(), *nxt)
+
+    def start(self, i: int, rec: dict[str, Any]) -> None:
+        self.stream.push(i, rec)
+        self.pending[i] = rec
+
+    def ended(self, i: int, outcome: dict[str, Any]) -> dict[str, Any]:
+        self.tally.row(outcome)
+        return _merged(self.pending.pop(i), outcome)
+
+
 def pay_out_iter(
     client: Client, rows: Any, funding_source: str, concurrency: object, max_rate: object, progress: object
 ) -> Iterator[dict[str, Any]]:
     """Yields each row's result as it ends (not in the table's order: ``key`` tells them
     apart), keeping at most ``concurrency`` rows in flight and reading the table no faster."""
-    kind = _kind(rows)
-    limit = _concurrency(concurrency)
-    pace = _Pace(_max_rate(max_rate))
-    stream = client._pay_out_stream(funding_source)
-    update, close = _sink(progress, _total(rows, kind) or 1)
-    return _iterate(stream, _stream_records(rows, kind), limit, pace, _Tally(update, _total(rows, kind)), close)
+    return _iterate(_Run(client, rows, funding_source, concurrency, max_rate, progress))
 
 
-def _iterate(
-    stream: Any, records: Iterator[dict[str, Any]], limit: int, pace: _Pace, tally: _Tally, close: Callable[[], None]
-) -> Iterator[dict[str, Any]]:
-    pending: dict[int, dict[str, Any]] = {}
-    source = enumerate(records)
-    exhausted = False
+def _iterate(run: _Run) -> Iterator[dict[str, Any]]:
     try:
         while True:
-            while not exhausted and len(pending) < limit:
-                nxt = next(source, None)
-                if nxt is None:
-                    exhausted = True
-                    break
-                i, rec = nxt
-                wait = pace.delay()
+            while (nxt := run.next_row()) is not None:
+                wait, i, rec = nxt
                 if wait:
                     time.sleep(wait)
-                stream.push(i, rec)
-                pending[i] = rec
-            if not pending:
+                run.start(i, rec)
+            if not run.pending:
                 return
-            i, outcome = stream.next()
-            tally.row(outcome)
-            yield _merged(pending.pop(i), outcome)
+            yield run.ended(*run.stream.next())
     finally:
-        close()
+        run.close()
 
 
 def pay_out_iter_async(
     client: Client, rows: Any, funding_source: str, concurrency: object, max_rate: object, progress: object
 ) -> AsyncIterator[dict[str, Any]]:
     """:func:`pay_out_iter`, as an async iterator (rows paced with ``asyncio.sleep``)."""
-    kind = _kind(rows)
-    limit = _concurrency(concurrency)
-    pace = _Pace(_max_rate(max_rate))
-    stream = client._pay_out_stream(funding_source)
-    update, close = _sink(progress, _total(rows, kind) or 1)
-    return _iterate_async(stream, _stream_records(rows, kind), limit, pace, _Tally(update, _total(rows, kind)), close)
+    return _iterate_async(_Run(client, rows, funding_source, concurrency, max_rate, progress))
 
 
-async def _iterate_async(
-    stream: Any, records: Iterator[dict[str, Any]], limit: int, pace: _Pace, tally: _Tally, close: Callable[[], None]
-) -> AsyncIterator[dict[str, Any]]:
-    pending: dict[int, dict[str, Any]] = {}
-    source = enumerate(records)
-    exhausted = False
+async def _iterate_async(run: _Run) -> AsyncIterator[dict[str, Any]]:
     try:
         while True:
-            while not exhausted and len(pending) < limit:
-                nxt = next(source, None)
-                if nxt is None:
-                    exhausted = True
-                    break
-                i, rec = nxt
-                wait = pace.delay()
+            while (nxt := run.next_row()) is not None:
+                wait, i, rec = nxt
                 if wait:
                     await asyncio.sleep(wait)
-                stream.push(i, rec)
-                pending[i] = rec
-            if not pending:
+                run.start(i, rec)
+            if not run.pending:
                 return
-            i, outcome = await stream.next_async()
-            tally.row(outcome)
-            yield _merged(pending.pop(i), outcome)
+            yield run.ended(*(await run.stream.next_async()))
     finally:
-        close()
+        run.close()
 
 
 def _in_order(results: Iterable[dict[str, Any]], rows: Any, kind: str) -> Any:
