@@ -1,7 +1,7 @@
 """asyncio's own floor per awaited call in the async-64 shape, as CPU µs per call.
 
 64 tasks each await a future that is made, queued, and resolved in batches from a reader
-callback on a socket pair: the shape of fxpay's drain (crates/fxpay-python/src/bridge.rs),
+callback on a socket pair: the shape of fxpay's drain (crates/fxpay-python/src/bridge/port.rs),
 with no I/O, no Rust and no HTTP. What is left is asyncio's part of an awaited call (the
 task step, the future and its callback, the client's coroutine layer).
 

@@ -21,8 +21,8 @@ unbuilt (the library built is the clean one byte for byte: the mutant is in code
 platform does not compile, such as `#[cfg(not(unix))]`; its tests are not run).
 
 Usage (the machine is small: run it niced, one run at a time):
-    nice -n 10 .venv/bin/python scripts/rsmutants.py --file crates/fxpay-python/src/bridge.rs
-    .venv/bin/python scripts/rsmutants.py --list --file crates/fxpay-python/src/bridge.rs
+    nice -n 10 .venv/bin/python scripts/rsmutants.py --file crates/fxpay-python/src/bridge/port.rs
+    .venv/bin/python scripts/rsmutants.py --list --file crates/fxpay-python/src/bridge/port.rs
 Options: [--file FILE ...] [--timeout S] [--report PATH] [--list] [--missed-in REPORT]
          [--match TEXT] [--resume] [--tests NODEID ...] [--deselect NODEID ...] [--no-canary]
 To check that one test kills one mutant: `--match '<its name>' --tests <the test> --no-canary`
@@ -66,13 +66,22 @@ MODEL_TESTS = [
 
 # The tests that cover each file (pytest arguments, relative to the tree's root).
 TESTS: dict[str, list[str]] = {
-    "bridge.rs": [
-        "tests/python/client/test_fast_paths.py",
+    "bridge/block.rs": [
         "tests/python/client/test_panics.py",
-        "tests/python/client/test_local_runtime.py",
-        "tests/python/client/test_tracing.py::test_a_cancelled_call_still_ends_its_span",
+        "tests/python/client/test_blocking_calls.py",
+        "tests/python/client/test_deadline_waits.py",
         "tests/python/journal/test_payouts.py::test_ctrl_c_starts_no_new_row_and_the_table_resumes",
         "tests/python/journal/test_payouts.py::test_the_first_ctrl_c_lets_the_row_in_flight_finish_a_second_abandons_it",
+    ],
+    "bridge/port.rs": [
+        "tests/python/client/test_fast_paths.py",
+        "tests/python/client/test_waiter.py",
+        "tests/python/client/test_tracing.py::test_a_cancelled_call_still_ends_its_span",
+    ],
+    "bridge/waiter.rs": [
+        "tests/python/client/test_waiter.py",
+        "tests/python/client/test_fast_paths.py",
+        "tests/python/oauth/test_refresh_cancel.py",
     ],
     "observe/otel.rs": ["tests/python/client/test_tracing.py"],
     # pay_out's calls run on the shared runtime, neither driven by their thread nor on a loop.
@@ -106,7 +115,9 @@ TESTS: dict[str, list[str]] = {
 # fail the file's tests, or they do not run this tree's build.
 PANIC = 'panic!("rsmutants canary"); '
 CANARY: dict[str, tuple[str, str]] = {
-    "bridge.rs": ("let fut = guarded(Box::pin(fut));\n    let result", PANIC),
+    "bridge/block.rs": ("let rt = fxpay_core::runtime::runtime();", PANIC),
+    "bridge/port.rs": ("let inbox = current(py, &event_loop)?;", PANIC),
+    "bridge/waiter.rs": ("state.outcome = match outcome {", PANIC),
     "observe/otel.rs": ("let (tracer, parent, fixed) = match provider(py)", PANIC),
     "observe/spans.rs": ("let end = span_end(log);", PANIC),
     "observe/mod.rs": ("let log = logging::observer(py);", PANIC),

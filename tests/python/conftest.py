@@ -159,22 +159,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 class NoReaderLoop(asyncio.SelectorEventLoop):
     """A loop that cannot watch a file descriptor, as Windows' ``ProactorEventLoop`` (what
     ``asyncio.run`` gives there): its ``add_reader`` raises NotImplementedError, so fxpay's
-    awaitables take their fallback path (``loop.call_soon_threadsafe``)."""
+    awaitables' port rings it with ``loop.call_soon_threadsafe`` instead of a socket pair."""
 
     def add_reader(self, fd: Any, callback: Any, *args: Any) -> None:  # type: ignore[override]
         raise NotImplementedError
-
-
-class SocketPairLoop(asyncio.SelectorEventLoop):
-    """A loop that cannot watch fxpay's runtime descriptor (as where that descriptor is not
-    known: any platform but Linux): its ``add_reader`` refuses epoll instances, so fxpay runs
-    the loop's awaitables on the shared runtime's worker and wakes the loop through a socket
-    pair."""
-
-    def add_reader(self, fd: Any, callback: Any, *args: Any) -> Any:
-        if isinstance(fd, int) and os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[eventpoll]":
-            raise NotImplementedError
-        return super().add_reader(fd, callback, *args)
 
 
 def _uvloop_factory() -> asyncio.AbstractEventLoop:
@@ -187,7 +175,6 @@ LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "default": asyncio.new_event_loop,
     "uvloop": _uvloop_factory,
     "no_add_reader": NoReaderLoop,
-    "socket_pair": SocketPairLoop,
 }
 
 
@@ -200,8 +187,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
-    """Every awaitable test runs once per loop: ``test_x[default]``, ``test_x[uvloop]``, ``test_x[no_add_reader]``,
-    ``test_x[socket_pair]``."""
+    """Every awaitable test runs once per loop: ``test_x[default]``, ``test_x[uvloop]`` and ``test_x[no_add_reader]``."""
     names = [n.strip() for n in str(config.getoption("--loops")).split(",") if n.strip()]
     unknown = [n for n in names if n not in LOOPS]
     if unknown or not names:

@@ -3,10 +3,14 @@
 //! `SSL_CERT_FILE`), offering h2 and HTTP/1.1 by ALPN.
 //!
 //! Building that configuration reads and parses the system's root certificates, a few
-//! milliseconds of CPU. A client has a pool per calling thread besides its shared one, and an
-//! application may make many clients, so it is built once per process and set of extra
-//! roots, and shared. Sharing it also shares its TLS session cache: a thread's pool resumes
-//! the sessions the others opened instead of making a full handshake.
+//! milliseconds of CPU. An application may make many clients, so it is built once per process
+//! and set of extra roots, and shared. Sharing it also shares its TLS session cache: a
+//! client's pool resumes the sessions the others opened instead of making a full handshake.
+//!
+//! A client without a certificate of its own notes when a server asks it for one
+//! ([`client_cert_asked`]): the server then closes the connection, and on a multi-threaded
+//! runtime the connection's task may see that before the request is handed to it, so the
+//! request's error would only say that the connection closed.
 //!
 //! The configurations are per process: a forked child builds its own on first use, because
 //! a thread of the parent may have held the session cache's lock (or this module's) at the
@@ -15,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::runtime::fork::PerProcess;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 type Built = Mutex<Vec<(Vec<CertificateDer<'static>>, Arc<rustls::ClientConfig>)>>;
@@ -25,6 +30,34 @@ static BUILT: PerProcess<Built> = PerProcess::empty();
 
 fn configs() -> &'static Built {
     BUILT.get_or_make(|| Mutex::new(Vec::new()))
+}
+
+/// Set once a server asked a client of this process that has no certificate for one.
+static CLIENT_CERT_ASKED: AtomicBool = AtomicBool::new(false);
+
+/// Whether a server asked a client of this process that has no certificate for one, in a
+/// TLS handshake: the likely cause of a connection it then closed.
+pub(crate) fn client_cert_asked() -> bool {
+    CLIENT_CERT_ASKED.load(Ordering::Relaxed)
+}
+
+/// The client-certificate side of a client without one: sends none, and notes the asking.
+#[derive(Debug)]
+struct NoClientCert;
+
+impl rustls::client::ResolvesClientCert for NoClientCert {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        CLIENT_CERT_ASKED.store(true, Ordering::Relaxed);
+        None
+    }
+
+    fn has_certs(&self) -> bool {
+        false
+    }
 }
 
 /// The most a PEM file given as `ca_bundle`, `client_cert` or `client_key` may hold. A
@@ -218,7 +251,7 @@ fn build(extra: &[CertificateDer<'static>]) -> Result<rustls::ClientConfig> {
         .map_err(|e| Error::config(format!("cannot set up TLS: {e}")))?
         .dangerous()
         .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth();
+        .with_client_cert_resolver(Arc::new(NoClientCert));
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }

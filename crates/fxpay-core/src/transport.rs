@@ -154,47 +154,11 @@ impl Target {
     }
 }
 
-/// The connection pools of one process. A forked child makes its own on first use and
-/// forgets the parent's: their sockets, tasks and timers belong to the parent's runtimes.
-struct Pools {
-    /// The pool used on the shared runtime (awaitable calls, and requests that create
-    /// something).
-    http: reqwest::Client,
-    /// One pool per thread that drives blocking calls itself (`crate::runtime::local`): a
-    /// connection belongs to the runtime that opened it, so each of those runtimes needs its
-    /// own. Dropped with the transport.
-    local: thread_local::ThreadLocal<reqwest::Client>,
-}
-
-impl Pools {
-    fn new(
-        config: &ClientConfig,
-        roots: &[CertificateDer<'static>],
-        identity: Option<&crate::tls::Identity>,
-    ) -> Result<Self> {
-        Ok(Pools {
-            http: build_http(config, roots, identity)?,
-            local: thread_local::ThreadLocal::new(),
-        })
-    }
-}
-
-/// How a request reaches its pool (see `crate::runtime::local`).
-#[derive(Clone, Copy, PartialEq)]
-enum Route {
-    /// The shared pool, on the runtime the request already runs on.
-    Shared,
-    /// The shared pool, sent as a task on the shared runtime from a thread that drives its
-    /// own (requests that create something).
-    Remote,
-    /// This thread's own pool, on its own runtime: not watched between calls.
-    Local,
-}
-
 pub struct Transport {
-    /// The pools of the current process: made anew on first use in a forked child. Shared
+    /// The connection pool of the current process: made anew on first use in a forked
+    /// child, whose copy's sockets, tasks and timers belong to the parent's runtime. Shared
     /// with the transports derived by `with_config` (`Client.with_options`).
-    pools: std::sync::Arc<PerProcess<Pools>>,
+    pools: std::sync::Arc<PerProcess<reqwest::Client>>,
     /// The extra root certificates of `ca_bundle`, read once.
     roots: Vec<CertificateDer<'static>>,
     /// The TLS client identity of `client_cert`/`client_key`, read once.
@@ -215,7 +179,7 @@ impl Transport {
             Some((cert, key)) => Some(crate::tls::read_identity(cert, key.as_deref())?),
             None => None,
         };
-        let pools = std::sync::Arc::new(PerProcess::new(Pools::new(
+        let pools = std::sync::Arc::new(PerProcess::new(build_http(
             &config,
             &roots,
             identity.as_ref(),
@@ -242,23 +206,10 @@ impl Transport {
         }
     }
 
-    /// The pool for a request, and how the request reaches it: on a thread driving its own
-    /// runtime, this thread's pool, except for requests that create something (see
-    /// `crate::runtime::local`).
-    fn pool(&self, retry: Retry) -> std::result::Result<(&reqwest::Client, Route), Error> {
-        let pools = self
-            .pools
-            .get_or_try_make(|| Pools::new(&self.config, &self.roots, self.identity.as_ref()))?;
-        if !crate::runtime::local::driving() {
-            return Ok((&pools.http, Route::Shared));
-        }
-        if retry == Retry::CreateOnce {
-            return Ok((&pools.http, Route::Remote));
-        }
-        let http = pools
-            .local
-            .get_or_try(|| build_http(&self.config, &self.roots, self.identity.as_ref()))?;
-        Ok((http, Route::Local))
+    /// This process's connection pool.
+    fn pool(&self) -> std::result::Result<&reqwest::Client, Error> {
+        self.pools
+            .get_or_try_make(|| build_http(&self.config, &self.roots, self.identity.as_ref()))
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -354,11 +305,7 @@ impl Transport {
         observer: Option<&dyn Observer>,
     ) -> Result<Response> {
         let url = self.url(req.path);
-        let (http, route) = self.pool(req.retry)?;
-        let remote = route == Route::Remote;
-        // A pool of this thread's own runtime is not watched between calls: see
-        // `local_runtime::settle`.
-        let local = (route == Route::Local).then_some(std::ptr::from_ref(http) as usize);
+        let http = self.pool()?;
         let policy = &self.config.retry;
         let end = crate::deadline::ends_at();
         let mut attempt: u32 = 0;
@@ -389,15 +336,7 @@ impl Transport {
                 }),
                 None => Vec::new(),
             };
-            if let Some(pool) = local {
-                crate::runtime::local::settle(pool).await;
-            }
-            let outcome = self
-                .attempt(http, remote, &url, req, bearer, extra, timeout)
-                .await;
-            if let (Some(pool), Ok(_)) = (local, &outcome) {
-                crate::runtime::local::answered(pool);
-            }
+            let outcome = self.attempt(http, &url, req, bearer, extra, timeout).await;
             let may_retry = attempt <= policy.max_retries;
             let (retry_in, result) = match outcome {
                 Ok(resp) => {
@@ -413,7 +352,8 @@ impl Transport {
                     let timed_out = e.is_timeout();
                     let wait = (may_retry && (nothing_sent || req.retry == Retry::Safe))
                         .then(|| backoff(attempt, policy));
-                    let mut err = transport_error(&e, timed_out, nothing_sent);
+                    let asked = self.identity.is_none() && crate::tls::client_cert_asked();
+                    let mut err = transport_error(&e, timed_out, nothing_sent, asked);
                     if timed_out {
                         err = timed_out_error(err, req, timeout, self.config.timeout);
                     }
@@ -460,13 +400,10 @@ impl Transport {
         }
     }
 
-    /// One try over `http`; with `remote`, the exchange runs as a task on the shared runtime.
-    /// `timeout` is the client's, or what is left of the call's deadline.
-    #[allow(clippy::too_many_arguments)]
+    /// One try over `http`. `timeout` is the client's, or what is left of the call's deadline.
     async fn attempt(
         &self,
         http: &reqwest::Client,
-        remote: bool,
         url: &Target,
         req: &Request<'_>,
         bearer: Option<&str>,
@@ -500,18 +437,7 @@ impl Transport {
         for (name, value) in extra {
             rb = rb.header(name, value);
         }
-        if !remote {
-            return exchange(rb).await;
-        }
-        match crate::runtime::runtime().spawn(exchange(rb)).await {
-            Ok(outcome) => outcome,
-            // The shared runtime is never shut down, so the task can only have panicked:
-            // carry the panic on to the call's own guard.
-            Err(e) => std::panic::resume_unwind(match e.try_into_panic() {
-                Ok(payload) => payload,
-                Err(e) => Box::new(format!("the request task did not finish: {e}")),
-            }),
-        }
+        exchange(rb).await
     }
 }
 
@@ -635,7 +561,14 @@ fn cut_by_deadline(result: Result<Response>, wait: Duration, attempt: u32) -> Re
     }
 }
 
-fn transport_error(e: &reqwest::Error, timeout: bool, nothing_sent: bool) -> Error {
+/// `cert_asked`: a server asked this client, which has no certificate, for one (see
+/// `crate::tls::client_cert_asked`).
+fn transport_error(
+    e: &reqwest::Error,
+    timeout: bool,
+    nothing_sent: bool,
+    cert_asked: bool,
+) -> Error {
     // reqwest's Display names the URL, never headers or bodies: no secret can leak here.
     let mut message = if timeout {
         "the request timed out".to_string()
@@ -658,6 +591,12 @@ fn transport_error(e: &reqwest::Error, timeout: bool, nothing_sent: bool) -> Err
         message.push_str(
             " (the server asked for a client certificate in the TLS handshake: give \
              Client(client_cert=..., client_key=...))",
+        );
+    } else if cert_asked && !timeout {
+        message.push_str(
+            " (a server asked this client for a client certificate in a TLS handshake, and \
+             it has none: give Client(client_cert=..., client_key=...) if that server \
+             requires one)",
         );
     }
     Error::Transport {

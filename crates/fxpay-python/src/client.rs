@@ -2,9 +2,9 @@
 //! (GIL released while it waits) and an `_async` twin returning a coroutine; both take the
 //! same arguments, converted here (a wrong type is a `TypeError` naming the parameter) and
 //! checked once, by the core.
+use super::bridge::ready;
 use super::bridge::CallFuture as OutFuture;
 use super::bridge::{block_until_stopped, guard};
-use super::call::ready;
 use super::convert::objects;
 use super::convert::{amount_text, int, opt_text, path, seconds, text, type_name};
 use super::errors::{closed_error, Failure, Fallible};

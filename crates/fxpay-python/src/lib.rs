@@ -1,23 +1,19 @@
 //! The pyo3 layer: the only place that knows about Python.
 mod account;
 mod bridge;
-mod call;
 mod cassette;
 mod client;
 mod convert;
-mod deliver;
 mod errors;
 mod exit_gate;
 mod journal;
 mod models;
 mod observe;
-mod on_loop;
 mod panic_test;
 mod payout_outcomes;
 mod payout_rows;
 mod payout_stream;
 mod raw;
-mod running_loop;
 mod sandbox;
 mod session;
 mod store;

@@ -2,7 +2,7 @@
 //! reaches Python as an `FxPayError`, from a blocking call and from an awaitable one. They
 //! live in the private submodule `fxpay._fxpay._testing`, not in the public module.
 use super::bridge::block;
-use super::call::call;
+use super::bridge::call;
 use super::models::Out;
 use pyo3::prelude::*;
 

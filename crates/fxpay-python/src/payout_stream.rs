@@ -4,7 +4,7 @@
 //! Python side keeps at most `concurrency` rows in flight, so memory grows with
 //! `concurrency`, never with the table.
 use super::bridge::block;
-use super::call::call;
+use super::bridge::call;
 use super::errors::Fallible;
 use super::models::Out;
 use super::observe::observer;

@@ -1,5 +1,5 @@
 //! `fxpay.UserSession`: a user's account-information session.
-use super::call::ready;
+use super::bridge::ready;
 use super::errors::closed_error;
 use super::models::{token, Out};
 use super::twin::{self, Obs, Start};
@@ -62,7 +62,7 @@ pub fn on_token_callback(cb: Py<PyAny>) -> OnToken {
     let cb = Arc::new(cb);
     Arc::new(move |t| {
         let (cb, t) = (cb.clone(), t.clone());
-        if fxpay_core::runtime::local::driving() {
+        if fxpay_core::runtime::blocking_here() {
             return Box::pin(std::future::ready(call_on_token(&cb, &t)));
         }
         Box::pin(async move {

@@ -104,7 +104,7 @@ fn gated<T>(f: impl for<'py> FnOnce(Python<'py>) -> Result<T>) -> Result<T> {
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    // The shared runtime's blocking pool, also for calls driven on a caller's own runtime:
+    // The shared runtime's blocking pool, also for blocking calls (whose caller polls them):
     // one pool of store threads for the process.
     fxpay_core::runtime::runtime()
         .spawn_blocking(f)

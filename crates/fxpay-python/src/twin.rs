@@ -6,8 +6,8 @@
 //! first step ([`awaitable`]). Both are bounded by the object's deadline and keep a
 //! `with_raw_response` capture armed for them.
 use super::bridge::block as block_now;
+use super::bridge::call as call_later;
 use super::bridge::CallFuture;
-use super::call::call as call_later;
 use super::models::Out;
 use fxpay_core::error::Error;
 use fxpay_core::transport::Observer;

@@ -1,5 +1,5 @@
 """A loopback HTTP server of the test's own that answers the token endpoint and a quote and
-records every request (test_config.py, test_local_runtime.py, test_tracing.py)."""
+records every request (test_config.py, test_blocking_calls.py, test_tracing.py)."""
 
 from __future__ import annotations
 

@@ -2,13 +2,14 @@
 //! first use, and started anew in a forked child (whose copy of the parent's runtime has no
 //! threads, and shares its epoll instance with the parent: it is forgotten, never used).
 //!
-//! Beside it: [`local`], the current-thread runtime a blocking call drives on its caller's
-//! thread, and [`fork`], which tells a forked child from the process that made something.
-pub mod epoll_fd;
+//! Every call, blocking or awaited, runs on it: a blocking call's caller polls the call's
+//! future itself (`Runtime::block_on`) while the workers drive the sockets and timers; an
+//! awaited call is a task of the workers. Beside it: [`fork`], which tells a forked child
+//! from the process that made something.
 pub mod fork;
-pub mod local;
 
 use crate::runtime::fork::ProcessBound;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use tokio::runtime::Runtime;
 
@@ -68,4 +69,32 @@ fn build() -> Runtime {
 /// than it brings: on 2 cores one worker halves the context switches of a blocking call.
 pub fn worker_threads(cores: usize) -> usize {
     (cores / 2).clamp(1, 8)
+}
+
+thread_local! {
+    /// Set while this thread polls a blocking call's future ([`Blocking`]).
+    static BLOCKING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// True while this thread polls a blocking call's future itself (`Runtime::block_on`, with
+/// the GIL released, in the binding): a call's hooks that run there keep their Python work
+/// for the wait's end, or run it inline, instead of handing it to another thread.
+pub fn blocking_here() -> bool {
+    BLOCKING.try_with(Cell::get).unwrap_or(false)
+}
+
+/// Marks this thread as polling a blocking call until dropped, and puts back what it was (a
+/// call nested in a hook's code waits inside the outer one's wait).
+pub struct Blocking(bool);
+
+impl Blocking {
+    pub fn enter() -> Self {
+        Blocking(BLOCKING.with(|b| b.replace(true)))
+    }
+}
+
+impl Drop for Blocking {
+    fn drop(&mut self) {
+        let _ = BLOCKING.try_with(|b| b.set(self.0));
+    }
 }

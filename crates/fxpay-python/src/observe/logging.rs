@@ -178,7 +178,7 @@ pub fn observer(py: Python<'_>) -> Option<Arc<dyn Observer>> {
     if !enabled {
         return None;
     }
-    if fxpay_core::runtime::local::driving() {
+    if fxpay_core::runtime::blocking_here() {
         let deferred = Arc::new(DeferredLog::default());
         let _ = DEFERRED.try_with(|d| d.borrow_mut().push(deferred.clone()));
         return Some(deferred);

@@ -283,7 +283,7 @@ impl Observer for PyTraceObserver {
 
     fn attempt(&self, log: &AttemptLog<'_>) {
         let end = span_end(log);
-        let driving = fxpay_core::runtime::local::driving();
+        let driving = fxpay_core::runtime::blocking_here();
         let on_loop = !driving && ON_LOOP.try_with(|on| *on).unwrap_or(false);
         if !driving && !on_loop {
             return self.end_now(end);

@@ -3,13 +3,14 @@
 //!
 //! Nothing starts when the method is called (after its arguments are converted): on its
 //! first step, inside the awaiting task, the call learns its tracing observer (so its parent
-//! span is that task's), starts on the shared runtime through the asyncio bridge and waits
-//! on the asyncio future the bridge resolves, as `await future` does.
-use super::bridge::{awaitable, Abort, CallFuture};
-use super::observe::observer;
+//! span is that task's), starts as a task of the shared runtime and yields a waiter
+//! (`super::waiter`) that its loop's port resolves (`super::port`), as `await future` does.
+use super::guarded::{guarded, CallFuture};
+use super::port::spawn;
+use super::waiter::Waiter;
+use crate::observe::observer;
 use fxpay_core::transport::Observer;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -22,8 +23,8 @@ enum Step {
     Start(Start),
     /// Nothing to run: returns this value on its first step.
     Ready(Py<PyAny>),
-    /// Started: the asyncio future that the bridge resolves, and its task's abort.
-    Waiting(Py<PyAny>, Abort),
+    /// Started: the waiter that the port resolves.
+    Waiting(Py<Waiter>),
     /// Returned, raised or closed.
     Finished,
 }
@@ -67,17 +68,6 @@ impl Call {
     fn put(&self, step: Step) {
         *self.step.lock().unwrap_or_else(PoisonError::into_inner) = step;
     }
-
-    /// Yields the just-started call's future to the task (as `await future` does). The
-    /// bridge resolves it on the loop's own thread, later: it cannot be done yet.
-    fn park(&self, py: Python<'_>, fut: Py<PyAny>, abort: Abort) -> PyResult<Py<PyAny>> {
-        let yielded = fut.clone_ref(py);
-        self.put(Step::Waiting(fut, abort));
-        yielded
-            .bind(py)
-            .setattr(intern!(py, "_asyncio_future_blocking"), true)?;
-        Ok(yielded)
-    }
 }
 
 #[pymethods]
@@ -99,15 +89,18 @@ impl Call {
                         "can't send non-None value to a just-started coroutine",
                     ));
                 }
-                let (fut, abort) = awaitable(py, start(observer(py)))?;
-                self.park(py, fut, abort)
+                // Yielded to the task, which waits on it, as `await future` does. The port
+                // resolves it on the loop's own thread, later: it cannot be done yet.
+                let waiter = spawn(py, guarded(start(observer(py))))?;
+                self.put(Step::Waiting(waiter.clone_ref(py)));
+                Ok(waiter.into_any())
             }
             Step::Ready(v) => Err(PyStopIteration::new_err((v,))),
-            // The task steps the coroutine again once the future is done; a future that is
-            // not (a step from elsewhere) raises `InvalidStateError` here.
-            Step::Waiting(fut, _) => {
-                let value = fut.bind(py).call_method0(intern!(py, "result"))?;
-                Err(PyStopIteration::new_err((value.unbind(),)))
+            // The task steps the coroutine again once the waiter is done; one that is not (a
+            // step from elsewhere) raises `InvalidStateError` here.
+            Step::Waiting(waiter) => {
+                let value = waiter.get().outcome(py)?;
+                Err(PyStopIteration::new_err((value,)))
             }
             Step::Finished => Err(PyRuntimeError::new_err(
                 "cannot reuse already awaited coroutine",
@@ -120,12 +113,11 @@ impl Call {
     #[pyo3(signature = (typ, val = None, _tb = None))]
     fn throw(
         &self,
-        py: Python<'_>,
         typ: &Bound<'_, PyAny>,
         val: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        self.close(py)?;
+        self.close();
         let exc = match val {
             Some(v) if !v.is_none() && v.is_instance(typ)? => v.clone(),
             Some(v) if !v.is_none() && typ.is_instance_of::<PyType>() => typ.call1((v,))?,
@@ -135,14 +127,12 @@ impl Call {
         Err(PyErr::from_value(exc))
     }
 
-    /// Abandons the call: a started one has its task aborted and its future cancelled.
-    /// (A task cancelled by asyncio is thrown `CancelledError` here on its next step.)
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
-        if let Step::Waiting(fut, abort) = self.take() {
-            abort.abort();
-            fut.bind(py).call_method0(intern!(py, "cancel"))?;
+    /// Abandons the call: a started one has its task aborted. (A task cancelled by asyncio
+    /// cancels the waiter, and is thrown `CancelledError` here on its next step.)
+    fn close(&self) {
+        if let Step::Waiting(waiter) = self.take() {
+            waiter.get().abandon();
         }
-        Ok(())
     }
 
     fn __repr__(&self) -> String {
