@@ -43,17 +43,14 @@ enum Wake {
     Threadsafe(Py<PyAny>),
 }
 
-/// One event loop's inbox, shared with the runtime threads: the queue and its
-/// "wake-up on its way" flag (`fxpay_core::wakeup`, model-checked with loom), and how
-/// to wake the loop.
+/// One event loop's inbox, shared with the runtime threads, and how to wake the loop.
 struct Inbox {
     pending: wakeup::Inbox<Done>,
     wake: Wake,
 }
 
 impl Inbox {
-    /// Called on a runtime thread. Queues the result and, unless a wake-up is on its
-    /// way already, sends one: many results that finish close together share one.
+    /// On a runtime thread: queues the result and, unless a wake-up is on its way, sends one.
     fn push(self: &Arc<Self>, done: Done) {
         if !self.pending.push(done) {
             return;

@@ -183,15 +183,6 @@ impl Waiter {
         Self::schedule(slf, (callback, context))
     }
 
-    fn remove_done_callback(&self, py: Python<'_>, callback: &Bound<'_, PyAny>) -> usize {
-        let mut state = self.state();
-        let before = state.callbacks.len();
-        state
-            .callbacks
-            .retain(|(cb, _)| !cb.bind(py).eq(callback).unwrap_or(false));
-        before - state.callbacks.len()
-    }
-
     fn done(&self) -> bool {
         !matches!(self.state().outcome, Outcome::Pending)
     }
@@ -236,11 +227,7 @@ impl Waiter {
         Ok(true)
     }
 
-    fn __repr__(&self) -> &'static str {
-        match self.state().outcome {
-            Outcome::Pending => "<fxpay waiter pending>",
-            Outcome::Cancelled(_) => "<fxpay waiter cancelled>",
-            _ => "<fxpay waiter finished>",
-        }
+    fn __repr__(&self) -> String {
+        format!("<fxpay waiter done={}>", self.done())
     }
 }
