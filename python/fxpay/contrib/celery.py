@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._payouts import RESULT_FIELDS, _kind, _records, _result, _sink, _stream_records
 from ..errors import ConfigurationError, InvalidRequestError
+from ._progress import check_journal, check_poll, follow, now
 
 if TYPE_CHECKING:
     from .._fxpay import Client
@@ -188,8 +189,10 @@ def pay_out_celery(
         raise TypeError(f"funding_source must be a str, not {type(funding_source).__name__}")
     chunk_size = _check_positive_int("chunk_size", chunk_size, 100_000)
     _check_positive_int("concurrency", concurrency, 1024)
-    if journal is not None and not hasattr(journal, "payout_progress"):
-        raise TypeError(f"journal must be a fxpay journal (JournalBase), not {type(journal).__name__}")
+    journal = check_journal(journal)
+    poll = check_poll(poll)
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
+        raise TypeError(f"timeout must be a number of seconds or None, not {type(timeout).__name__}")
     if not app.conf.result_backend:
         raise ConfigurationError("pay_out_celery gathers the chunks' results: the Celery app needs a result backend")
     kind = _kind(rows)
@@ -205,17 +208,14 @@ def pay_out_celery(
 
     update, close = _sink(progress, len(records))
     try:
-        since = _now(journal)
-        job = group(app.signature(task_name, args=(chunk, funding_source, concurrency, max_rate)) for chunk in chunks)
-        result = job.apply_async()
-        _watch(result, chunks, keys, journal, since, update, timeout, poll)
+        since = now()
+        result = group(app.signature(task_name, args=(chunk, funding_source, concurrency, max_rate)) for chunk in chunks).apply_async()
+        if journal is not None and progress is not False:
+            follow(journal, keys, since, update, result.ready, poll, timeout)
+        elif progress is not False:
+            _follow_chunks(result, chunks, update, poll, timeout)
         got = result.get(timeout=timeout, propagate=False, disable_sync_subtasks=False)
-        counts = dict.fromkeys(("booked", "replayed", "unknown", "refused"), 0)
-        for chunk, part in zip(chunks, got, strict=True):
-            for o in _chunk_outcomes(chunk, part):
-                if isinstance(o, Mapping) and o.get("status") in counts:
-                    counts[o["status"]] += 1
-        update(sum(counts.values()), len(records), *counts.values())  # the rows' own word, last
+        update(*_tally(chunks, got))  # the rows' own word, last
     finally:
         close()
     outcomes: list[dict[str, Any] | None] = []
@@ -228,38 +228,27 @@ def pay_out_celery(
     return _result(records, "list", records, outcomes)
 
 
-def _now(journal: Any) -> Any:
-    import datetime
+def _tally(chunks: list[list[dict[str, Any]]], parts: list[Any]) -> tuple[int, ...]:
+    """``(done, total, booked, replayed, unknown, refused)`` of the chunks whose results
+    ``parts`` holds (None: not back yet)."""
+    counts = dict.fromkeys(("booked", "replayed", "unknown", "refused"), 0)
+    for chunk, part in zip(chunks, parts, strict=True):
+        if part is None:
+            continue
+        for o in _chunk_outcomes(chunk, part):
+            if isinstance(o, Mapping) and o.get("status") in counts:
+                counts[o["status"]] += 1
+    return (sum(counts.values()), sum(len(c) for c in chunks), *counts.values())
 
-    return datetime.datetime.now(datetime.timezone.utc) if journal is not None else None
 
-
-def _watch(
-    result: Any,
-    chunks: list[list[dict[str, Any]]],
-    keys: list[str],
-    journal: Any,
-    since: Any,
-    update: Callable[..., None],
-    timeout: float | None,
-    poll: float,
+def _follow_chunks(
+    result: Any, chunks: list[list[dict[str, Any]]], update: Callable[..., None], poll: float, timeout: float | None
 ) -> None:
-    """Reports progress until every chunk has come back (or ``timeout`` passed)."""
+    """Reports the rows of the chunks that came back, until all have (or ``timeout``)."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    total = len(keys)
     while True:
-        finished = result.ready()
-        if journal is not None:
-            p = journal.payout_progress(keys, since=since)
-            update(p.done, total, p.booked, p.replayed, p.unknown, p.refused)
-        else:
-            counts = dict.fromkeys(("booked", "replayed", "unknown", "refused"), 0)
-            for chunk, r in zip(chunks, result.results, strict=True):
-                if r.ready():
-                    for o in _chunk_outcomes(chunk, r.result):
-                        if o.get("status") in counts:
-                            counts[o["status"]] += 1
-            update(sum(counts.values()), total, *counts.values())
-        if finished or (deadline is not None and time.monotonic() >= deadline):
+        end = result.ready()
+        update(*_tally(chunks, [r.result if r.ready() else None for r in result.results]))
+        if end or (deadline is not None and time.monotonic() >= deadline):
             return
         time.sleep(poll)

@@ -23,13 +23,17 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._payouts import RESULT_FIELDS
+from .._payouts import RESULT_FIELDS, _sink
 from ..errors import InvalidRequestError
+from ._progress import check_journal, check_poll, follow, now
 
 if TYPE_CHECKING:
-    from .._fxpay import Client
+    import datetime
 
-__all__ = ["pay_out_dask"]
+    from .._fxpay import Client
+    from ..journals import JournalBase
+
+__all__ = ["pay_out_dask", "watch"]
 
 #: Each worker process's clients, by the pickled factory that made them.
 _clients: dict[tuple[int, bytes | int], Any] = {}
@@ -37,10 +41,17 @@ _clients_lock = threading.Lock()
 
 
 def _factory_key(factory: Callable[[], Any]) -> bytes | int:
+    """What tells factories apart in a worker: their pickle (each task unpickles its own copy
+    of the factory, so the object's identity would make a client per partition)."""
     try:
         return pickle.dumps(factory)
-    except Exception:  # a factory only cloudpickle can carry: one client per factory object
-        return id(factory)
+    except Exception:  # defined in a notebook or __main__: pickled by value
+        try:
+            import cloudpickle  # type: ignore[import-untyped,unused-ignore]
+
+            return bytes(cloudpickle.dumps(factory))
+        except Exception:
+            return id(factory)
 
 
 def _client_for(factory: Callable[[], Client]) -> Client:
@@ -101,3 +112,61 @@ def pay_out_dask(
     for f in RESULT_FIELDS:
         meta[f] = pd.Series([], index=meta.index, dtype="object")
     return ddf.map_partitions(_pay_partition, client_factory, funding_source, concurrency, max_rate, meta=meta)
+
+
+def watch(
+    paid: Any,
+    *,
+    journal: JournalBase,
+    keys: Any,
+    progress: bool | Callable[..., None] = True,
+    poll: float = 0.5,
+    since: datetime.datetime | None = None,
+) -> Any:
+    """Computes ``paid`` (:func:`pay_out_dask`'s dataframe) and returns the computed frame,
+    showing the payout's progress while the workers pay: the counts of the workers' shared
+    ``journal`` (``journal.payout_progress(keys, since=...)``), read every ``poll`` seconds, as
+    a tqdm bar (``progress=True``) or as :class:`fxpay.PayoutProgress` given to a callable.
+
+    ``paid`` may be the lazy dataframe (computed here: on the ``distributed`` client in use,
+    if any, else by Dask's default scheduler in a thread; deals booked before this call count
+    as ``replayed``) or a future already submitted (``dask_client.compute(paid)``: anything
+    with ``done()`` and ``result()``; deals booked before ``since`` count as ``replayed``,
+    and without ``since`` every deal done counts as ``booked``). ``keys``: the table's keys (a
+    list, a pandas Series, or a dask Series, computed here).
+    """
+    j = check_journal(journal)
+    if j is None:
+        raise TypeError("journal must be the workers' shared fxpay journal, not None")
+    interval = check_poll(poll)
+    if hasattr(keys, "compute"):
+        keys = keys.compute()
+    wanted = list(keys)
+    if callable(getattr(paid, "done", None)) and callable(getattr(paid, "result", None)):
+        future = paid
+    elif callable(getattr(paid, "compute", None)) and type(paid).__module__.split(".")[0] == "dask":
+        since = now()
+        future = _submit(paid)
+    else:
+        raise TypeError(f"paid must be a dask dataframe or a future (done() and result()), not {type(paid).__name__}")
+    update, close = _sink(progress, len(wanted))
+    try:
+        follow(j, wanted, since, update, future.done, interval)
+    finally:
+        close()
+    return future.result()
+
+
+def _submit(paid: Any) -> Any:
+    """``paid`` computing: on the ``distributed`` client in use, else in a thread."""
+    try:
+        from distributed import default_client  # type: ignore[import-untyped,unused-ignore]
+
+        return default_client().compute(paid)  # type: ignore[no-untyped-call,unused-ignore]
+    except (ImportError, ValueError):  # no distributed, or no client in use
+        import concurrent.futures
+
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fxpay-dask-watch")
+        future = pool.submit(paid.compute)
+        pool.shutdown(wait=False)
+        return future

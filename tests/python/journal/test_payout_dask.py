@@ -9,6 +9,7 @@ as booked, replayed or unknown."""
 from __future__ import annotations
 
 import collections
+import datetime
 import functools
 import os
 import signal
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+import fxpay
 
 from conftest import make_beneficiary, need
 from journal_support import RedisServer, requests_to
@@ -142,9 +145,25 @@ def test_pay_out_dask_is_lazy_and_refuses_bad_arguments(fxpay_sandbox: Any, redi
     paid = fxpay.contrib.dask.pay_out_dask(ddf, client_factory=factory, funding_source="Own account")
     assert requests_to(fxpay_sandbox, DEALS) == 0  # nothing paid until computed
     assert list(paid.columns) == [*pdf.columns, "quote_id", "deal_id", "sell_amount", "status", "error"]
-    out = paid.compute()
+    # Computed on the cluster while the journal's counts are followed (as a notebook's bar).
+    journal = fxpay.RedisJournal(redis.url, prefix="lazy:")
+    seen: list[fxpay.PayoutProgress] = []
+    out = fxpay.contrib.dask.watch(paid, journal=journal, keys=ddf["key"], progress=seen.append, poll=0.05)
     assert out["key"].tolist() == pdf["key"].tolist()
     assert set(out["status"]) == {"booked"}
+    assert seen[-1] == fxpay.PayoutProgress(done=30, total=30, booked=30, replayed=0, unknown=0, refused=0)
+    assert [p.done for p in seen] == sorted(p.done for p in seen)
+    # Computed again: every row replays (booked before `since`).
+    since = datetime.datetime.now(datetime.timezone.utc)
+    # (Another graph: Dask would hand back a result it still holds for the same one.)
+    twice = fxpay.contrib.dask.pay_out_dask(ddf, client_factory=factory, funding_source="Own account", concurrency=4)
+    again = fxpay.contrib.dask.watch(cluster.compute(twice), journal=journal, keys=pdf["key"], progress=seen.append, poll=0.05, since=since)
+    assert set(again["status"]) == {"replayed"}
+    assert seen[-1] == fxpay.PayoutProgress(done=30, total=30, booked=0, replayed=30, unknown=0, refused=0)
+    with pytest.raises(TypeError, match="paid"):
+        fxpay.contrib.dask.watch(pdf, journal=journal, keys=pdf["key"])
+    with pytest.raises(TypeError, match="journal"):
+        fxpay.contrib.dask.watch(cluster.compute(paid), journal=None, keys=pdf["key"])  # type: ignore[arg-type]
     from decimal import Decimal
 
     assert all(isinstance(v, Decimal) for v in out["sell_amount"])
