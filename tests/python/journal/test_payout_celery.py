@@ -255,6 +255,12 @@ def test_pay_out_celery_keeps_the_tables_kind_and_order(fxpay_sandbox: Any, redi
         assert [r["key"] for r in listed] == [f"gen{i}" for i in range(5)]
         assert [r["status"] for r in listed] == ["booked"] * 5
         deals = len(fxpay_sandbox.deals())
+        # A chunk whose task failed: its rows come back unknown with the task's error.
+        failed = fxpay.contrib.celery.pay_out_celery(
+            app, table(bid, 3, "brk"), funding_source="Own account", chunk_size=2, timeout=60, task_name="test.broken_chunk"
+        )
+        assert [r["status"] for r in failed] == ["unknown"] * 3
+        assert all("no client today" in r["error"] for r in failed), failed
         dup = table(bid, 3, "dup")
         dup[2]["key"] = "dup0"
         with pytest.raises(fxpay.InvalidRequestError, match="not unique"):

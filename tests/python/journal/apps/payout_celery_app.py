@@ -30,3 +30,11 @@ def make_client() -> fxpay.Client:
 
 
 pay_out_chunk = fxpay.contrib.celery.register(app, make_client)
+
+
+def broken_client() -> fxpay.Client:
+    raise fxpay.ConfigurationError("no client today")
+
+
+# A task whose every chunk fails before paying (its worker cannot make a client).
+broken_chunk = fxpay.contrib.celery.register(app, broken_client, name="test.broken_chunk")
