@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from .._payouts import RESULT_FIELDS, _kind, _records, _result, _sink, _stream_records
+from .._payouts import RESULT_FIELDS, _concurrency, _kind, _max_rate, _records, _result, _sink, _stream_records
 from ..errors import ConfigurationError, InvalidRequestError
 from ._progress import check_journal, check_poll, follow, now
 
@@ -188,7 +188,8 @@ def pay_out_celery(
     if not isinstance(funding_source, str):
         raise TypeError(f"funding_source must be a str, not {type(funding_source).__name__}")
     chunk_size = _check_positive_int("chunk_size", chunk_size, 100_000)
-    _check_positive_int("concurrency", concurrency, 1024)
+    _concurrency(concurrency)
+    _max_rate(max_rate)
     journal = check_journal(journal)
     poll = check_poll(poll)
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):

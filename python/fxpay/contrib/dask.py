@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._payouts import RESULT_FIELDS, _sink
+from .._payouts import RESULT_FIELDS, _concurrency, _max_rate, _sink
 from ..errors import InvalidRequestError
 from ._progress import check_journal, check_poll, follow, now
 
@@ -100,10 +100,8 @@ def pay_out_dask(
         raise TypeError(f"client_factory must be a callable that returns a fxpay.Client, not {type(client_factory).__name__}")
     if not isinstance(funding_source, str):
         raise TypeError(f"funding_source must be a str, not {type(funding_source).__name__}")
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int):
-        raise TypeError(f"concurrency must be an int, not {type(concurrency).__name__}")
-    if not 1 <= concurrency <= 1024:
-        raise InvalidRequestError("concurrency must be 1 to 1024")
+    _concurrency(concurrency)
+    _max_rate(max_rate)
     if "key" not in ddf.columns:
         raise InvalidRequestError("ddf has no 'key' column: keys come from the rows, never from partition numbers")
     meta = ddf._meta.copy()
