@@ -9,7 +9,14 @@ own process, every way a user would write it, interleaved in rounds (best kept):
 - ``pay_out, memory`` / ``pay_out, SQLite`` / ``pay_out, Redis`` / ``pay_out, PostgreSQL``:
   ``Client.pay_out`` (rows run in the Rust core, 8 at a time).
 
-    python bench/payouts.py [--rows 1000] [--rounds 3] [--out bench/results]
+- ``workers, Redis`` / ``workers, SQLite`` at 1, 2 and 4 processes (``--workers``): the table
+  split in that many parts, each paid by ``pay_out`` in a process of its own (started first,
+  all beginning together) under one shared journal, as Celery or Dask workers of
+  ``fxpay.contrib`` pay their chunks; rows/s is the table over the time from the common start
+  to the last process's end.
+
+    python bench/payouts.py [--rows 1000] [--rounds 3] [--workers 1,2,4] [--out bench/results]
+    python bench/payouts.py --only-workers --rows 2000   # the workers cells alone: payouts_workers.{json,md}
 
 Writes ``payouts.json`` and ``payouts.md`` in ``--out``. Targets: ``pay_out, SQLite`` at least
 0.7x ``gather, no journal`` rows/s, ``pay_out, PostgreSQL`` at least 0.6x, and ``pay_out`` at
@@ -47,6 +54,23 @@ from postgres_support import PostgresServer  # noqa: E402
 
 CONCURRENCY = 8
 FUNDING = "Own account"
+
+#: One worker process of the ``workers`` cells: waits for the common start, pays its part with
+#: ``pay_out``, prints the seconds from the start to its end and its statuses.
+WORKER = """
+import json, sys, time, fxpay
+cfg = json.loads(sys.stdin.read())
+kind, where = cfg["journal"]
+journal = fxpay.SqliteJournal(where) if kind == "SQLite" else fxpay.RedisJournal(where, prefix=cfg["prefix"])
+c = fxpay.Client(cfg["client_id"], cfg["client_secret"], base_url=cfg["base_url"], journal=journal)
+c.create_quote(buy_currency="USD", buy_amount="1", sell_currency="AUD")  # the token, the pool
+time.sleep(max(0.0, cfg["start_at"] - time.time()))
+out = c.pay_out(cfg["rows"], funding_source="Own account", concurrency=cfg["concurrency"], progress=False)
+statuses = {}
+for r in out:
+    statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+print(json.dumps({"seconds": time.time() - cfg["start_at"], "statuses": statuses}))
+"""
 
 
 def beneficiary() -> fxpay.Beneficiary:
@@ -137,12 +161,34 @@ def redis_server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.02)
 
 
+def workers_table(best: dict[str, float], counts: list[int], rows: int) -> list[str]:
+    """The markdown table of the workers cells: rows/s per journal and number of processes."""
+    lines = [
+        "## More than one process",
+        "",
+        f"The {rows} rows split over N processes, each paying its part with `pay_out` ({CONCURRENCY} rows in flight",
+        "each) under one shared journal, all starting together; rows/s is the table over the time to the last process's",
+        "end. The sandbox is one more process on the same cores.",
+        "",
+        "| journal | " + " | ".join(f"{n} process{'es' if n > 1 else ''}" for n in counts) + " |",
+        "| --- | " + " | ".join("---:" for _ in counts) + " |",
+    ]
+    for kind in ("Redis", "SQLite"):
+        one = best[f"workers, {kind}, {counts[0]}"]
+        cells = [f"{best[f'workers, {kind}, {n}']:,.0f} ({best[f'workers, {kind}, {n}'] / one:.2f}x)" for n in counts]
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=1000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", type=Path, default=HERE / "results")
+    p.add_argument("--workers", default="1,2,4", help="worker process counts of the workers cells (comma-separated; empty: none)")
+    p.add_argument("--only-workers", action="store_true", help="only the workers cells, written to payouts_workers.{json,md}")
     args = p.parse_args()
+    worker_counts = [int(w) for w in args.workers.split(",") if w.strip()]
     folder = Path(tempfile.mkdtemp(prefix="fxpay-bench-payouts-"))
     sb = SandboxProcess("http")
     rproc, rurl = redis_server(folder)
@@ -190,6 +236,47 @@ def main() -> int:
 
         return go
 
+    def workers(kind: str, n: int) -> Callable[[list[dict[str, Any]]], object]:
+        def go(rows: list[dict[str, Any]]) -> object:
+            counter[0] += 1
+            where = str(folder / f"w{counter[0]}.db") if kind == "SQLite" else rurl
+            start_at = time.time() + 3.0  # each process imports fxpay and gets its token first
+            procs = []
+            for i in range(n):
+                cfg = {
+                    "journal": [kind, where],
+                    "prefix": f"w{counter[0]}:",
+                    "base_url": t.base_url,
+                    "client_id": t.client_id,
+                    "client_secret": t.client_secret,
+                    "rows": rows[i::n],
+                    "concurrency": CONCURRENCY,
+                    "start_at": start_at,
+                }
+                proc = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                assert proc.stdin is not None
+                proc.stdin.write(json.dumps(cfg))  # its part of the table (too long for argv)
+                proc.stdin.close()
+                procs.append(proc)
+            ends = []
+            for proc in procs:
+                out = proc.stdout.read() if proc.stdout is not None else ""
+                proc.wait(600)
+                assert proc.returncode == 0, out
+                got = json.loads(out)
+                assert set(got["statuses"]) == {"booked"}, got
+                ends.append(got["seconds"])
+            return max(ends)
+
+        return go
+
+    def timed_workers(name: str, run: Callable[[list[dict[str, Any]]], object]) -> None:
+        rows = table(args.rows, f"{name.replace(' ', '').replace(',', '')}{counter[0]}x{len(runs.get(name, []))}", bid)
+        seconds = run(rows)
+        assert isinstance(seconds, float)
+        runs.setdefault(name, []).append(args.rows / seconds)
+
+    fan_cells = [(f"workers, {kind}, {n}", workers(kind, n)) for kind in ("Redis", "SQLite") for n in worker_counts]
     cells: list[tuple[str, Callable[[list[dict[str, Any]]], object]]] = [
         ("gather, no journal", gather(None)),
         ("gather, SQLite", gather("SQLite")),
@@ -200,12 +287,16 @@ def main() -> int:
         ("pay_out, Redis", pay_out("Redis")),
         ("pay_out, PostgreSQL", pay_out("PostgreSQL")),
     ]
+    if args.only_workers:
+        cells = []
     try:
         timed("gather, no journal", gather(None))  # warm-up: token, pools
         runs.clear()
         for _ in range(args.rounds):
             for name, run in cells:
                 timed(name, run)
+            for name, run in fan_cells:
+                timed_workers(name, run)
     finally:
         sb.close()
         rproc.terminate()
@@ -213,6 +304,31 @@ def main() -> int:
         pg.remove()
         shutil.rmtree(folder, ignore_errors=True)
     best = {k: max(v) for k, v in runs.items()}
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.only_workers:
+        doc = {
+            "rows": args.rows,
+            "rounds": args.rounds,
+            "concurrency": CONCURRENCY,
+            "machine": machine,
+            "load_average_at_end": os.getloadavg(),
+            "rows_per_second": {k: [round(x, 1) for x in v] for k, v in runs.items()},
+            "best": {k: round(v, 1) for k, v in best.items()},
+        }
+        (args.out / "payouts_workers.json").write_text(json.dumps(doc, indent=2) + "\n")
+        lines = [
+            "# Payouts: rows/s against worker processes",
+            "",
+            f"Best of {args.rounds} interleaved rounds, against `python -m fxpay.sandbox` in its own process. {machine}.",
+            f"Load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} (the host is shared).",
+            "Made by `python bench/payouts.py --only-workers" + (f" --rows {args.rows}" if args.rows != 1000 else "") + "`.",
+            "",
+            *workers_table(best, worker_counts, args.rows),
+        ]
+        (args.out / "payouts_workers.md").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        return 0
     base = best["gather, no journal"]
     targets = [
         {
@@ -245,7 +361,7 @@ def main() -> int:
         "rows": args.rows,
         "rounds": args.rounds,
         "concurrency": CONCURRENCY,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": machine,
         "rows_per_second": {k: [round(x, 1) for x in v] for k, v in runs.items()},
         "best": {k: round(v, 1) for k, v in best.items()},
         "targets": targets,
@@ -264,7 +380,10 @@ def main() -> int:
         "| --- | ---: | ---: |",
     ]
     for k, v in best.items():
-        lines.append(f"| {k} | {v:,.0f} | {v / base:.2f}x |")
+        if not k.startswith("workers, "):
+            lines.append(f"| {k} | {v:,.0f} | {v / base:.2f}x |")
+    if fan_cells:
+        lines += ["", *workers_table(best, worker_counts, args.rows)]
     lines += ["", "| target | measured | result |", "| --- | ---: | --- |"]
     lines += [f"| {x['name']} | {x['measured']}x | {x['result']} |" for x in targets]
     (args.out / "payouts.md").write_text("\n".join(lines) + "\n")

@@ -22,7 +22,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._fxpay import JournalEntry
@@ -185,6 +185,7 @@ class PostgresJournal(JournalBase):
         t = _quoted(*parts)
         self._ddl = table_ddl(table)
         self._get = f"SELECT data FROM {t} WHERE key = %s"
+        self._get_many = f"SELECT data FROM {t} WHERE key = ANY(%s)"
         self._claim = f"INSERT INTO {t} (key, state, result, data) VALUES (%s, %s, %s, %s) ON CONFLICT (key) DO NOTHING"
         self._swap = f"UPDATE {t} SET state = %s, result = %s, data = %s, updated_at = now() WHERE key = %s AND data = %s"
         self._find = f"SELECT data FROM {t} WHERE result = %s ORDER BY seq LIMIT 1"
@@ -343,6 +344,19 @@ class PostgresJournal(JournalBase):
             raise TypeError(f"key must be a str, not {type(key).__name__}")
         _, rows = self._run("get", (self._get, (key,)))
         return JournalEntry.from_json(rows[0][0]) if rows else None
+
+    def entries(self, keys: Iterable[str]) -> dict[str, JournalEntry]:
+        wanted = list(keys)
+        for k in wanted:
+            if not isinstance(k, str):
+                raise TypeError(f"key must be a str, not {type(k).__name__}")
+        out = {}
+        for start in range(0, len(wanted), 1000):  # one query per 1,000 keys
+            _, rows = self._run("entries", (self._get_many, (wanted[start : start + 1000],)))
+            for (data,) in rows:
+                e = JournalEntry.from_json(data)
+                out[e.key] = e
+        return out
 
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         if not isinstance(entry, JournalEntry):
