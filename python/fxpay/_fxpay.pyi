@@ -742,6 +742,7 @@ class CoreSandbox:
         body_timeout: float = 10.0,
         idle_timeout: float = 60.0,
         client_auth: bool = False,
+        rate_limit: float | None = None,
     ) -> CoreSandbox: ...
     @property
     def client_cert(self) -> str | None: ...

@@ -79,6 +79,7 @@
 //!
 //! | code | status | meaning |
 //! |---|---|---|
+//! | rate:limit:4290 | 429 | beyond the opt-in rate limit (`http::rate_limit`), with `Retry-After` |
 //! | sandbox:fault:5001 | chosen | failure injected with `fail_next` |
 //! | server:internal:5000 | 500 | internal error (not expected) |
 //!
