@@ -240,7 +240,7 @@ def test_wrong_types_and_values() -> None:
 
 WORKER = """
 import sys, threading, time, fxpay
-base, cid, secret, url, name, seconds = sys.argv[1:7]
+base, cid, secret, url, name, seconds, threads = sys.argv[1:8]
 rl = fxpay.RateLimit(40, redis=url, name=name)
 done = 0
 with fxpay.Client(cid, secret, base_url=base, rate_limit=rl) as c:
@@ -251,34 +251,41 @@ with fxpay.Client(cid, secret, base_url=base, rate_limit=rl) as c:
         while time.monotonic() < end:
             c.get_quote(qid)
             done += 1
-    threads = [threading.Thread(target=run) for _ in range(4)]
-    for t in threads: t.start()
-    for t in threads: t.join()
+    pool = [threading.Thread(target=run) for _ in range(int(threads))]
+    for t in pool: t.start()
+    for t in pool: t.join()
 print(done)
 """
 
 
+PROCESSES, THREADS = 2, 4
+
+
 def test_two_processes_sharing_a_redis_rate_limit_stay_within_it(redis_server: RedisServer) -> None:
     """Two processes, each with 4 threads calling as fast as they can for 4 s, share
-    RateLimit(40, redis=...). The sandbox, limited to 40/s itself, refuses none of their
-    requests; every whole second of the run holds at most 40 (+2: a request whose turn came
-    just before a second began may arrive just after, and the sandbox counts seconds of
-    arrival); and they did call at that pace (the test is not vacuous). A bucket per process
-    sends 80/s, and the sandbox refuses many."""
+    RateLimit(40, redis=...). Measured at the sandbox:
+    - the sandbox, limited to 40/s itself (a bucket of 40), refuses none of their requests;
+    - the whole seconds of the run hold 40 per second: the turns of any second number at
+      most 40, and a second's arrivals may add only the requests in flight as it began (one
+      per thread, 8), whose turn came before it (on a loaded host a request takes a while
+      from its turn to the sandbox: 41 and 42 were seen);
+    - they did call at that pace, so the test is not vacuous.
+    A bucket per process sends 80/s: the sandbox refuses many, and the seconds hold 80."""
     name = f"two-{time.monotonic_ns()}"
+    in_flight = PROCESSES * THREADS
     with fxpay.testing.Sandbox(rate_limit=40) as sb:
-        args = [sys.executable, "-c", WORKER, sb.base_url, sb.client_id, sb.client_secret, redis_server.url, name, "4"]
-        procs = [subprocess.Popen(args, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+        args = [sys.executable, "-c", WORKER, sb.base_url, sb.client_id, sb.client_secret, redis_server.url, name, "4", str(THREADS)]
+        procs = [subprocess.Popen(args, stdout=subprocess.PIPE, text=True) for _ in range(PROCESSES)]
         outs = [p.communicate(timeout=60)[0] for p in procs]
-        assert [p.returncode for p in procs] == [0, 0], outs
+        assert [p.returncode for p in procs] == [0] * PROCESSES, outs
         seconds = counted_seconds(sb)
         stats = sb.stats()
     print(f"\nrequests per whole second at the sandbox: {[n for _, n, _ in seconds]}; calls per process {outs}")
     assert stats["rate_limited"] == 0, seconds
     whole = seconds[1:-1]  # the first and last seconds are partial
     assert len(whole) >= 3, seconds
-    assert sum(n for _, n, _ in whole) <= 40 * len(whole) + 2, whole
-    assert max(n for _, n, _ in whole) <= 42, whole
+    assert all(n <= 40 + in_flight for _, n, _ in whole), whole
+    assert sum(n for _, n, _ in whole) <= 40 * len(whole) + in_flight, whole
     assert sum(n for _, n, _ in whole) >= 0.8 * 40 * len(whole), whole
 
 
