@@ -18,6 +18,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A cap on every request of the clients given it (``Client(rate_limit=...)``): each attempt,
+/// retries included, and each token request. Requests are spaced at least ``1 / per_second``
+/// apart, so no second holds more than ``per_second`` of them. Every client given the same
+/// ``RateLimit`` shares its bucket.
+///
+/// With ``redis=`` (a URL or a ``redis.Redis``), the bucket is the Redis key
+/// ``fxpay:ratelimit:<name>`` (``<per_second>`` without a ``name``), shared by every process
+/// that names the same Redis and name. While Redis fails, each process paces itself to
+/// ``per_second`` alone, with one WARNING on the ``fxpay`` logger. See "Pacing" in
+/// docs/payouts.md.
 #[pyclass(module = "fxpay._fxpay", name = "RateLimit", frozen)]
 pub struct RateLimit {
     pub(crate) inner: Arc<CoreRateLimit>,
