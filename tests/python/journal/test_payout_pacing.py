@@ -85,7 +85,9 @@ def test_the_sandbox_limit_is_checked() -> None:
 
 
 def test_the_command_line_takes_a_rate_limit(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "fxpay.sandbox", "--port", "0", "--rate-limit", "2"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fxpay.sandbox", "--port", "0", "--rate-limit", "0.5"], stdout=subprocess.PIPE, text=True
+    )
     try:
         env: dict[str, str] = {}
         assert proc.stdout is not None
@@ -101,10 +103,10 @@ def test_the_command_line_takes_a_rate_limit(tmp_path: Path) -> None:
             admin_token=env["FXPAY_ADMIN_TOKEN"],
         )
         with remote.client(max_retries=0) as c:
-            # The token request and the quote take the bucket's 2 tokens; the third is refused.
-            qid = c.create_quote(buy_currency="USD", buy_amount=100, sell_currency="AUD")
-            with pytest.raises(fxpay.RateLimitError):
-                c.get_quote(qid)
+            # A bucket of 1 refilled every 2 s: the token request takes it, the quote is refused.
+            with pytest.raises(fxpay.RateLimitError) as info:
+                c.create_quote(buy_currency="USD", buy_amount=100, sell_currency="AUD")
+            assert info.value.retry_after == 2
         assert remote.stats()["rate_limited"] == 1
     finally:
         proc.terminate()

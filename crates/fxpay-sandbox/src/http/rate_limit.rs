@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The error code of a 429 the rate limit answered.
-pub const CODE: &str = "rate:limit:4290";
+pub const CODE: &str = crate::http::errors::code::RATE_LIMITED;
 
 /// How many whole seconds of request counts `stats()["per_second"]` keeps.
 pub const KEPT_SECONDS: usize = 600;
