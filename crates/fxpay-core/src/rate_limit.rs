@@ -80,8 +80,8 @@ impl RateLimit {
     fn build(per_second: f64, shared: Option<Arc<dyn SharedBucket>>) -> Result<Self> {
         if !(per_second.is_finite() && per_second > 0.0 && per_second <= MAX_PER_SECOND) {
             return Err(Error::config(format!(
-                "per_second must be a number of requests per second above 0 (at most 1e9), got {}",
-                crate::config::seconds_text(per_second)
+                "per_second must be a number of requests per second above 0 (at most 1e9), got \
+                 {per_second}"
             )));
         }
         let _ = origin();
