@@ -343,3 +343,38 @@ def test_a_redis_that_is_down_falls_back_to_the_process_bucket(tmp_path: Path, c
         infos = [r for r in caplog.records if "Redis answers again" in r.getMessage()]
         assert len(infos) == 1, caplog.records
     server.stop()
+
+
+def test_awaitable_calls_and_from_env_take_turns_too(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The _async twins wait their turn on the runtime (the Redis script on fxpay's blocking
+    threads, never on the event loop), and Client.from_env takes rate_limit= as well."""
+    import asyncio
+
+    for rl in (fxpay.RateLimit(20), fxpay.RateLimit(20, redis=redis_server.url, name=f"async-{time.monotonic_ns()}")):
+        with fxpay.testing.Sandbox() as sb:
+            monkeypatch.setenv("FXPAY_BASE_URL", sb.base_url)
+            monkeypatch.setenv("FXPAY_CLIENT_ID", sb.client_id)
+            monkeypatch.setenv("FXPAY_CLIENT_SECRET", sb.client_secret)
+            with fxpay.Client.from_env(rate_limit=rl) as c:
+                qid = c.create_quote(buy_currency="USD", buy_amount=100, sell_currency="AUD")
+
+                async def burst(c: fxpay.Client = c, qid: str = qid) -> float:
+                    started = time.monotonic()
+                    ticks = 0
+
+                    async def tick() -> None:
+                        nonlocal ticks
+                        while True:
+                            ticks += 1
+                            await asyncio.sleep(0.01)
+
+                    ticker = asyncio.ensure_future(tick())
+                    await asyncio.gather(*(c.get_quote_async(qid) for _ in range(21)))
+                    took = time.monotonic() - started
+                    ticker.cancel()
+                    # The loop ran all along: the turns were not waited for on it.
+                    assert ticks >= 50, ticks
+                    return took
+
+                took = asyncio.run(burst())
+                assert took >= 1.0, (rl, took)
