@@ -48,6 +48,9 @@ class RedisBucket:
     def __init__(self, redis: Any, per_second: float, name: str | None) -> None:
         if isinstance(redis, str):
             client = client_from_url("RateLimit", redis, SOCKET_TIMEOUT)
+        elif type(redis).__module__.startswith("redis.asyncio"):
+            # Its calls are coroutines of an event loop; fxpay takes turns on its own threads.
+            raise TypeError("redis must be a redis URL (str) or a redis.Redis client, not a redis.asyncio client")
         elif hasattr(redis, "register_script") and hasattr(redis, "connection_pool"):
             client = redis
         else:

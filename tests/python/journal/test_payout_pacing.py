@@ -225,7 +225,12 @@ def test_wrong_types_and_values() -> None:
     for redis in (42, b"redis://127.0.0.1", object()):
         with pytest.raises(TypeError, match="redis"):
             fxpay.RateLimit(1, redis=redis)
-    need("redis")
+    redis = need("redis")
+    import redis.asyncio
+
+    with pytest.raises(TypeError, match="redis"):
+        fxpay.RateLimit(1, redis=redis.asyncio.Redis.from_url("redis://127.0.0.1:1"))
+    assert fxpay.RateLimit(1, redis=redis.Redis.from_url("redis://127.0.0.1:1")).key == "fxpay:ratelimit:1"
     with pytest.raises(fxpay.ConfigurationError, match="RateLimit"):
         fxpay.RateLimit(1, redis="http://127.0.0.1:1")
     with pytest.raises(TypeError, match="name"):
