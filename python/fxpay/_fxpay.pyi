@@ -37,6 +37,7 @@ __all__ = [
     "JournalEntry",
     "PayoutStream",
     "Quote",
+    "RateLimit",
     "RawCapture",
     "SpotDeal",
     "Token",
@@ -499,6 +500,18 @@ class VirtualAccount(Mapping[str, Any]):
     def _repr_html_(self) -> str: ...
     def __reduce__(self) -> tuple[Any, ...]: ...
 
+@final
+class RateLimit:
+    """A cap on every request of the clients given it: ``per_second`` at most, spaced
+    ``1 / per_second`` apart; with ``redis=``, one bucket shared by every process that names
+    the same Redis (and ``name``)."""
+
+    def __new__(cls, per_second: float, *, redis: str | Any | None = None, name: str | None = None) -> Self: ...
+    @property
+    def per_second(self) -> float: ...
+    @property
+    def key(self) -> str | None: ...
+
 @disjoint_base
 class Client:
     """A client of the payments and account-information service."""
@@ -521,6 +534,7 @@ class Client:
         proxy: str | None = None,
         client_cert: str | os.PathLike[str] | None = None,
         client_key: str | os.PathLike[str] | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> None: ...
     @classmethod
     def from_env(
@@ -537,6 +551,7 @@ class Client:
         proxy: str | None = ...,
         client_cert: str | os.PathLike[str] | None = ...,
         client_key: str | os.PathLike[str] | None = ...,
+        rate_limit: RateLimit | None = ...,
     ) -> Self: ...
     @property
     def base_url(self) -> str: ...
@@ -742,6 +757,7 @@ class CoreSandbox:
         body_timeout: float = 10.0,
         idle_timeout: float = 60.0,
         client_auth: bool = False,
+        rate_limit: float | None = None,
     ) -> CoreSandbox: ...
     @property
     def client_cert(self) -> str | None: ...

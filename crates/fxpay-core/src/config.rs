@@ -53,6 +53,9 @@ pub struct ClientConfig {
     /// A TLS client identity: the PEM file of the certificate, and of its key (`None`: the
     /// certificate's file holds the key too).
     pub client_cert: Option<(String, Option<String>)>,
+    /// Caps every request this client sends (`crate::rate_limit`); shared by every client
+    /// given the same one. `None`: no cap, and no cost.
+    pub rate_limit: Option<std::sync::Arc<crate::rate_limit::RateLimit>>,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -87,6 +90,7 @@ impl ClientConfig {
             deadline: None,
             proxy: None,
             client_cert: None,
+            rate_limit: None,
         })
     }
 

@@ -16,6 +16,7 @@ pub mod json_kind;
 pub mod models;
 pub mod money;
 pub(crate) mod paging;
+pub mod rate_limit;
 pub mod raw;
 pub mod runtime;
 pub(crate) mod tls;

@@ -310,6 +310,11 @@ impl Transport {
         let end = crate::deadline::ends_at();
         let mut attempt: u32 = 0;
         loop {
+            if let Some(rl) = &self.config.rate_limit {
+                // Every attempt takes a turn, retries included (boxed: most clients have no
+                // rate limit, and their futures stay as small as they were).
+                Box::pin(rl.acquire(end, req.method.as_str(), req.path)).await?;
+            }
             attempt += 1;
             let started = Instant::now();
             // What is left of the call's deadline bounds this attempt.

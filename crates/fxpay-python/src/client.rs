@@ -808,7 +808,7 @@ impl Client {
     #[new]
     #[pyo3(signature = (*_args, **_kwargs))]
     #[pyo3(
-        text_signature = "(client_id, client_secret, *, base_url, timeout=30.0, max_retries=2, token_store=None, user_agent=None, ca_bundle=None, cassette=None, journal=None, deadline=None, proxy=None, client_cert=None, client_key=None)"
+        text_signature = "(client_id, client_secret, *, base_url, timeout=30.0, max_retries=2, token_store=None, user_agent=None, ca_bundle=None, cassette=None, journal=None, deadline=None, proxy=None, client_cert=None, client_key=None, rate_limit=None)"
     )]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
         Client {
@@ -818,7 +818,7 @@ impl Client {
         }
     }
 
-    #[pyo3(signature = (client_id, client_secret, *, base_url, timeout = default(30.0), max_retries = default(2),  token_store = None, user_agent = None, ca_bundle = None, cassette = None, journal = None, deadline = None, proxy = None, client_cert = None, client_key = None))]
+    #[pyo3(signature = (client_id, client_secret, *, base_url, timeout = default(30.0), max_retries = default(2),  token_store = None, user_agent = None, ca_bundle = None, cassette = None, journal = None, deadline = None, proxy = None, client_cert = None, client_key = None, rate_limit = None))]
     #[allow(clippy::too_many_arguments)]
     fn __init__(
         &self,
@@ -837,6 +837,7 @@ impl Client {
         proxy: Option<&Bound<'_, PyAny>>,
         client_cert: Option<&Bound<'_, PyAny>>,
         client_key: Option<&Bound<'_, PyAny>>,
+        rate_limit: Option<&Bound<'_, PyAny>>,
     ) -> Fallible<()> {
         if self.open.get().is_some() {
             return Err(Failure::from(Error::config(
@@ -865,6 +866,7 @@ impl Client {
         let proxy = opt_text(proxy, "proxy")?;
         let client_cert = path(client_cert, "client_cert")?;
         let client_key = path(client_key, "client_key")?;
+        let rate_limit = super::rate_limit::from_arg(rate_limit)?;
         if client_key.is_some() && client_cert.is_none() {
             return Err(Failure::from(Error::config(
                 "client_key needs client_cert (the certificate it is the key of)",
@@ -890,6 +892,7 @@ impl Client {
                 cfg.user_agent_suffix = user_agent;
                 cfg.ca_bundle = ca_bundle;
                 cfg.cassette = for_config;
+                cfg.rate_limit = rate_limit;
                 // The HTTP client must be built inside the runtime that will drive it.
                 let _enter = fxpay_core::runtime::runtime().enter();
                 Core::new(cfg, for_core)

@@ -13,6 +13,7 @@ mod panic_test;
 mod payout_outcomes;
 mod payout_rows;
 mod payout_stream;
+mod rate_limit;
 mod raw;
 mod sandbox;
 mod session;
@@ -63,6 +64,7 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     journal::register(m)?;
     panic_test::register(m)?;
     m.add_function(wrap_pyfunction!(webhook::parse_deal_created, m)?)?;
+    m.add_class::<rate_limit::RateLimit>()?;
     m.add_class::<raw::RawCapture>()?;
     m.add_class::<payout_stream::PayoutStream>()?;
     m.add_function(wrap_pyfunction!(raw::_raw_arm, m)?)?;

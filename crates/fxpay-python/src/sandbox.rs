@@ -78,10 +78,11 @@ impl serde::Serialize for Inspection<'_> {
 #[pymethods]
 impl CoreSandbox {
     #[new]
-    #[pyo3(signature = (host = None, port = None, tls = false, body_timeout = 10.0, idle_timeout = 60.0, client_auth = false))]
+    #[pyo3(signature = (host = None, port = None, tls = false, body_timeout = 10.0, idle_timeout = 60.0, client_auth = false, rate_limit = None))]
     #[pyo3(
-        text_signature = "(host='127.0.0.1', port=0, tls=False, body_timeout=10.0, idle_timeout=60.0, client_auth=False)"
+        text_signature = "(host='127.0.0.1', port=0, tls=False, body_timeout=10.0, idle_timeout=60.0, client_auth=False, rate_limit=None)"
     )]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         host: Option<&Bound<'_, PyAny>>,
@@ -90,7 +91,16 @@ impl CoreSandbox {
         body_timeout: f64,
         idle_timeout: f64,
         client_auth: bool,
+        rate_limit: Option<f64>,
     ) -> Fallible<Self> {
+        if let Some(n) = rate_limit {
+            if !(n.is_finite() && n > 0.0) {
+                return Err(Failure::from(Error::config(format!(
+                    "rate_limit must be a number of requests per second above 0, got {}",
+                    fxpay_core::config::seconds_text(n)
+                ))));
+            }
+        }
         if client_auth && !tls {
             return Err(Failure::from(Error::config(
                 "client_auth=True needs tls=True: client certificates are a TLS feature",
@@ -132,6 +142,7 @@ impl CoreSandbox {
             client_auth,
             body_timeout,
             idle_timeout,
+            rate_limit,
         };
         let inner = block_on(py, async move {
             Sandbox::start(config).await.map_err(|e| {

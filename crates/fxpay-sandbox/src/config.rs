@@ -3,7 +3,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 /// Where the sandbox listens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SandboxConfig {
     /// Interface to bind; default 127.0.0.1.
     pub host: IpAddr,
@@ -21,6 +21,10 @@ pub struct SandboxConfig {
     /// answer, or silent since it opened) before the sandbox closes it (default
     /// [`DEFAULT_IDLE_TIMEOUT`]), so no client can hold the sandbox's sockets forever.
     pub idle_timeout: Duration,
+    /// Requests per second beyond which the sandbox answers 429 with `Retry-After`
+    /// (`http::rate_limit` says what is counted and how). `None` (the default): no limit.
+    /// Finite and above 0 (`Sandbox::start` refuses anything else).
+    pub rate_limit: Option<f64>,
 }
 
 /// The default [`SandboxConfig::body_timeout`]: 10 seconds.
@@ -38,6 +42,7 @@ impl Default for SandboxConfig {
             client_auth: false,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            rate_limit: None,
         }
     }
 }

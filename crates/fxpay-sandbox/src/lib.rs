@@ -127,6 +127,15 @@ impl Sandbox {
         let mut st = State::new(http, rx.clone(), doc);
         st.body_timeout = config.body_timeout;
         st.idle_timeout = config.idle_timeout;
+        if let Some(n) = config.rate_limit {
+            if !(n.is_finite() && n > 0.0) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("rate_limit must be a number of requests per second above 0, got {n}"),
+                ));
+            }
+            st.rate_limit = Some(http::rate_limit::RateLimit::new(n));
+        }
         let username = DEFAULT_USERNAME.to_owned();
         let password = format!("pw-{}", ids::hex_tag(8));
         st.users.insert(

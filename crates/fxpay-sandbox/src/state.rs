@@ -260,7 +260,11 @@ pub struct State {
     pub body_timeout: std::time::Duration,
     /// How long a connection may stay with no request in progress before it is closed.
     pub idle_timeout: std::time::Duration,
-    /// What the admin API (`/_sandbox/`) needs: its token, the identity it reports.
+    /// The opt-in rate limit (`SandboxConfig::rate_limit`).
+    pub rate_limit: Option<crate::http::rate_limit::RateLimit>,
+    /// Counted requests per whole second, for `stats()["per_second"]`.
+    pub timeline: crate::http::rate_limit::Timeline,
+    /// The admin API (`/_sandbox/`) needs: its token, the identity it reports.
     pub admin: Admin,
 }
 
@@ -298,6 +302,8 @@ impl State {
             admin: Admin::default(),
             body_timeout: crate::config::DEFAULT_BODY_TIMEOUT,
             idle_timeout: crate::config::DEFAULT_IDLE_TIMEOUT,
+            rate_limit: None,
+            timeline: crate::http::rate_limit::Timeline::default(),
         }
     }
 
@@ -328,6 +334,10 @@ impl State {
         lock(&self.events).clear();
         self.faults.clear();
         self.stats.reset();
+        self.timeline.clear();
+        if let Some(rl) = &self.rate_limit {
+            rl.refill();
+        }
     }
 
     pub fn is_shut_down(&self) -> bool {
@@ -382,6 +392,11 @@ impl State {
             m.insert("deliveries_ok".to_owned(), json!(ok));
             m.insert("faults_fired".to_owned(), json!(self.faults.fired()));
             m.insert("faults_pending".to_owned(), json!(self.faults.pending()));
+            m.insert(
+                "rate_limit".to_owned(),
+                json!(self.rate_limit.as_ref().map(|r| r.per_second())),
+            );
+            m.insert("per_second".to_owned(), self.timeline.to_json());
             m.insert("quotes".to_owned(), json!(read(&self.quotes).len()));
             let ledger = lock(&self.ledger);
             m.insert(

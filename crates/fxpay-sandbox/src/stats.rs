@@ -32,6 +32,8 @@ pub struct Stats {
     issued: [AtomicU64; GRANTS.len()],
     connections: AtomicU64,
     open: AtomicU64,
+    /// Requests the rate limit answered 429.
+    rate_limited: AtomicU64,
 }
 
 fn route_index(method: &Method, path: &str) -> usize {
@@ -54,6 +56,11 @@ impl Stats {
         }
     }
 
+    /// Counts a request the rate limit refused (it was counted by `request` too).
+    pub fn rate_limited(&self) {
+        self.rate_limited.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts a token issued by `grant`.
     pub fn issued(&self, grant: &str) {
         if let Some(i) = GRANTS.iter().position(|g| *g == grant) {
@@ -70,6 +77,7 @@ impl Stats {
             c.store(0, Ordering::Relaxed);
         }
         self.connections.store(0, Ordering::Relaxed);
+        self.rate_limited.store(0, Ordering::Relaxed);
     }
 
     pub fn connection_opened(&self) {
@@ -125,6 +133,7 @@ impl Stats {
             "tokens_issued": grants,
             "connections": self.connections.load(Ordering::Relaxed),
             "open_connections": self.open.load(Ordering::Relaxed),
+            "rate_limited": self.rate_limited.load(Ordering::Relaxed),
         })
     }
 }

@@ -36,6 +36,13 @@ def main(argv: list[str] | None = None) -> int:
         default=60.0,
         help="seconds a connection may stay with no request in progress before it is closed (default 60)",
     )
+    p.add_argument(
+        "--rate-limit",
+        type=float,
+        default=None,
+        metavar="N",
+        help="answer requests beyond N per second with 429 and Retry-After (default: no limit)",
+    )
     args = p.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -48,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         body_timeout=args.body_timeout,
         idle_timeout=args.idle_timeout,
         client_auth=args.client_auth,
+        rate_limit=args.rate_limit,
     ) as sb:
         print(f"FXPAY_BASE_URL={sb.base_url}")
         print(f"FXPAY_CLIENT_ID={sb.client_id}")

@@ -20,7 +20,7 @@ from typing import Any
 
 from .._fxpay import Client, CoreSandbox, FieldError
 from ..errors import FxPayError
-from ._checks import check_flag, check_seconds, check_type, warn_unfired
+from ._checks import check_flag, check_rate, check_seconds, check_type, warn_unfired
 from ._webhooks import event_json
 
 __all__ = ["Sandbox"]
@@ -36,6 +36,13 @@ class Sandbox:
     ``idle_timeout`` (seconds, default 60) is how long a connection may stay with no request in
     progress (kept alive after an answer, or silent since it opened) before the sandbox closes
     it, so no client can hold the sandbox's sockets forever. A request in progress is never cut.
+
+    ``rate_limit`` (requests per second, default ``None``: no limit) answers the requests
+    beyond it with 429 and ``Retry-After`` (whole seconds, at least 1), as the Sandbox rules
+    page says: one token bucket of ``rate_limit`` tokens refilled at ``rate_limit`` per second,
+    counting every request under ``/v1/`` (token requests included) except the login and
+    consent pages; the admin API is never limited. ``stats()["rate_limited"]`` counts the
+    429s, ``stats()["per_second"]`` the requests of each second.
     """
 
     def __init__(
@@ -47,11 +54,19 @@ class Sandbox:
         body_timeout: float = 10.0,
         idle_timeout: float = 60.0,
         client_auth: bool = False,
+        rate_limit: float | None = None,
     ) -> None:
         check_flag("tls", tls)
         check_flag("client_auth", client_auth)
+        limit = None if rate_limit is None else check_rate("rate_limit", rate_limit)
         self._core = CoreSandbox(
-            host, port, tls, check_seconds("body_timeout", body_timeout), check_seconds("idle_timeout", idle_timeout), client_auth
+            host,
+            port,
+            tls,
+            check_seconds("body_timeout", body_timeout),
+            check_seconds("idle_timeout", idle_timeout),
+            client_auth,
+            limit,
         )
         self._closed = False
 

@@ -79,6 +79,7 @@
 //!
 //! | code | status | meaning |
 //! |---|---|---|
+//! | rate:limit:4290 | 429 | beyond the opt-in rate limit (`rate_limit`), answered with `Retry-After` |
 //! | sandbox:fault:5001 | chosen | failure injected with `fail_next` |
 //! | server:internal:5000 | 500 | internal error (not expected) |
 //!
@@ -132,6 +133,8 @@ pub mod code {
     pub const BAD_TOKEN: &str = "auth:token:4002";
     pub const SCOPE: &str = "auth:scope:4003";
     pub const INJECTED: &str = "sandbox:fault:5001";
+    /// Beyond the opt-in rate limit (`http::rate_limit`).
+    pub const RATE_LIMITED: &str = "rate:limit:4290";
     /// The admin API (`/_sandbox/`): a missing or wrong admin token.
     pub const ADMIN_TOKEN: &str = "sandbox:admin:4010";
     /// The admin API: a bad argument.

@@ -85,6 +85,36 @@ fn injected(status: u16, retry_after: Option<u64>, token_path: bool) -> Response
     resp
 }
 
+/// The answer of a request beyond the rate limit: 429, `Retry-After`, an `errors` body (and
+/// for the token endpoint the RFC 6749 fields too, as its clients read those).
+fn rate_limited(
+    rl: Option<&crate::http::rate_limit::RateLimit>,
+    retry_after: u64,
+    token_path: bool,
+) -> Response<Body> {
+    let per_second = rl.map_or(0.0, |r| r.per_second());
+    let message = format!(
+        "rate limit exceeded: at most {per_second} requests per second; retry after {retry_after} s"
+    );
+    let err = ApiError::one(
+        StatusCode::TOO_MANY_REQUESTS,
+        crate::http::rate_limit::CODE,
+        "",
+        message.clone(),
+    )
+    .with_header(header::RETRY_AFTER, &retry_after.to_string());
+    let mut resp = axum::response::IntoResponse::into_response(err);
+    if token_path {
+        let body = json!({
+            "error": "temporarily_unavailable",
+            "error_description": message,
+            "errors": [{"errorCode": crate::http::rate_limit::CODE, "fieldName": "", "message": message}],
+        });
+        *resp.body_mut() = Body::from(body.to_string());
+    }
+    resp
+}
+
 /// A request body that records when it has been read to its end, and fails with
 /// [`BodyTimeout`] when it has not arrived in full by its deadline (a stalled upload).
 struct Tracked {
@@ -198,6 +228,18 @@ async fn handle(
         state.stats.connection_opened();
     }
     state.stats.request(req.method(), req.uri().path());
+    if crate::http::rate_limit::counted(req.uri().path()) {
+        let refused = state.rate_limit.as_ref().and_then(|rl| rl.take());
+        state.timeline.note(refused.is_some());
+        if let Some(retry_after) = refused {
+            state.stats.rate_limited();
+            let token_path = req.uri().path() == "/v1/oauth/token";
+            return finish(
+                rate_limited(state.rate_limit.as_ref(), retry_after, token_path),
+                body,
+            );
+        }
+    }
     match state.faults.take(req.method(), req.uri().path()) {
         Some(Action::Fail {
             status,
