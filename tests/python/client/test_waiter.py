@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from typing import Any
 
 import pytest
@@ -168,3 +169,46 @@ def test_the_waiter_is_what_the_task_waits_on(sb: Sandbox) -> None:
             assert not waiter.cancel()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("make", [asyncio.new_event_loop, _py_task_loop], ids=["c_task", "py_task"])
+def test_a_loop_that_moves_between_threads_keeps_its_calls(sb: Sandbox, make: Any) -> None:
+    """``run_until_complete`` from one thread, then another, then the first again: each run's
+    calls end, and a call left in flight by one run ends in the next, on the other thread."""
+    loop = make()
+    try:
+        with sb.client() as c:
+            qid = c.create_quote(buy_currency="USD", buy_amount="10", sell_currency="EUR")
+            left: list[asyncio.Future[fxpay.Quote]] = []
+
+            async def calls() -> list[str]:
+                got = [q.id for q in await asyncio.gather(*(c.get_quote_async(qid) for _ in range(8)))]
+                left.append(asyncio.ensure_future(c.get_quote_async(qid)))  # still in flight
+                return got
+
+            async def last() -> str:
+                return (await left.pop(0)).id
+
+            def run(where: list[object]) -> None:
+                try:
+                    where.append(loop.run_until_complete(asyncio.wait_for(calls(), 30)))
+                    where.append(loop.run_until_complete(asyncio.wait_for(last(), 30)) if len(left) > 1 else "")
+                except BaseException as e:  # the asserts below show it
+                    where.append(e)
+
+            runs: list[list[object]] = []
+            for _ in range(3):
+                for _ in range(2):  # two threads, in turn
+                    seen: list[object] = []
+                    t = threading.Thread(target=run, args=(seen,))
+                    t.start()
+                    t.join(60)
+                    assert not t.is_alive()
+                    runs.append(seen)
+            for seen in runs:
+                assert seen[0] == [qid] * 8, seen
+            # Each run after the first ended the call the run before it left in flight.
+            assert [seen[1] for seen in runs[1:]] == [qid] * 5
+            assert loop.run_until_complete(asyncio.wait_for(last(), 30)) == qid
+    finally:
+        loop.close()
