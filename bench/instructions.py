@@ -108,7 +108,10 @@ def worker(argv: list[str]) -> None:
 
 
 def callgrind(cmd: list[str], timeout: float) -> int:
-    """The instructions callgrind counted in ``cmd``'s process (all its threads), or raises."""
+    """The instructions callgrind counted in ``cmd``'s process (all its threads), or raises.
+    With ``FXPAY_BENCH_KEEP_CALLGRIND=<folder>`` in the environment, each run's callgrind file
+    is kept there, named by its command's arguments (for ``callgrind_annotate``: a profile of
+    where a cell's instructions go)."""
     with tempfile.TemporaryDirectory(prefix="fxpay-cg-") as tmp:
         out = Path(tmp) / "callgrind.out"
         env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "FXPAY_BENCH_UNDER_VALGRIND": "1"}
@@ -124,6 +127,11 @@ def callgrind(cmd: list[str], timeout: float) -> int:
             own = [ln for ln in (p.stdout + p.stderr).strip().splitlines() if ln.strip() and not re.match(r"==\d+==", ln)]
             tail = " / ".join(own[-3:])  # the client's last words, not valgrind's summary
             raise RuntimeError(f"exit {p.returncode}: {tail}")
+        keep = os.environ.get("FXPAY_BENCH_KEEP_CALLGRIND")
+        if keep:
+            name = "_".join(re.sub(r"[^\w.-]+", "-", a) for a in cmd[1:7] if not a.startswith("{"))
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            shutil.copy(out, Path(keep) / f"{name}.callgrind")
         for line in out.read_text().splitlines():
             m = re.match(r"^(?:summary|totals):\s*(\d+)", line)
             if m:
