@@ -44,6 +44,13 @@ def attach_instructions(doc: dict[str, Any], path: Path) -> None:
         print(f"WARNING: {path} counted another fxpay build than this run's", file=sys.stderr)
 
 
+def attach_tracing_instructions(doc: dict[str, Any], path: Path) -> None:
+    """bench/tracing_instructions.py --count's document (fxpay's own instructions per traced
+    attempt), counted apart like the instructions table, if there is one."""
+    if path.exists():
+        doc["tracing_instructions"] = {**json.loads(path.read_text()), "source": str(path)}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--rss-child"]:
@@ -86,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     res = measure.measure(args)
     doc = res.to_json()
     attach_instructions(doc, args.instructions)
+    attach_tracing_instructions(doc, HERE / "results" / "tracing_instructions.json")
     report.write(doc, out)
 
     if args.quick:

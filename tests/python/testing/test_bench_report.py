@@ -393,3 +393,21 @@ def test_a_run_attaches_the_instructions_table_and_says_whose_build_it_counted(t
     run.attach_instructions(doc, tmp_path / "ins.json")
     assert doc["instructions"]["same_build"] is False
     assert "counted another fxpay build" in capsys.readouterr().err
+
+
+def test_tracing_is_judged_by_fxpays_own_instructions_and_its_time_only_reported(report: Any) -> None:
+    # Issue 45 item 6: the time ratio moves with the host; fxpay's own instructions per traced
+    # attempt (bench/tracing_instructions.py --count: hooks - off - stub) do not.
+    doc = report.load(BENCH / "results" / "results.json")
+
+    def verdicts() -> dict[str, str]:
+        return {c.name: c.verdict for c in report.checks(doc) if "trac" in c.name}
+
+    timed = "tracing on (SDK, in-memory exporter) / off, blocking loop, wall time"
+    own = "fxpay's own instructions per traced attempt <= 10% of an untraced call's"
+    doc["tracing_instructions"] = {"own_ratio": 0.099, "limit": 0.10}
+    assert verdicts() == {timed: "n/a", own: "PASS"}
+    doc["tracing_instructions"] = {"own_ratio": 0.101, "limit": 0.10}
+    assert verdicts()[own] == "FAIL"
+    del doc["tracing_instructions"]
+    assert verdicts()[own] == "n/a"
