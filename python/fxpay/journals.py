@@ -84,7 +84,16 @@ def _seconds(name: str, value: object, *, most: float = 86400.0) -> float:
 _live: weakref.WeakSet[JournalBase] = weakref.WeakSet()
 
 
+# Held while a journal's SQLite connection is closed outside its journal's own lock (a
+# journal freed by the garbage collector, on whatever thread it runs), and by the thread that
+# forks: SQLite closes with the GIL released, holding its process-wide mutexes, and a fork
+# made meanwhile leaves them held for ever in the child, whose first SQLite call then hangs
+# (seen: 3 children in 1,200 forks made while 8 threads wrote and old journals were freed).
+_closing = threading.RLock()
+
+
 def _before_fork() -> None:
+    _closing.acquire()
     for j in list(_live):
         j._before_fork()
 
@@ -92,9 +101,12 @@ def _before_fork() -> None:
 def _after_fork_in_parent() -> None:
     for j in list(_live):
         j._after_fork(child=False)
+    _closing.release()
 
 
 def _after_fork_in_child() -> None:
+    global _closing
+    _closing = threading.RLock()
     for j in list(_live):
         j._after_fork(child=True)
 
@@ -635,7 +647,14 @@ class SqliteJournal(JournalBase):
             try:
                 with self._lock:
                     cur = self._connection().execute(sql, args)
-                    return cur.rowcount, cur.fetchall()
+                    try:
+                        return cur.rowcount, cur.fetchall()
+                    finally:
+                        # Inside the lock: a cursor freed after it resets its statement in
+                        # SQLite with the GIL released, holding SQLite's own mutexes, where
+                        # a fork (which waits for this lock, not for that) could land; the
+                        # child then hung in its first SQLite call (1 of 8 forks, once in CI).
+                        cur.close()
             except Exception as e:
                 if "locked" in str(e) and time.monotonic() < deadline:
                     time.sleep(0.005)
@@ -744,10 +763,18 @@ class SqliteJournal(JournalBase):
 
     def close(self) -> None:
         """Closes this process's connection (the journal reopens it on next use)."""
-        with self._lock:
+        with _closing, self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
+
+    def __del__(self) -> None:
+        # Never while a fork is being made (see `_closing`); a connection inherited from the
+        # parent is not this process's to close.
+        conn = getattr(self, "_conn", None)
+        if conn is not None and getattr(self, "_pid", None) == os.getpid():
+            with _closing:
+                conn.close()
 
     def __repr__(self) -> str:
         return f"SqliteJournal({self.path!r})"
