@@ -29,39 +29,68 @@ fn enter() -> Option<Inside<'static>> {
 
 /// Runs `f` attached to Python unless the interpreter is shutting down (the gate is closed,
 /// or finalization has begun): then `f` does not run and the result is None.
+///
+/// A thread Python does not own (a runtime worker, a blocking-pool thread) keeps the Python
+/// thread state its first attach made, until it ends ([`Kept`]). Made and deleted on every
+/// attach, a thread state costs its allocation and frame stack each time, and each creation
+/// and deletion holds the interpreter's thread-list lock without the GIL: a fork taken
+/// meanwhile by a Python thread left CPython 3.11's child waiting for that lock forever in
+/// `PyOS_AfterFork_Child` (1 child in 600 forks with 8 threads making keyed calls).
 pub fn attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
-    let _inside = enter()?;
-    Python::try_attach(f)
-}
-
-/// Like [`attach`], and the thread keeps the Python thread state that attach made: for the
-/// shared runtime's workers, which live as long as the process and attach often (otherwise
-/// each attach creates a thread state and its frame stack and deletes it on release).
-pub fn attach_kept<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
     let _inside = enter()?;
     // A Python thread (one that has a state already) is left alone.
     // SAFETY: reads this thread's thread-state slot (the interpreter is not finalizing: the
     // gate is open); needs no GIL.
     let foreign = unsafe { pyo3::ffi::PyGILState_GetThisThreadState() }.is_null();
     Python::try_attach(|py| {
-        let _ = KEPT.try_with(|kept| {
-            if foreign && !kept.replace(true) {
-                // SAFETY: attached through `PyGILState_Ensure` (pyo3's attach). A second
-                // `Ensure`, never released, leaves the state's counter one above what the
-                // enclosing attach's `Release` takes off: the state stays registered for
-                // this thread instead of being deleted, and later attaches reuse it.
-                unsafe {
-                    let _ = pyo3::ffi::PyGILState_Ensure();
-                }
-            }
-        });
+        if foreign {
+            let _ = KEPT.try_with(Kept::keep);
+        }
         f(py)
     })
 }
 
+/// Whether this thread keeps a Python thread state of its own; when the thread ends, the state
+/// is deleted (unless the interpreter is ending: then finalization frees it).
+struct Kept(Cell<bool>);
+
+impl Kept {
+    /// Called attached, through `PyGILState_Ensure` (pyo3's attach), from a thread that had no
+    /// state before it.
+    fn keep(&self) {
+        if !self.0.replace(true) {
+            // SAFETY: attached. A second `Ensure`, never released, leaves the state's counter
+            // one above what the enclosing attach's `Release` takes off: the state stays
+            // registered for this thread instead of being deleted, and later attaches reuse it.
+            unsafe {
+                let _ = pyo3::ffi::PyGILState_Ensure();
+            }
+        }
+    }
+}
+
+impl Drop for Kept {
+    /// Runs at thread exit, before the thread's pthread-keyed data (CPython 3.11's thread-state
+    /// slot) goes away.
+    fn drop(&mut self) {
+        if !self.0.get() {
+            return;
+        }
+        let Some(_inside) = enter() else {
+            return;
+        };
+        let _ = Python::try_attach(|_py| {
+            // SAFETY: attached through `Ensure` on the kept state (counter 2). This `Release`
+            // takes back the one `keep` added (counter 1, the GIL stays held: `LOCKED`); the
+            // enclosing attach's own `Release` then brings it to 0, which clears and deletes
+            // the state and releases the GIL.
+            unsafe { pyo3::ffi::PyGILState_Release(pyo3::ffi::PyGILState_STATE::PyGILState_LOCKED) }
+        });
+    }
+}
+
 thread_local! {
-    /// This thread keeps a Python thread state of its own.
-    static KEPT: Cell<bool> = const { Cell::new(false) };
+    static KEPT: Kept = const { Kept(Cell::new(false)) };
 }
 
 /// The `atexit` hook: closes the gate and waits for the threads inside to leave.

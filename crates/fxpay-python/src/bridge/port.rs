@@ -73,7 +73,7 @@ impl Inbox {
         };
         // None: the interpreter is shutting down, nobody waits for the result. An
         // error: the loop is closed, the same.
-        let _ = exit_gate::attach_kept(|py| {
+        let _ = exit_gate::attach(|py| {
             let drain = LoopDrain {
                 inbox: self.clone(),
                 #[cfg(unix)]

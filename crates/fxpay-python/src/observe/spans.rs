@@ -227,7 +227,7 @@ impl PyTraceObserver {
             return;
         };
         // Not once the interpreter is shutting down: the span is dropped unended.
-        let _ = crate::exit_gate::attach_kept(|py| ended.finish(py));
+        let _ = crate::exit_gate::attach(|py| ended.finish(py));
     }
 }
 
@@ -261,7 +261,7 @@ impl Observer for PyTraceObserver {
         }
         let s = span_start(start);
         // Not once the interpreter is shutting down: no span, no headers.
-        crate::exit_gate::attach_kept(|py| {
+        crate::exit_gate::attach(|py| {
             // The previous attempt's span, when its end was deferred.
             flush_ended(py);
             flush_loop_ended(py);
