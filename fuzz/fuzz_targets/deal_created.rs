@@ -3,7 +3,7 @@
 //! breaks what the parser promises about it.
 #![no_main]
 
-use fxpay_core::models::EventStatus;
+use fxpay_core::EventStatus;
 use libfuzzer_sys::fuzz_target;
 
 mod input;
@@ -11,11 +11,11 @@ mod input;
 fuzz_target!(|data: &[u8]| {
     let case = input::decode(data);
     let headers = case.header_refs();
-    let Ok((ev, raw)) = fxpay_core::webhook::parse_deal_created(case.body, &headers, case.nonce.as_deref())
+    let Ok((ev, raw)) = fxpay_core::parse_deal_created(case.body, &headers, case.nonce.as_deref())
     else {
         return;
     };
-    assert!(case.body.len() <= fxpay_core::webhook::MAX_BODY_BYTES);
+    assert!(case.body.len() <= fxpay_core::MAX_BODY_BYTES);
     if let Some(nonce) = &case.nonce {
         let matching: Vec<_> = headers
             .iter()
@@ -25,10 +25,10 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(matching[0].1, nonce.as_str());
         assert!(!nonce.is_empty());
     }
-    assert!(fxpay_core::webhook::is_uuid(&ev.process_id));
+    assert!(fxpay_core::is_uuid(&ev.process_id));
     match ev.status {
         EventStatus::Success => {
-            assert!(ev.deal_id.as_deref().is_some_and(fxpay_core::webhook::is_uuid));
+            assert!(ev.deal_id.as_deref().is_some_and(fxpay_core::is_uuid));
             assert!(ev.errors.is_empty());
         }
         EventStatus::Fail => {

@@ -360,9 +360,8 @@ fn main() {
     let args = parse_args(&raw).unwrap_or_else(|e| fail(e));
     // As many workers as fxpay's own runtime has on this machine, so that the difference
     // to fxpay is the Python binding and nothing else.
-    let workers = fxpay_core::runtime::worker_threads(
-        std::thread::available_parallelism().map_or(2, |n| n.get()),
-    );
+    let workers =
+        fxpay_core::worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()

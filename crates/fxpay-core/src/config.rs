@@ -7,13 +7,13 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryPolicy {
     /// Retries after the first attempt.
-    pub max_retries: u32,
+    pub(crate) max_retries: u32,
     /// First backoff; doubled on each retry, with full jitter.
     pub backoff_base: Duration,
     /// Longest backoff between two attempts.
     pub backoff_max: Duration,
     /// Longest `Retry-After` honoured; a longer one is not waited for.
-    pub retry_after_cap: Duration,
+    pub(crate) retry_after_cap: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -33,10 +33,10 @@ pub struct ClientConfig {
     /// `scheme://host[:port][/prefix]` with no trailing slash and no `/v1`.
     pub base_url: String,
     pub client_id: String,
-    pub client_secret: String,
+    pub(crate) client_secret: String,
     /// Total time for one attempt, from connect to the last byte of the answer.
-    pub timeout: Duration,
-    pub connect_timeout: Duration,
+    pub(crate) timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     pub retry: RetryPolicy,
     /// Appended to `fxpay/<version>` in `User-Agent`.
     pub user_agent_suffix: Option<String>,
@@ -49,7 +49,7 @@ pub struct ClientConfig {
     pub deadline: Option<Duration>,
     /// `http://host:port` (or `https://`): this client's proxy, whatever the environment
     /// says. `None`: `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` are read as before.
-    pub proxy: Option<String>,
+    pub(crate) proxy: Option<String>,
     /// A TLS client identity: the PEM file of the certificate, and of its key (`None`: the
     /// certificate's file holds the key too).
     pub client_cert: Option<(String, Option<String>)>,
@@ -143,7 +143,7 @@ impl ClientConfig {
         Ok(self)
     }
 
-    pub fn user_agent(&self) -> String {
+    pub(crate) fn user_agent(&self) -> String {
         let base = concat!("fxpay/", env!("CARGO_PKG_VERSION"));
         match &self.user_agent_suffix {
             Some(s) if !s.is_empty() => format!("{base} {s}"),
@@ -152,7 +152,7 @@ impl ClientConfig {
     }
 
     /// `<base_url>/v1<path>`.
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}/v1{}", self.base_url, path)
     }
 }

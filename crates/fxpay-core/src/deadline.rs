@@ -54,17 +54,8 @@ pub(crate) fn ends_at() -> Option<Instant> {
 }
 
 /// The current call's deadline as it was given, if it has one.
-pub fn limit() -> Option<Duration> {
+pub(crate) fn limit() -> Option<Duration> {
     DEADLINE.try_with(|d| d.limit).ok()
-}
-
-/// The error of a call whose deadline passed (`unsent`: before any byte of its request).
-pub fn passed(limit: Duration, unsent: bool) -> Error {
-    Error::Transport {
-        message: format!("the call's deadline of {:.3} s passed", limit.as_secs_f64()),
-        timeout: true,
-        unsent,
-    }
 }
 
 /// The error of a call whose deadline passed while it was `doing` something (for example

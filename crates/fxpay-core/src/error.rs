@@ -115,14 +115,6 @@ impl Error {
         Error::Configuration(msg.into())
     }
 
-    pub fn transport(msg: impl Into<String>) -> Self {
-        Error::Transport {
-            message: msg.into(),
-            timeout: false,
-            unsent: false,
-        }
-    }
-
     /// The journal could not be read or written.
     pub fn journal(msg: impl Into<String>) -> Self {
         Error::Idempotency {
@@ -162,15 +154,6 @@ impl Error {
                 unsent: true,
             },
             other => other,
-        }
-    }
-
-    /// The HTTP status this error carries, if any.
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            Error::Api { status, .. } => Some(*status),
-            Error::OAuth { status, .. } => *status,
-            _ => None,
         }
     }
 }

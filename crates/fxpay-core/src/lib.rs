@@ -1,26 +1,105 @@
 //! fxpay-core: the pure-Rust core of fxpay (client, transport, auth, models, money, webhook,
 //! runtime). It knows no pyo3: the binding is the `fxpay-python` crate, the emulator `fxpay-sandbox`.
-#![warn(unreachable_pub)]
+//!
+//! Its modules are private, and this file is its front door: the `pub use` lines below are
+//! everything the binding, the sandbox, the core's own tests and example, and the fuzz target
+//! (fuzz/) use, and nothing else. Every other item is `pub(crate)` at most, which
+//! `unreachable_pub` keeps true: a `pub` item not exported here fails the build.
+//! Inside the crate, code names items by their module's path (`crate::journal::...`), not by
+//! these re-exports.
+#![deny(unreachable_pub)]
 
-pub mod auth;
-pub mod callback_url;
-pub mod cassette;
-pub mod client;
-pub mod config;
-pub mod deadline;
-pub mod error;
-pub mod gate;
-pub mod headers;
-pub mod journal;
-pub mod json_kind;
-pub mod models;
-pub mod money;
-pub(crate) mod paging;
-pub mod rate_limit;
-pub mod raw;
-pub mod runtime;
-pub(crate) mod tls;
-pub mod trace;
-pub mod transport;
-pub mod wakeup;
-pub mod webhook;
+mod auth;
+mod callback_url;
+mod cassette;
+mod client;
+mod config;
+mod deadline;
+mod error;
+mod gate;
+mod headers;
+mod journal;
+mod json_kind;
+mod models;
+mod money;
+mod paging;
+mod rate_limit;
+mod raw;
+mod runtime;
+mod tls;
+mod trace;
+mod transport;
+mod wakeup;
+mod webhook;
+
+// The error every call returns.
+pub use error::{Error, IdempotencyKind, Result};
+
+// The client, its configuration, and the user's own session (three-legged OAuth).
+pub use auth::authorize::AuthorizeParams;
+pub use auth::grants::{request_token, Grant};
+pub use auth::store::{StoreLock, TokenStore};
+pub use auth::user_session::OnToken;
+pub use auth::UserSession;
+pub use client::{list_virtual_accounts, Client};
+pub use config::{seconds_text, ClientConfig, RetryPolicy};
+
+// The models, and the trait that lists each one's fields for the binding's classes.
+pub use models::model::{Absent, Build, FieldType, Model, Visit};
+pub use models::token::unix_now;
+pub use models::{
+    is_uuid, Address, AuthorizationRequest, BankDetails, Beneficiary, Deal, DealBeneficiary,
+    DealCreated, DealRequest, EventStatus, FieldError, Freebies, Quote, QuoteRequest, SpotDeal,
+    Token, VirtualAccount,
+};
+pub use money::{parse_amount, parse_exact};
+
+// The journal: the creating calls made once per idempotency key, its admin and the payouts.
+pub use journal::admin::{complete_spot, resolve as resolve_entry, unknown as unknown_entries};
+pub use journal::calls::{
+    check_key as check_journal_key, create_beneficiary as journaled_create_beneficiary,
+    create_deal as journaled_create_deal, create_quote as journaled_create_quote,
+    create_spot_deal as journaled_create_spot_deal,
+};
+pub use journal::holder::{HolderCheck, LeaseOnly, LocalProcesses};
+pub use journal::payout::{
+    check_rows as check_payout_rows, pay_out, pay_row, Outcome as PayoutOutcome, Row as PayoutRow,
+    RowBeneficiary as PayoutRowBeneficiary, Status as PayoutStatus,
+};
+pub use journal::settle::{issued as issued_spot, settle_spot};
+pub use journal::{Entry, State as EntryState, Store};
+
+// Webhooks: the checks of a `DealCreated` callback.
+pub use webhook::{
+    check_size as check_webhook_size, parse_body as parse_webhook_body, parse_deal_created,
+    verify_nonce, MAX_BODY_BYTES, NONCE_HEADER,
+};
+
+// Callback URLs: the rule the client and the sandbox share (the sandbox publishes its pattern).
+pub use callback_url::{
+    is_loopback as is_loopback_callback_url, parse as parse_callback_url,
+    LOOPBACK_PATTERN as LOOPBACK_CALLBACK_URL_PATTERN, LOOPBACK_RULE as LOOPBACK_CALLBACK_URL_RULE,
+    PATTERN as CALLBACK_URL_PATTERN, RULE as CALLBACK_URL_RULE,
+};
+pub use json_kind::json_kind;
+
+// The transport, as its observers (logging, tracing) and tests see it.
+pub use trace::{span_end, span_start, traceparent, SpanEnd, SpanStart};
+pub use transport::{
+    api_error, AttemptLog, AttemptStart, ExtraHeaders, HeaderName, HeaderValue, Observer, Request,
+    Response, Transport,
+};
+
+// Per call: its deadline, and the raw answer it keeps when asked.
+pub use deadline::scope as deadline_scope;
+pub use raw::{scope as raw_scope, RawInfo, RawSlot};
+
+// Recording and replaying the service (cassettes), and the client's rate limit.
+pub use cassette::{Cassette, Mode as CassetteMode};
+pub use rate_limit::{RateLimit, SharedBucket};
+
+// The runtime: one per process (made anew after a fork), and the bridge's primitives.
+pub use gate::{Gate, Inside};
+pub use runtime::fork::{watch as watch_forks, PerProcess, ProcessBound};
+pub use runtime::{blocking_here, runtime, worker_threads, Blocking};
+pub use wakeup::Inbox as WakeupInbox;

@@ -190,14 +190,6 @@ pub(crate) fn check_country(field: &str, code: &str) -> Result<()> {
     }
 }
 
-/// Minor units of a currency (2 for USD, 0 for JPY), 2 when ISO 4217 gives none.
-pub fn minor_units(code: &str) -> u32 {
-    iso_currency::Currency::from_code(code)
-        .and_then(|c| c.exponent())
-        .map(u32::from)
-        .unwrap_or(2)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,12 +306,5 @@ mod tests {
         for bad in ["au", "AUS", "ZZ", "", "A1"] {
             assert!(check_country("c", bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn minor_unit_table() {
-        assert_eq!(minor_units("USD"), 2);
-        assert_eq!(minor_units("JPY"), 0);
-        assert_eq!(minor_units("KWD"), 3);
     }
 }

@@ -30,10 +30,10 @@ pub trait SharedBucket: Send + Sync {
 }
 
 /// After the shared bucket fails, how long calls use the local bucket before asking it again.
-pub const SHARED_RETRY: Duration = Duration::from_secs(1);
+pub(crate) const SHARED_RETRY: Duration = Duration::from_secs(1);
 
 /// The most requests per second a rate limit may allow (more is no limit at all).
-pub const MAX_PER_SECOND: f64 = 1e9;
+pub(crate) const MAX_PER_SECOND: f64 = 1e9;
 
 /// Nanoseconds are counted from this instant, the first one any rate limit of the process
 /// read. `Instant` is the monotonic clock of the system, so a forked child counts on.
@@ -98,15 +98,6 @@ impl RateLimit {
         self.per_second
     }
 
-    /// The time between two requests.
-    pub fn interval(&self) -> Duration {
-        self.interval
-    }
-
-    pub fn is_shared(&self) -> bool {
-        self.shared.is_some()
-    }
-
     /// Takes the local bucket's next free slot: when the request may go. `None` when that is
     /// past `end`; the slot is then left to others.
     fn reserve_local(&self, now: Instant, end: Option<Instant>) -> Option<Instant> {
@@ -150,7 +141,12 @@ impl RateLimit {
 
     /// Waits for this request's turn. A turn that would come after `end` (the call's
     /// deadline) is an error at once, as any wait past a deadline is.
-    pub async fn acquire(&self, end: Option<Instant>, method: &str, path: &str) -> Result<()> {
+    pub(crate) async fn acquire(
+        &self,
+        end: Option<Instant>,
+        method: &str,
+        path: &str,
+    ) -> Result<()> {
         match self.slot(end).await {
             Some(at) if end.is_none_or(|end| at <= end) => {
                 if at > Instant::now() {

@@ -11,7 +11,7 @@
 //! - A 401 is handled one level up (`crate::client`): renew the token and replay once.
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
-pub use crate::headers::header_pairs;
+pub(crate) use crate::headers::header_pairs;
 use crate::models::FieldError;
 use crate::runtime::fork::PerProcess;
 use bytes::Bytes;
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 /// Whether a request may be sent again after a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retry {
+pub(crate) enum Retry {
     /// Reading, or asking for a client-credentials token: safe to repeat.
     Safe,
     /// Creating something, or spending a single-use credential (an authorization code, a
@@ -31,7 +31,7 @@ pub enum Retry {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Body {
+pub(crate) enum Body {
     None,
     Json,
     Form,
@@ -39,12 +39,12 @@ pub enum Body {
 
 /// One logical request, sent once or more.
 pub struct Request<'a> {
-    pub method: reqwest::Method,
-    pub path: &'a str,
-    pub body_kind: Body,
-    pub body: Bytes,
-    pub headers: Vec<(&'static str, String)>,
-    pub retry: Retry,
+    pub(crate) method: reqwest::Method,
+    pub(crate) path: &'a str,
+    pub(crate) body_kind: Body,
+    pub(crate) body: Bytes,
+    pub(crate) headers: Vec<(&'static str, String)>,
+    pub(crate) retry: Retry,
 }
 
 impl<'a> Request<'a> {
@@ -70,7 +70,7 @@ impl<'a> Request<'a> {
         }
     }
 
-    pub fn post_form(path: &'a str, body: String) -> Self {
+    pub(crate) fn post_form(path: &'a str, body: String) -> Self {
         Request {
             method: reqwest::Method::POST,
             path,
@@ -103,7 +103,7 @@ pub struct AttemptLog<'a> {
     pub duration: Duration,
     pub error: Option<String>,
     /// The error of an attempt that got no answer.
-    pub failure: Option<&'a Error>,
+    pub(crate) failure: Option<&'a Error>,
     pub retry_in: Option<Duration>,
     /// The answer's request id (`x-request-id`, else `request-id`).
     pub request_id: Option<&'a str>,
@@ -112,12 +112,12 @@ pub struct AttemptLog<'a> {
 /// Where one attempt is about to go, for tracing. Carries no secret.
 #[derive(Debug, Clone)]
 pub struct AttemptStart<'a> {
-    pub method: &'a str,
-    pub path: &'a str,
-    pub url: &'a str,
+    pub(crate) method: &'a str,
+    pub(crate) path: &'a str,
+    pub(crate) url: &'a str,
     /// `url`, when the transport has it parsed already.
-    pub parsed: Option<&'a reqwest::Url>,
-    pub attempt: u32,
+    pub(crate) parsed: Option<&'a reqwest::Url>,
+    pub(crate) attempt: u32,
 }
 
 /// Headers an observer adds to one attempt (`traceparent`, `baggage`, ...).
@@ -196,7 +196,7 @@ impl Transport {
 
     /// A transport over the same connection pools with other per-call settings (`timeout`,
     /// `retry`, `deadline`); the base URL, TLS settings and cassette stay this one's.
-    pub fn with_config(&self, config: ClientConfig) -> Transport {
+    pub(crate) fn with_config(&self, config: ClientConfig) -> Transport {
         Transport {
             pools: self.pools.clone(),
             roots: self.roots.clone(),
@@ -630,12 +630,12 @@ fn retry_wait(
 }
 
 /// `Retry-After` in whole seconds (the delta-seconds form).
-pub fn retry_after(headers: &HeaderMap) -> Option<u64> {
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<u64> {
     headers.get(RETRY_AFTER)?.to_str().ok()?.trim().parse().ok()
 }
 
 /// Exponential backoff with equal jitter: half the step plus a random part of the other half.
-pub fn backoff(attempt: u32, policy: &crate::config::RetryPolicy) -> Duration {
+pub(crate) fn backoff(attempt: u32, policy: &crate::config::RetryPolicy) -> Duration {
     let step = policy
         .backoff_base
         .saturating_mul(1u32 << (attempt.saturating_sub(1)).min(16))
@@ -687,7 +687,7 @@ pub fn api_error(resp: &Response) -> Error {
 }
 
 /// The request id of an answer: `x-request-id`, else `request-id`.
-pub fn request_id(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn request_id(headers: &HeaderMap) -> Option<&str> {
     ["x-request-id", "request-id"]
         .iter()
         .find_map(|n| headers.get(*n)?.to_str().ok())

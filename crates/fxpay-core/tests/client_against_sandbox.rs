@@ -2,10 +2,9 @@
 //! end, and the one replay after a 401 (`send_authorized` in `client.rs`).
 use std::str::FromStr;
 
-use fxpay_core::client::Client;
-use fxpay_core::config::ClientConfig;
-use fxpay_core::error::Error;
-use fxpay_core::models::{Beneficiary, DealBeneficiary, DealRequest, QuoteRequest};
+use fxpay_core::{
+    Beneficiary, Client, ClientConfig, DealBeneficiary, DealRequest, Error, QuoteRequest,
+};
 use fxpay_sandbox::{Sandbox, SandboxConfig};
 use rust_decimal::Decimal;
 use serde_json::json;

@@ -7,9 +7,7 @@
 //! - a token renewal (`TokenCache::get`, `renew_after_reject`, `UserSession::token`): a token
 //!   request with its own exchange. Inline, these two made `get_quote`'s future 2,376 bytes;
 //!   boxed, 712 (bench/README.md, 2026-11-27).
-use fxpay_core::client::{list_virtual_accounts, Client};
-use fxpay_core::config::ClientConfig;
-use fxpay_core::models::{DealRequest, Token};
+use fxpay_core::{list_virtual_accounts, Client, ClientConfig, DealRequest, Token};
 use std::future::Future;
 
 fn size<F: Future>(_: &F) -> usize {

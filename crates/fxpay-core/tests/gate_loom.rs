@@ -2,7 +2,7 @@
 //! is inside once the closer has seen the gate empty (for the binding: no foreign thread
 //! takes the GIL once the interpreter may finalize). `just loom` runs it; without the
 //! feature this file is not built.
-use fxpay_core::gate::Gate;
+use fxpay_core::Gate;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;

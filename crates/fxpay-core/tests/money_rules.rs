@@ -1,7 +1,6 @@
 //! The refusals of `fxpay_core::money` say what is wrong with the value (found by cargo-mutants:
 //! a NaN or an infinity must be refused as not finite, not merely as unparsable).
-use fxpay_core::error::Error;
-use fxpay_core::money::parse_amount;
+use fxpay_core::{parse_amount, Error};
 
 fn message(text: &str) -> String {
     match parse_amount("buy_amount", text) {

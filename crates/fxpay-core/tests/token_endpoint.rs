@@ -3,8 +3,7 @@
 //! `Error::OAuth` and which keep their HTTP meaning.
 mod support;
 
-use fxpay_core::auth::grants::{request_token, Grant};
-use fxpay_core::error::Error;
+use fxpay_core::{request_token, Error, Grant};
 use support::token_server::{token_body, TokenServer};
 
 #[tokio::test]

@@ -1,7 +1,6 @@
 //! How `fxpay_core::transport::api_error` words an error answer (found by cargo-mutants).
 use bytes::Bytes;
-use fxpay_core::error::Error;
-use fxpay_core::transport::{api_error, Response};
+use fxpay_core::{api_error, Error, Response};
 use reqwest::header::HeaderMap;
 
 fn message(body: &'static str) -> String {

@@ -9,9 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fxpay_core::config::ClientConfig;
-use fxpay_core::error::Error;
-use fxpay_core::transport::{AttemptLog, Observer, Request, Transport};
+use fxpay_core::{AttemptLog, ClientConfig, Error, Observer, Request, Transport};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 

@@ -8,13 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
-use fxpay_core::auth::store::TokenStore;
-use fxpay_core::auth::user_session::OnToken;
-use fxpay_core::auth::UserSession;
-use fxpay_core::error::{Error, Result};
-use fxpay_core::models::token::unix_now;
-use fxpay_core::models::Token;
-use fxpay_core::transport::{AttemptLog, Observer};
+use fxpay_core::{
+    unix_now, AttemptLog, Error, Observer, OnToken, Result, Token, TokenStore, UserSession,
+};
 use support::token_server::{token_body, TokenServer};
 
 /// A user token named `name` with refresh token `refresh`, expiring `life` seconds from now

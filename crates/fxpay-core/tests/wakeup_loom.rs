@@ -8,7 +8,7 @@
 //! counter of unread bytes); the event loop, when a byte is readable, reads every byte and
 //! then drains. A lost wake-up shows as an item still queued once the loop has nothing left
 //! to read.
-use fxpay_core::wakeup::Inbox;
+use fxpay_core::WakeupInbox as Inbox;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;

@@ -34,13 +34,13 @@ fn every_seed_is_handled_and_valid_seeds_parse() {
         let case = input::decode(data);
         let headers = case.header_refs();
         let result = catch_unwind(AssertUnwindSafe(|| {
-            fxpay_core::webhook::parse_deal_created(case.body, &headers, case.nonce.as_deref())
+            fxpay_core::parse_deal_created(case.body, &headers, case.nonce.as_deref())
         }));
         let result = result.unwrap_or_else(|_| panic!("{name}: the parser panicked"));
         if name.starts_with("valid-") {
             valid += 1;
             let (ev, _raw) = result.unwrap_or_else(|e| panic!("{name}: refused: {e}"));
-            assert!(fxpay_core::webhook::is_uuid(&ev.process_id), "{name}");
+            assert!(fxpay_core::is_uuid(&ev.process_id), "{name}");
         } else if name.starts_with("bad-") {
             bad += 1;
             assert!(result.is_err(), "{name}: accepted");
@@ -66,9 +66,9 @@ fn nonce_seeds_carry_their_nonce() {
         .filter(|(n, d)| n.starts_with("valid-") && d.starts_with(b"N"))
     {
         let case = input::decode(data);
-        let r = fxpay_core::webhook::parse_deal_created(case.body, &[], case.nonce.as_deref());
+        let r = fxpay_core::parse_deal_created(case.body, &[], case.nonce.as_deref());
         assert!(
-            matches!(r, Err(fxpay_core::error::Error::WebhookVerification(_))),
+            matches!(r, Err(fxpay_core::Error::WebhookVerification(_))),
             "{name}: {r:?}"
         );
     }

@@ -2,7 +2,7 @@
 //! spec shows no fields, so there is no field list to generate a class from).
 use super::convert::{object_to_py, py_to_value, value_to_py};
 use super::models::class::escape;
-use fxpay_core::models::VirtualAccount as Account;
+use fxpay_core::VirtualAccount as Account;
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};

@@ -1,7 +1,7 @@
 //! `fxpay._fxpay.CoreCassette`: a `fxpay_core::cassette::Cassette` as Python holds it. The typed
 //! facade is `fxpay.testing.Cassette`.
 use super::bridge::guard;
-use fxpay_core::cassette::Cassette;
+use fxpay_core::Cassette;
 use pyo3::prelude::*;
 use std::sync::Arc;
 

@@ -18,15 +18,13 @@ use super::payout_rows as payout;
 use super::payout_stream::PayoutStream;
 use super::session::{on_token_callback, UserSession};
 use super::twin::{self, call, Obs, Start};
-use fxpay_core::auth::authorize::{AuthorizationRequest, AuthorizeParams};
-use fxpay_core::auth::TokenStore;
-use fxpay_core::cassette::Cassette;
-use fxpay_core::client::Client as Core;
-use fxpay_core::config::ClientConfig;
-use fxpay_core::error::Error;
-use fxpay_core::journal::payout::{check_rows, pay_out as run_payout, Outcome, Status};
-use fxpay_core::journal::{calls, Store};
-use fxpay_core::models::{Beneficiary, DealRequest, QuoteRequest};
+use fxpay_core::{
+    check_payout_rows as check_rows, journaled_create_beneficiary, journaled_create_deal,
+    journaled_create_quote, journaled_create_spot_deal, pay_out as run_payout,
+    AuthorizationRequest, AuthorizeParams, Beneficiary, Cassette, Client as Core, ClientConfig,
+    DealRequest, Error, PayoutOutcome as Outcome, PayoutStatus as Status, QuoteRequest, Store,
+    TokenStore,
+};
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -412,7 +410,7 @@ impl Client {
         let keyed = self.keyed(idempotency_key)?;
         Ok(move |obs: Obs| async move {
             let obs = obs.as_deref();
-            let journaled = |j, key, req| calls::create_quote(&c, j, key, req, obs);
+            let journaled = |j, key, req| journaled_create_quote(&c, j, key, req, obs);
             let (id, _) = once(&keyed, &req, journaled, |req| c.create_quote(req, obs)).await?;
             Ok(Out::Str(id))
         })
@@ -440,7 +438,7 @@ impl Client {
         let keyed = self.keyed(idempotency_key)?;
         Ok(move |obs: Obs| async move {
             let obs = obs.as_deref();
-            let journaled = |j, key, b| calls::create_beneficiary(&c, j, key, b, obs);
+            let journaled = |j, key, b| journaled_create_beneficiary(&c, j, key, b, obs);
             let (id, _) = once(&keyed, &b, journaled, |b| c.create_beneficiary(b, obs)).await?;
             Ok(Out::Str(id))
         })
@@ -460,7 +458,7 @@ impl Client {
         let keyed = self.keyed(idempotency_key)?;
         Ok(move |obs: Obs| async move {
             let obs = obs.as_deref();
-            let journaled = |j, key, req| calls::create_deal(&c, j, key, req, obs);
+            let journaled = |j, key, req| journaled_create_deal(&c, j, key, req, obs);
             let deal = once(&keyed, req, journaled, |req| c.create_deal(req, obs)).await?;
             Ok(Out::Deal(Box::new(deal)))
         })
@@ -485,7 +483,7 @@ impl Client {
         Ok(move |obs: Obs| async move {
             let obs = obs.as_deref();
             let journaled = |j, key, (req, (url, nonce))| {
-                calls::create_spot_deal(&c, j, key, req, url, nonce, obs)
+                journaled_create_spot_deal(&c, j, key, req, url, nonce, obs)
             };
             let direct = |(req, (url, nonce))| c.create_spot_deal(req, url, nonce, obs);
             let spot = once(&keyed, (req, callback), journaled, direct).await?;
@@ -894,7 +892,7 @@ impl Client {
                 cfg.cassette = for_config;
                 cfg.rate_limit = rate_limit;
                 // The HTTP client must be built inside the runtime that will drive it.
-                let _enter = fxpay_core::runtime::runtime().enter();
+                let _enter = fxpay_core::runtime().enter();
                 Core::new(cfg, for_core)
             })
         })?;

@@ -1,7 +1,6 @@
 //! Core `Error` -> the Python exceptions of `fxpay.errors`, raised lazily (no GIL needed to
 //! build one, so errors can leave async tasks as they are).
-use fxpay_core::error::{Error, IdempotencyKind};
-use fxpay_core::models::FieldError;
+use fxpay_core::{Error, FieldError, IdempotencyKind};
 use pyo3::prelude::*;
 
 pyo3::import_exception!(fxpay.errors, FxPayError);
@@ -34,7 +33,7 @@ pub struct PyFieldError(pub FieldError);
 
 /// A journal entry on its way to Python, as `IdempotencyError.entry` (it becomes a
 /// `fxpay.JournalEntry` in `journal.rs`).
-pub struct PyJournalEntry(pub fxpay_core::journal::entry::Entry);
+pub struct PyJournalEntry(pub fxpay_core::Entry);
 
 /// An error on its way out of the binding, as cryptography's `CryptographyError` is: the
 /// core's, or a Python exception already made. `?` turns either into it, and pyo3 raises it

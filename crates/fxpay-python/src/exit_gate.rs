@@ -12,7 +12,7 @@
 //! released, until every thread inside it has left; no thread enters once it is closed.
 //! `try_attach` stays as a second check for interpreters that end without running `atexit`
 //! hooks (an embedder calling `Py_FinalizeEx` after `os._exit`-style shortcuts).
-use fxpay_core::gate::{Gate, Inside};
+use fxpay_core::{Gate, Inside};
 use pyo3::prelude::*;
 use std::cell::Cell;
 

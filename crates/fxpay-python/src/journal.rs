@@ -5,10 +5,10 @@
 use super::convert::{instant_to_py, opt_text, text, type_name};
 use super::errors::{Fallible, PyJournalEntry};
 use super::models::DealCreated;
-use fxpay_core::error::{Error, Result};
-use fxpay_core::journal::holder::{HolderCheck, LeaseOnly, LocalProcesses};
-use fxpay_core::journal::{admin, settle, Entry, Store};
-use fxpay_core::models::EventStatus;
+use fxpay_core::{
+    complete_spot, issued_spot, resolve_entry, settle_spot, unknown_entries, Entry, Error,
+    EventStatus, HolderCheck, LeaseOnly, LocalProcesses, Result, Store,
+};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
@@ -282,7 +282,7 @@ pub fn _journal_resolve(
     let store = PyJournal::from_py(journal, "journal")?;
     let key = text(key, "key")?;
     let result = opt_text(result, "result")?;
-    Ok(JournalEntry(admin::resolve(&*store, &key, result)?))
+    Ok(JournalEntry(resolve_entry(&*store, &key, result)?))
 }
 
 /// Of a journal's pending and unknown entries, the unknown ones (a pending entry whose
@@ -300,7 +300,7 @@ pub fn _journal_unknown<'py>(
             list.push(e);
         }
     }
-    let out = admin::unknown(&*store, list)?;
+    let out = unknown_entries(&*store, list)?;
     Ok(PyList::new(py, out.into_iter().map(JournalEntry))?)
 }
 
@@ -315,7 +315,7 @@ pub fn _journal_complete_spot(
     let store = PyJournal::from_py(journal, "journal")?;
     let process_id = text(process_id, "process_id")?;
     let deal_id = text(deal_id, "deal_id")?;
-    let entry = admin::complete_spot(&*store, &process_id, &deal_id)?;
+    let entry = complete_spot(&*store, &process_id, &deal_id)?;
     Ok(entry.map(JournalEntry))
 }
 
@@ -347,7 +347,7 @@ pub fn _journal_verify_deal_created<'py>(
             .into())
         }
     };
-    let Some(entry) = settle::issued(&*store, &nonce)? else {
+    let Some(entry) = issued_spot(&*store, &nonce)? else {
         return Err(Error::WebhookVerification(
             "the callback-nonce was not issued by this journal to any spot deal".into(),
         )
@@ -378,7 +378,7 @@ pub fn _journal_settle_spot(
         .collect::<Vec<_>>()
         .join("; ");
     let ok = ev.status == EventStatus::Success;
-    let entry = settle::settle_spot(
+    let entry = settle_spot(
         &*store,
         &key,
         ok,

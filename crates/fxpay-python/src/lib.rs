@@ -52,7 +52,7 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // forked child, which this hook lets fxpay notice).
     #[cfg(feature = "mimalloc")]
     tune_allocator();
-    fxpay_core::runtime::fork::watch();
+    fxpay_core::watch_forks();
     // No thread of fxpay touches Python once the interpreter starts to shut down.
     exit_gate::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -1,6 +1,6 @@
 //! `Client.pay_out`'s (and `pay_out_iter`'s) outcomes out: each row's outcome as a dict.
 use super::convert::decimal_to_py;
-use fxpay_core::journal::payout::{Outcome, Status};
+use fxpay_core::{PayoutOutcome as Outcome, PayoutStatus as Status};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 

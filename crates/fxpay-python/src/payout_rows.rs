@@ -3,9 +3,10 @@
 use super::convert::{amount_text, opt_text, text, type_name};
 use super::errors::{Failure, Fallible};
 use super::models::beneficiary_from_py;
-use fxpay_core::error::Error;
-use fxpay_core::journal::payout::{Outcome, Row, RowBeneficiary, Status};
-use fxpay_core::models::QuoteRequest;
+use fxpay_core::{
+    Error, PayoutOutcome as Outcome, PayoutRow as Row, PayoutRowBeneficiary as RowBeneficiary,
+    PayoutStatus as Status, QuoteRequest,
+};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};

@@ -9,11 +9,9 @@ use super::errors::Fallible;
 use super::models::Out;
 use super::observe::observer;
 use super::payout_rows::{record_from_py, refused};
-use fxpay_core::client::Client as Core;
-use fxpay_core::error::Error;
-use fxpay_core::journal::calls::check_key;
-use fxpay_core::journal::payout::{pay_row, Outcome};
-use fxpay_core::journal::Store;
+use fxpay_core::{
+    check_journal_key as check_key, pay_row, Client as Core, Error, PayoutOutcome as Outcome, Store,
+};
 use pyo3::prelude::*;
 use std::sync::Arc;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
@@ -78,7 +76,7 @@ impl PayoutStream {
         let (c, journal, done) = (self.core.clone(), self.journal.clone(), self.done.clone());
         // The row's calls are traced under the caller's current span, as `pay_out`'s are.
         let obs = observer(py);
-        fxpay_core::runtime::runtime().spawn(async move {
+        fxpay_core::runtime().spawn(async move {
             let o = pay_row(&c, &journal, row, obs.as_deref()).await;
             let _ = done.send((index, o));
         });

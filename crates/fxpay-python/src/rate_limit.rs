@@ -9,8 +9,7 @@
 use super::convert::type_name;
 use super::errors::{Failure, Fallible};
 use futures_util::future::BoxFuture;
-use fxpay_core::error::{Error, Result};
-use fxpay_core::rate_limit::{RateLimit as CoreRateLimit, SharedBucket};
+use fxpay_core::{Error, RateLimit as CoreRateLimit, Result, SharedBucket};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
@@ -116,11 +115,11 @@ impl RateLimit {
         match &self.key {
             Some(key) => format!(
                 "RateLimit(per_second={}, redis=..., key={key:?})",
-                fxpay_core::config::seconds_text(self.inner.per_second())
+                fxpay_core::seconds_text(self.inner.per_second())
             ),
             None => format!(
                 "RateLimit(per_second={})",
-                fxpay_core::config::seconds_text(self.inner.per_second())
+                fxpay_core::seconds_text(self.inner.per_second())
             ),
         }
     }
@@ -196,7 +195,7 @@ impl SharedBucket for PyBucket {
                     ))
                 })
             };
-            fxpay_core::runtime::runtime()
+            fxpay_core::runtime()
                 .spawn_blocking(run)
                 .await
                 .map_err(|e| Error::Internal(format!("the rate limit's Redis call failed: {e}")))?

@@ -2,8 +2,7 @@
 use super::convert::{int, opt_text, text, type_name, value_to_py};
 use super::errors::guard;
 use super::errors::{Failure, Fallible};
-use fxpay_core::error::Error;
-use fxpay_core::runtime::fork::ProcessBound;
+use fxpay_core::{Error, ProcessBound};
 use fxpay_sandbox::{Sandbox, SandboxConfig, SendError};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -36,7 +35,7 @@ fn block_on<T: Send>(
     py: Python<'_>,
     fut: impl std::future::Future<Output = Result<T, Error>> + Send,
 ) -> PyResult<T> {
-    let rt = fxpay_core::runtime::runtime();
+    let rt = fxpay_core::runtime();
     py.detach(|| guard(|| rt.block_on(fut)))
 }
 
@@ -97,7 +96,7 @@ impl CoreSandbox {
             if !(n.is_finite() && n > 0.0) {
                 return Err(Failure::from(Error::config(format!(
                     "rate_limit must be a number of requests per second above 0, got {}",
-                    fxpay_core::config::seconds_text(n)
+                    fxpay_core::seconds_text(n)
                 ))));
             }
         }
@@ -119,14 +118,14 @@ impl CoreSandbox {
         if !(body_timeout.is_finite() && body_timeout > 0.0 && body_timeout <= 86_400.0) {
             return Err(Failure::from(Error::config(format!(
                 "body_timeout must be a number of seconds greater than 0 (at most 86400), got {}",
-                fxpay_core::config::seconds_text(body_timeout)
+                fxpay_core::seconds_text(body_timeout)
             ))));
         }
         let body_timeout = std::time::Duration::from_secs_f64(body_timeout);
         if !(idle_timeout.is_finite() && idle_timeout > 0.0 && idle_timeout <= 86_400.0) {
             return Err(Failure::from(Error::config(format!(
                 "idle_timeout must be a number of seconds greater than 0 (at most 86400), got {}",
-                fxpay_core::config::seconds_text(idle_timeout)
+                fxpay_core::seconds_text(idle_timeout)
             ))));
         }
         let idle_timeout = std::time::Duration::from_secs_f64(idle_timeout);

@@ -3,10 +3,7 @@ use super::bridge::ready;
 use super::errors::closed_error;
 use super::models::{token, Out};
 use super::twin::{self, Obs, Start};
-use fxpay_core::auth::user_session::OnToken;
-use fxpay_core::auth::UserSession as Core;
-use fxpay_core::error::Error;
-use fxpay_core::models::Token;
+use fxpay_core::{Error, OnToken, Token, UserSession as Core};
 use pyo3::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -62,11 +59,11 @@ pub fn on_token_callback(cb: Py<PyAny>) -> OnToken {
     let cb = Arc::new(cb);
     Arc::new(move |t| {
         let (cb, t) = (cb.clone(), t.clone());
-        if fxpay_core::runtime::blocking_here() {
+        if fxpay_core::blocking_here() {
             return Box::pin(std::future::ready(call_on_token(&cb, &t)));
         }
         Box::pin(async move {
-            fxpay_core::runtime::runtime()
+            fxpay_core::runtime()
                 .spawn_blocking(move || call_on_token(&cb, &t))
                 .await
                 .map_err(|e| Error::Internal(format!("on_token did not finish: {e}")))?
@@ -108,8 +105,7 @@ impl UserSession {
     fn list_virtual_accounts_call(&self) -> PyResult<impl Start> {
         let s = self.check_open()?;
         Ok(move |obs: Obs| async move {
-            let (accounts, _raw) =
-                fxpay_core::client::list_virtual_accounts(&s, obs.as_deref()).await?;
+            let (accounts, _raw) = fxpay_core::list_virtual_accounts(&s, obs.as_deref()).await?;
             Ok(Out::Accounts(accounts))
         })
     }

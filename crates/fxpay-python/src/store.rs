@@ -7,9 +7,7 @@
 //! WARNING when the store first fails, one INFO when it answers again.
 use super::models::{token, token_from_py};
 use futures_util::future::BoxFuture;
-use fxpay_core::auth::store::{StoreLock, TokenStore};
-use fxpay_core::error::{Error, Result};
-use fxpay_core::models::Token;
+use fxpay_core::{Error, Result, StoreLock, Token, TokenStore};
 use pyo3::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -106,7 +104,7 @@ fn gated<T>(f: impl for<'py> FnOnce(Python<'py>) -> Result<T>) -> Result<T> {
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     // The shared runtime's blocking pool, also for blocking calls (whose caller polls them):
     // one pool of store threads for the process.
-    fxpay_core::runtime::runtime()
+    fxpay_core::runtime()
         .spawn_blocking(f)
         .await
         .map_err(|e| Error::Internal(format!("token store call failed: {e}")))?

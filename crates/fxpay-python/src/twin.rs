@@ -9,8 +9,7 @@ use super::bridge::block as block_now;
 use super::bridge::call as call_later;
 use super::bridge::CallFuture;
 use super::models::Out;
-use fxpay_core::error::Error;
-use fxpay_core::transport::Observer;
+use fxpay_core::{Error, Observer};
 use pyo3::prelude::*;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +29,7 @@ where
     let fut = Box::pin(fut);
     block_now(
         py,
-        fxpay_core::raw::scope(raw, fxpay_core::deadline::scope(deadline, fut)),
+        fxpay_core::raw_scope(raw, fxpay_core::deadline_scope(deadline, fut)),
     )
 }
 
@@ -43,9 +42,9 @@ pub fn call(
 ) -> PyResult<Py<PyAny>> {
     let raw = super::raw::take_armed();
     call_later(py, name, move |obs| {
-        Box::pin(fxpay_core::raw::scope(
+        Box::pin(fxpay_core::raw_scope(
             raw,
-            fxpay_core::deadline::scope(deadline, start(obs)),
+            fxpay_core::deadline_scope(deadline, start(obs)),
         ))
     })
 }

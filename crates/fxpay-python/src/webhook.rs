@@ -2,8 +2,7 @@
 use super::convert::{opt_text, type_name};
 use super::errors::{guard, Fallible};
 use super::models::{deal_created_into_py, DealCreated};
-use fxpay_core::error::Error;
-use fxpay_core::webhook::{self, NONCE_HEADER};
+use fxpay_core::{check_webhook_size, parse_webhook_body, verify_nonce, Error, NONCE_HEADER};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
@@ -38,17 +37,17 @@ pub fn parse_deal_created<'py>(
 ) -> Fallible<Bound<'py, DealCreated>> {
     let nonce = opt_text(nonce, "nonce")?;
     let bytes = body_bytes(body)?;
-    webhook::check_size(bytes.len())?;
+    check_webhook_size(bytes.len())?;
     if let Some(expected) = nonce {
         let received = nonce_headers(headers)?;
         let received = received.iter().map(|v| (NONCE_HEADER, v.as_str()));
-        webhook::verify_nonce(&expected, received)?;
+        verify_nonce(&expected, received)?;
     }
     // The parse of a body from the network is guarded: a panic in it is an FxPayError.
     let event = if bytes.len() >= DETACH_AT {
-        py.detach(|| guard(|| webhook::parse_body(bytes)))?
+        py.detach(|| guard(|| parse_webhook_body(bytes)))?
     } else {
-        guard(|| webhook::parse_body(bytes))?
+        guard(|| parse_webhook_body(bytes))?
     };
     // `raw` is not built here: the event keeps the checked body (the very `bytes` or `str`
     // object passed in) and decodes it on first access of `.raw`, which most receivers
@@ -63,7 +62,7 @@ fn body_bytes<'a>(body: &'a Bound<'_, PyAny>) -> Fallible<&'a [u8]> {
         return Ok(b.as_bytes());
     }
     if let Ok(s) = body.cast::<PyString>() {
-        webhook::check_size(s.len().unwrap_or(usize::MAX))?;
+        check_webhook_size(s.len().unwrap_or(usize::MAX))?;
         return match s.to_str() {
             Ok(text) => Ok(text.as_bytes()),
             Err(_) => Err(Error::WebhookPayload(

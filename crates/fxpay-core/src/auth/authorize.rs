@@ -6,7 +6,7 @@ use base64::Engine;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-pub use crate::models::AuthorizationRequest;
+pub(crate) use crate::models::AuthorizationRequest;
 
 /// `n` random bytes from the OS CSPRNG, base64url without padding.
 pub(crate) fn random_token(n: usize) -> Result<String> {
@@ -72,7 +72,7 @@ pub(crate) fn s256_challenge(verifier: &str) -> String {
 }
 
 /// A scope is one or more RFC 6749 §3.3 scope tokens separated by single spaces.
-pub fn check_scope(scope: &str) -> Result<()> {
+pub(crate) fn check_scope(scope: &str) -> Result<()> {
     let token_ok = |t: &str| {
         !t.is_empty()
             && t.bytes()
@@ -98,7 +98,7 @@ pub struct AuthorizeParams<'a> {
 /// Builds the URL of spec 5.4 step 1. A state is generated (256 random bits) when none is
 /// given; with `pkce` a fresh verifier (256 random bits, 43 characters) is made and its `S256`
 /// challenge sent.
-pub fn authorization_url(
+pub(crate) fn authorization_url(
     base_url: &str,
     client_id: &str,
     p: &AuthorizeParams<'_>,

@@ -56,14 +56,14 @@ impl Grant<'_> {
     /// refresh token rotates: once any byte of such a grant may have reached the service, a
     /// second try could only fail with `invalid_grant` (hiding the real failure) or spend a
     /// token the service already rotated. Client credentials can be asked for again freely.
-    pub fn retry(&self) -> Retry {
+    pub(crate) fn retry(&self) -> Retry {
         match self {
             Grant::ClientCredentials => Retry::Safe,
             Grant::AuthorizationCode { .. } | Grant::RefreshToken { .. } => Retry::CreateOnce,
         }
     }
 
-    pub fn scope(&self) -> &'static str {
+    pub(crate) fn scope(&self) -> &'static str {
         match self {
             Grant::ClientCredentials => PAYMENTS_SCOPE,
             _ => AISP_SCOPE,

@@ -17,7 +17,7 @@ pub trait TokenStore: Send + Sync {
 }
 
 /// Gives a held lock back.
-pub type Release = Box<dyn FnOnce() -> BoxFuture<'static, Result<()>> + Send + Sync>;
+pub(crate) type Release = Box<dyn FnOnce() -> BoxFuture<'static, Result<()>> + Send + Sync>;
 
 /// A held cross-process lock; `unlock` gives it back. A lock dropped without `unlock` (the
 /// call holding it was cancelled or interrupted) is given back from the shared runtime, so an

@@ -7,7 +7,7 @@ use crate::models::Token;
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 
-pub struct TokenCache {
+pub(crate) struct TokenCache {
     key: String,
     current: RwLock<Option<Arc<Token>>>,
     /// Per process: in a forked child, a task of the parent may hold the parent's lock.
@@ -16,7 +16,7 @@ pub struct TokenCache {
 }
 
 impl TokenCache {
-    pub fn new(key: String, store: Option<Arc<dyn TokenStore>>) -> Self {
+    pub(crate) fn new(key: String, store: Option<Arc<dyn TokenStore>>) -> Self {
         TokenCache {
             key,
             current: RwLock::new(None),
@@ -39,7 +39,7 @@ impl TokenCache {
     }
 
     /// A fresh token: the cached one, or one renewed by `fetch` (once for all waiters).
-    pub async fn get<F, Fut>(&self, fetch: F) -> Result<Arc<Token>>
+    pub(crate) async fn get<F, Fut>(&self, fetch: F) -> Result<Arc<Token>>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Token>>,
@@ -54,7 +54,11 @@ impl TokenCache {
     }
 
     /// A token other than `rejected`, which the service refused with 401.
-    pub async fn renew_after_reject<F, Fut>(&self, rejected: &str, fetch: F) -> Result<Arc<Token>>
+    pub(crate) async fn renew_after_reject<F, Fut>(
+        &self,
+        rejected: &str,
+        fetch: F,
+    ) -> Result<Arc<Token>>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Token>>,

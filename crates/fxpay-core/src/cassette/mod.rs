@@ -11,8 +11,8 @@
 //! Secrets are scrubbed (`crate::cassette::scrub`) before anything is kept or compared.
 //! Connection failures are recorded and replayed too. The transport hook is in
 //! `crate::cassette::transport`.
-pub mod scrub;
-pub mod transport;
+pub(crate) mod scrub;
+pub(crate) mod transport;
 
 use crate::cassette::scrub::{Kind, Scrubber};
 use crate::error::{Error, Result};
@@ -148,7 +148,7 @@ impl RecordedBody {
 
 impl Mode {
     /// `"record"`, `"replay"`, or `"once"` (replay if `path` exists, else record).
-    pub fn parse(mode: &str, path: &Path) -> Result<Mode> {
+    pub(crate) fn parse(mode: &str, path: &Path) -> Result<Mode> {
         match mode {
             "record" => Ok(Mode::Record),
             "replay" => Ok(Mode::Replay),
@@ -223,7 +223,7 @@ impl Cassette {
 
     /// Called when a client starts using the cassette: its secret takes the first
     /// client-secret placeholder, and a recording notes its base URL and client id.
-    pub fn attach(&self, base_url: &str, client_id: &str, client_secret: &str) {
+    pub(crate) fn attach(&self, base_url: &str, client_id: &str, client_secret: &str) {
         let mut st = self.lock();
         st.scrub.placeholder(Kind::ClientSecret, client_secret);
         if self.mode == Mode::Record {

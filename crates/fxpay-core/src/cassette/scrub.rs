@@ -13,11 +13,11 @@ use serde_json::Value;
 use std::collections::HashMap;
 
 /// Every placeholder starts with this; a value that does is never scrubbed again.
-pub const PREFIX: &str = "fxpay-scrubbed-";
+pub(crate) const PREFIX: &str = "fxpay-scrubbed-";
 
 /// What a secret is, which names its placeholder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
+pub(crate) enum Kind {
     ClientSecret,
     Code,
     CodeVerifier,

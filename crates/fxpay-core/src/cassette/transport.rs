@@ -23,7 +23,7 @@ const KEPT_HEADERS: &[&str] = &[
 impl Cassette {
     /// Runs one request through the cassette. `live` is the request on the network (with
     /// the transport's retries); a replay drops it without starting it.
-    pub async fn around<F>(
+    pub(crate) async fn around<F>(
         &self,
         req: &Request<'_>,
         bearer: Option<&str>,

@@ -89,7 +89,7 @@ pub fn complete_spot(store: &dyn Store, process_id: &str, deal_id: &str) -> Resu
 }
 
 /// Takes a `DealCreated` that arrived before the spot deal `process_id` was recorded.
-pub fn adopt_early(store: &dyn Store, process_id: &str) -> Result<Option<Entry>> {
+pub(crate) fn adopt_early(store: &dyn Store, process_id: &str) -> Result<Option<Entry>> {
     match store.get(&early_key(process_id))? {
         Some(note) => match note.deal_id {
             Some(deal_id) => record_deal_id(store, process_id, &deal_id),
@@ -118,4 +118,42 @@ fn record_deal_id(store: &dyn Store, process_id: &str, deal_id: &str) -> Result<
     Err(Error::journal(format!(
         "the journal entry of spot deal {process_id:?} kept changing"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::machine;
+    use super::super::store::memory::MemoryStore;
+    use super::super::store::Store;
+    use super::{adopt_early, complete_spot};
+
+    #[test]
+    fn a_deal_created_that_overtakes_its_spot_deal_is_kept_until_the_entry_is_there() {
+        let store = MemoryStore::default();
+        // The notification first: no entry holds its process id yet, so a note is left.
+        assert!(complete_spot(&store, "pid-1", "deal-1")
+            .expect("complete")
+            .is_none());
+        // Then the spot deal's entry records the process id, and adopts the note.
+        let pending = machine::claim("s", "create_spot_deal", "fp", "h/1/t", None, None, 1);
+        assert!(store.claim(&pending).expect("claim").is_none());
+        let done = machine::done(&pending, "pid-1".into(), None, 2);
+        assert!(store.swap(&pending, &done).expect("swap"));
+        let adopted = adopt_early(&store, "pid-1")
+            .expect("adopt")
+            .expect("the note is found");
+        assert_eq!(adopted.deal_id.as_deref(), Some("deal-1"));
+        assert_eq!(
+            store.get("s").expect("get").and_then(|e| e.deal_id),
+            Some("deal-1".to_string())
+        );
+        // In the usual order (the entry first) the deal id is recorded at once.
+        assert_eq!(
+            complete_spot(&store, "pid-1", "deal-1")
+                .expect("complete")
+                .and_then(|e| e.deal_id),
+            Some("deal-1".to_string())
+        );
+        assert!(adopt_early(&store, "pid-unknown").expect("adopt").is_none());
+    }
 }

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
 /// SHA-256 (hex) of an operation and the parts of its request that define it.
-pub fn fingerprint(operation: &str, parts: &[&[u8]]) -> String {
+pub(crate) fn fingerprint(operation: &str, parts: &[&[u8]]) -> String {
     let mut h = Sha256::new();
     h.update(operation.as_bytes());
     for p in parts {

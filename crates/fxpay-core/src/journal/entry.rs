@@ -26,16 +26,6 @@ impl State {
             State::Released => "released",
         }
     }
-
-    pub fn parse(s: &str) -> Option<State> {
-        Some(match s {
-            "pending" => State::Pending,
-            "done" => State::Done,
-            "unknown" => State::Unknown,
-            "released" => State::Released,
-            _ => return None,
-        })
-    }
 }
 
 /// A key's record. Times are milliseconds since the Unix epoch (integers, so that the JSON
@@ -129,13 +119,5 @@ mod tests {
     fn invalid_text_is_refused_with_a_reason() {
         let err = Entry::from_json("{\"key\": 1}").expect_err("invalid");
         assert!(err.contains("not valid"), "{err}");
-    }
-
-    #[test]
-    fn states_round_trip_as_text() {
-        for s in [State::Pending, State::Done, State::Unknown, State::Released] {
-            assert_eq!(State::parse(s.as_str()), Some(s));
-        }
-        assert_eq!(State::parse("Done"), None);
     }
 }

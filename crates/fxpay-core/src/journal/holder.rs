@@ -108,7 +108,7 @@ fn process_token() -> String {
 }
 
 /// This process as a holder.
-pub fn me() -> String {
+pub(crate) fn me() -> String {
     format!("{}/{}/{}", host_id(), std::process::id(), process_token())
 }
 

@@ -5,13 +5,13 @@ use super::holder::HolderCheck;
 use crate::error::{Error, IdempotencyKind};
 
 /// The longest a claim stands without renewal. A holder renews it while its call runs.
-pub const LEASE_MS: u64 = 30_000;
+pub(crate) const LEASE_MS: u64 = 30_000;
 /// How often a holder renews its lease.
-pub const RENEW_EVERY_MS: u64 = 10_000;
+pub(crate) const RENEW_EVERY_MS: u64 = 10_000;
 
 /// What a call finds under its key.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Found {
+pub(crate) enum Found {
     /// Released: the key is free again; the call claims it.
     Free,
     /// Done, for the same request: its recorded result is returned, nothing is sent.
@@ -53,7 +53,7 @@ pub(crate) fn decide(
 
 /// What a call's failure leaves its key as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Settle {
+pub(crate) enum Settle {
     /// Proven not created: the key is released.
     Released,
     /// May have been created: the key is unknown.
@@ -63,7 +63,7 @@ pub enum Settle {
 /// Whether `e` proves that nothing was created. A 4xx answer does (the service refused
 /// the request); so does any failure before a byte was sent. A 5xx, a timeout, a lost
 /// connection or a 2xx that cannot be read may hide a created object.
-pub fn settle(e: &Error) -> Settle {
+pub(crate) fn settle(e: &Error) -> Settle {
     match e {
         Error::Api { status, .. } if (400..500).contains(status) => Settle::Released,
         Error::Transport { unsent, .. } if *unsent => Settle::Released,
@@ -78,7 +78,7 @@ pub fn settle(e: &Error) -> Settle {
 }
 
 /// A new claim of `key` by `holder`.
-pub fn claim(
+pub(crate) fn claim(
     key: &str,
     operation: &str,
     fingerprint: &str,
@@ -106,7 +106,7 @@ pub fn claim(
 }
 
 /// `e` with its lease renewed.
-pub fn renewed(e: &Entry, now: u64) -> Entry {
+pub(crate) fn renewed(e: &Entry, now: u64) -> Entry {
     Entry {
         lease_until: now.saturating_add(LEASE_MS),
         updated_at: now,
@@ -115,7 +115,7 @@ pub fn renewed(e: &Entry, now: u64) -> Entry {
 }
 
 /// `e`, created as `result`.
-pub fn done(e: &Entry, result: String, response: Option<String>, now: u64) -> Entry {
+pub(crate) fn done(e: &Entry, result: String, response: Option<String>, now: u64) -> Entry {
     Entry {
         state: State::Done,
         result: Some(result),
@@ -127,7 +127,7 @@ pub fn done(e: &Entry, result: String, response: Option<String>, now: u64) -> En
 }
 
 /// `e`, released or unknown after `error`.
-pub fn failed(e: &Entry, how: Settle, error: String, now: u64) -> Entry {
+pub(crate) fn failed(e: &Entry, how: Settle, error: String, now: u64) -> Entry {
     Entry {
         state: match how {
             Settle::Released => State::Released,
@@ -141,7 +141,7 @@ pub fn failed(e: &Entry, how: Settle, error: String, now: u64) -> Entry {
 
 /// `e` settled by hand: `Some(id)` created as that id, `None` not created. Only an unknown
 /// entry (or a pending one whose holder is gone) can be resolved.
-pub fn resolved(
+pub(crate) fn resolved(
     e: &Entry,
     result: Option<String>,
     now: u64,
@@ -254,7 +254,7 @@ pub(crate) fn by_event(
 }
 
 /// The error a call raises for `found` (`Reused`, `InProgress` or `Unknown`) under `e`.
-pub fn refusal(found: &Found, e: &Entry, operation: &str) -> Error {
+pub(crate) fn refusal(found: &Found, e: &Entry, operation: &str) -> Error {
     let (kind, message) = match found {
         Found::Reused => (
             IdempotencyKind::KeyReused,

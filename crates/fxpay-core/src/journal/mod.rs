@@ -11,16 +11,16 @@
 //!   is undone once the journal answers;
 //! - `admin`: resolve, list the unknown, complete a spot deal;
 //! - `settle`: a keyed spot deal settled by its `DealCreated` (its nonce index).
-pub mod admin;
-pub mod calls;
-pub mod entry;
-pub mod holder;
-pub mod machine;
-pub mod once;
-pub mod payout;
-pub mod settle;
-pub mod store;
-pub mod undo;
+pub(crate) mod admin;
+pub(crate) mod calls;
+pub(crate) mod entry;
+pub(crate) mod holder;
+pub(crate) mod machine;
+pub(crate) mod once;
+pub(crate) mod payout;
+pub(crate) mod settle;
+pub(crate) mod store;
+pub(crate) mod undo;
 
 pub use entry::{Entry, State};
 pub use store::Store;

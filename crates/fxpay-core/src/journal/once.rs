@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// A creating request as the journal sees it.
-pub struct Keyed {
+pub(crate) struct Keyed {
     pub key: String,
     pub operation: &'static str,
     pub fingerprint: String,
@@ -27,7 +27,7 @@ const TRIES: usize = 16;
 ///
 /// `record` gives what to keep of a result (its id and the answer's JSON text); `replay`
 /// rebuilds a result from a done entry.
-pub async fn once<T, F, Fut>(
+pub(crate) async fn once<T, F, Fut>(
     store: &Arc<dyn Store>,
     keyed: Keyed,
     call: F,
@@ -258,5 +258,72 @@ impl Drop for Hold {
             .spawn(move || {
                 let _ = store.swap(&cur, &gone);
             });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::entry::State;
+    use super::super::machine::{LEASE_MS, RENEW_EVERY_MS};
+    use super::super::store::memory::MemoryStore;
+    use super::super::store::Store;
+    use super::{once, Keyed};
+    use crate::error::Error;
+    use std::sync::Arc;
+
+    /// A call that outlasts its lease keeps it: while it runs, its holder renews the entry's
+    /// lease (every `RENEW_EVERY_MS`), so the key never lapses into "unknown" under a live call.
+    /// The runtime's clock is paused: the call's 25 s pass at once, and the renewals run in the
+    /// order of their timers.
+    #[tokio::test(start_paused = true)]
+    async fn a_call_longer_than_its_lease_keeps_renewing_it() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let keyed = Keyed {
+            key: "long".into(),
+            operation: "create_beneficiary",
+            fingerprint: "f".into(),
+            nonce: None,
+            request: None,
+        };
+        let seen = store.clone();
+        let call = || async move {
+            let claimed = seen.get("long")?.expect("claimed before the call runs");
+            let mut leases = vec![claimed.lease_until];
+            // Past the first lease (30 s) in steps of 1 s of the paused clock.
+            for _ in 0..(LEASE_MS / 1000 - 5) {
+                // A lease is wall-clock time: let the wall clock move on between renewals (which
+                // are 10 s apart on the paused clock, but not on the wall's).
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                let e = seen.get("long")?.expect("still there");
+                assert_eq!(e.state, State::Pending);
+                if leases.last() != Some(&e.lease_until) {
+                    leases.push(e.lease_until);
+                }
+            }
+            Ok::<_, Error>(leases)
+        };
+        let (leases, replayed) = once(
+            &store,
+            keyed,
+            call,
+            |_| ("b1".into(), None),
+            |_| Ok(Vec::new()),
+        )
+        .await
+        .expect("the call ends");
+        assert!(!replayed);
+        // 25 s of call: renewed at 10 s and 20 s, each lease later than the one before.
+        assert_eq!(
+            leases.len(),
+            1 + (25_000 / RENEW_EVERY_MS) as usize,
+            "{leases:?}"
+        );
+        assert!(leases.windows(2).all(|w| w[1] > w[0]), "{leases:?}");
+        let done = store.get("long").expect("get").expect("entry");
+        assert_eq!(
+            (done.state, done.result.as_deref()),
+            (State::Done, Some("b1"))
+        );
     }
 }

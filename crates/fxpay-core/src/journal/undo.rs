@@ -65,7 +65,7 @@ impl Drop for Waiter {
 /// A deadline that passes first gives the deadline's error (nothing was sent). If the call
 /// gave up (deadline or cancel) before taking the answer, or `op` failed, `mine` is undone
 /// once the journal answers.
-pub async fn guarded<T, F>(
+pub(crate) async fn guarded<T, F>(
     store: &Arc<dyn Store>,
     mine: &Entry,
     op: F,

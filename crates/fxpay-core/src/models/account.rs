@@ -41,7 +41,7 @@ fn is_list_of_objects(a: &[Value]) -> bool {
 
 /// A short description of a JSON value's shape, for error messages: types, not values
 /// (three levels deep, at most 300 characters).
-pub fn shape(v: &Value) -> String {
+pub(crate) fn shape(v: &Value) -> String {
     const LIMIT: usize = 300;
     let s = describe(v, 3);
     match s.char_indices().nth(LIMIT) {

@@ -1,7 +1,7 @@
 //! The authorization-code flow's first half, as kept between the two requests.
 use serde::{Deserialize, Serialize};
 
-crate::model! {
+model! {
     /// An authorization URL with the state, redirect URI and PKCE verifier it was made with.
     /// Its wire form keeps every field (it must survive a trip through the user's session);
     /// `Debug` and `repr` show none of the secrets.

@@ -3,7 +3,7 @@ use crate::error::{Error, Result};
 use crate::money::{check_country, check_currency};
 use serde::{Deserialize, Serialize};
 
-crate::model! {
+model! {
     /// A postal address; `country` is an ISO 3166-1 alpha-2 code.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -16,7 +16,7 @@ crate::model! {
     }
 }
 
-crate::model! {
+model! {
     /// The beneficiary's bank account.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -29,7 +29,7 @@ crate::model! {
     }
 }
 
-crate::model! {
+model! {
     /// A payment recipient: the `POST /v1/payments/beneficiaries` body.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]

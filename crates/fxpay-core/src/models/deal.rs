@@ -3,7 +3,7 @@ use crate::error::{Error, Result};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-crate::model! {
+model! {
     /// One recipient of a deal and the amount paid to it (more than zero).
     #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -43,7 +43,7 @@ pub struct DealRequest {
 }
 
 impl DealRequest {
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if self.quote_id.trim().is_empty() {
             return Err(Error::invalid("quote_id must not be empty"));
         }
@@ -65,7 +65,7 @@ impl DealRequest {
     }
 }
 
-crate::model! {
+model! {
     /// A booked deal: the service's `dealId` with the request that booked it.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -81,7 +81,7 @@ crate::model! {
 
 impl Deal {
     /// The deal `deal_id` that `req` booked.
-    pub fn booked(deal_id: String, req: DealRequest) -> Deal {
+    pub(crate) fn booked(deal_id: String, req: DealRequest) -> Deal {
         Deal {
             deal_id,
             quote_id: req.quote_id,
@@ -92,7 +92,7 @@ impl Deal {
     }
 }
 
-crate::model! {
+model! {
     /// An accepted spot deal: its outcome arrives later in a `DealCreated` notification.
     /// Its wire form is the service's answer (`processId`); the callback URL and nonce are
     /// the client's own.

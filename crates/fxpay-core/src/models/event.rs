@@ -11,16 +11,7 @@ pub enum EventStatus {
     Fail,
 }
 
-impl EventStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventStatus::Success => "success",
-            EventStatus::Fail => "fail",
-        }
-    }
-}
-
-crate::model! {
+model! {
     /// A verified `DealCreated` notification. Its wire form (`Serialize`) is the event as
     /// the service sends it.
     #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -44,7 +35,7 @@ impl DealCreated {
     /// `process_id` is a UUID; a success has a UUID `deal_id` and no errors; a fail has no
     /// `deal_id` and at least one error, each naming its field. Every refusal names the
     /// field, as an `InvalidRequestError`.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if !is_uuid(&self.process_id) {
             return Err(Error::invalid(format!(
                 "DealCreated.process_id must be a UUID, got {:?}",

@@ -1,7 +1,7 @@
 //! One entry of an `{"errors": [...]}` body or of a failed `DealCreated` event.
 use serde::{Deserialize, Serialize};
 
-crate::model! {
+model! {
     /// One error entry: `error_code` is `<layer>:<component>:<number>` when well formed.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
     #[serde(rename_all = "camelCase")]

@@ -1,15 +1,15 @@
 //! Wire types of the service, one file per resource. Each is declared once with
-//! [`model!`](crate::model), which also names its fields for the Python binding.
+//! `model!` (model.rs), which also names its fields for the Python binding.
 #[macro_use]
-pub mod model;
-pub mod account;
-pub mod authorization;
-pub mod beneficiary;
-pub mod deal;
-pub mod event;
-pub mod field_error;
-pub mod quote;
-pub mod token;
+pub(crate) mod model;
+pub(crate) mod account;
+pub(crate) mod authorization;
+pub(crate) mod beneficiary;
+pub(crate) mod deal;
+pub(crate) mod event;
+pub(crate) mod field_error;
+pub(crate) mod quote;
+pub(crate) mod token;
 
 pub use account::VirtualAccount;
 pub use authorization::AuthorizationRequest;
@@ -17,7 +17,6 @@ pub use beneficiary::{Address, BankDetails, Beneficiary};
 pub use deal::{Deal, DealBeneficiary, DealRequest, SpotDeal};
 pub use event::{is_uuid, DealCreated, EventStatus};
 pub use field_error::FieldError;
-pub use model::Model;
 pub use quote::{Freebies, Quote, QuoteRequest};
 pub use token::Token;
 

@@ -91,7 +91,6 @@ pub trait Model:
 ///     pub struct Token secret(access_token) { pub access_token: String, ... }
 /// }
 /// ```
-#[macro_export]
 macro_rules! model {
     (
         $(#[$meta:meta])*

@@ -8,11 +8,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QuoteRequest {
-    pub buy_currency: String,
+    pub(crate) buy_currency: String,
     #[serde(with = "rust_decimal::serde::arbitrary_precision")]
-    pub buy_amount: Decimal,
-    pub sell_currency: String,
-    pub beneficiaries: u32,
+    pub(crate) buy_amount: Decimal,
+    pub(crate) sell_currency: String,
+    pub(crate) beneficiaries: u32,
 }
 
 impl QuoteRequest {
@@ -43,7 +43,7 @@ impl QuoteRequest {
     }
 }
 
-crate::model! {
+model! {
     /// `freebies` of a quote: fee-free deals of a client.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Serialize)]
     pub struct Freebies {
@@ -56,7 +56,7 @@ crate::model! {
     }
 }
 
-crate::model! {
+model! {
     /// `GET /v1/payments/quotes/<id>` response. `id` is filled from the request path when the
     /// service leaves it out. The amounts and rates are required; `fee`, `feeCurrency` and
     /// `freebies` may be absent or null (`None`): a service may waive fees or run no freebies.

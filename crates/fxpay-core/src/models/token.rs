@@ -5,7 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The token endpoint's answer as sent (RFC 6749 section 5.1).
 #[derive(Clone, Deserialize)]
-pub struct TokenResponse {
+pub(crate) struct TokenResponse {
     pub access_token: String,
     #[serde(default = "bearer")]
     pub token_type: String,
@@ -44,7 +44,7 @@ fn lenient_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>
     })
 }
 
-crate::model! {
+model! {
     /// An OAuth access token with the instant it expires (`expires_at`, unix seconds; an
     /// aware datetime in Python). The token values never show in `Debug` or `repr`.
     #[derive(Clone, Serialize, Deserialize)]

@@ -64,7 +64,7 @@ impl<T> ProcessBound<T> {
 
     /// The value itself, for a caller that will dispose of it (only ever call in the
     /// process that made it).
-    pub fn into_inner(self) -> T {
+    pub(crate) fn into_inner(self) -> T {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: `this` is never used or dropped again, so the value is moved out once.
         unsafe { ManuallyDrop::take(&mut this.value) }
@@ -117,7 +117,7 @@ impl<T> PerProcess<T> {
     }
 
     /// Made already, in this process.
-    pub fn new(value: T) -> Self {
+    pub(crate) fn new(value: T) -> Self {
         PerProcess {
             ptr: AtomicPtr::new(Box::into_raw(Box::new(ProcessBound::new(value)))),
             _owns: PhantomData,

@@ -6,7 +6,7 @@
 //! future itself (`Runtime::block_on`) while the workers drive the sockets and timers; an
 //! awaited call is a task of the workers. Beside it: [`fork`], which tells a forked child
 //! from the process that made something.
-pub mod fork;
+pub(crate) mod fork;
 
 use crate::runtime::fork::ProcessBound;
 use std::cell::Cell;

@@ -39,7 +39,6 @@ use crate::models::DealCreated;
 use serde_json::Value;
 
 pub use nonce::{verify_nonce, NONCE_HEADER};
-pub use schema::is_uuid;
 
 /// The largest body accepted: 1 MiB.
 pub const MAX_BODY_BYTES: usize = 1_048_576;

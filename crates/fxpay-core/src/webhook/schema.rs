@@ -115,4 +115,4 @@ fn uuid_field<'a>(obj: &'a Map<String, Value>, key: &str, path: &str) -> Result<
     }
 }
 
-pub use crate::models::is_uuid;
+pub(crate) use crate::models::is_uuid;

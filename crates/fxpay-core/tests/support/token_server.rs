@@ -4,8 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use fxpay_core::config::ClientConfig;
-use fxpay_core::transport::Transport;
+use fxpay_core::{ClientConfig, Transport};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 

@@ -5,7 +5,7 @@
 use super::guarded::{guarded, CallFuture};
 use crate::errors::to_pyerr;
 use crate::models::Out;
-use fxpay_core::error::Error;
+use fxpay_core::Error;
 use pyo3::prelude::*;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,11 +43,11 @@ fn wait(
     mut fut: CallFuture,
     stop: Option<Arc<AtomicBool>>,
 ) -> PyResult<Result<Out, Error>> {
-    let rt = fxpay_core::runtime::runtime();
+    let rt = fxpay_core::runtime();
     let mut interrupted: Option<PyErr> = None;
     loop {
         let waited = py.detach(|| {
-            let _here = fxpay_core::runtime::Blocking::enter();
+            let _here = fxpay_core::Blocking::enter();
             // On a runtime worker (a Python hook run there makes a blocking call), the worker
             // first hands its other work to another thread; elsewhere this only runs `f`.
             tokio::task::block_in_place(|| {

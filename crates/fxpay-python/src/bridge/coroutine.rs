@@ -9,7 +9,7 @@ use super::guarded::{guarded, CallFuture};
 use super::port::spawn;
 use super::waiter::Waiter;
 use crate::observe::observer;
-use fxpay_core::transport::Observer;
+use fxpay_core::Observer;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyType;

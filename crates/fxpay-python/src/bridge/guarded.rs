@@ -2,7 +2,7 @@
 use crate::errors::panic_message;
 use crate::models::Out;
 use futures_util::FutureExt;
-use fxpay_core::error::Error;
+use fxpay_core::Error;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;

@@ -12,9 +12,7 @@ use super::waiter::Waiter;
 use crate::errors::to_pyerr;
 use crate::exit_gate;
 use crate::models::Out;
-use fxpay_core::error::Error;
-use fxpay_core::runtime::fork::ProcessBound;
-use fxpay_core::wakeup;
+use fxpay_core::{Error, ProcessBound, WakeupInbox};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -45,7 +43,7 @@ enum Wake {
 
 /// One event loop's inbox, shared with the runtime threads, and how to wake the loop.
 struct Inbox {
-    pending: wakeup::Inbox<Done>,
+    pending: WakeupInbox<Done>,
     wake: Wake,
 }
 
@@ -90,7 +88,7 @@ impl Inbox {
 /// the same batch.
 mod waker {
     use super::Inbox;
-    use fxpay_core::runtime::fork::PerProcess;
+    use fxpay_core::PerProcess;
     use std::sync::mpsc::Sender;
     use std::sync::Arc;
 
@@ -194,7 +192,7 @@ fn socket_inbox(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<Optio
         .map_err(|e| to_pyerr(Error::Internal(format!("cannot make a socket pair: {e}"))))?;
     let fd = reader.as_raw_fd();
     let inbox = Arc::new(Inbox {
-        pending: wakeup::Inbox::new(),
+        pending: WakeupInbox::new(),
         wake: Wake::Socket(ProcessBound::new(writer)),
     });
     let drain = Py::new(
@@ -221,7 +219,7 @@ fn entry_for(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<LoopEntr
     let inbox = match socket_inbox(py, event_loop)? {
         Some(inbox) => inbox,
         None => Arc::new(Inbox {
-            pending: wakeup::Inbox::new(),
+            pending: WakeupInbox::new(),
             wake: Wake::Threadsafe(
                 event_loop
                     .getattr(intern!(py, "call_soon_threadsafe"))?
@@ -272,7 +270,7 @@ where
     let inbox = current(py, &event_loop)?;
     let waiter = Waiter::new(py, event_loop.unbind())?;
     let target = waiter.clone_ref(py);
-    let task = fxpay_core::runtime::runtime().spawn(async move {
+    let task = fxpay_core::runtime().spawn(async move {
         // Spans of its attempts are ended by the drain, on the loop's thread.
         let result = crate::observe::spans::ended_on_loop(fut).await;
         inbox.push((target, result));

@@ -8,7 +8,7 @@
 //! and then, in the task's context. An `asyncio.Future` would schedule that wake-up with
 //! `loop.call_soon` (a handle and one more pass of the loop for every call) and take three
 //! method calls to resolve.
-use fxpay_core::runtime::fork::ProcessBound;
+use fxpay_core::ProcessBound;
 use pyo3::exceptions::asyncio::{CancelledError, InvalidStateError};
 use pyo3::intern;
 use pyo3::prelude::*;

@@ -3,8 +3,7 @@
 use super::values::type_name;
 use crate::cassette::CoreCassette;
 use crate::store::PyTokenStore;
-use fxpay_core::auth::TokenStore;
-use fxpay_core::cassette::Cassette;
+use fxpay_core::{Cassette, TokenStore};
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;

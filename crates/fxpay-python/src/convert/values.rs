@@ -1,7 +1,7 @@
 //! Values between Python and the core, one rule per kind (see `mod.rs` for the list): text,
 //! counts, amounts, seconds, paths, instants and JSON values.
 use crate::errors::{Failure, Fallible};
-use fxpay_core::error::Error;
+use fxpay_core::Error;
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -280,7 +280,7 @@ fn amount_type_error(field: &str, value: &Bound<'_, PyAny>) -> Failure {
 /// `InvalidRequestError` naming `field`).
 pub fn decimal_from_py(field: &str, value: &Bound<'_, PyAny>) -> Fallible<Decimal> {
     let text = amount_text(field, value)?;
-    Ok(fxpay_core::money::parse_exact(field, &text)?)
+    Ok(fxpay_core::parse_exact(field, &text)?)
 }
 
 static DATETIME: PyOnceLock<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();

@@ -22,8 +22,7 @@ use crate::convert::{
     text, type_name, value_to_py, wire_to_py,
 };
 use crate::errors::{Failure, Fallible};
-use fxpay_core::error::Error;
-use fxpay_core::models::model::{Absent, Build, FieldType, Model, Visit};
+use fxpay_core::{Absent, Build, Error, FieldType, Model, Visit};
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -735,7 +734,7 @@ macro_rules! pymodel {
                 &self.slots
             }
             fn wrap(core: $core, raw: $crate::models::class::Raw) -> Self {
-                let fields = <$core as fxpay_core::models::Model>::FIELDS.len();
+                let fields = <$core as fxpay_core::Model>::FIELDS.len();
                 $name { core, slots: $crate::models::class::Slots::new(raw, fields) }
             }
         }

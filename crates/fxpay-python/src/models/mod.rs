@@ -5,8 +5,8 @@ pub mod class;
 use super::convert::{instant_to_py, seconds, text_of, type_name};
 use super::errors::{Failure, Fallible, PyFieldError};
 use class::{install, into_py, pymodel, ModelClass, Nested, PyTypes, Raw};
-use fxpay_core::error::Error;
-use fxpay_core::models as core;
+use fxpay_core as core;
+use fxpay_core::Error;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple};
@@ -81,7 +81,7 @@ pymodel! {
         /// Whether the token's expiry has passed.
         #[getter]
         fn expired(&self) -> bool {
-            self.core.expires_at <= core::token::unix_now()
+            self.core.expires_at <= core::unix_now()
         }
 
         /// Rebuilds a token saved with :meth:`to_dict` (``expires_at`` as unix seconds, ISO
@@ -375,9 +375,9 @@ pub enum Out {
     Token(Box<core::Token>),
     Accounts(Vec<core::VirtualAccount>),
     /// A payout's outcomes, one per row (None: never started).
-    Payout(Vec<Option<fxpay_core::journal::payout::Outcome>>),
+    Payout(Vec<Option<fxpay_core::PayoutOutcome>>),
     /// One row of a streamed payout: its index in the table and its outcome.
-    Row(usize, Box<fxpay_core::journal::payout::Outcome>),
+    Row(usize, Box<fxpay_core::PayoutOutcome>),
 }
 
 impl<'py> IntoPyObject<'py> for Out {
@@ -477,7 +477,7 @@ fn token_from_dict(d: &Bound<'_, PyAny>) -> Fallible<core::Token> {
         Some(v) if !v.is_none() => v,
         _ => {
             let n = super::convert::int(&expires_in, "expires_in", Error::InvalidRequest)?;
-            let at = core::token::unix_now() + n as f64;
+            let at = core::unix_now() + n as f64;
             instant_to_py(py, at)?
         }
     };

@@ -1,6 +1,6 @@
 //! DEBUG lines on Python's `fxpay` logger, one per attempt. The check whether DEBUG is on is
 //! made once per call, while the caller holds the GIL, so a quiet logger costs nothing later.
-use fxpay_core::transport::{AttemptLog, Observer};
+use fxpay_core::{AttemptLog, Observer};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use std::cell::RefCell;
@@ -178,7 +178,7 @@ pub fn observer(py: Python<'_>) -> Option<Arc<dyn Observer>> {
     if !enabled {
         return None;
     }
-    if fxpay_core::runtime::blocking_here() {
+    if fxpay_core::blocking_here() {
         let deferred = Arc::new(DeferredLog::default());
         let _ = DEFERRED.try_with(|d| d.borrow_mut().push(deferred.clone()));
         return Some(deferred);

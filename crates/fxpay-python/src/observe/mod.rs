@@ -7,7 +7,7 @@ mod otel;
 mod otel_reads;
 pub mod spans;
 
-use fxpay_core::transport::{AttemptLog, AttemptStart, ExtraHeaders, Observer};
+use fxpay_core::{AttemptLog, AttemptStart, ExtraHeaders, Observer};
 use pyo3::prelude::*;
 use std::sync::Arc;
 

@@ -9,7 +9,7 @@
 //! its baggage, if the propagator sends baggage and the context holds some), without running
 //! the API's Python code where the objects are the API's own (`super::otel_reads`).
 use super::otel_reads::api_function;
-use fxpay_core::transport::{ExtraHeaders, HeaderName, HeaderValue};
+use fxpay_core::{ExtraHeaders, HeaderName, HeaderValue};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use std::sync::{Mutex, OnceLock, PoisonError};

@@ -11,9 +11,9 @@
 //! end a span). When the sampler does not record the call's first span, its later attempts
 //! reuse its headers with no Python at all.
 use super::otel::{otel, typed};
-use fxpay_core::trace::{span_end, span_start, traceparent, SpanEnd, SpanStart};
-use fxpay_core::transport::{
-    AttemptLog, AttemptStart, ExtraHeaders, HeaderName, HeaderValue, Observer,
+use fxpay_core::{
+    span_end, span_start, traceparent, AttemptLog, AttemptStart, ExtraHeaders, HeaderName,
+    HeaderValue, Observer, SpanEnd, SpanStart,
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -283,7 +283,7 @@ impl Observer for PyTraceObserver {
 
     fn attempt(&self, log: &AttemptLog<'_>) {
         let end = span_end(log);
-        let driving = fxpay_core::runtime::blocking_here();
+        let driving = fxpay_core::blocking_here();
         let on_loop = !driving && ON_LOOP.try_with(|on| *on).unwrap_or(false);
         if !driving && !on_loop {
             return self.end_now(end);

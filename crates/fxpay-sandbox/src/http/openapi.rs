@@ -117,13 +117,13 @@ pub fn document(base_url: &str, client_id: &str, redirect_uris: &[&str]) -> Valu
                 p["name"].as_str(),
                 Some("callback-location" | "callback-url")
             ) {
-                p["schema"]["pattern"] = json!(fxpay_core::callback_url::PATTERN);
+                p["schema"]["pattern"] = json!(fxpay_core::CALLBACK_URL_PATTERN);
             }
         }
     }
     // So are the URL rules of send_event (loopback only) and of register_client.
     for (pointer, pattern) in [
-        (SEND_EVENT_URL, fxpay_core::callback_url::LOOPBACK_PATTERN),
+        (SEND_EVENT_URL, fxpay_core::LOOPBACK_CALLBACK_URL_PATTERN),
         (REDIRECT_URIS, crate::oauth::registration::PATTERN),
     ] {
         if let Some(schema) = doc.pointer_mut(pointer) {
@@ -207,8 +207,8 @@ mod tests {
             .collect();
         assert_eq!(
             patterns,
-            [fxpay_core::callback_url::PATTERN; 2],
-            "openapi.json and fxpay_core::callback_url::PATTERN differ"
+            [fxpay_core::CALLBACK_URL_PATTERN; 2],
+            "openapi.json and fxpay_core::CALLBACK_URL_PATTERN differ"
         );
     }
 
@@ -220,7 +220,7 @@ mod tests {
         assert_eq!(
             doc.pointer(&format!("{SEND_EVENT_URL}/pattern"))
                 .and_then(Value::as_str),
-            Some(fxpay_core::callback_url::LOOPBACK_PATTERN)
+            Some(fxpay_core::LOOPBACK_CALLBACK_URL_PATTERN)
         );
         assert_eq!(
             doc.pointer(&format!("{REDIRECT_URIS}/pattern"))

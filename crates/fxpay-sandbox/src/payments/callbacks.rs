@@ -230,10 +230,10 @@ pub async fn send(
 ) -> Result<Value, SendError> {
     // Loopback only: the document publishes this rule as the url's pattern, so nothing
     // that follows the document (a fuzzer included) makes the sandbox send off this machine.
-    if !fxpay_core::callback_url::is_loopback(url) {
+    if !fxpay_core::is_loopback_callback_url(url) {
         return Err(SendError::Url(format!(
             "{url:?}: send_event delivers only to {}",
-            fxpay_core::callback_url::LOOPBACK_RULE
+            fxpay_core::LOOPBACK_CALLBACK_URL_RULE
         )));
     }
     let url = url::Url::parse(url).map_err(|e| SendError::Url(format!("{url:?}: {e}")))?;

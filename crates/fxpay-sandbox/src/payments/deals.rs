@@ -133,7 +133,7 @@ pub async fn create(
 /// `fxpay_core::callback_url`, whose `PATTERN` the document publishes (the client checks the
 /// same rule before sending).
 pub fn callback_url(s: &str) -> Option<url::Url> {
-    fxpay_core::callback_url::parse(s)
+    fxpay_core::parse_callback_url(s)
 }
 
 /// The headers that ask for a `DealCreated` notification.
@@ -160,7 +160,7 @@ fn callback_headers(c: &mut Checker, headers: &HeaderMap) -> Option<Option<Callb
             None => c.push(
                 Field::BadCallbackUrl,
                 name,
-                format!("{name} must be {}", fxpay_core::callback_url::RULE),
+                format!("{name} must be {}", fxpay_core::CALLBACK_URL_RULE),
             ),
         }
     }

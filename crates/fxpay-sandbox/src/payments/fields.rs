@@ -77,10 +77,7 @@ impl Checker {
         self.push(
             Field::WrongType,
             field,
-            format!(
-                "{key} must be a {want}, not {}",
-                fxpay_core::json_kind::json_kind(got)
-            ),
+            format!("{key} must be a {want}, not {}", fxpay_core::json_kind(got)),
         );
     }
 
