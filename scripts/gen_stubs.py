@@ -2,7 +2,7 @@
 
 Each model class of the built extension carries ``_stub_fields``: its fields in order, as
 ``(name, type taken, type given, default)``. The fields come from the core's one definition of
-the model (``fxpay_core::models::model::Model``: ``FIELDS``, ``TYPES``, ``ABSENT``), and each
+the model (``fxpay_core::Model``: ``FIELDS``, ``TYPES``, ``ABSENT``), and each
 field type's Python types from the rule that converts it (``field_py_types`` in
 ``crates/fxpay-python/src/models/class.rs``, the nested models' and enums' in
 ``models/mod.rs``). So a field is named and typed in Rust only; this script writes the part of

@@ -115,7 +115,7 @@ TESTS: dict[str, list[str]] = {
 # fail the file's tests, or they do not run this tree's build.
 PANIC = 'panic!("rsmutants canary"); '
 CANARY: dict[str, tuple[str, str]] = {
-    "bridge/block.rs": ("let rt = fxpay_core::runtime::runtime();", PANIC),
+    "bridge/block.rs": ("let rt = fxpay_core::runtime();", PANIC),
     "bridge/port.rs": ("let inbox = current(py, &event_loop)?;", PANIC),
     "bridge/waiter.rs": ("state.outcome = match outcome {", PANIC),
     "observe/otel.rs": ("let (tracer, parent, fixed) = match provider(py)", PANIC),

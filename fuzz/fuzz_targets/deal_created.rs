@@ -1,4 +1,4 @@
-//! Fuzzes `fxpay_core::webhook::parse_deal_created` with arbitrary bodies, headers and nonces
+//! Fuzzes `fxpay_core::parse_deal_created` with arbitrary bodies, headers and nonces
 //! (the input format is in `input.rs`). Any panic is a crash; so is an accepted event that
 //! breaks what the parser promises about it.
 #![no_main]

@@ -18,7 +18,7 @@
 //! - `--cold`: no loop: the time from the start of `main` to the first answered GET (a
 //!   runtime, a client, the TLS handshake, the token, the GET), printed as `cold_s=`.
 //!
-//! The runtime has as many workers as fxpay's own (`fxpay_core::runtime::worker_threads`).
+//! The runtime has as many workers as fxpay's own (`fxpay_core::worker_threads`).
 //! Prints one `name=value` line per measurement (requests per second):
 //! - `loop_mt_rps=`: one request at a time from `block_on` on that multi-threaded runtime
 //!   (what `#[tokio::main]` does), its connection driven by a worker thread;

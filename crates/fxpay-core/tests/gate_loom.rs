@@ -1,4 +1,4 @@
-//! The exit gate's protocol (`fxpay_core::gate`) under loom: in every interleaving, no thread
+//! The exit gate's protocol (`fxpay_core::Gate`) under loom: in every interleaving, no thread
 //! is inside once the closer has seen the gate empty (for the binding: no foreign thread
 //! takes the GIL once the interpreter may finalize). `just loom` runs it; without the
 //! feature this file is not built.

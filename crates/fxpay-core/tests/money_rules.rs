@@ -1,4 +1,4 @@
-//! The refusals of `fxpay_core::money` say what is wrong with the value (found by cargo-mutants:
+//! The refusals of `fxpay_core::parse_amount` say what is wrong with the value (found by cargo-mutants:
 //! a NaN or an infinity must be refused as not finite, not merely as unparsable).
 use fxpay_core::{parse_amount, Error};
 

@@ -1,4 +1,4 @@
-//! `fxpay_core::auth::grants::request_token` against a scripted token endpoint on loopback:
+//! `fxpay_core::request_token` against a scripted token endpoint on loopback:
 //! the scope a token gets when the answer names none, and which failures become
 //! `Error::OAuth` and which keep their HTTP meaning.
 mod support;

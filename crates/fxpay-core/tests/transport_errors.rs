@@ -1,4 +1,4 @@
-//! How `fxpay_core::transport::api_error` words an error answer (found by cargo-mutants).
+//! How `fxpay_core::api_error` words an error answer (found by cargo-mutants).
 use bytes::Bytes;
 use fxpay_core::{api_error, Error, Response};
 use reqwest::header::HeaderMap;

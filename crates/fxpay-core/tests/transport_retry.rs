@@ -1,4 +1,4 @@
-//! The transport's retry rules (`fxpay_core::transport`), against a scripted HTTP server on
+//! The transport's retry rules (`fxpay_core::Transport`), against a scripted HTTP server on
 //! loopback: how many attempts reach the server for each kind of failure, for max_retries
 //! 0, 1 and N; requests that create something are retried only when no connection opened.
 mod support;

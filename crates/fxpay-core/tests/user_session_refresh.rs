@@ -1,4 +1,4 @@
-//! `fxpay_core::auth::UserSession` against a scripted token endpoint on loopback: when it
+//! `fxpay_core::UserSession` against a scripted token endpoint on loopback: when it
 //! refreshes, with which refresh token, what it keeps and offers to `on_token`, what the
 //! caller's observer sees, and which token of a shared store it adopts instead of refreshing.
 mod support;

@@ -1,4 +1,4 @@
-//! The bridge's wake-up protocol (`fxpay_core::wakeup`) under loom, which runs the model
+//! The bridge's wake-up protocol (`fxpay_core::WakeupInbox`, src/wakeup.rs) under loom, which runs the model
 //! below in every interleaving of its threads: no pushed item is ever left in the queue with
 //! no wake-up coming. `just loom` runs it (`cargo test -p fxpay-core --features loom --test
 //! wakeup_loom`); without the feature this file is not built.

@@ -1,4 +1,4 @@
-//! `fxpay._fxpay.CoreCassette`: a `fxpay_core::cassette::Cassette` as Python holds it. The typed
+//! `fxpay._fxpay.CoreCassette`: a `fxpay_core::Cassette` as Python holds it. The typed
 //! facade is `fxpay.testing.Cassette`.
 use super::bridge::guard;
 use fxpay_core::Cassette;

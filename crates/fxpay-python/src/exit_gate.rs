@@ -17,7 +17,7 @@ use pyo3::prelude::*;
 use std::cell::Cell;
 
 /// Closed by the `atexit` hook; counts the threads inside (attached, or about to attach). Its
-/// protocol (count in, then look; close, then wait) is `fxpay_core::gate`, model-checked by
+/// protocol (count in, then look; close, then wait) is `fxpay_core::Gate`, model-checked by
 /// loom (`just loom`).
 static GATE: Gate = Gate::new();
 

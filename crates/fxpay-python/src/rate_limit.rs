@@ -4,7 +4,7 @@
 //! GIL, never on the event loop or a runtime worker, as token stores are).
 //!
 //! A Redis that fails is an outage, not a failed call: the core takes the turn from this
-//! process's own bucket (see `fxpay_core::rate_limit`), and this side tells the `fxpay`
+//! process's own bucket (see `fxpay_core::RateLimit`), and this side tells the `fxpay`
 //! logger once per outage: one WARNING when Redis first fails, one INFO when it answers again.
 use super::convert::type_name;
 use super::errors::{Failure, Fallible};

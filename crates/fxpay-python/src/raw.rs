@@ -1,6 +1,6 @@
 //! `with_raw_response`: `fxpay._raw` arms a capture on this thread (`_raw_arm`) just before
 //! it calls a network method; the method's call takes it ([`take_armed`]) and runs in
-//! `fxpay_core::raw::scope`, which keeps the last answer's status, headers and attempts.
+//! `fxpay_core::raw_scope`, which keeps the last answer's status, headers and attempts.
 use fxpay_core::RawSlot;
 use pyo3::prelude::*;
 use std::cell::RefCell;

@@ -3,7 +3,7 @@
 //! tokio's blocking pool, so a slow store (Redis over a network) never stalls the runtime.
 //!
 //! A store that fails is an outage, not a failed call: the core renews on its own (see
-//! `fxpay_core::auth::token_cache`). This side tells the `fxpay` logger once per outage: one
+//! fxpay-core's `auth/token_cache.rs`). This side tells the `fxpay` logger once per outage: one
 //! WARNING when the store first fails, one INFO when it answers again.
 use super::models::{token, token_from_py};
 use futures_util::future::BoxFuture;

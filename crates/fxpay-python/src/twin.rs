@@ -17,7 +17,7 @@ use std::time::Duration;
 /// A call's tracing observer (None when neither tracing nor DEBUG logging is on).
 pub type Obs = Option<Arc<dyn Observer>>;
 
-/// A blocking call bounded by `deadline` (`fxpay_core::deadline`).
+/// A blocking call bounded by `deadline` (`fxpay_core::deadline_scope`).
 pub fn block<F>(py: Python<'_>, deadline: Option<Duration>, fut: F) -> PyResult<Py<PyAny>>
 where
     F: std::future::Future<Output = Result<Out, Error>> + Send + 'static,

@@ -1,4 +1,4 @@
-//! `fxpay.parse_deal_created`: the webhook checks of `fxpay_core::webhook` on Python values.
+//! `fxpay.parse_deal_created`: the webhook checks of fxpay-core (`fxpay_core::parse_deal_created`, in steps) on Python values.
 use super::convert::{opt_text, type_name};
 use super::errors::{guard, Fallible};
 use super::models::{deal_created_into_py, DealCreated};

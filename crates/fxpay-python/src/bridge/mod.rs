@@ -1,6 +1,6 @@
 //! The bridge: how a call's Rust future becomes a Python result, blocking or awaited.
 //!
-//! There is one tokio runtime per process (`fxpay_core::runtime`, made anew after a fork),
+//! There is one tokio runtime per process (`fxpay_core::runtime()`, made anew after a fork),
 //! and every call runs on it. A method's two forms (`twin`) share one future and differ only
 //! in how they wait for it:
 //!

@@ -2,7 +2,7 @@
 //! the bell that tells the loop to collect them.
 //!
 //! A finished call's task queues its result; only the push that finds no wake-up on its way
-//! rings the bell (`fxpay_core::wakeup`, model-checked with loom), so calls that end close
+//! rings the bell (`fxpay_core::WakeupInbox`, model-checked with loom), so calls that end close
 //! together share one. The bell is one byte on a socket pair the loop watches
 //! (`loop.add_reader`): no runtime thread ever waits for the GIL. A loop that cannot watch a
 //! descriptor (Windows' proactor loop) is rung with `loop.call_soon_threadsafe` instead, from

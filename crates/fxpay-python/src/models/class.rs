@@ -1,5 +1,5 @@
 //! The machinery behind every model class of `fxpay._fxpay`, generated from the core's one
-//! definition of each model (`fxpay_core::models::model::Model`: its fields in order, which may
+//! definition of each model (`fxpay_core::Model`: its fields in order, which may
 //! be left out, which are secret). Nothing here names a field.
 //!
 //! A model class wraps its core struct. Building one from a core result only moves the

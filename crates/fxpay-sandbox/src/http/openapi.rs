@@ -107,7 +107,7 @@ pub fn document(base_url: &str, client_id: &str, redirect_uris: &[&str]) -> Valu
         }
     }
     // The callback headers' pattern is the rule the sandbox and the client check
-    // (`fxpay_core::callback_url`), not a copy of it.
+    // (`fxpay_core::CALLBACK_URL_PATTERN`), not a copy of it.
     if let Some(params) = doc
         .pointer_mut("/paths/~1v1~1payments~1deals~1spot/post/parameters")
         .and_then(Value::as_array_mut)
@@ -192,7 +192,7 @@ mod tests {
         );
     }
 
-    /// The checked-in document carries the pattern of `fxpay_core::callback_url` verbatim, so
+    /// The checked-in document carries `fxpay_core::CALLBACK_URL_PATTERN` verbatim, so
     /// a reader of the file sees what the served document says.
     #[test]
     fn callback_pattern_is_the_core_rule() {

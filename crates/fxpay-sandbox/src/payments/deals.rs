@@ -130,7 +130,7 @@ pub async fn create(
 }
 
 /// Checks a callback URL exactly as the OpenAPI document describes it: the rule of
-/// `fxpay_core::callback_url`, whose `PATTERN` the document publishes (the client checks the
+/// `fxpay_core::parse_callback_url`, whose `CALLBACK_URL_PATTERN` the document publishes (the client checks the
 /// same rule before sending).
 pub fn callback_url(s: &str) -> Option<url::Url> {
     fxpay_core::parse_callback_url(s)
