@@ -7,7 +7,11 @@
 //! `unreachable_pub` keeps true: a `pub` item not exported here fails the build.
 //! Inside the crate, code names items by their module's path (`crate::journal::...`), not by
 //! these re-exports.
-#![deny(unreachable_pub)]
+#![deny(unreachable_pub, unnameable_types)]
+
+// The crate's own name, for the test files it shares with tests/ (tests/support/memory_store.rs).
+#[cfg(test)]
+extern crate self as fxpay_core;
 
 mod auth;
 mod callback_url;
@@ -52,7 +56,7 @@ pub use models::{
     DealCreated, DealRequest, EventStatus, FieldError, Freebies, Quote, QuoteRequest, SpotDeal,
     Token, VirtualAccount,
 };
-pub use money::{parse_amount, parse_exact};
+pub use money::parse_exact;
 
 // The journal: the creating calls made once per idempotency key, its admin and the payouts.
 pub use journal::admin::{complete_spot, resolve as resolve_entry, unknown as unknown_entries};
@@ -86,8 +90,8 @@ pub use json_kind::json_kind;
 // The transport, as its observers (logging, tracing) and tests see it.
 pub use trace::{span_end, span_start, traceparent, SpanEnd, SpanStart};
 pub use transport::{
-    api_error, AttemptLog, AttemptStart, ExtraHeaders, HeaderName, HeaderValue, Observer, Request,
-    Response, Transport,
+    AttemptLog, AttemptStart, ExtraHeaders, HeaderName, HeaderValue, Observer, Request, Response,
+    Transport,
 };
 
 // Per call: its deadline, and the raw answer it keeps when asked.

@@ -13,7 +13,7 @@ pub(crate) const MAX_SIGNIFICANT_DIGITS: usize = 28;
 /// [`MAX_SIGNIFICANT_DIGITS`] significant digits, or a value too large (or with too many
 /// decimal places) for a `Decimal`, is an [`Error::InvalidRequest`]. Trailing zeros are
 /// kept as written (`"0.10"` stays `0.10`) when they fit, and all dropped when they do not.
-pub fn parse_amount(field: &str, text: &str) -> Result<Decimal> {
+pub(crate) fn parse_amount(field: &str, text: &str) -> Result<Decimal> {
     parse_number(field, text, false)
 }
 
@@ -306,5 +306,31 @@ mod tests {
         for bad in ["au", "AUS", "ZZ", "", "A1"] {
             assert!(check_country("c", bad).is_err(), "{bad}");
         }
+    }
+
+    fn refusal(text: &str) -> String {
+        match parse_amount("buy_amount", text) {
+            Err(Error::InvalidRequest(m)) => m,
+            other => panic!("{text:?}: expected InvalidRequest, got {other:?}"),
+        }
+    }
+
+    /// Found by cargo-mutants: a NaN or an infinity must be refused as not finite, not merely
+    /// as unparsable.
+    #[test]
+    fn nan_and_infinities_are_refused_as_not_finite() {
+        for t in ["NaN", "nan", "sNaN", "inf", "-inf", "Infinity", "-Infinity"] {
+            let m = refusal(t);
+            assert!(m.contains("must be a finite number"), "{t}: {m}");
+            assert!(m.starts_with("buy_amount"), "{t}: the field is named: {m}");
+        }
+    }
+
+    #[test]
+    fn other_refusals_name_their_reason() {
+        assert!(refusal("abc").contains("must be a decimal number"));
+        assert!(refusal("1,5").contains("must be a decimal number"));
+        assert!(refusal("0").contains("must be greater than zero"));
+        assert!(refusal("-1").contains("must be greater than zero"));
     }
 }

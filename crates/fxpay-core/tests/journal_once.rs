@@ -1,54 +1,17 @@
 //! The journal's state machine end to end, in plain Rust: the core's `Client` against the
 //! sandbox crate over loopback HTTP, with a store kept in memory.
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+#[path = "support/memory_store.rs"]
+mod memory_store;
+
+use std::sync::Arc;
 
 use fxpay_core::{
     journaled_create_deal, resolve_entry, Beneficiary, Client, ClientConfig, DealBeneficiary,
-    DealRequest, Entry, EntryState as State, Error, HolderCheck, IdempotencyKind, LocalProcesses,
-    QuoteRequest, Store,
+    DealRequest, EntryState as State, Error, IdempotencyKind, QuoteRequest, Store,
 };
 use fxpay_sandbox::{Sandbox, SandboxConfig};
+use memory_store::MemoryStore;
 use serde_json::json;
-
-/// Entries by key, as their JSON text (as a real store keeps them).
-#[derive(Default)]
-struct MemoryStore(Mutex<HashMap<String, String>>);
-
-impl Store for MemoryStore {
-    fn get(&self, key: &str) -> fxpay_core::Result<Option<Entry>> {
-        let map = self.0.lock().expect("lock");
-        Ok(map.get(key).map(|t| Entry::from_json(t).expect("valid")))
-    }
-    fn claim(&self, entry: &Entry) -> fxpay_core::Result<Option<Entry>> {
-        let mut map = self.0.lock().expect("lock");
-        match map.get(&entry.key) {
-            Some(t) => Ok(Some(Entry::from_json(t).expect("valid"))),
-            None => {
-                map.insert(entry.key.clone(), entry.to_json());
-                Ok(None)
-            }
-        }
-    }
-    fn swap(&self, old: &Entry, new: &Entry) -> fxpay_core::Result<bool> {
-        let mut map = self.0.lock().expect("lock");
-        if map.get(&old.key) != Some(&old.to_json()) {
-            return Ok(false);
-        }
-        map.insert(old.key.clone(), new.to_json());
-        Ok(true)
-    }
-    fn find(&self, result: &str) -> fxpay_core::Result<Option<Entry>> {
-        let map = self.0.lock().expect("lock");
-        Ok(map
-            .values()
-            .map(|t| Entry::from_json(t).expect("valid"))
-            .find(|e| e.result.as_deref() == Some(result)))
-    }
-    fn holders(&self) -> &dyn HolderCheck {
-        &LocalProcesses
-    }
-}
 
 async fn setup() -> (Sandbox, Client, Arc<dyn Store>) {
     let sb = Sandbox::start(SandboxConfig::default())

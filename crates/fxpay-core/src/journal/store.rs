@@ -37,52 +37,7 @@ where
     }
 }
 
-/// A store kept in memory, for the journal's unit tests: entries by key, as their JSON text.
+/// A store kept in memory, for the journal's unit tests: the one `tests/journal_once.rs` uses.
 #[cfg(test)]
-pub(crate) mod memory {
-    use super::super::entry::Entry;
-    use super::super::holder::{HolderCheck, LocalProcesses};
-    use super::Store;
-    use crate::error::Result;
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-
-    /// Entries by key, as their JSON text (as a real store keeps them).
-    #[derive(Default)]
-    pub(crate) struct MemoryStore(Mutex<HashMap<String, String>>);
-
-    impl Store for MemoryStore {
-        fn get(&self, key: &str) -> Result<Option<Entry>> {
-            let map = self.0.lock().expect("lock");
-            Ok(map.get(key).map(|t| Entry::from_json(t).expect("valid")))
-        }
-        fn claim(&self, entry: &Entry) -> Result<Option<Entry>> {
-            let mut map = self.0.lock().expect("lock");
-            match map.get(&entry.key) {
-                Some(t) => Ok(Some(Entry::from_json(t).expect("valid"))),
-                None => {
-                    map.insert(entry.key.clone(), entry.to_json());
-                    Ok(None)
-                }
-            }
-        }
-        fn swap(&self, old: &Entry, new: &Entry) -> Result<bool> {
-            let mut map = self.0.lock().expect("lock");
-            if map.get(&old.key) != Some(&old.to_json()) {
-                return Ok(false);
-            }
-            map.insert(old.key.clone(), new.to_json());
-            Ok(true)
-        }
-        fn find(&self, result: &str) -> Result<Option<Entry>> {
-            let map = self.0.lock().expect("lock");
-            Ok(map
-                .values()
-                .map(|t| Entry::from_json(t).expect("valid"))
-                .find(|e| e.result.as_deref() == Some(result)))
-        }
-        fn holders(&self) -> &dyn HolderCheck {
-            &LocalProcesses
-        }
-    }
-}
+#[path = "../../tests/support/memory_store.rs"]
+pub(crate) mod memory;
