@@ -37,6 +37,7 @@ pub struct ClientConfig {
     /// Total time for one attempt, from connect to the last byte of the answer.
     pub(crate) timeout: Duration,
     pub(crate) connect_timeout: Duration,
+    // Public for tests/transport_retry.rs, which shortens the backoffs.
     pub retry: RetryPolicy,
     /// Appended to `fxpay/<version>` in `User-Agent`.
     pub user_agent_suffix: Option<String>,

@@ -3,10 +3,13 @@
 //!
 //! Its modules are private, and this file is its front door: the `pub use` lines below are
 //! everything the binding, the sandbox, the core's own tests and example, and the fuzz target
-//! (fuzz/) use, and nothing else. Every other item is `pub(crate)` at most, which
-//! `unreachable_pub` keeps true: a `pub` item not exported here fails the build.
+//! (fuzz/) use, and nothing else. Every other item is `pub(crate)` at most, and two lints keep
+//! it so: `unreachable_pub` fails the build on a `pub` item not exported here, and
+//! `unnameable_types` on a type that a public signature reaches but this file does not name.
+//! A few items are public for the core's own loopback tests only; each says so where it is
+//! defined (`Request`, `Transport::new`, `request_token`, `UserSession::new`, ...).
 //! Inside the crate, code names items by their module's path (`crate::journal::...`), not by
-//! these re-exports.
+//! these re-exports (scripts/check_circles would see every file import lib.rs).
 #![deny(unreachable_pub, unnameable_types)]
 
 // The crate's own name, for the test files it shares with tests/ (tests/support/memory_store.rs).
@@ -48,7 +51,8 @@ pub use auth::UserSession;
 pub use client::{list_virtual_accounts, Client};
 pub use config::{seconds_text, ClientConfig, RetryPolicy};
 
-// The models, and the trait that lists each one's fields for the binding's classes.
+// The models (`is_uuid` checks their ids), and the trait that lists each one's fields for the
+// binding's classes.
 pub use models::model::{Absent, Build, FieldType, Model, Visit};
 pub use models::token::unix_now;
 pub use models::{
@@ -85,16 +89,18 @@ pub use callback_url::{
     LOOPBACK_PATTERN as LOOPBACK_CALLBACK_URL_PATTERN, LOOPBACK_RULE as LOOPBACK_CALLBACK_URL_RULE,
     PATTERN as CALLBACK_URL_PATTERN, RULE as CALLBACK_URL_RULE,
 };
+
+// For the sandbox too: the word its refusals use for a JSON value's kind.
 pub use json_kind::json_kind;
 
-// The transport, as its observers (logging, tracing) and tests see it.
+// The transport, as its observers (logging, tracing) and the core's retry tests see it.
 pub use trace::{span_end, span_start, traceparent, SpanEnd, SpanStart};
 pub use transport::{
     AttemptLog, AttemptStart, ExtraHeaders, HeaderName, HeaderValue, Observer, Request, Response,
     Transport,
 };
 
-// Per call: its deadline, and the raw answer it keeps when asked.
+// Per call: its deadline, and the raw answer it keeps when asked (`RawInfo`, in a `RawSlot`).
 pub use deadline::scope as deadline_scope;
 pub use raw::{scope as raw_scope, RawInfo, RawSlot};
 

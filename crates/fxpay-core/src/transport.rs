@@ -38,6 +38,8 @@ pub(crate) enum Body {
 }
 
 /// One logical request, sent once or more.
+// Public for the core's own loopback tests only: tests/transport_retry.rs sends requests through a
+// `Transport` of its own (the binding only reads a transport's configuration).
 pub struct Request<'a> {
     pub(crate) method: reqwest::Method,
     pub(crate) path: &'a str,
@@ -85,12 +87,13 @@ impl<'a> Request<'a> {
 /// A complete answer.
 #[derive(Debug)]
 pub struct Response {
+    // Public for tests/transport_retry.rs, which reads what `Transport::send` returns.
     pub status: u16,
-    pub headers: HeaderMap,
-    pub body: Bytes,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
     /// Why an answer that would have been retried was not: the wait its `Retry-After` (or
     /// the backoff) asked for would end past the call's deadline. Its error says so.
-    pub cut: Option<String>,
+    pub(crate) cut: Option<String>,
 }
 
 /// What happened on one attempt, for DEBUG logging. Carries no secret.
@@ -170,6 +173,7 @@ pub struct Transport {
 }
 
 impl Transport {
+    // Public for tests/transport_retry.rs and tests/support/token_server.rs (as `send`).
     pub fn new(config: ClientConfig) -> Result<Self> {
         let roots = match &config.ca_bundle {
             Some(path) => crate::tls::read_roots(path)?,

@@ -9,6 +9,7 @@ pub(crate) const PAYMENTS_SCOPE: &str = "payments";
 pub(crate) const AISP_SCOPE: &str = "gca-aisp";
 
 /// The fields of one token request (spec 5.3, 5.4 step 2, 5.5).
+// Public, as `request_token`, for tests/token_endpoint.rs only (a scripted token endpoint).
 pub enum Grant<'a> {
     ClientCredentials,
     AuthorizationCode {

@@ -42,6 +42,7 @@ pub struct UserSession {
 }
 
 impl UserSession {
+    // Public, as `token` and `renew_after_reject`, for tests/user_session_refresh.rs only.
     pub fn new(
         transport: Arc<Transport>,
         token: Token,
