@@ -1087,6 +1087,9 @@ impl Client {
 
     /// Pays out a table: see ``fxpay._payouts`` (rows in and out) and docs/payouts.md.
     #[pyo3(signature = (rows, *, funding_source, concurrency = default(8), progress = default(true), max_rate = None))]
+    #[pyo3(
+        text_signature = "(self, /, rows, *, funding_source, concurrency=8, progress=True, max_rate=None)"
+    )]
     fn pay_out<'py>(
         slf: &Bound<'py, Self>,
         rows: &Bound<'py, PyAny>,
@@ -1108,6 +1111,9 @@ impl Client {
 
     /// :meth:`pay_out`, awaitable.
     #[pyo3(signature = (rows, *, funding_source, concurrency = default(8), progress = default(true), max_rate = None))]
+    #[pyo3(
+        text_signature = "(self, /, rows, *, funding_source, concurrency=8, progress=True, max_rate=None)"
+    )]
     fn pay_out_async<'py>(
         slf: &Bound<'py, Self>,
         rows: &Bound<'py, PyAny>,
