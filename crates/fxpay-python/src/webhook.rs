@@ -42,6 +42,8 @@ pub fn parse_deal_created<'py>(
         let received = nonce_headers(headers)?;
         let received = received.iter().map(|v| (NONCE_HEADER, v.as_str()));
         verify_nonce(&expected, received)?;
+    } else {
+        check_headers_type(headers)?;
     }
     // The parse of a body from the network is guarded: a panic in it is an FxPayError.
     let event = if bytes.len() >= DETACH_AT {
@@ -121,6 +123,21 @@ pub(crate) fn nonce_headers(headers: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<
         }
     }
     Ok(found)
+}
+
+/// Without a nonce the headers are not read, but a `headers` that is no mapping is still
+/// the caller's mistake: a `TypeError` naming it, as `nonce_headers` raises (a dict, or
+/// anything with `items()`, passes; the items themselves are not walked).
+fn check_headers_type(headers: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    match headers.filter(|h| !h.is_none()) {
+        Some(h) if !h.is_instance_of::<PyDict>() && !h.hasattr("items")? => {
+            Err(PyTypeError::new_err(format!(
+                "headers must be a mapping of header names to values, not {}",
+                type_name(h)
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A header name or value as text: `Some(Some(text))` for a `str`, `Some(None)` for a `str`
