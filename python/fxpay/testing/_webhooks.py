@@ -17,6 +17,10 @@ __all__ = ["deal_created_request", "event_json"]
 
 STATUSES = ("success", "fail")
 
+#: The one error of a ``fail`` event made without ``errors``: a ``fail`` event carries at least
+#: one (``parse_deal_created`` refuses an empty list), so, as a missing id is, it is made up.
+DEFAULT_FAIL_ERROR = {"errorCode": "sandbox:event:5003", "fieldName": "", "message": "the deal was not created (an event made by a test)"}
+
 
 def _error(i: int, e: object) -> dict[str, Any]:
     name = f"errors[{i}]"
@@ -69,7 +73,7 @@ def event_json(
     else:
         if deal_id is not None:
             raise InvalidRequestError("deal_id is for a 'success' event; a 'fail' event has no deal")
-        body["errors"] = wire_errors
+        body["errors"] = wire_errors or [dict(DEFAULT_FAIL_ERROR)]
     event = {"eventType": "DealCreated", "status": status, "eventBody": body}
     return json.dumps(event, separators=(",", ":"), ensure_ascii=False)
 
@@ -89,7 +93,9 @@ def deal_created_request(
 
     ``status`` is ``"success"`` or ``"fail"``; ``errors`` (for ``"fail"``) are
     :class:`fxpay.FieldError`s or mappings as on the wire (``errorCode``, ``fieldName``,
-    ``message``). A missing ``process_id``, or ``deal_id`` of a success, is a fresh UUID.
+    ``message``). A missing ``process_id``, or ``deal_id`` of a success, is a fresh UUID; a
+    ``"fail"`` without ``errors`` gets one (``sandbox:event:5003``), since a fail event
+    carries at least one.
     ``headers`` holds ``content-type`` and, when ``nonce`` is given, ``callback-nonce``.
     """
     text = event_json(status=status, process_id=process_id, deal_id=deal_id, errors=errors, nonce=nonce)
