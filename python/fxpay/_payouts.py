@@ -280,7 +280,8 @@ def _max_rate(max_rate: object) -> float | None:
         return None
     if isinstance(max_rate, bool) or not isinstance(max_rate, (int, float)):
         raise TypeError(f"max_rate must be a number of rows per second or None, not {type(max_rate).__name__}")
-    rate = float(max_rate) if not (isinstance(max_rate, int) and max_rate > 10**9) else math.inf
+    # An int is compared as an int: float() of one beyond 1e308 (either sign) would overflow.
+    rate = float(max_rate) if not (isinstance(max_rate, int) and not 0 < max_rate <= 10**9) else math.nan
     if not (0 < rate < math.inf):
         raise InvalidRequestError("max_rate must be a number of rows per second above 0 (or None: no cap)")
     return rate

@@ -382,6 +382,16 @@ def _what_to_do(path: str) -> str:
     )
 
 
+def _is_file_name(path: str | bytes) -> bool:
+    """A path SQLite (and the cassette's file) can be given: UTF-8 text with no NUL (a lone
+    surrogate, as ``os.fsdecode`` makes of a non-UTF-8 name, is not)."""
+    try:
+        raw = path.encode("utf-8") if isinstance(path, str) else path.decode("utf-8").encode("utf-8")
+    except UnicodeError:
+        return False
+    return b"\0" not in raw
+
+
 class SqliteJournal(JournalBase):
     """A journal in an SQLite file: every process of one machine shares it.
 
@@ -420,6 +430,8 @@ class SqliteJournal(JournalBase):
                 "SqliteJournal(':memory:') would keep a journal per process, which other processes "
                 "(and a forked child) cannot see: give it a file path, or use MemoryJournal() in one process"
             )
+        if not _is_file_name(os.fspath(path)):
+            raise ConfigurationError("SqliteJournal's path must be UTF-8 text without NUL characters (SQLite opens files by such names)")
         self._timeout = _seconds("timeout", timeout)
         # Absolute, once: the file is opened again in each forked child, and a child that
         # changed its working directory (a daemon's chdir("/"), Celery's --workdir) would

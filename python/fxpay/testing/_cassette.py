@@ -41,6 +41,12 @@ class Cassette:
             raise TypeError(f"path must be a str or os.PathLike[str], got {type(fspath).__name__}")
         if not isinstance(mode, str):
             raise TypeError(f"mode must be a str, got {type(mode).__name__}")
+        try:
+            fspath.encode("utf-8")
+        except UnicodeEncodeError:
+            fspath = "\0"  # a lone surrogate (a non-UTF-8 file name): refused with NUL below
+        if "\0" in fspath:
+            raise ConfigurationError("a cassette's path must be UTF-8 text without NUL characters")
         self._core = CoreCassette(fspath, mode)
 
     @property

@@ -75,7 +75,14 @@ def event_json(
             raise InvalidRequestError("deal_id is for a 'success' event; a 'fail' event has no deal")
         body["errors"] = wire_errors or [dict(DEFAULT_FAIL_ERROR)]
     event = {"eventType": "DealCreated", "status": status, "eventBody": body}
-    return json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequestError(
+            "process_id, deal_id and errors must be text: one holds a lone surrogate, which no UTF-8 body can carry"
+        ) from None
+    return text
 
 
 def deal_created_request(

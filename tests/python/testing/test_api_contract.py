@@ -699,6 +699,30 @@ WRONG_VALUES: list[tuple[str, Call, type[BaseException]]] = [
     ("parse_deal_created surrogate", lambda sb, c: fxpay.parse_deal_created("\ud800"), fxpay.WebhookPayloadError),
     ("MemoryJournal.resolve no such key", lambda sb, c: fxpay.MemoryJournal().resolve("nope", result=None), fxpay.InvalidRequestError),
     ("SqliteJournal empty path", lambda sb, c: fxpay.SqliteJournal(""), fxpay.ConfigurationError),
+    ("SqliteJournal path with a surrogate", lambda sb, c: fxpay.SqliteJournal("journal-\udcff.db"), fxpay.ConfigurationError),
+    ("SqliteJournal path with a NUL", lambda sb, c: fxpay.SqliteJournal("journal\0.db"), fxpay.ConfigurationError),
+    ("Cassette path with a surrogate", lambda sb, c: fxpay.testing.Cassette("\ud800.json"), fxpay.ConfigurationError),
+    ("Cassette path with a NUL", lambda sb, c: fxpay.testing.Cassette("a\0.json", mode="record"), fxpay.ConfigurationError),
+    (
+        "pay_out max_rate a huge negative int",
+        lambda sb, c: _journaled(sb).pay_out([], funding_source=FUNDING, max_rate=-(10**400)),
+        fxpay.InvalidRequestError,
+    ),
+    (
+        "pay_out max_rate a huge int",
+        lambda sb, c: _journaled(sb).pay_out([], funding_source=FUNDING, max_rate=10**400),
+        fxpay.InvalidRequestError,
+    ),
+    (
+        "deal_created_request process_id surrogate",
+        lambda sb, c: fxpay.testing.deal_created_request(process_id="\ud800"),
+        fxpay.InvalidRequestError,
+    ),
+    (
+        "send_deal_created error message surrogate",
+        lambda sb, c: sb.send_deal_created("http://127.0.0.1:9/cb", status="fail", errors=[{"errorCode": "a:b:1", "message": "\udc80"}]),
+        fxpay.InvalidRequestError,
+    ),
     ("RateLimit 0", lambda sb, c: fxpay.RateLimit(0), fxpay.ConfigurationError),
     ("RateLimit nan", lambda sb, c: fxpay.RateLimit(float("nan")), fxpay.ConfigurationError),
     ("Cassette mode", lambda sb, c: fxpay.testing.Cassette("x.json", mode="rewind"), fxpay.InvalidRequestError),
@@ -715,8 +739,9 @@ WRONG_VALUES: list[tuple[str, Call, type[BaseException]]] = [
 
 @pytest.mark.parametrize(("call", "error"), [(f, e) for _, f, e in WRONG_VALUES], ids=[n for n, _, _ in WRONG_VALUES])
 def test_a_wrong_value_is_an_fxpay_error_and_sends_nothing(
-    sb: fxpay.testing.Sandbox, c: fxpay.Client, call: Call, error: type[BaseException]
+    sb: fxpay.testing.Sandbox, c: fxpay.Client, call: Call, error: type[BaseException], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # a relative path wrongly taken makes its file here
     with pytest.raises(fxpay.FxPayError) as e:
         call(sb, c)
     assert isinstance(e.value, error), repr(e.value)
