@@ -176,11 +176,16 @@ class PostgresJournal(JournalBase):
             raise TypeError(f"conninfo must be a str or a callable returning a DB-API connection, not {type(conninfo).__name__}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
             raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
-        if not (math.isfinite(timeout) and timeout > 0):
-            raise ConfigurationError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        try:
+            seconds = float(timeout)
+        except OverflowError:  # an int beyond any float
+            seconds = math.inf
+        if not (math.isfinite(seconds) and seconds > 0):
+            shown = repr(timeout) if len(repr(timeout)) <= 20 else "a number that large"
+            raise ConfigurationError(f"timeout must be a positive number of seconds, got {shown}")
         parts = _table_parts(table)
         self.table = table
-        self._timeout = float(timeout)
+        self._timeout = seconds
         self._millis = max(1, int(min(self._timeout, _MAX_SECONDS) * 1000))
         t = _quoted(*parts)
         self._ddl = table_ddl(table)

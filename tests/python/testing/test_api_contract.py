@@ -723,6 +723,13 @@ WRONG_VALUES: list[tuple[str, Call, type[BaseException]]] = [
         lambda sb, c: sb.send_deal_created("http://127.0.0.1:9/cb", status="fail", errors=[{"errorCode": "a:b:1", "message": "\udc80"}]),
         fxpay.InvalidRequestError,
     ),
+    (
+        "PostgresJournal timeout a huge int",
+        lambda sb, c: fxpay.PostgresJournal("host=127.0.0.1", timeout=10**400),
+        fxpay.ConfigurationError,
+    ),
+    ("PostgresJournal timeout nan", lambda sb, c: fxpay.PostgresJournal("host=127.0.0.1", timeout=float("nan")), fxpay.ConfigurationError),
+    ("SqliteJournal timeout a huge int", lambda sb, c: fxpay.SqliteJournal("j.db", timeout=10**400), fxpay.ConfigurationError),
     ("RateLimit 0", lambda sb, c: fxpay.RateLimit(0), fxpay.ConfigurationError),
     ("RateLimit nan", lambda sb, c: fxpay.RateLimit(float("nan")), fxpay.ConfigurationError),
     ("Cassette mode", lambda sb, c: fxpay.testing.Cassette("x.json", mode="rewind"), fxpay.InvalidRequestError),
