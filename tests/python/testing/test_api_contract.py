@@ -405,7 +405,8 @@ def test_a_country_code_that_is_not_iso_3166_is_refused_before_any_request(sb: f
 
 
 def read_models(sb: fxpay.testing.Sandbox, c: fxpay.Client) -> list[Any]:
-    """Models read from the service: a quote (and its freebies), a deal, a spot deal, a token."""
+    """A model of each kind: a quote (and its freebies), a deal, a spot deal, a token, a deal
+    line, a virtual account, an authorization request, a DealCreated and its FieldError."""
     qid = quote_id(c)
     line = deal_line(c, qid)
     deal = c.create_deal(quote_id=qid, funding_source=FUNDING, beneficiaries=[line])
@@ -416,18 +417,21 @@ def read_models(sb: fxpay.testing.Sandbox, c: fxpay.Client) -> list[Any]:
     q = c.get_quote(qid)
     auth, callback = login(sb, c)
     token = c.exchange_code(auth, callback)
-    return [q, q.freebies, deal, spot, token, line, line, auth]
+    account = c.user_session(token).list_virtual_accounts()[0]
+    event = fxpay.parse_deal_created(fxpay.testing.deal_created_request(status="fail")[0])
+    return [q, q.freebies, deal, spot, token, line, account, auth, event, event.errors[0]]
 
 
 def test_every_model_is_immutable_compares_by_value_pickles_and_has_to_dict(sb: fxpay.testing.Sandbox, c: fxpay.Client) -> None:
-    for m in [*read_models(sb, c), make_beneficiary(), fxpay.FieldError("validation:deal:1008", "F", "m")]:
+    models = [*read_models(sb, c), make_beneficiary()]
+    for m in [*models, make_beneficiary().bank_details, make_beneficiary().address]:
         name = type(m).__name__
         copy = pickle.loads(pickle.dumps(m))
         assert copy == m, name
         assert copy is not m, name
-        first = next(iter(inspect.signature(type(m)).parameters))
+        field = "raw" if name == "VirtualAccount" else next(iter(inspect.signature(type(m)).parameters))
         with pytest.raises(AttributeError):
-            setattr(m, first, getattr(m, first))
+            setattr(m, field, getattr(m, field))
         assert repr(m).startswith(f"{name}("), name
         d = m.to_dict()
         assert isinstance(d, dict)
@@ -457,7 +461,7 @@ def test_models_read_from_the_service_keep_the_full_json_in_raw_and_amounts_as_d
 
 
 def test_no_secret_appears_in_any_repr_str_or_error_message(sb: fxpay.testing.Sandbox, c: fxpay.Client) -> None:
-    *_, spot, token, _, _, auth = read_models(sb, c)
+    _, _, _, spot, token, _, _, auth, _, _ = read_models(sb, c)
     assert token.refresh_token is not None
     assert auth.code_verifier is not None
     assert spot.callback_nonce is not None
@@ -858,6 +862,25 @@ def test_with_options_shares_the_token_and_closing_the_derived_client_closes_not
     c.close()
     with pytest.raises(fxpay.FxPayError):
         e.get_quote(qid)
+
+
+def test_with_options_left_none_are_the_clients_own(sb: fxpay.testing.Sandbox) -> None:
+    """A derived client keeps every option it was not given: ``c``'s ``max_retries=0`` (a
+    503 is raised, not retried) and ``c``'s deadline (a 3 s delay is cut at 0.5 s)."""
+    with sb.client(max_retries=0, deadline=0.5) as c:
+        qid = quote_id(c)
+        d = c.with_options(timeout=20.0)
+        sb.fail_next("/v1/payments/quotes/" + qid, 503)
+        with pytest.raises(fxpay.ServerError):
+            d.get_quote(qid)
+        sb.delay_next("/v1/payments/quotes/" + qid, 3.0)
+        with pytest.raises(fxpay.TimeoutError):
+            d.get_quote(qid)
+        # c itself is unchanged by a derived client's options.
+        sb.fail_next("/v1/payments/quotes/" + qid, 503)
+        c.with_options(max_retries=2)
+        with pytest.raises(fxpay.ServerError):
+            c.get_quote(qid)
 
 
 def test_a_retry_after_past_the_deadline_raises_that_answer_at_once(sb: fxpay.testing.Sandbox, c: fxpay.Client) -> None:
