@@ -804,6 +804,34 @@ def test_from_env_reads_the_three_variables_and_the_ca_bundle(
         fxpay.Client.from_env()
 
 
+def test_from_env_reads_the_lines_a_served_sandbox_prints_for_tls_and_client_auth(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FXPAY_CA_BUNDLE, FXPAY_CLIENT_CERT and FXPAY_CLIENT_KEY are read; without the client
+    identity, the call fails with a TransportError saying a client certificate was asked for."""
+    with fxpay.testing.Sandbox(tls=True, client_auth=True) as sb:
+        assert sb.base_url.startswith("https://127.0.0.1:")
+        assert sb.ca_bundle is not None
+        assert sb.client_cert is not None
+        assert sb.client_key is not None
+        env = {
+            "FXPAY_CLIENT_ID": sb.client_id,
+            "FXPAY_CLIENT_SECRET": sb.client_secret,
+            "FXPAY_BASE_URL": sb.base_url,
+            "FXPAY_CA_BUNDLE": str(sb.ca_bundle),
+            "FXPAY_CLIENT_CERT": str(sb.client_cert),
+            "FXPAY_CLIENT_KEY": str(sb.client_key),
+        }
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        with fxpay.Client.from_env() as c:
+            assert isinstance(quote_id(c), str)
+        with sb.client() as c:  # sb.client() uses the sandbox's CA and client identity
+            assert isinstance(quote_id(c), str)
+        monkeypatch.delenv("FXPAY_CLIENT_CERT")
+        monkeypatch.delenv("FXPAY_CLIENT_KEY")
+        with fxpay.Client.from_env(max_retries=0) as c, pytest.raises(fxpay.TransportError, match="client certificate"):
+            quote_id(c)
+
+
 def test_sync_and_async_context_managers_close_the_client(sb: fxpay.testing.Sandbox) -> None:
     with sb.client() as c:
         pass
