@@ -95,6 +95,8 @@ def check_nonce_settings(
 ) -> None:
     """Exactly one of ``nonce``, ``nonce_for`` and ``nonce_for_ref`` must be given, or none of
     them with a ``journal`` (whose issued nonces then verify each notification)."""
+    if nonce is not None and not isinstance(nonce, str):
+        raise TypeError(f"nonce must be a str, not {type(nonce).__name__}")
     given = sum(x is not None for x in (nonce, nonce_for, nonce_for_ref))
     if given == 0 and journal is not None:
         return

@@ -90,6 +90,8 @@ def deal_created_router(
     are logged on the ``fxpay.webhooks`` logger and leave the ``processId`` unseen, so the
     sender retries.
     """
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a str, not {type(path).__name__}")
     _receive.check_journal(journal)
     conf = _receive.settings(
         nonce=nonce,

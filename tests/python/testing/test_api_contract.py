@@ -291,6 +291,29 @@ def test_a_remote_sandbox_has_every_method_and_property_of_the_sandbox_but_close
         assert name in remote, name
 
 
+def test_the_receivers_refuse_a_wrong_type_naming_it() -> None:
+    from conftest import need
+
+    need("fastapi")
+    need("django")
+    from fxpay.contrib import django as contrib_django
+    from fxpay.contrib import fastapi as contrib_fastapi
+
+    for make in (contrib_fastapi.deal_created_router, contrib_django.deal_created_view):
+        with pytest.raises(TypeError, match="nonce"):
+            make(nonce=1, on_event=print)
+        with pytest.raises(TypeError, match="on_event"):
+            make(nonce="n", on_event=1)
+        with pytest.raises(TypeError, match="journal"):
+            make(journal=1, on_event=print)
+        with pytest.raises(fxpay.ConfigurationError):
+            make(nonce="", on_event=print)
+        with pytest.raises(fxpay.ConfigurationError):
+            make(on_event=print)  # neither a nonce setting nor a journal
+    with pytest.raises(TypeError, match="path"):
+        contrib_fastapi.deal_created_router(nonce="n", on_event=print, path=1)
+
+
 def test_the_receivers_take_the_contracts_keywords() -> None:
     from conftest import need
 
