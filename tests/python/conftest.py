@@ -21,6 +21,24 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+#: The models the public contract lists, each a class of the compiled module (``fxpay._fxpay``).
+MODEL_NAMES = [
+    "Quote",
+    "Freebies",
+    "Deal",
+    "SpotDeal",
+    "Beneficiary",
+    "BankDetails",
+    "Address",
+    "DealBeneficiary",
+    "Token",
+    "AuthorizationRequest",
+    "VirtualAccount",
+    "DealCreated",
+    "FieldError",
+]
+
+
 def in_ci() -> bool:
     """True when the suite runs in CI (``CI`` set, as `.ci/run` runs it), where nothing may skip for want of a tool."""
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")

@@ -21,21 +21,9 @@ import fxpay
 import fxpay.models
 from fxpay import _fxpay
 
-NAMES = [
-    "Quote",
-    "Freebies",
-    "Deal",
-    "SpotDeal",
-    "Beneficiary",
-    "BankDetails",
-    "Address",
-    "DealBeneficiary",
-    "Token",
-    "AuthorizationRequest",
-    "VirtualAccount",
-    "DealCreated",
-    "FieldError",
-]
+from conftest import MODEL_NAMES
+
+NAMES = MODEL_NAMES
 UUID = "3f2b6a1e-9c1d-4d7a-8b0e-2f6f1c2d3e4f"
 WHEN = dt.datetime(2030, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
 
