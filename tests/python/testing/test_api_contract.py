@@ -970,6 +970,7 @@ def test_a_quote_deal_and_spot_deal_with_the_contracts_fields(sb: fxpay.testing.
     assert isinstance(qid, str)
     q = c.get_quote(quote_id=qid)
     assert (q.id, q.buy_currency, q.buy_amount, q.sell_currency) == (qid, "AUD", Decimal("250.50"), "USD")
+    assert str(q.buy_amount) == "250.50"  # exactly as the JSON number was written, trailing zero kept
     assert q.sell_amount > 0
     assert q.customer_rate > 0
     assert q.inverse_customer_rate > 0
