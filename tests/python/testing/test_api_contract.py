@@ -943,6 +943,10 @@ def test_api_and_oauth_errors_carry_the_request_id_and_read_only_headers(sb: fxp
     assert err.body
     with pytest.raises((TypeError, AttributeError)):
         err.headers["x-request-id"] = "x"  # type: ignore[index]
+    with pytest.raises(fxpay.NotFoundError) as ea:  # the twin: the same exception, its own request id
+        asyncio.run(c.get_quote_async(MISSING_UUID))
+    assert ea.value.status == 404
+    assert ea.value.request_id not in (None, err.request_id)
     with pytest.raises(fxpay.OAuthError) as o:
         c.refresh_token("not-a-refresh-token")
     assert o.value.error == "invalid_grant"
