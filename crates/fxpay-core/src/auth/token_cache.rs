@@ -4,12 +4,16 @@ use super::store::{KeyLock, TokenStore};
 use crate::error::Result;
 use crate::models::token::unix_now;
 use crate::models::Token;
+use arc_swap::ArcSwapOption;
 use std::future::Future;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 pub(crate) struct TokenCache {
     key: String,
-    current: RwLock<Option<Arc<Token>>>,
+    /// Read on every call and swapped on renewal, with no lock: a lock that another thread
+    /// held (even to read) when the process forked would stay held in the child, whose next
+    /// renewal would then wait for ever.
+    current: ArcSwapOption<Token>,
     /// Per process: in a forked child, a task of the parent may hold the parent's lock.
     renewing: crate::runtime::fork::PerProcess<tokio::sync::Mutex<()>>,
     store: Option<Arc<dyn TokenStore>>,
@@ -19,7 +23,7 @@ impl TokenCache {
     pub(crate) fn new(key: String, store: Option<Arc<dyn TokenStore>>) -> Self {
         TokenCache {
             key,
-            current: RwLock::new(None),
+            current: ArcSwapOption::empty(),
             renewing: crate::runtime::fork::PerProcess::empty(),
             store,
         }
@@ -27,15 +31,12 @@ impl TokenCache {
 
     /// The cached token while it is fresh.
     pub(crate) fn cached(&self) -> Option<Arc<Token>> {
-        let guard = self.current.read().ok()?;
-        let t = guard.as_ref()?;
-        t.fresh_at(unix_now(), t.renew_margin()).then(|| t.clone())
+        let t = self.current.load_full()?;
+        t.fresh_at(unix_now(), t.renew_margin()).then_some(t)
     }
 
     fn set(&self, token: Arc<Token>) {
-        if let Ok(mut g) = self.current.write() {
-            *g = Some(token);
-        }
+        self.current.store(Some(token));
     }
 
     /// A fresh token: the cached one, or one renewed by `fetch` (once for all waiters).
@@ -88,7 +89,7 @@ impl TokenCache {
         let usable = |t: &Token| {
             t.fresh_at(unix_now(), t.renew_margin()) && Some(t.access_token.as_str()) != rejected
         };
-        let held = self.current.read().ok().and_then(|g| g.clone());
+        let held = self.current.load_full();
         if let Some(t) = &held {
             if usable(t) {
                 return Ok(t.clone());

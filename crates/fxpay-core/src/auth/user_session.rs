@@ -16,8 +16,9 @@ use crate::error::{Error, Result};
 use crate::models::token::unix_now;
 use crate::models::Token;
 use crate::transport::{AttemptLog, Observer, Transport};
+use arc_swap::ArcSwap;
 use futures_util::future::BoxFuture;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::OwnedMutexGuard;
 
@@ -33,7 +34,9 @@ struct Current {
 
 pub struct UserSession {
     transport: Arc<Transport>,
-    current: Arc<RwLock<Current>>,
+    /// Read on every call and swapped on refresh with no lock (see `TokenCache::current`: a
+    /// lock held by another thread at a fork stays held in the child).
+    current: Arc<ArcSwap<Current>>,
     /// Per process: in a forked child, a task of the parent may hold the parent's lock.
     refreshing: crate::runtime::fork::PerProcess<Arc<tokio::sync::Mutex<()>>>,
     on_token: Option<OnToken>,
@@ -52,7 +55,7 @@ impl UserSession {
         UserSession {
             transport,
             // The caller's own token needs no offer: the caller has it.
-            current: Arc::new(RwLock::new(Current {
+            current: Arc::new(ArcSwap::from_pointee(Current {
                 token: Arc::new(token),
                 offered: true,
             })),
@@ -72,10 +75,7 @@ impl UserSession {
     }
 
     fn snapshot(&self) -> (Arc<Token>, bool) {
-        let g = self
-            .current
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let g = self.current.load();
         (g.token.clone(), g.offered)
     }
 
@@ -142,13 +142,18 @@ impl UserSession {
         if let Some(cb) = &self.on_token {
             cb(t).await?;
         }
-        let mut g = self
-            .current
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if Arc::ptr_eq(&g.token, t) {
-            g.offered = true;
-        }
+        // Marked offered only if `t` is still the current token (a later refresh may have
+        // replaced it meanwhile).
+        self.current.rcu(|g| {
+            if Arc::ptr_eq(&g.token, t) {
+                Arc::new(Current {
+                    token: g.token.clone(),
+                    offered: true,
+                })
+            } else {
+                g.clone()
+            }
+        });
         Ok(())
     }
 
@@ -254,9 +259,8 @@ impl UserSession {
     }
 }
 
-fn set_current(current: &RwLock<Current>, token: Arc<Token>, offered: bool) {
-    let mut g = current.write().unwrap_or_else(PoisonError::into_inner);
-    *g = Current { token, offered };
+fn set_current(current: &ArcSwap<Current>, token: Arc<Token>, offered: bool) {
+    current.store(Arc::new(Current { token, offered }));
 }
 
 /// Where a refresh made through a shared store saves its token, and the lock it releases.

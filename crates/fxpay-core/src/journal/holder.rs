@@ -3,7 +3,7 @@
 //! The host part is the host name and (on Linux) the boot id, so a holder on another
 //! machine, or from before a reboot, is never taken for a local process. A local holder whose
 //! process has exited is dead at once; any other holder is judged by its lease alone.
-use std::sync::OnceLock;
+use crate::runtime::fork::PerProcess;
 
 /// Whether a claim's holder is known to be gone.
 pub trait HolderCheck: Send + Sync {
@@ -63,8 +63,10 @@ fn process_alive(_pid: u32) -> bool {
 
 /// This machine: its host name, and its boot id where the system has one.
 pub(crate) fn host_id() -> &'static str {
-    static HOST: OnceLock<String> = OnceLock::new();
-    HOST.get_or_init(|| {
+    // Per process, like the token below: a `OnceLock` whose first use another thread had
+    // begun when the process forked would make the child wait for ever.
+    static HOST: PerProcess<String> = PerProcess::empty();
+    HOST.get_or_make(|| {
         let name = host_name().replace('/', "_");
         match std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
             Ok(boot) => format!("{name}~{}", boot.trim()),
@@ -90,21 +92,12 @@ fn host_name() -> String {
     std::env::var("COMPUTERNAME").unwrap_or_else(|_| "localhost".into())
 }
 
-/// A random token for this process, made anew in a forked child (its pid differs).
-fn process_token() -> String {
-    static TOKEN: std::sync::Mutex<Option<(u32, String)>> = std::sync::Mutex::new(None);
-    let pid = std::process::id();
-    let mut slot = TOKEN
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    match slot.as_ref() {
-        Some((p, t)) if *p == pid => t.clone(),
-        _ => {
-            let t = crate::auth::authorize::random_token(9).unwrap_or_else(|_| "t".into());
-            *slot = Some((pid, t.clone()));
-            t
-        }
-    }
+/// A random token for this process, made anew in a forked child. Kept without a lock: a lock
+/// that another thread of the parent held at the fork stays held in the child for ever (a
+/// child forked while threads made keyed calls hung here, 1 in 1,200 forks).
+fn process_token() -> &'static str {
+    static TOKEN: PerProcess<String> = PerProcess::empty();
+    TOKEN.get_or_make(|| crate::auth::authorize::random_token(9).unwrap_or_else(|_| "t".into()))
 }
 
 /// This process as a holder.

@@ -125,7 +125,7 @@ impl<T> PerProcess<T> {
     }
 
     /// This process's value, made by `make` if there is none yet.
-    pub(crate) fn get_or_make(&self, make: impl FnOnce() -> T) -> &T {
+    pub fn get_or_make(&self, make: impl FnOnce() -> T) -> &T {
         match self.get_or_try_make(|| Ok::<T, std::convert::Infallible>(make())) {
             Ok(v) => v,
             Err(never) => match never {},

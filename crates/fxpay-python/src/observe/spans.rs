@@ -13,7 +13,7 @@
 use super::otel::{otel, typed};
 use fxpay_core::{
     span_end, span_start, traceparent, AttemptLog, AttemptStart, ExtraHeaders, HeaderName,
-    HeaderValue, Observer, SpanEnd, SpanStart,
+    HeaderValue, Observer, PerProcess, SpanEnd, SpanStart,
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -118,7 +118,13 @@ tokio::task_local! {
 /// Spans of awaitables' attempts that are over, ended on an event loop's thread by
 /// [`flush_loop_ended`] before the results of the calls are delivered (or by the next
 /// attempt to start a span, on any thread).
-static LOOP_ENDED: Mutex<Vec<Ended>> = Mutex::new(Vec::new());
+/// Per process: the runtime's workers push here without the GIL, and a lock one of them held
+/// when the process forked would stay held in the child (the parent's spans are left behind).
+static LOOP_ENDED: PerProcess<Mutex<Vec<Ended>>> = PerProcess::empty();
+
+fn loop_ended() -> &'static Mutex<Vec<Ended>> {
+    LOOP_ENDED.get_or_make(|| Mutex::new(Vec::new()))
+}
 
 /// Runs an awaitable's call so that its spans are ended on the loop's thread.
 pub async fn ended_on_loop<F: std::future::Future>(fut: F) -> F::Output {
@@ -127,7 +133,7 @@ pub async fn ended_on_loop<F: std::future::Future>(fut: F) -> F::Output {
 
 /// Ends the spans of awaitables' attempts that are over (see [`LOOP_ENDED`]).
 pub fn flush_loop_ended(py: Python<'_>) {
-    let pending = std::mem::take(&mut *LOOP_ENDED.lock().unwrap_or_else(PoisonError::into_inner));
+    let pending = std::mem::take(&mut *loop_ended().lock().unwrap_or_else(PoisonError::into_inner));
     for ended in pending {
         ended.finish(py);
     }
@@ -296,7 +302,7 @@ impl Observer for PyTraceObserver {
             // holds the GIL again (`flush_ended`), at the time taken now.
             let _ = ENDED.try_with(|e| e.borrow_mut().push(ended));
         } else {
-            LOOP_ENDED
+            loop_ended()
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(ended);
