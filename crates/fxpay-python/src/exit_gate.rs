@@ -33,9 +33,10 @@ fn enter() -> Option<Inside<'static>> {
 /// A thread Python does not own (a runtime worker, a blocking-pool thread) keeps the Python
 /// thread state its first attach made, until it ends ([`Kept`]). Made and deleted on every
 /// attach, a thread state costs its allocation and frame stack each time, and each creation
-/// and deletion holds the interpreter's thread-list lock without the GIL: a fork taken
-/// meanwhile by a Python thread left CPython 3.11's child waiting for that lock forever in
-/// `PyOS_AfterFork_Child` (1 child in 600 forks with 8 threads making keyed calls).
+/// takes the interpreter's thread-list lock before the GIL: a fork taken meanwhile by a
+/// Python thread left CPython 3.11's child waiting for that lock forever in
+/// `PyOS_AfterFork_Child`, which deletes the other threads' states before it re-creates the
+/// lock (1 child in 600 forks with 8 threads making keyed calls).
 pub fn attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
     let _inside = enter()?;
     // A Python thread (one that has a state already) is left alone.
