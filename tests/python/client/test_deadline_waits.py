@@ -8,8 +8,8 @@ CPython's cyclic garbage collector is held off while a call is timed (`no_collec
 full collection stops every thread of the process for as long as it runs, and a pytest
 worker's heap after a few hundred tests takes 90-350 ms to collect on this host
 (`gc.callbacks`, measured under `-n 2`). A call whose deadline passes meanwhile gets the GIL
-back only after it: one such collection was measured here as a 225 ms overrun (CPython 3.13
-in CI). With a churning thread beside a 1.5 M-object heap, the overruns of a call blocked on
+back only after it, the likely cause of one 225 ms overrun here (CPython 3.13 in CI; not seen
+again in 120 runs of the scenario alone, with or without load). With a churning thread beside a 1.5 M-object heap, the overruns of a call blocked on
 its journal were 0.8-29.7 ms, and 1.5-2.5 ms with collections held off. What the 50 ms bounds
 is fxpay's own waiting, so the interpreter's pauses are kept out of it, not allowed for."""
 
