@@ -5,13 +5,14 @@ against the embedded sandbox. A call blocked on its journal (a SQLite file anoth
 connection holds) ends in time too.
 
 CPython's cyclic garbage collector is held off while a call is timed (`no_collections`): a
-full collection stops every thread of the process for as long as it runs, and a pytest
-worker's heap after a few hundred tests takes 90-350 ms to collect on this host
-(`gc.callbacks`, measured under `-n 2`). A call whose deadline passes meanwhile gets the GIL
-back only after it, the likely cause of one 225 ms overrun here (CPython 3.13 in CI; not seen
-again in 120 runs of the scenario alone, with or without load). With a churning thread beside a 1.5 M-object heap, the overruns of a call blocked on
-its journal were 0.8-29.7 ms, and 1.5-2.5 ms with collections held off. What the 50 ms bounds
-is fxpay's own waiting, so the interpreter's pauses are kept out of it, not allowed for."""
+full collection stops every thread of the process for as long as it runs. In a pytest worker
+under `-n 2` on this host, the collections over 10 ms took a median of 61 ms and up to 800 ms
+(87 of them in one run of the suite, `gc.callbacks`). A call whose deadline passes meanwhile
+gets the GIL back only after it: the likely cause of one 225 ms overrun here (CPython 3.13 in
+CI; not seen again in 120 runs of the scenario alone, with or without load). With a churning
+thread beside a 1.5 M-object heap, the overruns of a call blocked on its journal were
+0.8-29.7 ms, and 1.5-2.5 ms with collections held off. What the 50 ms bounds is fxpay's own
+waiting, so the interpreter's pauses are kept out of it, not allowed for."""
 
 from __future__ import annotations
 
