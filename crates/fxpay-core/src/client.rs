@@ -241,9 +241,9 @@ pub async fn list_virtual_accounts(
     obs: Option<&dyn Observer>,
 ) -> Result<WithRaw<Vec<VirtualAccount>>> {
     const PATH: &str = "/gca/virtual-accounts";
-    let api_base = reqwest::Url::parse(&session.transport().config().url(""))
+    let api_base = url::Url::parse(&session.transport().config().url(""))
         .map_err(|e| Error::config(format!("the base URL is not a URL: {e}")))?;
-    let mut current = reqwest::Url::parse(&session.transport().config().url(PATH))
+    let mut current = url::Url::parse(&session.transport().config().url(PATH))
         .map_err(|e| Error::config(format!("the base URL is not a URL: {e}")))?;
     let mut path = PATH.to_owned();
     let mut followed = std::collections::HashSet::from([current.as_str().to_owned()]);

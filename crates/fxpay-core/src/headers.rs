@@ -1,5 +1,5 @@
 //! Answer headers as plain pairs, for errors (`ApiError.headers`) and raw responses.
-use reqwest::header::HeaderMap;
+use http::header::HeaderMap;
 
 /// The headers as (lower-case name, value) pairs; a value that is not text is left out.
 pub(crate) fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {

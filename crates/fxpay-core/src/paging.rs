@@ -9,7 +9,7 @@
 //! Refused (never a short list): a `next` on another origin or outside the API's base path,
 //! a link already followed (a loop), and a paging marker that is not a link (a cursor, a
 //! page token, `hasMore: true`, a page number below `totalPages`, ...).
-use reqwest::header::HeaderMap;
+use http::header::HeaderMap;
 use serde_json::{Map, Value};
 
 /// The most pages one listing follows.
@@ -149,7 +149,7 @@ fn marker(obj: &Map<String, Value>, prefix: &str) -> Result<(), String> {
 
 /// The target of an RFC 8288 `Link` header's `rel="next"`.
 fn link_header(headers: &HeaderMap) -> Option<String> {
-    for value in headers.get_all(reqwest::header::LINK) {
+    for value in headers.get_all(http::header::LINK) {
         let Ok(text) = value.to_str() else { continue };
         for part in text.split(',') {
             let mut pieces = part.split(';');
@@ -177,10 +177,10 @@ fn link_header(headers: &HeaderMap) -> Option<String> {
 /// Where a `next` link leads, as a path below the API base (`/gca/...?...`), checked: the
 /// same origin as `api_base`, under its path. `Err` says why it cannot be followed.
 pub(crate) fn resolve(
-    api_base: &reqwest::Url,
-    current: &reqwest::Url,
+    api_base: &url::Url,
+    current: &url::Url,
     next: &str,
-) -> Result<(reqwest::Url, String), String> {
+) -> Result<(url::Url, String), String> {
     let url = current
         .join(next)
         .map_err(|e| format!("a next link that is not a URL ({next:?}: {e})"))?;
@@ -243,7 +243,7 @@ mod tests {
         );
         let mut h = HeaderMap::new();
         h.insert(
-            reqwest::header::LINK,
+            http::header::LINK,
             "<https://a/v1/x?p=2>; rel=\"next\"".parse().expect("h"),
         );
         assert_eq!(
@@ -254,8 +254,8 @@ mod tests {
 
     #[test]
     fn resolving() {
-        let base = reqwest::Url::parse("http://127.0.0.1:9/v1").expect("u");
-        let cur = reqwest::Url::parse("http://127.0.0.1:9/v1/gca/virtual-accounts").expect("u");
+        let base = url::Url::parse("http://127.0.0.1:9/v1").expect("u");
+        let cur = url::Url::parse("http://127.0.0.1:9/v1/gca/virtual-accounts").expect("u");
         let (_, p) = resolve(&base, &cur, "/v1/gca/virtual-accounts?page=2").expect("ok");
         assert_eq!(p, "/gca/virtual-accounts?page=2");
         let (_, p) = resolve(&base, &cur, "?page=3").expect("ok");

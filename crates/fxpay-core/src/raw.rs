@@ -42,7 +42,7 @@ pub async fn scope<F: Future>(slot: Option<Arc<RawSlot>>, fut: F) -> F::Output {
 }
 
 /// Records an answer, when the current call is a raw one.
-pub(crate) fn record(status: u16, headers: &reqwest::header::HeaderMap, attempts: u32) {
+pub(crate) fn record(status: u16, headers: &http::header::HeaderMap, attempts: u32) {
     let _ = SLOT.try_with(|slot| {
         *slot.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(RawInfo {
             status,

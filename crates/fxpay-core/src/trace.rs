@@ -88,7 +88,7 @@ pub fn span_start(a: &AttemptStart<'_>) -> SpanStart {
     let url = match a.parsed {
         Some(u) => Some(u),
         None => {
-            parsed = reqwest::Url::parse(a.url).ok();
+            parsed = url::Url::parse(a.url).ok();
             parsed.as_ref()
         }
     };
@@ -181,7 +181,7 @@ mod tests {
             parsed: None,
             attempt,
         });
-        if let Ok(parsed) = reqwest::Url::parse(url) {
+        if let Ok(parsed) = url::Url::parse(url) {
             let from_parsed = span_start(&AttemptStart {
                 method,
                 path,

@@ -1,5 +1,5 @@
-//! The HTTP layer: one reqwest client per `Client`, the retry rules, and the mapping of
-//! error answers onto `Error`.
+//! The HTTP layer: one connection pool per `Client` (`crate::http_client`), the retry rules,
+//! and the mapping of error answers onto `Error`.
 //!
 //! Retry rules (the policy a payments client needs):
 //! - `Retry::Safe` requests (GETs and client-credentials token requests) are retried on
@@ -15,8 +15,10 @@ pub(crate) use crate::headers::header_pairs;
 use crate::models::FieldError;
 use crate::runtime::fork::PerProcess;
 use bytes::Bytes;
-use reqwest::header::{HeaderMap, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
-pub use reqwest::header::{HeaderName, HeaderValue};
+use crate::http_client::{Failed, Pool};
+pub use http::header::{HeaderName, HeaderValue};
+use http::header::{HeaderMap, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
+use http::{Method, Uri};
 use rustls::pki_types::CertificateDer;
 use std::time::{Duration, Instant};
 
@@ -41,7 +43,7 @@ pub(crate) enum Body {
 // Public for the core's own loopback tests only: tests/transport_retry.rs sends requests through a
 // `Transport` of its own (the binding only reads a transport's configuration).
 pub struct Request<'a> {
-    pub(crate) method: reqwest::Method,
+    pub(crate) method: Method,
     pub(crate) path: &'a str,
     pub(crate) body_kind: Body,
     pub(crate) body: Bytes,
@@ -52,7 +54,7 @@ pub struct Request<'a> {
 impl<'a> Request<'a> {
     pub fn get(path: &'a str) -> Self {
         Request {
-            method: reqwest::Method::GET,
+            method: Method::GET,
             path,
             body_kind: Body::None,
             body: Bytes::new(),
@@ -63,7 +65,7 @@ impl<'a> Request<'a> {
 
     pub fn post_json(path: &'a str, body: Vec<u8>) -> Self {
         Request {
-            method: reqwest::Method::POST,
+            method: Method::POST,
             path,
             body_kind: Body::Json,
             body: Bytes::from(body),
@@ -74,7 +76,7 @@ impl<'a> Request<'a> {
 
     pub(crate) fn post_form(path: &'a str, body: String) -> Self {
         Request {
-            method: reqwest::Method::POST,
+            method: Method::POST,
             path,
             body_kind: Body::Form,
             body: Bytes::from(body),
@@ -119,7 +121,7 @@ pub struct AttemptStart<'a> {
     pub(crate) path: &'a str,
     pub(crate) url: &'a str,
     /// `url`, when the transport has it parsed already.
-    pub(crate) parsed: Option<&'a reqwest::Url>,
+    pub(crate) parsed: Option<&'a url::Url>,
     pub(crate) attempt: u32,
 }
 
@@ -135,9 +137,9 @@ pub trait Observer: Send + Sync {
     fn attempt(&self, log: &AttemptLog<'_>);
 }
 
-/// A request's URL: parsed already, or text for reqwest to parse (and refuse).
+/// A request's URL: parsed already, or text to parse (and refuse) when it is sent.
 enum Target {
-    Parsed(reqwest::Url),
+    Parsed(url::Url),
     Text(String),
 }
 
@@ -149,11 +151,35 @@ impl Target {
         }
     }
 
-    fn parsed(&self) -> Option<&reqwest::Url> {
+    fn parsed(&self) -> Option<&url::Url> {
         match self {
             Target::Parsed(u) => Some(u),
             Target::Text(_) => None,
         }
+    }
+
+    /// The URL as a request's target. Text is parsed as a URL first (which escapes what
+    /// needs escaping, such as a space in a query); one that is still no valid target is an
+    /// error of the request, sent nowhere.
+    fn uri(&self) -> Result<Uri> {
+        let parsed;
+        let text = match self {
+            Target::Parsed(u) => u.as_str(),
+            Target::Text(t) => {
+                parsed = url::Url::parse(t).map_err(|e| unusable_url(t, &e))?;
+                parsed.as_str()
+            }
+        };
+        Uri::try_from(text).map_err(|e| unusable_url(text, &e))
+    }
+}
+
+/// The error of a request whose URL cannot be sent.
+fn unusable_url(url: &str, e: &dyn std::fmt::Display) -> Error {
+    Error::Transport {
+        message: format!("the request's URL {url:?} is not one that can be sent: {e}"),
+        timeout: false,
+        unsent: true,
     }
 }
 
@@ -161,7 +187,7 @@ pub struct Transport {
     /// The connection pool of the current process: made anew on first use in a forked
     /// child, whose copy's sockets, tasks and timers belong to the parent's runtime. Shared
     /// with the transports derived by `with_config` (`Client.with_options`).
-    pools: std::sync::Arc<PerProcess<reqwest::Client>>,
+    pools: std::sync::Arc<PerProcess<Pool>>,
     /// The extra root certificates of `ca_bundle`, read once.
     roots: Vec<CertificateDer<'static>>,
     /// The TLS client identity of `client_cert`/`client_key`, read once.
@@ -169,7 +195,7 @@ pub struct Transport {
     config: ClientConfig,
     /// `<base_url>/v1`, parsed once: a request's URL is this with its path appended, so the
     /// host is not parsed (and IDNA-checked) again on every request.
-    api_base: Option<reqwest::Url>,
+    api_base: Option<url::Url>,
 }
 
 impl Transport {
@@ -188,7 +214,7 @@ impl Transport {
             &roots,
             identity.as_ref(),
         )?));
-        let api_base = reqwest::Url::parse(&config.url("")).ok();
+        let api_base = url::Url::parse(&config.url("")).ok();
         Ok(Transport {
             pools,
             roots,
@@ -211,7 +237,7 @@ impl Transport {
     }
 
     /// This process's connection pool.
-    fn pool(&self) -> std::result::Result<&reqwest::Client, Error> {
+    fn pool(&self) -> std::result::Result<&Pool, Error> {
         self.pools
             .get_or_try_make(|| build_http(&self.config, &self.roots, self.identity.as_ref()))
     }
@@ -245,7 +271,7 @@ impl Transport {
         bearer: Option<&str>,
         observer: Option<&dyn Observer>,
     ) -> Result<Response> {
-        // Boxed: the live exchange (reqwest's and hyper's futures, the retries) is kilobytes; left
+        // Boxed: the live exchange (hyper's futures, the retries) is kilobytes; left
         // inline, it would make every caller's future that large, and each move of one (into
         // a task, a wrapper, a box) copies it whole (tests/future_sizes.rs).
         // A cassette's ways are boxed too, for the same reason: most clients have none.
@@ -309,6 +335,7 @@ impl Transport {
         observer: Option<&dyn Observer>,
     ) -> Result<Response> {
         let url = self.url(req.path);
+        let uri = url.uri()?;
         let http = self.pool()?;
         let policy = &self.config.retry;
         let end = crate::deadline::ends_at();
@@ -345,7 +372,8 @@ impl Transport {
                 }),
                 None => Vec::new(),
             };
-            let outcome = self.attempt(http, &url, req, bearer, extra, timeout).await;
+            let headers = request_headers(req, bearer, extra)?;
+            let outcome = self.attempt(http, uri.clone(), req, headers, timeout).await;
             let may_retry = attempt <= policy.max_retries;
             let (retry_in, result) = match outcome {
                 Ok(resp) => {
@@ -412,56 +440,66 @@ impl Transport {
     /// One try over `http`. `timeout` is the client's, or what is left of the call's deadline.
     async fn attempt(
         &self,
-        http: &reqwest::Client,
-        url: &Target,
+        http: &Pool,
+        uri: Uri,
         req: &Request<'_>,
-        bearer: Option<&str>,
-        extra: ExtraHeaders,
+        headers: HeaderMap,
         timeout: Duration,
-    ) -> std::result::Result<Response, reqwest::Error> {
-        let rb = match url {
-            Target::Parsed(u) => http.request(req.method.clone(), u.clone()),
-            Target::Text(t) => http.request(req.method.clone(), t.as_str()),
-        };
-        let mut rb = rb.timeout(timeout);
-        if let Some(token) = bearer {
-            rb = rb.header(AUTHORIZATION, ["Bearer ", token].concat());
-        }
-        match req.body_kind {
-            Body::None => {}
-            Body::Json => {
-                rb = rb
-                    .header(CONTENT_TYPE, "application/json")
-                    .body(req.body.clone())
-            }
-            Body::Form => {
-                rb = rb
-                    .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
-                    .body(req.body.clone())
-            }
-        }
-        for (name, value) in &req.headers {
-            rb = rb.header(*name, value.as_str());
-        }
-        for (name, value) in extra {
-            rb = rb.header(name, value);
-        }
-        exchange(rb).await
+    ) -> std::result::Result<Response, Failed> {
+        let answer = http
+            .exchange(req.method.clone(), uri, headers, req.body.clone(), timeout)
+            .await?;
+        Ok(Response {
+            status: answer.status,
+            headers: answer.headers,
+            body: answer.body,
+            cut: None,
+        })
     }
 }
 
-/// Sends a request and reads its whole answer.
-async fn exchange(rb: reqwest::RequestBuilder) -> std::result::Result<Response, reqwest::Error> {
-    let mut resp = rb.send().await?;
-    let status = resp.status().as_u16();
-    let headers = std::mem::take(resp.headers_mut());
-    let body = resp.bytes().await?;
-    Ok(Response {
-        status,
-        headers,
-        body,
-        cut: None,
-    })
+/// An attempt's headers: the bearer token, the body's type, the request's own and what an
+/// observer added. A value that is no valid header (a control character) is an error of the
+/// call, and nothing is sent.
+fn request_headers(
+    req: &Request<'_>,
+    bearer: Option<&str>,
+    extra: ExtraHeaders,
+) -> Result<HeaderMap> {
+    let invalid = |name: &str| Error::Transport {
+        message: format!(
+            "{} {} was not sent: its {name} header is not valid header text",
+            req.method, req.path
+        ),
+        timeout: false,
+        unsent: true,
+    };
+    let mut headers = HeaderMap::with_capacity(2 + req.headers.len() + extra.len());
+    if let Some(token) = bearer {
+        let v = HeaderValue::try_from(["Bearer ", token].concat())
+            .map_err(|_| invalid("Authorization"))?;
+        headers.insert(AUTHORIZATION, v);
+    }
+    match req.body_kind {
+        Body::None => {}
+        Body::Json => {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+        Body::Form => {
+            headers.insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/x-www-form-urlencoded"),
+            );
+        }
+    }
+    for (name, value) in &req.headers {
+        let v = HeaderValue::try_from(value.as_str()).map_err(|_| invalid(name))?;
+        headers.append(*name, v);
+    }
+    for (name, value) in extra {
+        headers.append(name, value);
+    }
+    Ok(headers)
 }
 
 /// One connection pool with the client's settings.
@@ -469,35 +507,21 @@ fn build_http(
     config: &ClientConfig,
     roots: &[CertificateDer<'static>],
     identity: Option<&crate::tls::Identity>,
-) -> Result<reqwest::Client> {
+) -> Result<Pool> {
     let mut headers = HeaderMap::new();
     headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
     let ua = HeaderValue::from_str(&config.user_agent())
         .map_err(|_| Error::config("user_agent must be printable ASCII"))?;
     headers.insert(USER_AGENT, ua);
-    let mut builder = reqwest::Client::builder()
-        .default_headers(headers)
-        .connect_timeout(config.connect_timeout)
-        .pool_idle_timeout(Duration::from_secs(60))
-        .pool_max_idle_per_host(256)
-        .tcp_nodelay(true)
-        .redirect(reqwest::redirect::Policy::none());
-    if let Some(proxy) = &config.proxy {
-        // A proxy of its own: the environment's (HTTPS_PROXY, NO_PROXY...) is not read.
-        let p = reqwest::Proxy::all(proxy.as_str())
-            .map_err(|e| Error::config(format!("proxy {proxy:?} is unusable: {e}")))?;
-        builder = builder.proxy(p);
-    }
     // The process's shared TLS configuration (crate::tls): the system's roots are parsed
     // once, and pools resume each other's TLS sessions.
     let tls = match identity {
         Some(id) => crate::tls::client_config_with_identity(roots, id)?,
         None => crate::tls::client_config(roots)?,
     };
-    builder
-        .tls_backend_preconfigured(rustls::ClientConfig::clone(&tls))
-        .build()
-        .map_err(|e| Error::config(format!("cannot build the HTTP client: {e}")))
+    // A proxy of its own: the environment's (HTTPS_PROXY, NO_PROXY...) is not read.
+    Pool::new(tls, config.proxy.as_deref(), config.connect_timeout, headers)
+        .map_err(Error::config)
 }
 
 /// A timed-out attempt's error, naming the request and the limit that ran out: the client's
@@ -573,12 +597,12 @@ fn cut_by_deadline(result: Result<Response>, wait: Duration, attempt: u32) -> Re
 /// `cert_asked`: a server asked this client, which has no certificate, for one (see
 /// `crate::tls::client_cert_asked`).
 fn transport_error(
-    e: &reqwest::Error,
+    e: &Failed,
     timeout: bool,
     nothing_sent: bool,
     cert_asked: bool,
 ) -> Error {
-    // reqwest's Display names the URL, never headers or bodies: no secret can leak here.
+    // The chain below names hosts and causes, never headers or bodies: no secret leaks here.
     let mut message = if timeout {
         "the request timed out".to_string()
     } else if nothing_sent {
@@ -730,7 +754,7 @@ mod tests {
             };
             assert_eq!(got, want);
             assert_eq!(
-                reqwest::Url::parse(&expected).map(|u| u.to_string()).ok(),
+                url::Url::parse(&expected).map(|u| u.to_string()).ok(),
                 Some(got)
             );
         }

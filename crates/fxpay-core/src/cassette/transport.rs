@@ -5,7 +5,7 @@ use crate::cassette::{Cassette, Interaction, Mode, Outcome};
 use crate::error::{Error, Result};
 use crate::transport::{Body, Request, Response};
 use bytes::Bytes;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 use std::future::Future;
 
 /// The answer's headers a cassette keeps: the ones the client reads, and a few that help a
