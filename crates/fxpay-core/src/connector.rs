@@ -77,7 +77,9 @@ pub(crate) fn proxies(proxy: Option<&str>) -> Result<Option<Arc<Matcher>>, Strin
     // Every request goes through it: one it would not take means it was not understood.
     for probe in ["http://fxpay.invalid/", "https://fxpay.invalid/"] {
         if matcher.intercept(&Uri::from_static(probe)).is_none() {
-            return Err(format!("proxy {p:?} is unusable: it is not an http:// or https:// URL with a host"));
+            return Err(format!(
+                "proxy {p:?} is unusable: it is not an http:// or https:// URL with a host"
+            ));
         }
     }
     Ok(Some(Arc::new(matcher)))

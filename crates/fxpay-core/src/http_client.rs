@@ -64,7 +64,8 @@ impl Failed {
             if e.is::<TimedOut>()
                 || e.downcast_ref::<std::io::Error>()
                     .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
-                || e.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_timeout)
+                || e.downcast_ref::<hyper::Error>()
+                    .is_some_and(hyper::Error::is_timeout)
             {
                 return true;
             }

@@ -12,12 +12,12 @@
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 pub(crate) use crate::headers::header_pairs;
+use crate::http_client::{Failed, Pool};
 use crate::models::FieldError;
 use crate::runtime::fork::PerProcess;
 use bytes::Bytes;
-use crate::http_client::{Failed, Pool};
-pub use http::header::{HeaderName, HeaderValue};
 use http::header::{HeaderMap, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
+pub use http::header::{HeaderName, HeaderValue};
 use http::{Method, Uri};
 use rustls::pki_types::CertificateDer;
 use std::time::{Duration, Instant};
@@ -520,8 +520,13 @@ fn build_http(
         None => crate::tls::client_config(roots)?,
     };
     // A proxy of its own: the environment's (HTTPS_PROXY, NO_PROXY...) is not read.
-    Pool::new(tls, config.proxy.as_deref(), config.connect_timeout, headers)
-        .map_err(Error::config)
+    Pool::new(
+        tls,
+        config.proxy.as_deref(),
+        config.connect_timeout,
+        headers,
+    )
+    .map_err(Error::config)
 }
 
 /// A timed-out attempt's error, naming the request and the limit that ran out: the client's
@@ -596,12 +601,7 @@ fn cut_by_deadline(result: Result<Response>, wait: Duration, attempt: u32) -> Re
 
 /// `cert_asked`: a server asked this client, which has no certificate, for one (see
 /// `crate::tls::client_cert_asked`).
-fn transport_error(
-    e: &Failed,
-    timeout: bool,
-    nothing_sent: bool,
-    cert_asked: bool,
-) -> Error {
+fn transport_error(e: &Failed, timeout: bool, nothing_sent: bool, cert_asked: bool) -> Error {
     // The chain below names hosts and causes, never headers or bodies: no secret leaks here.
     let mut message = if timeout {
         "the request timed out".to_string()
