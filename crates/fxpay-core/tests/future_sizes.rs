@@ -1,6 +1,6 @@
 //! A call's future stays small. Every move of one (into a box, a wrapper, a runtime's task)
 //! copies it whole, so what most calls never run is boxed where it starts:
-//! - the live exchange, reqwest's and hyper's futures with the retries around them, inside
+//! - the live exchange, hyper's futures with the retries around them, inside
 //!   `Transport::send`: inline, it made `get_quote`'s future 8.8 KB and a blocking call copied
 //!   it three times (bench/: memmove per call);
 //! - a cassette's recording and replay, also in `Transport::send`;
