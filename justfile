@@ -67,6 +67,11 @@ pytest *args:
     @echo "== pytest"
     {{ pytest }} "$@"
 
+# The chaos harness at full size (tests/chaos/README.md): 10,000 keyed payments over the served sandbox, redis-server, PostgreSQL and SQLite, under 50 faults of a seeded nemesis; fails if any payment reference is booked twice (arguments go to it: `just chaos --seed 7 --keep`).
+chaos *args:
+    @echo "== chaos: 10,000 keys, 50 faults (tests/chaos/chaos_support.py)"
+    {{ py }} tests/chaos/chaos_support.py --keys 10000 --faults 50 "$@"
+
 # Builds the docs site into site/ (mkdocs, strict).
 docs:
     @echo "== docs"
