@@ -21,6 +21,7 @@ import sys
 import time
 import traceback
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import fxpay
@@ -76,7 +77,7 @@ def outcome_of(e: BaseException) -> tuple[str, str]:
 
 
 def main() -> None:
-    cfg = json.loads(open(sys.argv[1]).read())
+    cfg = json.loads(Path(sys.argv[1]).read_text())
     hist = History(cfg["history"])
     plant = cfg.get("plant")
     stores = cfg["stores"]
@@ -92,7 +93,7 @@ def main() -> None:
             )
         return clients[store]
 
-    def keyed(key: str) -> dict[str, str]:
+    def keyed(key: str) -> dict[str, Any]:
         return {} if plant == "no-journal" else {"idempotency_key": key}
 
     def prior(store: str, key: str) -> str:
@@ -140,7 +141,7 @@ def main() -> None:
                 done = deal(t) if t["kind"] == "deal" else spot(t)
                 hist.write(ev="complete", key=t["key"], attempt=t["attempt"], **done)
                 return
-            except BaseException as e:  # noqa: BLE001 - every outcome goes into the history
+            except BaseException as e:
                 outcome, text = outcome_of(e)
                 if plant == "resend-unknown" and outcome == "unknown":
                     journals[t["store"]].resolve(e.entry.key, result=None)  # type: ignore[attr-defined]  # the naive "fix": send again
@@ -148,7 +149,9 @@ def main() -> None:
                 if plant == "recreate" and outcome == "journal-error":
                     create_journal(journals[t["store"]])  # the wrong answer to a refusing store
                     continue
-                hist.write(ev="complete", key=t["key"], attempt=t["attempt"], outcome=outcome, error_class=type(e).__name__, error=text[:500])
+                hist.write(
+                    ev="complete", key=t["key"], attempt=t["attempt"], outcome=outcome, error_class=type(e).__name__, error=text[:500]
+                )
                 return
 
     tasks = cfg["tasks"]
@@ -193,7 +196,7 @@ def main() -> None:
                     deal_id=r.get("deal_id"),
                     quote_id=r.get("quote_id"),
                 )
-        except BaseException as e:  # noqa: BLE001 - a payout that fails as a whole leaves its rows unfinished
+        except BaseException as e:
             outcome, text = outcome_of(e)
             hist.write(ev="batch-error", store=store, outcome=outcome, error_class=type(e).__name__, error=text[:500])
     for c in clients.values():

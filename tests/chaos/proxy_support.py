@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 
@@ -88,10 +87,6 @@ class ChaosProxy:
             # One side ended: end the other, as a proxy that knows nothing of HTTP must.
             link.client.close()
             link.upstream.close()
-
-    def _call(self, coro_fn: object) -> None:
-        fut: Future[None] = asyncio.run_coroutine_threadsafe(coro_fn, self._loop)  # type: ignore[arg-type]
-        fut.result(30)
 
     def close_idle(self, idle_for: float = 0.0) -> int:
         """Closes every client connection with no request out that has been quiet for

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -33,7 +34,7 @@ def journal(store: str, stores: dict[str, Any]) -> Any:
 
 
 def main() -> None:
-    cfg = json.loads(open(sys.argv[1]).read())
+    cfg = json.loads(Path(sys.argv[1]).read_text())
     port = int(sys.argv[2])
     log = open(cfg["receiver_log"], "a", buffering=1)  # noqa: SIM115 - the process's life
 
@@ -50,7 +51,7 @@ def main() -> None:
             self.end_headers()
             self.wfile.write(body)
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             global _drop
             url = urlsplit(self.path)
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
@@ -68,12 +69,14 @@ def main() -> None:
                 event = json.loads(body)
             except ValueError:
                 event = {}
+            if not isinstance(event, dict):
+                event = {}
             line: dict[str, Any] = {
                 "t": time.time(),
                 "store": store,
                 "status": event.get("status"),
-                "process_id": event.get("processId"),
-                "deal_id": event.get("dealId"),
+                "process_id": (event.get("eventBody") or {}).get("processId"),
+                "deal_id": (event.get("eventBody") or {}).get("dealId"),
             }
             if dropping:
                 line["code"] = "dropped"
@@ -91,7 +94,7 @@ def main() -> None:
                 code, err = 400, str(e)
             except fxpay.JournalError as e:
                 code, err = 503, str(e)
-            except Exception as e:  # noqa: BLE001 - the log says what broke
+            except Exception as e:
                 code, err = 500, f"{type(e).__name__}: {e}"
             line["code"], line["error"] = code, err[:300]
             log.write(json.dumps(line) + "\n")

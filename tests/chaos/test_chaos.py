@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from chaos_support import Harness, Options, program
+from chaos_support import Harness, Options, Report, program
 
 
 def _need_parts() -> None:
@@ -34,15 +35,14 @@ def _need_parts() -> None:
         pytest.skip(message)
 
 
-def _run(tmp_path: Path, **kw: object) -> tuple[Harness, object]:
+def _run(tmp_path: Path, **kw: Any) -> Report:
     _need_parts()
     lines: list[str] = []
     folder = tmp_path / "run"
-    h = Harness(Options(folder=folder, log=lines.append, **kw))  # type: ignore[arg-type]
-    report = h.run()
+    report = Harness(Options(folder=folder, log=lines.append, **kw)).run()
     print("\n".join(lines))
-    print(report.table())  # type: ignore[attr-defined]
-    return h, report
+    print(report.table())
+    return report
 
 
 def test_no_reference_is_booked_twice_under_the_nemesis(tmp_path: Path) -> None:
@@ -51,22 +51,22 @@ def test_no_reference_is_booked_twice_under_the_nemesis(tmp_path: Path) -> None:
     dropped, forged and redelivered notifications, stale and stalled connections. The seed is
     printed; CHAOS_SEED replays a schedule."""
     seed = int(os.environ["CHAOS_SEED"]) if os.environ.get("CHAOS_SEED") else None
-    _h, report = _run(tmp_path, keys=300, faults=10, seed=seed, workers=3, batch=20)
+    report = _run(tmp_path, keys=300, faults=10, seed=seed, workers=3, batch=20)
     r = report
-    assert r.booked_twice == [], f"references booked twice (seed {r.seed}): {r.booked_twice[:20]}"  # type: ignore[attr-defined]
-    assert r.resent == [], f"second requests for a booked quote (seed {r.seed}): {r.resent[:20]}"  # type: ignore[attr-defined]
+    assert r.booked_twice == [], f"references booked twice (seed {r.seed}): {r.booked_twice[:20]}"
+    assert r.resent == [], f"second requests for a booked quote (seed {r.seed}): {r.resent[:20]}"
     # Every unknown is named by its cause.
-    assert not [c for c in r.unknown_by_cause if c.endswith("(no text)")], r.unknown_by_cause  # type: ignore[attr-defined]
+    assert not [c for c in r.unknown_by_cause if c.endswith("(no text)")], r.unknown_by_cause
     # The run did something: most keys booked, every fault made.
-    assert r.booked >= 100, r.table()  # type: ignore[attr-defined]
-    assert sum(r.faults.values()) == 10, r.faults  # type: ignore[attr-defined]
-    assert not [k for k in r.faults if k.endswith("(failed)")], r.faults  # type: ignore[attr-defined]
+    assert r.booked >= 100, r.table()
+    assert sum(r.faults.values()) == 10, r.faults
+    assert not [k for k in r.faults if k.endswith("(failed)")], r.faults
     shutil.rmtree(tmp_path / "run", ignore_errors=True)
 
 
 def test_the_checker_catches_a_worker_that_ignores_its_journal(tmp_path: Path) -> None:
     """The planted bug: a worker that sends every call unkeyed. The final pass runs each key
     again, so every deal is booked twice, with no fault needed: the checker must say so."""
-    _h, report = _run(tmp_path, keys=30, faults=0, seed=1, workers=2, batch=10, plant="no-journal")
-    assert report.failed  # type: ignore[attr-defined]
-    assert len(report.booked_twice) >= 15, report.table()  # type: ignore[attr-defined]
+    report = _run(tmp_path, keys=30, faults=0, seed=1, workers=2, batch=10, plant="no-journal")
+    assert report.failed
+    assert len(report.booked_twice) >= 15, report.table()
