@@ -186,6 +186,8 @@ def main() -> None:
                 err = r.get("error") or ""
                 if status == "refused" and ("journal" in err.lower()):
                     outcome = "journal-error"
+                if status == "unknown" and "being sent by another call" in err:
+                    outcome = "in-progress"  # a holder's lease (a killed worker's) not yet lapsed: nothing was sent
                 hist.write(
                     ev="complete",
                     key=t["key"],
