@@ -67,6 +67,7 @@ FAULTS = {
     "redeliver": 1,
     "stale-connections": 3,
     "stall": 1,
+    "lose-answers": 1,
 }
 DESTROYING = ("flushall", "redis-empty", "truncate")
 
@@ -642,7 +643,10 @@ class Harness:
                 time.sleep(0.1)
             return ""
         if kind == "stall":
-            self.proxy.stall(r.uniform(1.0, self.o.timeout + 2))
+            self.proxy.stall(r.uniform(self.o.timeout + 1, self.o.timeout + 4))  # past the clients' timeout
+            return ""
+        if kind == "lose-answers":
+            self.proxy.hold_answers(r.uniform(self.o.timeout + 1, self.o.timeout + 4))
             return ""
         raise ValueError(kind)
 
@@ -713,6 +717,7 @@ class Harness:
         # Heal: every part up again (a fault's own restart did that already), then the final
         # pass: every key once more, as a job that retries everything would.
         self.proxy.stall(0)
+        self.proxy.hold_answers(0)
         time.sleep(2)  # deliveries still owed land (the sandbox tries 4 times in 1.4 s)
         self.o.log(f"final pass ({self.progress():.0%} finished; {time.monotonic() - started:.0f} s)")
         with self.lock:

@@ -1,6 +1,7 @@
 """A TCP proxy on 127.0.0.1 between the chaos clients and the sandbox, that the nemesis can turn
 against them: close every connection idle for a moment (a pooled connection the server is
-closing, seen from the client), or stall every byte for a while (a network that stops).
+closing, seen from the client), stall every byte for a while (a network that stops: the requests held die with their
+connections), or hold the answers only (the service acts; the answer comes too late).
 
 It runs an asyncio loop on a thread of the harness's process; the nemesis calls its methods
 from its own thread."""
@@ -34,6 +35,7 @@ class ChaosProxy:
         self._loop = asyncio.new_event_loop()
         self._links: set[_Link] = set()
         self._stall_until = 0.0
+        self._hold_answers_until = 0.0
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chaos-proxy", daemon=True)
         self.closed_idle = 0
@@ -75,7 +77,7 @@ class ChaosProxy:
                 data = await reader.read(65536)
                 if not data:
                     break
-                while (wait := self._stall_until - time.monotonic()) > 0:
+                while (wait := (self._stall_until if up else max(self._stall_until, self._hold_answers_until)) - time.monotonic()) > 0:
                     await asyncio.sleep(min(wait, 0.1))
                 link.last_byte = time.monotonic()
                 link.busy = up
@@ -109,6 +111,11 @@ class ChaosProxy:
     def stall(self, seconds: float) -> None:
         """Holds every byte, both ways, for ``seconds`` from now."""
         self._stall_until = time.monotonic() + seconds
+
+    def hold_answers(self, seconds: float) -> None:
+        """Lets requests through but holds every answer for ``seconds`` from now: the service
+        acts, and the client's answer is lost past its timeout (a true unknown)."""
+        self._hold_answers_until = time.monotonic() + seconds
 
     def connections(self) -> int:
         return len(self._links)
