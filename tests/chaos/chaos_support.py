@@ -487,6 +487,7 @@ class Harness:
     def absorb(self, batch: list[Key], hist: Path) -> None:
         """Reads a finished worker's history into its keys' state."""
         completes: dict[str, dict[str, Any]] = {}
+        invoked: dict[str, float] = {}
         lines = hist.read_text().splitlines() if hist.exists() else []
         for line in lines:
             try:
@@ -495,13 +496,20 @@ class Harness:
                 continue  # a line cut by a SIGKILL
             if ev.get("ev") == "complete":
                 completes[ev["key"]] = ev
+            elif ev.get("ev") == "invoke":
+                invoked[ev["key"]] = ev["t"]
         with self.lock:
             for k in batch:
                 ev = completes.get(k.key)
                 self.calls += 1
                 if ev is None:
                     outcome = "cut"
-                    k.history.append({"outcome": "cut", "attempt": k.attempts})
+                    # A call cut short (its worker killed) may have sent: it counts as a send
+                    # from the moment it started.
+                    cut: dict[str, Any] = {"outcome": "cut", "attempt": k.attempts}
+                    if k.key in invoked:
+                        cut["t"] = invoked[k.key]
+                    k.history.append(cut)
                 else:
                     outcome = ev["outcome"]
                     k.history.append(ev)
@@ -827,7 +835,9 @@ class Harness:
             else:
                 out["sent again, refused 2002: a process the histories do not name"] += 1
         for k, what in cases:
-            sends = sorted(ev.get("t", 0.0) for ev in k.history if ev.get("outcome") in ("booked", "unknown", "refused") and ev.get("t"))
+            sends = sorted(
+                ev.get("t", 0.0) for ev in k.history if ev.get("outcome") in ("booked", "unknown", "refused", "cut") and ev.get("t")
+            )
             start = sends[0] if sends else 0.0
             end = sends[-1] if len(sends) > 1 else time.time()
             window = [f for f in self.fault_log if start <= f[0] <= end]
