@@ -1004,25 +1004,42 @@ class RedisJournal(JournalBase):
         return f"RedisJournal(prefix={self.prefix!r})"
 
 
+def settle_spot_key(journal: Journal, key: str, event: DealCreated) -> JournalEntry | None:
+    """Settles the spot deal under ``key`` by its verified ``event``, forward only, and logs a
+    contradiction (a ``fail`` for a ``done`` key, another deal) at error level: the key keeps
+    what it had, and the notification is still answered 200, so that the provider does not
+    deliver it again for ever. The entry as it now stands, or None when the journal holds no
+    spot deal under ``key``."""
+    entry, contradiction = _journal_settle_spot(journal, key, event)
+    if contradiction is not None:
+        logger.error("DealCreated left key %r as it was: %s", key, contradiction)
+    return entry
+
+
 def settle_deal_created(body: bytes | str, headers: Mapping[str, str], *, journal: Journal) -> DealCreated:
     """Verifies a ``DealCreated`` notification against the callback nonces ``journal`` issued
     to keyed spot deals, settles that spot deal's key, and returns the event: for a receiver
     written by hand, it does what the receivers of :mod:`fxpay.contrib` do when given
     ``journal=`` alone.
 
-    The key is settled whatever state it is in: ``done`` on success (``result`` the
-    ``processId``, ``deal_id`` set), ``released`` on failure. So a keyed spot deal whose answer
-    was lost (:class:`fxpay.OutcomeUnknownError`) settles itself when its notification comes,
-    and a later call with its key returns the ``SpotDeal`` without sending anything. Settling
-    is idempotent: a repeated delivery changes nothing.
+    A nonce is issued to one claim of one key, and the notification settles that claim only,
+    forward: a ``pending`` or ``unknown`` key becomes ``done`` on success (``result`` the
+    ``processId``, ``deal_id`` set) and ``released`` on failure. So a keyed spot deal whose
+    answer was lost (:class:`fxpay.OutcomeUnknownError`) settles itself when its notification
+    comes, and a later call with its key returns the ``SpotDeal`` without sending anything.
+    A notification never moves a key back: a ``fail`` never releases a ``done`` key, and a
+    success never replaces another deal's result. Such a contradiction is logged at error
+    level on the ``fxpay.journal`` logger, the key keeps what it had, and the event is
+    returned (answer 200: a redelivery would say the same). Settling is idempotent: a repeated
+    delivery changes nothing.
 
     Raises :class:`fxpay.WebhookVerificationError` when the ``callback-nonce`` header is
-    missing, repeated or was never issued by ``journal`` (answer 401),
-    :class:`fxpay.WebhookPayloadError` when the body is not a ``DealCreated`` event (400), and
-    :class:`fxpay.JournalError` when the journal fails (answer 503, so the service delivers
-    again). Run ``on_event``-like work after it, once per ``processId``
-    (:class:`fxpay.seen.SeenSet`).
+    missing, repeated, was never issued by ``journal``, or was issued to an earlier claim of
+    its key (answer 401), :class:`fxpay.WebhookPayloadError` when the body is not a
+    ``DealCreated`` event (400), and :class:`fxpay.JournalError` when the journal fails
+    (answer 503, so the service delivers again). Run ``on_event``-like work after it, once per
+    ``processId`` (:class:`fxpay.seen.SeenSet`).
     """
     event, key = _journal_verify_deal_created(journal, body, headers)
-    _journal_settle_spot(journal, key, event)
+    settle_spot_key(journal, key, event)
     return event
