@@ -3,6 +3,7 @@
 python -m fxpay quote USD AUD 1000          # against FXPAY_BASE_URL with FXPAY_CLIENT_ID/SECRET
 python -m fxpay quote USD AUD 1000 --sandbox   # against a throw-away embedded sandbox
 python -m fxpay sandbox [--host H] [--port P] [--tls]  # serve the emulator
+python -m fxpay journal create URL          # make a Redis or PostgreSQL journal, once
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import sys
 from decimal import Decimal
 
-from . import Client, FxPayError, Quote
+from . import Client, FxPayError, Quote, _journal_cli
 
 
 def _quote_table(q: Quote) -> str:
@@ -63,10 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8080)
     s.add_argument("--tls", action="store_true", help="serve https with a CA made at start")
+    _journal_cli.add_parser(sub)
     args = p.parse_args(argv)
     try:
         if args.command == "quote":
             return _quote(args)
+        if args.command == "journal":
+            return _journal_cli.run(args)
         from .sandbox.__main__ import main as sandbox_main
 
         return sandbox_main(["--host", args.host, "--port", str(args.port), *(["--tls"] if args.tls else [])])

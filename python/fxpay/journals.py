@@ -161,6 +161,8 @@ def _fails_closed(what: str) -> Callable[[Callable[..., _T]], Callable[..., _T]]
                 raise
             except (TypeError, ValueError):
                 raise
+            except _ServerRefused as e:
+                raise JournalError(str(e)) from None
             except Exception as e:
                 raise JournalError(f"{type(self).__name__}.{what}() failed: {type(e).__name__}: {e}") from e
 
@@ -792,8 +794,17 @@ class SqliteJournal(JournalBase):
         return f"SqliteJournal({self.path!r})"
 
 
-# KEYS: entry key, open-keys set. ARGV: entry text, key. Claims with SET NX.
+# The error a script answers when the journal's identity key does not hold the identity this
+# process opened (flushed, restarted empty, created again): the claim or swap is not made.
+_NOT_THIS_JOURNAL = "FXPAYJOURNAL"
+
+# KEYS: entry key, open-keys set, identity key. ARGV: entry text, key, identity. Claims with
+# SET NX, in the journal this process opened only.
 _CLAIM = """
+local id = redis.call('GET', KEYS[3])
+if id ~= ARGV[3] then
+  return redis.error_reply('FXPAYJOURNAL ' .. (id or ''))
+end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
   redis.call('SADD', KEYS[2], ARGV[2])
   return false
@@ -801,9 +812,13 @@ end
 return redis.call('GET', KEYS[1])
 """
 
-# KEYS: entry key, open-keys set, result index key (or ''). ARGV: old text, new text, key,
-# new state.
+# KEYS: entry key, open-keys set, result index key (or ''), identity key. ARGV: old text, new
+# text, key, new state, identity.
 _SWAP = """
+local id = redis.call('GET', KEYS[4])
+if id ~= ARGV[5] then
+  return redis.error_reply('FXPAYJOURNAL ' .. (id or ''))
+end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
@@ -820,6 +835,30 @@ return 1
 """
 
 
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _new_identity() -> str:
+    import uuid
+
+    return f"fxpay-journal:{uuid.uuid4()}"
+
+
+def _lost_journal_advice(create: str) -> str:
+    return (
+        f"A journal is made once, by hand or in a deployment's migration step: {create}, or "
+        "`python -m fxpay journal create URL`; never at every start-up. If a journal was here and was lost "
+        "(flushed, truncated, restarted without its data, replaced by a new server), restore it from a "
+        "backup first: creating a new one where a journal was lost sends every key it held again. Nothing was sent."
+    )
+
+
+class _ServerRefused(Exception):
+    """A Redis connection that the journal must not use (a replica, a Redis that forgets):
+    raised while the connection is being made, so no command is ever sent on it."""
+
+
 class RedisJournal(JournalBase):
     """A journal in Redis, shared by every process and machine that uses it.
 
@@ -828,15 +867,24 @@ class RedisJournal(JournalBase):
     Redis fails closed quickly. Claims are ``SET NX`` (in a script that also indexes the
     key); swaps compare and set in one script. Keys are ``prefix + "k:" + key``.
 
-    At most once across a Redis restart needs Redis to keep every write: ``appendonly yes``
-    with ``appendfsync always`` (docs/idempotency.md says why ``everysec`` is not enough). So
-    with ``require_persistence`` (the default) the journal reads ``CONFIG GET appendonly``
-    and ``appendfsync`` on first use: ``appendonly no`` (a Redis that forgets every key when
-    it restarts, as most Celery brokers run) is a :class:`fxpay.JournalError` naming the
-    setting, and nothing is sent; ``appendfsync everysec`` (or ``no``) is accepted with one
-    warning that a power cut can lose the last claims; a Redis that refuses ``CONFIG`` (a
-    managed one) is accepted with one warning. ``require_persistence=False`` skips the check
-    (tests, or a Redis whose persistence you vouch for).
+    **A journal knows itself.** A journal is made once, by :meth:`create` (or ``python -m
+    fxpay journal create URL``), which stores an identity under ``prefix + "journal"``.
+    Opening a journal never makes one: a Redis that holds no identity under ``prefix`` (never
+    created, or emptied by ``FLUSHALL``, a restart without its data, a new server), or
+    another journal's, is a :class:`fxpay.JournalError` and nothing is sent. Every claim and
+    every swap checks the identity inside its own script, so a flush under a live process is
+    caught at its next claim.
+
+    **Only a Redis that keeps its writes.** Every connection the journal makes is checked
+    before its first command: a replica (``ROLE``) is refused (its writes are lost at the next
+    resync), and with ``require_persistence`` (the default) ``appendonly no`` is refused (a
+    Redis that forgets every key when it restarts, as most Celery brokers run).
+    ``appendfsync everysec`` (or ``no``) is accepted with one warning that a power cut can lose
+    the last claims; a Redis that refuses ``CONFIG`` (a managed one) is accepted with one
+    warning. As the check runs on every new connection, a Redis restarted with other settings
+    is caught at once. ``require_persistence=False`` skips the persistence check (tests, or a
+    Redis whose persistence you vouch for). A client given is used through a connection pool
+    of the journal's own, made with the client's settings.
     """
 
     def __init__(
@@ -858,85 +906,177 @@ class RedisJournal(JournalBase):
             url_or_client = client_from_url("RedisJournal", url_or_client, socket_timeout)
         elif not (hasattr(url_or_client, "register_script") and hasattr(url_or_client, "get")):
             raise TypeError(f"url_or_client must be a redis URL or a redis.Redis, not {type(url_or_client).__name__}")
-        self._r = url_or_client
         self.prefix = prefix
         self._open = prefix + "open"
-        # Sent once, then run by their SHA (EVALSHA): no script text on every call.
-        self._claim = url_or_client.register_script(_CLAIM)
-        self._swap = url_or_client.register_script(_SWAP)
-        self._persistence_known = not require_persistence
+        self._id_key = prefix + "journal"
+        self._require_persistence = require_persistence
+        # The identity of the journal this process opened (read on first use, or made by
+        # `create()`); every claim and swap runs only where it is still the one stored.
+        self._id: str | None = None
         self._check_lock = threading.Lock()
+        self._warned: set[str] = set()
         # Clients inherited through a fork: kept, never used or closed in the child.
         self._inherited: list[Any] = []
+        self._r = url_or_client
+        self._use_own_pool()
         _live.add(self)
+
+    # -- connections ---------------------------------------------------------------------
+
+    def _use_own_pool(self) -> None:
+        """A connection pool of the journal's own, made from the client's settings, whose
+        every new connection is checked before its first command (:meth:`_vet`). A client
+        without such settings (a cluster, a stand-in) is used as it is."""
+        import redis
+
+        pool = getattr(self._r, "connection_pool", None)
+        if pool is not None and hasattr(pool, "connection_kwargs"):
+            kwargs = dict(pool.connection_kwargs)
+            ref = weakref.ref(self)
+
+            def on_connect(conn: Any) -> None:
+                conn.on_connect()
+                journal = ref()
+                if journal is None:
+                    return
+                try:
+                    journal._vet(conn)
+                except BaseException:
+                    # Never left connected: the pool would hand it out again unchecked.
+                    conn.disconnect()
+                    raise
+
+            kwargs["redis_connect_func"] = on_connect
+            fresh = type(pool)(connection_class=pool.connection_class, max_connections=pool.max_connections, **kwargs)
+            self._r = redis.Redis(connection_pool=fresh)
+        self._claim = self._r.register_script(_CLAIM)
+        self._swap = self._r.register_script(_SWAP)
 
     def _after_fork(self, *, child: bool) -> None:
         if child:
             self._check_lock = threading.Lock()
-            self._use_fresh_pool()
+            # redis-py's pool makes itself anew in a child on first use, but (8.x) first takes
+            # the inherited pool's lock, which a thread of the parent may have held at the
+            # fork: the child would wait for ever (a hung child of a fork during 8 writing
+            # threads, test_journal_holes.py). A new pool has no inherited lock. The inherited
+            # client is kept, never closed here: its `__del__` closes its pool, which (making
+            # itself anew first) would take that same inherited lock.
+            self._inherited.append((self._r, self._claim, self._swap))
+            self._use_own_pool()
 
-    def _use_fresh_pool(self) -> None:
-        """In a forked child: a connection pool of its own, made from the same settings.
-        redis-py's pool makes itself anew in a child on first use, but (8.x) first takes the
-        inherited pool's lock, which a thread of the parent may have held at the fork: the
-        child would wait for ever (a hung child of a fork during 8 writing threads,
-        test_journal_holes.py). A new pool has no inherited lock."""
+    def _warn_once(self, what: str, message: str, *args: Any) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            logger.warning(message, *args)
+
+    def _vet(self, conn: Any) -> None:
+        """Runs on every new connection, before its first command: refuses a replica, and
+        (with ``require_persistence``) a Redis that would forget its keys when it restarts."""
         import redis
 
-        pool = getattr(self._r, "connection_pool", None)
-        if pool is None or not hasattr(pool, "connection_kwargs"):
+        try:
+            conn.send_command("ROLE")
+            role = conn.read_response()
+        except redis.ResponseError as e:
+            self._warn_once("role", "RedisJournal cannot read the Redis server's ROLE (%s); it is trusted to be a primary", e)
+            role = None
+        if role and _text(role[0]) != "master":
+            raise _ServerRefused(
+                f"RedisJournal refuses this Redis: it is a replica (ROLE {_text(role[0])}), whose writes are lost when it "
+                "resyncs with its primary, and every key claimed there could be sent again. Give the journal the "
+                "primary. Nothing was sent."
+            )
+        if not self._require_persistence:
             return
-        fresh = type(pool)(connection_class=pool.connection_class, max_connections=pool.max_connections, **pool.connection_kwargs)
-        # The inherited client is kept, never closed here: its `__del__` closes its pool,
-        # which (making itself anew first) would take that same inherited lock.
-        self._inherited.append((self._r, self._claim, self._swap))
-        self._r = redis.Redis(connection_pool=fresh)
-        self._claim = self._r.register_script(_CLAIM)
-        self._swap = self._r.register_script(_SWAP)
+        try:
+            conn.send_command("CONFIG", "GET", "append*")
+            reply = conn.read_response()
+        except redis.ResponseError as e:
+            self._warn_once(
+                "config",
+                "RedisJournal cannot read the Redis server's persistence settings (CONFIG GET refused: %s); "
+                "it is trusted to keep every write across a restart (appendonly yes, appendfsync always)",
+                e,
+            )
+            return
+        if isinstance(reply, dict):
+            conf = {_text(k): _text(v) for k, v in reply.items()}
+        else:
+            items = list(reply or [])
+            conf = {_text(items[i]): _text(items[i + 1]) for i in range(0, len(items) - 1, 2)}
+        appendonly, appendfsync = conf.get("appendonly", ""), conf.get("appendfsync", "")
+        if appendonly != "yes":
+            raise _ServerRefused(
+                f"RedisJournal refuses this Redis: its appendonly setting is {appendonly or 'not set'!r}, so it "
+                "forgets every key when it restarts, and every payment claimed before would be sent again. "
+                "Set 'appendonly yes' and 'appendfsync always' (redis.conf, or CONFIG SET and CONFIG REWRITE), "
+                "or give RedisJournal(require_persistence=False) for a Redis whose keys may be lost (tests). "
+                "Nothing was sent."
+            )
+        if appendfsync != "always":
+            self._warn_once(
+                "fsync",
+                "RedisJournal: this Redis has appendfsync %s, so a power cut or a crash of its host can lose the "
+                "claims of the last second, and their payments could be sent again; use appendfsync always",
+                appendfsync or "unset",
+            )
 
-    def _check_persistence(self) -> None:
-        """On first use: refuses a Redis that would forget its keys when it restarts."""
-        if self._persistence_known:
-            return
+    def _identity(self) -> str:
+        """The identity of the journal this process opened: read on first use. A Redis that
+        holds none is a :class:`JournalError`."""
+        if self._id is not None:
+            return self._id
         with self._check_lock:
-            if self._persistence_known:
-                return
-            import redis
+            if self._id is None:
+                stored = self._r.get(self._id_key)
+                if stored is None:
+                    raise JournalError(
+                        f"RedisJournal found no journal under prefix {self.prefix!r} in this Redis (no {self._id_key!r} "
+                        "key): opening a journal never creates one. " + _lost_journal_advice("RedisJournal(url).create()")
+                    )
+                self._id = _text(stored)
+            return self._id
 
-            try:
-                conf = self._r.config_get("append*")
-            except redis.ResponseError as e:
-                logger.warning(
-                    "RedisJournal cannot read the Redis server's persistence settings (CONFIG GET refused: %s); "
-                    "it is trusted to keep every write across a restart (appendonly yes, appendfsync always)",
-                    e,
-                )
-                self._persistence_known = True
-                return
+    def _not_this_journal(self, e: Exception) -> JournalError | None:
+        """The :class:`JournalError` for a script's identity refusal, else None."""
+        text = str(e)
+        if not text.startswith(_NOT_THIS_JOURNAL):
+            return None
+        found = text[len(_NOT_THIS_JOURNAL) :].strip()
+        if not found:
+            return JournalError(
+                f"RedisJournal's identity key {self._id_key!r} is gone from this Redis (FLUSHALL or FLUSHDB, a key "
+                "evicted or deleted, a restart without its data): the journal this process opened was lost, and "
+                "it is not taken for a new one. " + _lost_journal_advice("RedisJournal(url).create()")
+            )
+        return JournalError(
+            f"RedisJournal: this Redis now holds another journal under prefix {self.prefix!r} ({found}) than the "
+            f"one this process opened ({self._id}): the journal was lost and made again while this process ran, "
+            "and its keys are not this journal's. Restart the processes that use it once a person has checked "
+            "what was lost. Nothing was sent."
+        )
 
-            def setting(name: str) -> str:
-                for k, v in conf.items():
-                    k = k.decode() if isinstance(k, bytes) else str(k)
-                    if k == name:
-                        return v.decode() if isinstance(v, bytes) else str(v)
-                return ""
-
-            appendonly, appendfsync = setting("appendonly"), setting("appendfsync")
-            if appendonly != "yes":
-                raise JournalError(
-                    f"RedisJournal refuses this Redis: its appendonly setting is {appendonly or 'not set'!r}, so it "
-                    "forgets every key when it restarts, and every payment claimed before would be sent again. "
-                    "Set 'appendonly yes' and 'appendfsync always' (redis.conf, or CONFIG SET and CONFIG REWRITE), "
-                    "or give RedisJournal(require_persistence=False) for a Redis whose keys may be lost (tests). "
-                    "Nothing was sent."
-                )
-            if appendfsync != "always":
-                logger.warning(
-                    "RedisJournal: this Redis has appendfsync %s, so a power cut or a crash of its host can lose the "
-                    "claims of the last second, and their payments could be sent again; use appendfsync always",
-                    appendfsync or "unset",
-                )
-            self._persistence_known = True
+    def create(self) -> bool:
+        """Makes this journal in its Redis: stores an identity under ``prefix + "journal"``
+        if none is there. Run it once (by hand, or in a deployment's migration step), never at
+        every start-up: on a Redis that lost its journal it would make a new, empty one, and
+        every key the old one held could be sent again. It does nothing where this journal
+        exists already, and is safe to run from many processes at once (``SET NX``). True
+        when it made the journal, False when the journal was there."""
+        try:
+            made = bool(self._r.set(self._id_key, _new_identity(), nx=True))
+            stored = self._r.get(self._id_key)
+        except _ServerRefused as e:
+            raise JournalError(str(e)) from None
+        except Exception as e:
+            raise JournalError(f"RedisJournal.create() failed: {type(e).__name__}: {e}") from e
+        if stored is None:
+            raise JournalError(f"RedisJournal.create(): the identity key {self._id_key!r} vanished as it was made")
+        with self._check_lock:
+            if self._id is not None and self._id != _text(stored):
+                raise JournalError(self._not_this_journal(Exception(f"{_NOT_THIS_JOURNAL} {_text(stored)}")).args[0])  # type: ignore[union-attr]
+            self._id = _text(stored)
+        return made
 
     def _k(self, key: str) -> str:
         return self.prefix + "k:" + key
@@ -946,16 +1086,27 @@ class RedisJournal(JournalBase):
             return None
         return JournalEntry.from_json(raw.decode() if isinstance(raw, bytes) else raw)
 
+    def _scripted(self, script: Any, keys: list[str], args: list[str]) -> Any:
+        import redis
+
+        try:
+            return script(keys=keys, args=args)
+        except redis.ResponseError as e:
+            refused = self._not_this_journal(e)
+            if refused is not None:
+                raise refused from None
+            raise
+
     @_fails_closed("get")
     def get(self, key: str) -> JournalEntry | None:
         k = self._k(_check_key(key))
-        self._check_persistence()
+        self._identity()
         return self._entry(self._r.get(k))
 
     @_fails_closed("entries")
     def entries(self, keys: Iterable[str]) -> dict[str, JournalEntry]:
         wanted = [_check_key(k) for k in keys]
-        self._check_persistence()
+        self._check_still_here()
         out = {}
         for start in range(0, len(wanted), 1000):  # one MGET per 1,000 keys
             part = wanted[start : start + 1000]
@@ -965,25 +1116,38 @@ class RedisJournal(JournalBase):
                     out[key] = e
         return out
 
+    def _check_still_here(self) -> None:
+        """For the readings people act on (``unknown()``, a payout's progress): the journal
+        this process opened is still the one stored, so an emptied Redis never reads as a
+        journal with nothing open."""
+        mine = self._identity()
+        stored = self._r.get(self._id_key)
+        if stored is None or _text(stored) != mine:
+            refused = self._not_this_journal(Exception(f"{_NOT_THIS_JOURNAL} {'' if stored is None else _text(stored)}"))
+            assert refused is not None
+            raise refused
+
     @_fails_closed("claim")
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         e = _check_entry(entry)
-        self._check_persistence()
-        return self._entry(self._claim(keys=[self._k(e.key), self._open], args=[e.to_json(), e.key]))
+        ident = self._identity()
+        return self._entry(self._scripted(self._claim, [self._k(e.key), self._open, self._id_key], [e.to_json(), e.key, ident]))
 
     @_fails_closed("swap")
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
         o, n = _check_entry(old, "old"), _check_entry(new, "new")
         if o.key != n.key:
             raise ValueError("old and new must have the same key")
-        self._check_persistence()
+        ident = self._identity()
         index = self.prefix + "r:" + n.result if n.result and n.result != o.result else ""
-        done = self._swap(keys=[self._k(o.key), self._open, index], args=[o.to_json(), n.to_json(), o.key, n.state])
+        done = self._scripted(
+            self._swap, [self._k(o.key), self._open, index, self._id_key], [o.to_json(), n.to_json(), o.key, n.state, ident]
+        )
         return bool(done == 1)
 
     @_fails_closed("find")
     def find(self, result: str) -> JournalEntry | None:
-        self._check_persistence()
+        self._identity()
         key = self._r.get(self.prefix + "r:" + result)
         if key is None:
             return None
@@ -991,7 +1155,7 @@ class RedisJournal(JournalBase):
 
     @_fails_closed("candidates")
     def candidates(self) -> list[JournalEntry]:
-        self._check_persistence()
+        self._check_still_here()
         keys = sorted(k.decode() if isinstance(k, bytes) else k for k in self._r.smembers(self._open))
         out = []
         for key in keys:
@@ -1004,25 +1168,42 @@ class RedisJournal(JournalBase):
         return f"RedisJournal(prefix={self.prefix!r})"
 
 
+def settle_spot_key(journal: Journal, key: str, event: DealCreated) -> JournalEntry | None:
+    """Settles the spot deal under ``key`` by its verified ``event``, forward only, and logs a
+    contradiction (a ``fail`` for a ``done`` key, another deal) at error level: the key keeps
+    what it had, and the notification is still answered 200, so that the provider does not
+    deliver it again for ever. The entry as it now stands, or None when the journal holds no
+    spot deal under ``key``."""
+    entry, contradiction = _journal_settle_spot(journal, key, event)
+    if contradiction is not None:
+        logger.error("DealCreated left key %r as it was: %s", key, contradiction)
+    return entry
+
+
 def settle_deal_created(body: bytes | str, headers: Mapping[str, str], *, journal: Journal) -> DealCreated:
     """Verifies a ``DealCreated`` notification against the callback nonces ``journal`` issued
     to keyed spot deals, settles that spot deal's key, and returns the event: for a receiver
     written by hand, it does what the receivers of :mod:`fxpay.contrib` do when given
     ``journal=`` alone.
 
-    The key is settled whatever state it is in: ``done`` on success (``result`` the
-    ``processId``, ``deal_id`` set), ``released`` on failure. So a keyed spot deal whose answer
-    was lost (:class:`fxpay.OutcomeUnknownError`) settles itself when its notification comes,
-    and a later call with its key returns the ``SpotDeal`` without sending anything. Settling
-    is idempotent: a repeated delivery changes nothing.
+    A nonce is issued to one claim of one key, and the notification settles that claim only,
+    forward: a ``pending`` or ``unknown`` key becomes ``done`` on success (``result`` the
+    ``processId``, ``deal_id`` set) and ``released`` on failure. So a keyed spot deal whose
+    answer was lost (:class:`fxpay.OutcomeUnknownError`) settles itself when its notification
+    comes, and a later call with its key returns the ``SpotDeal`` without sending anything.
+    A notification never moves a key back: a ``fail`` never releases a ``done`` key, and a
+    success never replaces another deal's result. Such a contradiction is logged at error
+    level on the ``fxpay.journal`` logger, the key keeps what it had, and the event is
+    returned (answer 200: a redelivery would say the same). Settling is idempotent: a repeated
+    delivery changes nothing.
 
     Raises :class:`fxpay.WebhookVerificationError` when the ``callback-nonce`` header is
-    missing, repeated or was never issued by ``journal`` (answer 401),
-    :class:`fxpay.WebhookPayloadError` when the body is not a ``DealCreated`` event (400), and
-    :class:`fxpay.JournalError` when the journal fails (answer 503, so the service delivers
-    again). Run ``on_event``-like work after it, once per ``processId``
-    (:class:`fxpay.seen.SeenSet`).
+    missing, repeated, was never issued by ``journal``, or was issued to an earlier claim of
+    its key (answer 401), :class:`fxpay.WebhookPayloadError` when the body is not a
+    ``DealCreated`` event (400), and :class:`fxpay.JournalError` when the journal fails
+    (answer 503, so the service delivers again). Run ``on_event``-like work after it, once per
+    ``processId`` (:class:`fxpay.seen.SeenSet`).
     """
     event, key = _journal_verify_deal_created(journal, body, headers)
-    _journal_settle_spot(journal, key, event)
+    settle_spot_key(journal, key, event)
     return event

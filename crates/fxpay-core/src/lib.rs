@@ -76,7 +76,7 @@ pub use journal::payout::{
     check_rows as check_payout_rows, pay_out, pay_row, Outcome as PayoutOutcome, Row as PayoutRow,
     RowBeneficiary as PayoutRowBeneficiary, Status as PayoutStatus,
 };
-pub use journal::settle::{issued as issued_spot, settle_spot};
+pub use journal::settle::{issued as issued_spot, settle_spot, Settled};
 pub use journal::{Entry, State as EntryState, Store};
 
 // Webhooks: the checks of a `DealCreated` callback.

@@ -359,15 +359,17 @@ pub fn _journal_verify_deal_created<'py>(
     Ok((event, entry.key))
 }
 
-/// Settles the spot deal under ``key`` by its verified ``DealCreated`` ``event``: ``done``
-/// (its process id and deal id) on success, ``released`` on failure, whatever state it was
-/// in. The entry as it now stands, or None when the journal holds no spot deal under ``key``.
+/// Settles the spot deal under ``key`` by its verified ``DealCreated`` ``event``, forward
+/// only: ``pending``/``unknown`` become ``done`` (its process id and deal id) on success and
+/// ``released`` on failure. ``(entry, contradiction)``: the entry as it now stands (None when
+/// the journal holds no spot deal under ``key``), and why it was left as it was when the
+/// notification contradicts it (a ``fail`` for a ``done`` key, another deal), else None.
 #[pyfunction]
 pub fn _journal_settle_spot(
     journal: &Bound<'_, PyAny>,
     key: &Bound<'_, PyAny>,
     event: &Bound<'_, PyAny>,
-) -> Fallible<Option<JournalEntry>> {
+) -> Fallible<(Option<JournalEntry>, Option<String>)> {
     let store = PyJournal::from_py(journal, "journal")?;
     let key = text(key, "key")?;
     let ev = crate::models::extract::<DealCreated>(event, "event")?;
@@ -378,7 +380,7 @@ pub fn _journal_settle_spot(
         .collect::<Vec<_>>()
         .join("; ");
     let ok = ev.status == EventStatus::Success;
-    let entry = settle_spot(
+    let settled = settle_spot(
         &*store,
         &key,
         ok,
@@ -386,7 +388,10 @@ pub fn _journal_settle_spot(
         ev.deal_id.as_deref(),
         &failure,
     )?;
-    Ok(entry.map(JournalEntry))
+    Ok(match settled {
+        Some(s) => (Some(JournalEntry(s.entry)), s.contradiction),
+        None => (None, None),
+    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

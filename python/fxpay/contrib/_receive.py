@@ -15,9 +15,10 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._fxpay import _journal_settle_spot, _journal_verify_deal_created
+from .._fxpay import _journal_verify_deal_created
 from .._otel import receiving as traced
 from ..errors import ConfigurationError, WebhookPayloadError, WebhookVerificationError
+from ..journals import settle_spot_key
 from ..models import DealCreated
 from ..seen import MemorySeenSet, SeenSet
 from ..webhooks import MAX_BODY_BYTES, parse_deal_created
@@ -223,7 +224,7 @@ def by_journal(journal: Any, body: bytes, headers: Mapping[str, str]) -> Generat
         logger.exception("the journal failed to verify a DealCreated notification")
         return JOURNAL_UNAVAILABLE
     try:
-        yield Call(_journal_settle_spot, (journal, key, event))
+        yield Call(settle_spot_key, (journal, key, event))
     except Exception:
         logger.exception("the journal failed to settle the key of DealCreated %s", event.process_id)
         return JOURNAL_UNAVAILABLE

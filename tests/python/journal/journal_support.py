@@ -66,7 +66,9 @@ def make_journal(kind: str, tmp_path: Path, redis_server: RedisServer | None) ->
     if kind == "sqlite":
         return fxpay.SqliteJournal(tmp_path / "journal.db")
     assert redis_server is not None
-    return fxpay.RedisJournal(redis_server.url, prefix=f"t{time.monotonic_ns()}:")
+    journal = fxpay.RedisJournal(redis_server.url, prefix=f"t{time.monotonic_ns()}:")
+    journal.create()
+    return journal
 
 
 def requests_to(sb: Any, path: str) -> int:

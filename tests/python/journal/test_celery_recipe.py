@@ -125,6 +125,7 @@ def test_the_celery_recipe_alerts_for_a_deal_whose_worker_was_killed(fxpay_sandb
     broker = f"redis://127.0.0.1:{redis_port}/0"
     sender = Celery("sender", broker=broker)
     journal = fxpay.RedisJournal(f"redis://127.0.0.1:{redis_port}/1")
+    journal.create()
     killed_key = "invoice:INV-0:deal"
     try:
         # The first deal's answer is held for 4 s: its worker child is killed while it waits.

@@ -67,6 +67,7 @@ def test_celery_chaos_each_deal_at_most_once(fxpay_sandbox: Any, redis_url: str,
     for _ in range(TASKS):
         fxpay_sandbox.delay_next("POST /v1/payments/deals", 0.05)  # so that kills land mid-run
     log = tmp_path / "celery.log"
+    fxpay.RedisJournal(f"unix://{sock}?db=1", prefix="celery:").create()  # once, before any worker opens it
     env = dict(
         os.environ,
         FXPAY_BASE_URL=fxpay_sandbox.base_url,
@@ -120,6 +121,7 @@ def test_celery_chaos_each_deal_at_most_once(fxpay_sandbox: Any, redis_url: str,
     import fxpay
 
     journal = fxpay.RedisJournal(j, prefix="celery:")
+    journal.create()
     entries = [journal.get(f"pay-{i}/deal") for i in range(TASKS)]
     assert all(e is not None and e.state in ("done", "unknown") for e in entries)  # none silently lost
     for r, e in zip(results, entries, strict=True):

@@ -288,6 +288,7 @@ def test_a_child_forked_while_8_threads_write_the_sqlite_journal_does_not_hang(f
 
 def test_a_child_forked_while_8_threads_write_the_redis_journal_does_not_hang(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
     journal = fxpay.RedisJournal(redis_server.url, prefix=f"fork{time.monotonic_ns()}:")
+    journal.create()
     codes = _fork_while_writing(journal, fxpay_sandbox)
     print("exit codes of the children:", codes)
     assert codes == [0] * 8, f"{codes.count(-1)} of 8 children hung"
@@ -297,6 +298,7 @@ def test_a_child_forked_while_a_thread_holds_the_redis_pool_lock_does_not_hang(f
     """The cause of a rare hang above: redis-py's pool, made anew in a child on first use,
     first takes the inherited pool's lock; here a parent thread holds it across the fork."""
     journal = fxpay.RedisJournal(redis_server.url, prefix=f"forklock{time.monotonic_ns()}:")
+    journal.create()
     c = fxpay_sandbox.client(journal=journal)
     quote(c, "parent")
     pool = journal._r.connection_pool  # redis-py's own lock, held to make the fork land in it
@@ -349,6 +351,8 @@ def test_a_redis_without_aof_is_refused_and_nothing_is_sent(fxpay_sandbox: Any, 
     server.start()
     try:
         journal = fxpay.RedisJournal(server.url, prefix="noaof:")
+        with pytest.raises(fxpay.JournalError, match="appendonly setting is 'no'"):
+            journal.create()  # refused as the journal is made, as when it is used
         with fxpay_sandbox.client(journal=journal) as c:
             with pytest.raises(fxpay.JournalError, match="appendonly setting is 'no'") as e:
                 quote(c, "k")
@@ -356,6 +360,7 @@ def test_a_redis_without_aof_is_refused_and_nothing_is_sent(fxpay_sandbox: Any, 
             assert requests_to(fxpay_sandbox, QUOTES) == 0
             # For tests: the check skipped on request.
             loose = fxpay.RedisJournal(server.url, prefix="noaof:", require_persistence=False)
+            loose.create()
         with fxpay_sandbox.client(journal=loose) as c:
             qid = quote(c, "k")
             assert quote(c, "k") == qid
@@ -393,6 +398,7 @@ def test_appendfsync_everysec_is_accepted_with_one_warning(fxpay_sandbox: Any, t
         redis.Redis.from_url(server.url).config_set("appendfsync", "everysec")
         journal = fxpay.RedisJournal(server.url, prefix="everysec:")
         with caplog.at_level(logging.WARNING, logger="fxpay.journal"), fxpay_sandbox.client(journal=journal) as c:
+            journal.create()
             for i in range(3):
                 quote(c, f"k{i}")
         warned = [r for r in caplog.records if r.name == "fxpay.journal"]
@@ -442,6 +448,7 @@ def test_a_redis_that_refuses_config_is_accepted_with_one_warning(
                 time.sleep(0.02)
         journal = fxpay.RedisJournal(url, prefix="managed:")
         with caplog.at_level(logging.WARNING, logger="fxpay.journal"), fxpay_sandbox.client(journal=journal) as c:
+            journal.create()
             quote(c, "a")
             quote(c, "b")
         warned = [r for r in caplog.records if r.name == "fxpay.journal"]
@@ -502,6 +509,7 @@ def test_a_redis_stopped_past_the_deadline_leaves_no_false_unknown(fxpay_sandbox
     assert server.proc is not None
     try:
         journal = fxpay.RedisJournal(server.url, prefix="stall:", socket_timeout=1.0)
+        journal.create()
         with fxpay_sandbox.client(journal=journal, deadline=0.5) as c:
             quote(c, "warm")  # the persistence check and the scripts, before the stall
             for key, stalled in (("k-short", 0.8), ("k-long", 2.5)):  # shorter, then longer than socket_timeout

@@ -47,7 +47,9 @@ def test_two_processes_racing_on_100_keys_book_100_deals(
 ) -> None:
     if kind == "redis":
         server: RedisServer = request.getfixturevalue("redis_server")
-        spec = f"redis:{server.url}|race{time.monotonic_ns()}:"
+        prefix = f"race{time.monotonic_ns()}:"
+        fxpay.RedisJournal(server.url, prefix=prefix).create()
+        spec = f"redis:{server.url}|{prefix}"
     else:
         spec = f"sqlite:{tmp_path / 'race.journal'}"
     with fxpay_sandbox.client() as c:
@@ -84,6 +86,7 @@ def test_redis_down_fails_closed_and_sends_nothing(fxpay_sandbox: Any, tmp_path:
     server = RedisServer(tmp_path)
     server.start()
     journal = fxpay.RedisJournal(server.url, prefix="down:", socket_timeout=1.0)
+    journal.create()
     with fxpay_sandbox.client(journal=journal) as c:
         args = deal_args(c)
         server.stop()
@@ -166,6 +169,7 @@ def test_with_aof_a_key_outlives_a_redis_restart(fxpay_sandbox: Any, tmp_path: P
     server.start()
     try:  # the server is stopped whatever fails, so no redis-server outlives the test
         journal = fxpay.RedisJournal(server.url, prefix="aof:", socket_timeout=1.0)
+        journal.create()
         with fxpay_sandbox.client(journal=journal) as c:
             args = deal_args(c)
             deal = c.create_deal(**args, idempotency_key="survives")

@@ -86,6 +86,8 @@ class Workers:
         )
         self.tmp_path = tmp_path
         self.procs: list[subprocess.Popen[bytes]] = []
+        # The journal every worker shares, made once before any worker opens it.
+        fxpay.RedisJournal(f"unix://{redis.sock}?db=1", prefix="fan:").create()
 
     def start(self, n: int) -> None:
         for w in range(n):
@@ -151,6 +153,7 @@ def test_celery_chaos_each_row_once_each_reference_booked_at_most_once(fxpay_san
     workers.start(2)
     app = sender(redis)
     journal = fxpay.RedisJournal(f"unix://{redis.sock}?db=1", prefix="fan:")
+    journal.create()
     seen: list[fxpay.PayoutProgress] = []
     kills: list[str] = []
     killed: set[int] = set()

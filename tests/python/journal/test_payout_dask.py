@@ -40,6 +40,12 @@ def redis(tmp_path: Path) -> Iterator[RedisServer]:
     server.stop()
 
 
+def made(url: str, prefix: str) -> str:
+    """``prefix``, once the journal under it is made (once, before any worker opens it)."""
+    fxpay.RedisJournal(url, prefix=prefix).create()
+    return prefix
+
+
 def frame(bid: str, n: int, prefix: str) -> Any:
     pd = need("pandas")
     return pd.DataFrame(
@@ -80,7 +86,7 @@ def test_dask_chaos_each_reference_booked_at_most_once(fxpay_sandbox: Any, redis
     for _ in range(ROWS):
         fxpay_sandbox.delay_next(DEALS, 0.01)  # so that the kill lands mid-run
     factory = functools.partial(
-        make_client, fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret, redis.url, "dask:"
+        make_client, fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret, redis.url, made(redis.url, "dask:")
     )
     paid = fxpay.contrib.dask.pay_out_dask(ddf, client_factory=factory, funding_source="Own account", concurrency=8)
     pids = cluster.run(os.getpid)
@@ -140,13 +146,14 @@ def test_pay_out_dask_is_lazy_and_refuses_bad_arguments(fxpay_sandbox: Any, redi
     pdf = frame(bid, 30, "lz")
     ddf = dd.from_pandas(pdf, npartitions=4, sort=False)
     factory = functools.partial(
-        make_client, fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret, redis.url, "lazy:"
+        make_client, fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret, redis.url, made(redis.url, "lazy:")
     )
     paid = fxpay.contrib.dask.pay_out_dask(ddf, client_factory=factory, funding_source="Own account")
     assert requests_to(fxpay_sandbox, DEALS) == 0  # nothing paid until computed
     assert list(paid.columns) == [*pdf.columns, "quote_id", "deal_id", "sell_amount", "status", "error"]
     # Computed on the cluster while the journal's counts are followed (as a notebook's bar).
     journal = fxpay.RedisJournal(redis.url, prefix="lazy:")
+    journal.create()
     seen: list[fxpay.PayoutProgress] = []
     out = fxpay.contrib.dask.watch(paid, journal=journal, keys=ddf["key"], progress=seen.append, poll=0.05)
     assert out["key"].tolist() == pdf["key"].tolist()

@@ -107,7 +107,8 @@ fn record_deal_id(store: &dyn Store, process_id: &str, deal_id: &str) -> Result<
         if cur.operation != "create_spot_deal" {
             return Ok(None);
         }
-        if cur.deal_id.as_deref() == Some(deal_id) {
+        // Recorded already, or another deal's: a notification never overwrites a deal id.
+        if cur.deal_id.is_some() {
             return Ok(Some(cur));
         }
         let new = machine::with_deal_id(&cur, deal_id, now_ms());

@@ -82,7 +82,7 @@ pub async fn create_quote(
     once(
         store,
         keyed(c, key, "create_quote", &wire(req)?, b""),
-        || c.create_quote(req, obs),
+        |_| c.create_quote(req, obs),
         |(id, raw)| (id.clone(), Some(raw.to_string())),
         |e| {
             let id = result_of(e)?;
@@ -104,7 +104,7 @@ pub async fn create_beneficiary(
     once(
         store,
         keyed(c, key, "create_beneficiary", &wire(b)?, b""),
-        || c.create_beneficiary(b, obs),
+        |_| c.create_beneficiary(b, obs),
         |(id, raw)| (id.clone(), Some(raw.to_string())),
         |e| {
             let id = result_of(e)?;
@@ -127,7 +127,7 @@ pub async fn create_deal(
     once(
         store,
         keyed(c, key, "create_deal", &wire(&req)?, b""),
-        || c.create_deal(req, obs),
+        |_| c.create_deal(req, obs),
         |(deal, raw)| (deal.deal_id.clone(), Some(raw.to_string())),
         |e| {
             let id = result_of(e)?;
@@ -158,19 +158,25 @@ pub async fn create_spot_deal(
     let url = callback_url.clone().unwrap_or_default();
     let mut k = keyed(c, key, "create_spot_deal", &wire(&req)?, url.as_bytes());
     k.nonce = nonce.clone();
-    let index = nonce.clone().map(|n| (n, key.to_string()));
+    let index = nonce.clone();
+    let sent_url = callback_url.clone();
     let out = once(
         store,
         k,
-        || async {
-            // Before anything is sent: a receiver given the journal verifies the deal's
-            // DealCreated by this nonce, and settles the key even if the answer is lost.
-            if let Some((n, k)) = index {
-                super::store::blocking(store, move |s| super::settle::index_nonce(s, &n, &k))
+        |claim| {
+            let claim = claim.clone();
+            async move {
+                // Before anything is sent: a receiver given the journal verifies the deal's
+                // DealCreated by this nonce (issued to this claim alone), and settles the key
+                // even if the answer is lost.
+                if let Some(n) = index {
+                    super::store::blocking(store, move |s| {
+                        super::settle::index_nonce(s, &n, &claim)
+                    })
                     .await?;
+                }
+                c.create_spot_deal(req, sent_url, nonce, obs).await
             }
-            c.create_spot_deal(req, callback_url.clone(), nonce, obs)
-                .await
         },
         |(spot, raw)| (spot.process_id.clone(), Some(raw.to_string())),
         |e| {

@@ -205,10 +205,23 @@ pub(crate) fn lost_but_settled(e: &Entry, operation: &str, lost: &str) -> Error 
     }
 }
 
-/// What a spot deal's verified `DealCreated` (`ok`: `success`; `process_id`, `deal_id`; `failure`:
-/// the fail event's errors as text) makes of its entry `e`, whatever state it is in: `done`
-/// with the process id and deal id on success, `released` on failure. None when there is
-/// nothing to change, or when `e` records another process id (the key's nonce was reused).
+/// What a spot deal's verified `DealCreated` does to its entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ByEvent {
+    /// The entry moves forward to this one.
+    Settle(Box<Entry>),
+    /// The entry already says what the notification says.
+    Same,
+    /// The notification contradicts the entry, which keeps what it had: why.
+    Contradiction(String),
+}
+
+/// What a spot deal's verified `DealCreated` (`ok`: `success`; `process_id`, `deal_id`;
+/// `failure`: the fail event's errors as text) makes of its entry `e`. Forward only: a
+/// `pending` or `unknown` entry becomes `done` (the process id and deal id) on success and
+/// `released` on failure; a `done` entry only gains the deal id of its own process. A `fail`
+/// for a `done` entry, a success for another process id or another deal id, and a success
+/// for a `released` entry are contradictions: the entry keeps what it had.
 pub(crate) fn by_event(
     e: &Entry,
     ok: bool,
@@ -216,30 +229,33 @@ pub(crate) fn by_event(
     deal_id: Option<&str>,
     failure: &str,
     now: u64,
-) -> Option<Entry> {
-    if let Some(r) = &e.result {
-        if !r.eq_ignore_ascii_case(process_id) {
-            return None;
-        }
+) -> ByEvent {
+    let event = if ok { "success" } else { "fail" };
+    let other_process = e
+        .result
+        .as_deref()
+        .filter(|r| !r.eq_ignore_ascii_case(process_id));
+    if let Some(r) = other_process {
+        return ByEvent::Contradiction(format!(
+            "a {event} DealCreated for spot deal {process_id} reached key {:?}, which is {} as \
+             spot deal {r}",
+            e.key,
+            e.state.as_str()
+        ));
     }
-    if ok {
-        let deal_id = deal_id?;
-        if e.state == State::Done && e.deal_id.as_deref() == Some(deal_id) {
-            return None;
-        }
-        Some(Entry {
-            state: State::Done,
-            result: Some(e.result.clone().unwrap_or_else(|| process_id.to_string())),
-            deal_id: Some(deal_id.to_string()),
-            error: None,
-            updated_at: now,
-            ..e.clone()
-        })
-    } else {
-        if e.state == State::Released {
-            return None;
-        }
-        Some(Entry {
+    match (e.state, ok) {
+        (State::Pending | State::Unknown, true) => match deal_id {
+            Some(d) => ByEvent::Settle(Box::new(Entry {
+                state: State::Done,
+                result: Some(e.result.clone().unwrap_or_else(|| process_id.to_string())),
+                deal_id: Some(d.to_string()),
+                error: None,
+                updated_at: now,
+                ..e.clone()
+            })),
+            None => ByEvent::Same,
+        },
+        (State::Pending | State::Unknown, false) => ByEvent::Settle(Box::new(Entry {
             state: State::Released,
             result: None,
             deal_id: None,
@@ -249,7 +265,28 @@ pub(crate) fn by_event(
             response: None,
             updated_at: now,
             ..e.clone()
-        })
+        })),
+        (State::Done, true) => match (e.deal_id.as_deref(), deal_id) {
+            (_, None) => ByEvent::Same,
+            (Some(have), Some(d)) if have == d => ByEvent::Same,
+            (Some(have), Some(d)) => ByEvent::Contradiction(format!(
+                "a success DealCreated for spot deal {process_id} names deal {d}, but key {:?} \
+                 records deal {have}",
+                e.key
+            )),
+            (None, Some(d)) => ByEvent::Settle(Box::new(with_deal_id(e, d, now))),
+        },
+        (State::Done, false) => ByEvent::Contradiction(format!(
+            "a fail DealCreated for spot deal {process_id} reached key {:?}, which is done \
+             (a fail never releases a done key): {failure}",
+            e.key
+        )),
+        (State::Released, true) => ByEvent::Contradiction(format!(
+            "a success DealCreated for spot deal {process_id} reached key {:?}, which is \
+             released (nothing was created under this claim)",
+            e.key
+        )),
+        (State::Released, false) => ByEvent::Same,
     }
 }
 
@@ -429,47 +466,74 @@ mod tests {
     }
 
     #[test]
-    fn a_deal_created_settles_its_entry_whatever_its_state() {
+    fn a_deal_created_settles_its_entry_forward_only() {
         let pid = "7f1c0b9e-0000-4000-8000-000000000001";
         let spot = |state: State| Entry {
             operation: "create_spot_deal".into(),
             state,
             ..pending(0)
         };
-        for state in [State::Pending, State::Unknown, State::Released] {
-            let e = by_event(&spot(state), true, pid, Some("d1"), "", 9).expect("settled");
+        let settled = |b: ByEvent| match b {
+            ByEvent::Settle(e) => *e,
+            other => panic!("not settled: {other:?}"),
+        };
+        let contradiction = |b: ByEvent| matches!(b, ByEvent::Contradiction(_));
+        for state in [State::Pending, State::Unknown] {
+            let e = settled(by_event(&spot(state), true, pid, Some("d1"), "", 9));
             assert_eq!(e.state, State::Done, "{state:?}");
             assert_eq!(
                 (e.result.as_deref(), e.deal_id.as_deref()),
                 (Some(pid), Some("d1"))
             );
             assert_eq!((e.error, e.updated_at), (None, 9));
-        }
-        for state in [State::Pending, State::Unknown] {
-            let e = by_event(&spot(state), false, pid, None, "no funds", 9).expect("settled");
+            let e = settled(by_event(&spot(state), false, pid, None, "no funds", 9));
             assert_eq!((e.state, e.result), (State::Released, None), "{state:?}");
             assert!(e.error.as_deref().is_some_and(|t| t.contains("no funds")));
         }
-        // Done as this process: the deal id is added once; a fail releases it.
+        // Done as this process: the deal id is added once; a fail never releases it.
         let done_e = done(&spot(State::Pending), pid.into(), None, 5);
-        let e = by_event(&done_e, true, &pid.to_uppercase(), Some("d1"), "", 9).expect("deal id");
+        let e = settled(by_event(
+            &done_e,
+            true,
+            &pid.to_uppercase(),
+            Some("d1"),
+            "",
+            9,
+        ));
         assert_eq!(e.result.as_deref(), Some(pid));
-        assert_eq!(by_event(&e, true, pid, Some("d1"), "", 10), None);
-        assert_eq!(
-            by_event(&done_e, false, pid, None, "x", 9).map(|e| e.state),
-            Some(State::Released)
-        );
-        // Another process id: not this entry's event.
-        assert_eq!(by_event(&done_e, true, "other", Some("d1"), "", 9), None);
-        // Released already: a fail changes nothing.
+        assert_eq!(by_event(&e, true, pid, Some("d1"), "", 10), ByEvent::Same);
+        assert!(contradiction(by_event(&e, true, pid, Some("d2"), "", 10)));
+        assert!(contradiction(by_event(&done_e, false, pid, None, "x", 9)));
+        assert!(contradiction(by_event(&e, false, pid, None, "x", 9)));
+        // Another process id: never this entry's result.
+        assert!(contradiction(by_event(
+            &done_e,
+            true,
+            "other",
+            Some("d1"),
+            "",
+            9
+        )));
+        assert!(contradiction(by_event(
+            &done_e, false, "other", None, "", 9
+        )));
+        // Released: a fail changes nothing, a success contradicts it.
         assert_eq!(
             by_event(&spot(State::Released), false, pid, None, "x", 9),
-            None
+            ByEvent::Same
         );
+        assert!(contradiction(by_event(
+            &spot(State::Released),
+            true,
+            pid,
+            Some("d1"),
+            "",
+            9
+        )));
         // A success without a deal id changes nothing.
         assert_eq!(
             by_event(&spot(State::Unknown), true, pid, None, "", 9),
-            None
+            ByEvent::Same
         );
     }
 

@@ -25,7 +25,7 @@ const TRIES: usize = 16;
 
 /// The result of `call` under `keyed.key`, and whether it was replayed from the journal.
 ///
-/// `record` gives what to keep of a result (its id and the answer's JSON text); `replay`
+/// `call` is given the claim it runs under. `record` gives what to keep of a result (its id and the answer's JSON text); `replay`
 /// rebuilds a result from a done entry.
 pub(crate) async fn once<T, F, Fut>(
     store: &Arc<dyn Store>,
@@ -35,7 +35,7 @@ pub(crate) async fn once<T, F, Fut>(
     replay: impl FnOnce(&Entry) -> Result<T>,
 ) -> Result<(T, bool)>
 where
-    F: FnOnce() -> Fut,
+    F: FnOnce(&Entry) -> Fut,
     Fut: Future<Output = Result<T>>,
 {
     let hold = match begin(store, &keyed).await? {
@@ -45,7 +45,7 @@ where
     let result = {
         let renewing = hold.renewing();
         tokio::pin!(renewing);
-        let call = call();
+        let call = call(&hold.claimed);
         tokio::pin!(call);
         tokio::select! {
             r = &mut call => r,
@@ -159,6 +159,8 @@ async fn begin(store: &Arc<dyn Store>, keyed: &Keyed) -> Result<Begun> {
 /// process interrupted), it marks the key unknown: the request may have been sent.
 struct Hold {
     store: Arc<dyn Store>,
+    /// The entry as claimed.
+    claimed: Box<Entry>,
     current: Arc<Mutex<Option<Entry>>>,
 }
 
@@ -166,6 +168,7 @@ impl Hold {
     fn new(store: Arc<dyn Store>, entry: Entry) -> Self {
         Hold {
             store,
+            claimed: Box::new(entry.clone()),
             current: Arc::new(Mutex::new(Some(entry))),
         }
     }
@@ -286,7 +289,7 @@ mod tests {
             request: None,
         };
         let seen = store.clone();
-        let call = || async move {
+        let call = |_: &_| async move {
             let claimed = seen.get("long")?.expect("claimed before the call runs");
             let mut leases = vec![claimed.lease_until];
             // Past the first lease (30 s) in steps of 1 s of the paused clock.

@@ -1,10 +1,11 @@
-//! A keyed spot deal settled by its `DealCreated`: the index from its callback nonce to its
-//! key (written before the request is sent), the check that a notification carries a nonce
-//! the journal issued, and the settlement the verified notification makes (`done` on
-//! success, `released` on failure, whatever state the key is in). A lost answer of a spot
-//! deal so needs no person.
+//! A keyed spot deal settled by its `DealCreated`: the index from its callback nonce to the
+//! one claim it was issued to (written before the request is sent), the check that a
+//! notification carries the nonce of its key's current claim, and the settlement the verified
+//! notification makes, forward only (`pending`/`unknown` become `done` on success, `released`
+//! on failure; a contradiction changes nothing). A lost answer of a spot deal so needs no
+//! person, and a notification can never release or overwrite a booked deal.
 use super::entry::{now_ms, Entry, State};
-use super::machine;
+use super::machine::{self, ByEvent};
 use super::store::Store;
 use crate::error::{Error, Result};
 use sha2::{Digest, Sha256};
@@ -19,42 +20,51 @@ fn nonce_key(nonce: &str) -> String {
     format!("\u{1}nonce/{}", data_encoding::HEXLOWER.encode(&digest))
 }
 
-/// Records, before a keyed spot deal is sent, that `nonce` was issued for `key`: a
-/// receiver given the journal can then verify its `DealCreated` and settle the key even when
-/// the deal's answer was lost. A nonce given again for another key names the newest one.
-pub(crate) fn index_nonce(store: &dyn Store, nonce: &str, key: &str) -> Result<()> {
+/// Records, before a keyed spot deal is sent, that `nonce` was issued to `claim` (the
+/// entry that claimed its key): a receiver given the journal can then verify its
+/// `DealCreated` and settle the key even when the deal's answer was lost. A nonce is issued
+/// to one claim: one already issued to another key, or to an earlier claim of this key, is an
+/// `InvalidRequest` (the claim is then released, and nothing is sent).
+pub(crate) fn index_nonce(store: &dyn Store, nonce: &str, claim: &Entry) -> Result<()> {
     let index = Entry {
         state: State::Done,
-        result: Some(key.to_string()),
+        result: Some(claim.key.clone()),
         ..machine::claim(
             &nonce_key(nonce),
             "callback_nonce",
             "",
-            "",
+            &claim.holder,
             None,
             None,
-            now_ms(),
+            claim.created_at,
         )
     };
-    for _ in 0..TRIES {
-        let Some(existing) = store.claim(&index)? else {
-            return Ok(());
-        };
-        if existing.result.as_deref() == Some(key) {
-            return Ok(());
-        }
-        let new = Entry {
-            result: Some(key.to_string()),
-            updated_at: now_ms(),
-            ..existing.clone()
-        };
-        if store.swap(&existing, &new)? {
-            return Ok(());
-        }
+    let Some(existing) = store.claim(&index)? else {
+        return Ok(());
+    };
+    if same_claim(&existing, claim) {
+        return Ok(());
     }
-    Err(Error::journal(format!(
-        "the journal's index of callback nonces kept changing while key {key:?} was indexed"
+    let whose = match existing.result.as_deref() {
+        Some(k) if k == claim.key => "an earlier claim of this key".to_string(),
+        Some(k) => format!("key {k:?}"),
+        None => "another claim".to_string(),
+    };
+    Err(Error::invalid(format!(
+        "callback_nonce was already issued to {whose}: a nonce settles one claim only, so \
+         key {:?} needs a nonce of its own (leave callback_nonce out and fxpay makes one); \
+         nothing was sent",
+        claim.key
     )))
+}
+
+/// Whether the nonce index entry `index` names the claim `claim` (its key, holder and the
+/// time it was claimed).
+fn same_claim(index: &Entry, claim: &Entry) -> bool {
+    index.operation == "callback_nonce"
+        && index.result.as_deref() == Some(claim.key.as_str())
+        && index.holder == claim.holder
+        && index.created_at == claim.created_at
 }
 
 /// The spot deal entry whose callback nonce is `nonce`, if the journal issued it (the
@@ -66,7 +76,11 @@ pub fn issued(store: &dyn Store, nonce: &str) -> Result<Option<Entry>> {
     let Some(index) = store.get(&nonce_key(nonce))? else {
         return Ok(None);
     };
-    let Some(key) = index.result.filter(|_| index.operation == "callback_nonce") else {
+    let Some(key) = index
+        .result
+        .clone()
+        .filter(|_| index.operation == "callback_nonce")
+    else {
         return Ok(None);
     };
     let Some(entry) = store.get(&key)? else {
@@ -80,12 +94,26 @@ pub fn issued(store: &dyn Store, nonce: &str) -> Result<Option<Entry>> {
     {
         return Ok(None);
     }
+    // Indexed by an fxpay that recorded the claim (a holder): it must be the key's current one.
+    if !index.holder.is_empty() && !same_claim(&index, &entry) {
+        return Ok(None);
+    }
     Ok(Some(entry))
 }
 
-/// Settles the spot deal under `key` by its verified `DealCreated` (see
-/// [`machine::by_event`]): the entry as it now stands, or None when the journal holds no
-/// spot deal under `key`.
+/// What a verified `DealCreated` made of its spot deal's entry.
+#[derive(Clone, Debug)]
+pub struct Settled {
+    /// The entry as it now stands.
+    pub entry: Entry,
+    /// Why the entry was left as it was, when the notification contradicts it (a `fail` for
+    /// a `done` key, another deal): to be logged as an error, and answered 200 all the same.
+    pub contradiction: Option<String>,
+}
+
+/// Settles the spot deal under `key` by its verified `DealCreated`, forward only (see
+/// [`machine::by_event`]): what it made of the entry, or None when the journal holds no spot
+/// deal under `key`.
 pub fn settle_spot(
     store: &dyn Store,
     key: &str,
@@ -93,7 +121,7 @@ pub fn settle_spot(
     process_id: &str,
     deal_id: Option<&str>,
     failure: &str,
-) -> Result<Option<Entry>> {
+) -> Result<Option<Settled>> {
     for _ in 0..TRIES {
         let Some(cur) = store.get(key)? else {
             return Ok(None);
@@ -101,11 +129,26 @@ pub fn settle_spot(
         if cur.operation != "create_spot_deal" {
             return Ok(None);
         }
-        let Some(new) = machine::by_event(&cur, ok, process_id, deal_id, failure, now_ms()) else {
-            return Ok(Some(cur));
+        let new = match machine::by_event(&cur, ok, process_id, deal_id, failure, now_ms()) {
+            ByEvent::Settle(new) => *new,
+            ByEvent::Same => {
+                return Ok(Some(Settled {
+                    entry: cur,
+                    contradiction: None,
+                }))
+            }
+            ByEvent::Contradiction(why) => {
+                return Ok(Some(Settled {
+                    entry: cur,
+                    contradiction: Some(why),
+                }))
+            }
         };
         if store.swap(&cur, &new)? {
-            return Ok(Some(new));
+            return Ok(Some(Settled {
+                entry: new,
+                contradiction: None,
+            }));
         }
     }
     Err(Error::journal(format!(
