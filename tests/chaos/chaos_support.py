@@ -403,7 +403,7 @@ class Report:
 def family(text: str) -> str:
     """An error text's family: ids, numbers and addresses blotted out, cut short."""
     text = re.sub(r"[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}", "<id>", text)
-    text = re.sub(r"'[^']{20,}'", "<key>", text)
+    text = re.sub(r"'[^'\s]{20,}'", "<key>", text)
     text = re.sub(r"\b[dps]-\d+/\w+", "<key>", text)
     text = re.sub(r"\d+(\.\d+)?", "N", text)
     text = re.sub(r"\s+", " ", text)
@@ -495,6 +495,7 @@ class Harness:
             except ValueError:
                 continue  # a line cut by a SIGKILL
             if ev.get("ev") == "complete":
+                ev["t0"] = invoked.get(ev["key"], ev.get("t"))
                 completes[ev["key"]] = ev
             elif ev.get("ev") == "invoke":
                 invoked[ev["key"]] = ev["t"]
@@ -508,7 +509,7 @@ class Harness:
                     # from the moment it started.
                     cut: dict[str, Any] = {"outcome": "cut", "attempt": k.attempts}
                     if k.key in invoked:
-                        cut["t"] = invoked[k.key]
+                        cut["t"] = cut["t0"] = invoked[k.key]
                     k.history.append(cut)
                 else:
                     outcome = ev["outcome"]
@@ -835,11 +836,10 @@ class Harness:
             else:
                 out["sent again, refused 2002: a process the histories do not name"] += 1
         for k, what in cases:
-            sends = sorted(
-                ev.get("t", 0.0) for ev in k.history if ev.get("outcome") in ("booked", "unknown", "refused", "cut") and ev.get("t")
-            )
-            start = sends[0] if sends else 0.0
-            end = sends[-1] if len(sends) > 1 else time.time()
+            sent = [ev for ev in k.history if ev.get("outcome") in ("booked", "unknown", "refused", "cut") and ev.get("t")]
+            # From the start of the first call that may have sent to the end of the last.
+            start = min((ev.get("t0") or ev["t"] for ev in sent), default=0.0)
+            end = max((ev["t"] for ev in sent), default=time.time()) if len(sent) > 1 else time.time()
             window = [f for f in self.fault_log if start <= f[0] <= end]
             # The faults on the key's own store name the cause; faults on no store in
             # particular (a client killed, a stale connection) only when there were none.
