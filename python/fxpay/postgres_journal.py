@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import select
 import threading
 import time
 import weakref
@@ -29,10 +30,14 @@ from ._fxpay import JournalEntry
 from .errors import ConfigurationError, InvalidRequestError, JournalError
 from .journals import JournalBase
 
-__all__ = ["DEFAULT_TABLE", "PostgresJournal", "conninfo_of", "table_ddl"]
+__all__ = ["DEFAULT_TABLE", "IDENTITY_KEY", "PostgresJournal", "conninfo_of", "table_ddl"]
 
 # The table a journal uses unless told otherwise (and the one the Django migration makes).
 DEFAULT_TABLE = "fxpay_journal"
+
+# The key of the journal's identity row: it starts with a control character, which no
+# caller's key may hold.
+IDENTITY_KEY = "\x01journal"
 
 # One part of a table name (PostgreSQL folds nothing inside quotes, and we always quote).
 # At most 50 characters, so that the index names made from it stay within PostgreSQL's 63.
@@ -82,10 +87,14 @@ def _quoted(*parts: str) -> str:
 
 
 def table_ddl(table: str = DEFAULT_TABLE) -> list[str]:
-    """The statements that make the journal's table and its indexes (idempotent: ``IF NOT
-    EXISTS``). :meth:`PostgresJournal.create_table` and the Django migration run these; the
-    docs show them for those who migrate by hand."""
-    parts = _table_parts(table)
+    """The statements that make the journal: its table, its indexes and its identity row
+    (idempotent: ``IF NOT EXISTS``, ``ON CONFLICT DO NOTHING``). :meth:`PostgresJournal.create`
+    and the Django migrations run these; the docs show them for those who migrate by hand.
+    Run them once: where a journal was lost, a new one sends every key the old one held again."""
+    return _ddl(_table_parts(table))
+
+
+def _ddl(parts: tuple[str, ...]) -> list[str]:
     name = _quoted(*parts)
     result_index = _quoted(parts[-1] + "_result")
     open_index = _quoted(parts[-1] + "_open")
@@ -99,7 +108,20 @@ def table_ddl(table: str = DEFAULT_TABLE) -> list[str]:
         " updated_at timestamptz NOT NULL DEFAULT now())",
         f"CREATE INDEX IF NOT EXISTS {result_index} ON {name} (result) WHERE result IS NOT NULL",
         f"CREATE INDEX IF NOT EXISTS {open_index} ON {name} (seq) WHERE state IN ('pending', 'unknown')",
+        # The journal's identity: a random id, and the table it was made in (schema and name,
+        # as PostgreSQL resolved them), so that a copy or a shadowing table is told apart.
+        f"INSERT INTO {name} (key, state, data)"
+        f" SELECT {_literal(IDENTITY_KEY)}, 'journal', json_build_object("
+        "'journal', 'fxpay-journal:' || md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text),"
+        " 'table', n.nspname || '.' || c.relname)::text"
+        f" FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass({_literal(name)})"
+        " ON CONFLICT (key) DO NOTHING",
     ]
+
+
+def _literal(text: str) -> str:
+    """``text`` as an SQL string literal (no backslash escapes: standard_conforming_strings)."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def conninfo_of(params: dict[str, Any]) -> str:
@@ -183,18 +205,15 @@ class PostgresJournal(JournalBase):
         if not (math.isfinite(seconds) and seconds > 0):
             shown = repr(timeout) if len(repr(timeout)) <= 20 else "a number that large"
             raise ConfigurationError(f"timeout must be a positive number of seconds, got {shown}")
-        parts = _table_parts(table)
+        self._parts = _table_parts(table)
         self.table = table
         self._timeout = seconds
         self._millis = max(1, int(min(self._timeout, _MAX_SECONDS) * 1000))
-        t = _quoted(*parts)
-        self._ddl = table_ddl(table)
-        self._get = f"SELECT data FROM {t} WHERE key = %s"
-        self._get_many = f"SELECT data FROM {t} WHERE key = ANY(%s)"
-        self._claim = f"INSERT INTO {t} (key, state, result, data) VALUES (%s, %s, %s, %s) ON CONFLICT (key) DO NOTHING"
-        self._swap = f"UPDATE {t} SET state = %s, result = %s, data = %s, updated_at = now() WHERE key = %s AND data = %s"
-        self._find = f"SELECT data FROM {t} WHERE result = %s ORDER BY seq LIMIT 1"
-        self._candidates = f"SELECT data FROM {t} WHERE state IN ('pending', 'unknown') ORDER BY seq"
+        # The journal this process opened, read on first use (or made by `create()`): its
+        # table, schema-qualified as PostgreSQL resolved it, its identity row's text, and the
+        # statements on that table. Every claim runs only where that identity row still is.
+        self._sql: _Statements | None = None
+        self._open_lock = threading.Lock()
         # The pool: connections of this process, made as calls need them (up to
         # `max_connections`), each used by one call at a time; `_lock` guards the lists.
         self._lock = threading.Condition()
@@ -288,7 +307,13 @@ class PostgresJournal(JournalBase):
             if c is None:
                 c = _Conn(None, None, False)  # its place in the pool, while it is made
                 self._mine.add(c)
-        if c.conn is not None and time.monotonic() - c.used_at > self.ping_after:
+        if c.conn is not None and _closed_by_server(c.dbapi):
+            # The server said goodbye while the connection sat in the pool (a restart, an
+            # administrator's terminate, its idle timeout): made anew now, rather than
+            # failing this call. The other free ones are checked as they are taken.
+            _close(c.conn)
+            c.conn = c.dbapi = None
+        elif c.conn is not None and time.monotonic() - c.used_at > self.ping_after:
             # Idle that long, it may have been closed meanwhile (the server's idle timeout, a
             # restart, a firewall) without this process knowing: tried first, and made anew
             # if it fails, so that the first call after a quiet night does not fail for a
@@ -342,12 +367,131 @@ class PostgresJournal(JournalBase):
         self._checkin(c)
         return out
 
+    # -- the journal this process opened --------------------------------------------------
+
+    def _resolve(self, what: str) -> tuple[str, str] | None:
+        """The (schema, name) PostgreSQL resolves this journal's table to (the search path
+        for an unqualified name), or None when there is no such table."""
+        _, rows = self._run(
+            what,
+            (
+                "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(%s)",
+                (_quoted(*self._parts),),
+            ),
+        )
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    def _open(self, what: str) -> _Statements:
+        """The journal this process opened: read on first use. A missing table, a table with
+        no identity row, or one whose identity names another table (a copy) is a
+        :class:`JournalError`: opening never creates a journal."""
+        sql = self._sql
+        if sql is not None:
+            return sql
+        with self._open_lock:
+            if self._sql is not None:
+                return self._sql
+            found = self._resolve(what)
+            if found is None:
+                raise JournalError(
+                    f"PostgresJournal found no journal table {self.table!r}: opening a journal never creates one. " + _advice()
+                )
+            st = _Statements(found)
+            _, rows = self._run(what, (st.identity, (IDENTITY_KEY,)))
+            if not rows:
+                raise JournalError(
+                    f"PostgresJournal found the table {st.name!r} without a journal's identity row (emptied by TRUNCATE "
+                    "or DELETE, or made by an older fxpay or by hand without it), so it is not taken for a "
+                    "journal. " + _advice()
+                )
+            ident = str(rows[0][0])
+            made_in = _identity_table(ident)
+            if made_in != st.name:
+                raise JournalError(
+                    f"PostgresJournal: the table {st.name!r} holds the identity of a journal made in {made_in!r}: a "
+                    "copy, or a table that shadows the journal on the search path, is not the journal. Give "
+                    f"PostgresJournal(table={made_in!r}). Nothing was sent."
+                )
+            st.ident = ident
+            self._sql = st
+            return st
+
+    def _refusal(self, st: _Statements, stored: str | None) -> JournalError:
+        if stored is None:
+            return JournalError(
+                f"PostgresJournal's identity row is gone from {st.name!r} (TRUNCATE, DELETE, or the table dropped "
+                "and made again): the journal this process opened was lost, and it is not taken for a new one. " + _advice()
+            )
+        return JournalError(
+            f"PostgresJournal: {st.name!r} now holds another journal than the one this process opened: the journal "
+            "was lost and made again while this process ran, and its keys are not this journal's. Restart the "
+            "processes that use it once a person has checked what was lost. Nothing was sent."
+        )
+
+    def create(self) -> bool:
+        """Makes the journal: its table, indexes and identity row, where they are missing
+        (the statements of :func:`table_ddl`), in one transaction under an advisory lock, so
+        that processes that run it together do not trip over each other. An unqualified
+        table name that the search path already resolves to a table is that table (a schema
+        named after the role, made later, never gets a new, empty journal). Run it once (by
+        hand, in a deployment's migration step, ``python -m fxpay journal create URL``),
+        never at every start-up: on a database that lost its journal it makes a new, empty
+        one, and every key the old one held could be sent again. True when it made the
+        identity, False when the journal was there."""
+        lock = ("SELECT pg_advisory_xact_lock(hashtext(%s))", ("fxpay_journal:" + self.table,))
+        resolve = (
+            "SELECT coalesce((SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE c.oid = to_regclass(%s)), current_schema())",
+            (_quoted(*self._parts),),
+        )
+        c = self._checkout("create")
+        try:
+            c.execute("BEGIN", ())
+            c.execute(*lock)
+            if len(self._parts) == 2:
+                schema = self._parts[0]
+            else:
+                schema = c.execute(*resolve)[1][0][0]
+                if schema is None:
+                    raise JournalError(
+                        "PostgresJournal.create(): no schema to make the table in (the search path names none that "
+                        "exists): give the table schema-qualified, PostgresJournal(table='schema.name')"
+                    )
+            st = _Statements((schema, self._parts[-1]))
+            exists = bool(c.execute("SELECT 1 FROM pg_class WHERE oid = to_regclass(%s)", (_quoted(schema, self._parts[-1]),))[1])
+            had = exists and bool(c.execute(st.identity, (IDENTITY_KEY,))[1])
+            for statement in _ddl((schema, self._parts[-1])):
+                c.execute(statement, ())
+            rows = c.execute(st.identity, (IDENTITY_KEY,))[1]
+            c.execute("COMMIT", ())
+        except Exception as e:
+            self._discard(c)  # and with it the transaction
+            if isinstance(e, JournalError):
+                raise
+            raise JournalError(f"PostgresJournal.create() failed: {_explain(e, self.table)}") from e
+        except BaseException:
+            self._discard(c)
+            raise
+        c.used_at = time.monotonic()
+        self._checkin(c)
+        st.ident = str(rows[0][0])
+        with self._open_lock:
+            if self._sql is not None and self._sql.ident != st.ident:
+                raise self._refusal(self._sql, st.ident)
+            self._sql = st
+        return not had
+
+    def create_table(self) -> bool:
+        """The same as :meth:`create` (its name before journals had an identity)."""
+        return self.create()
+
     # -- the storage methods -------------------------------------------------------------
 
     def get(self, key: str) -> JournalEntry | None:
         if not isinstance(key, str):
             raise TypeError(f"key must be a str, not {type(key).__name__}")
-        _, rows = self._run("get", (self._get, (key,)))
+        st = self._open("get")
+        _, rows = self._run("get", (st.get, (key,)))
         return JournalEntry.from_json(rows[0][0]) if rows else None
 
     def entries(self, keys: Iterable[str]) -> dict[str, JournalEntry]:
@@ -355,25 +499,43 @@ class PostgresJournal(JournalBase):
         for k in wanted:
             if not isinstance(k, str):
                 raise TypeError(f"key must be a str, not {type(k).__name__}")
+        st = self._still_here("entries")
         out = {}
         for start in range(0, len(wanted), 1000):  # one query per 1,000 keys
-            _, rows = self._run("entries", (self._get_many, (wanted[start : start + 1000],)))
+            _, rows = self._run("entries", (st.get_many, (wanted[start : start + 1000],)))
             for (data,) in rows:
                 e = JournalEntry.from_json(data)
                 out[e.key] = e
         return out
 
+    def _still_here(self, what: str) -> _Statements:
+        """For the readings people act on (``unknown()``, a payout's progress): the journal is
+        still the one opened, so an emptied table never reads as a journal with nothing open."""
+        st = self._open(what)
+        _, rows = self._run(what, (st.identity, (IDENTITY_KEY,)))
+        stored = str(rows[0][0]) if rows else None
+        if stored != st.ident:
+            raise self._refusal(st, stored)
+        return st
+
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         if not isinstance(entry, JournalEntry):
             raise TypeError(f"entry must be a fxpay.JournalEntry, not {type(entry).__name__}")
+        st = self._open("claim")
         for _ in range(16):
-            n, _rows = self._run("claim", (self._claim, (entry.key, entry.state, entry.result, entry.to_json())))
+            # Inserted only where this journal's identity row still is (one statement: a
+            # TRUNCATE, or a DROP and a new journal, under a live process is caught here).
+            n, _rows = self._run("claim", (st.claim, (entry.key, entry.state, entry.result, entry.to_json(), IDENTITY_KEY, st.ident)))
             if n == 1:
                 return None
             # Whatever is stored is another call's, even if equal to `entry`.
-            _, rows = self._run("claim", (self._get, (entry.key,)))
-            if rows:
-                return JournalEntry.from_json(rows[0][0])
+            _, rows = self._run("claim", (st.get_two, ([entry.key, IDENTITY_KEY],)))
+            found = {str(k): str(v) for k, v in rows}
+            stored = found.get(IDENTITY_KEY)
+            if stored != st.ident:
+                raise self._refusal(st, stored)
+            if entry.key in found:
+                return JournalEntry.from_json(found[entry.key])
         raise JournalError(f"the entry of key {entry.key!r} kept vanishing while it was claimed")
 
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
@@ -382,28 +544,23 @@ class PostgresJournal(JournalBase):
                 raise TypeError(f"{name} must be a fxpay.JournalEntry, not {type(e).__name__}")
         if old.key != new.key:
             raise InvalidRequestError("PostgresJournal.swap(): old and new must have the same key")
-        n, _ = self._run("swap", (self._swap, (new.state, new.result, new.to_json(), old.key, old.to_json())))
+        st = self._open("swap")
+        n, _ = self._run("swap", (st.swap, (new.state, new.result, new.to_json(), old.key, old.to_json())))
         return n == 1
 
     def find(self, result: str) -> JournalEntry | None:
         if not isinstance(result, str):
             raise TypeError(f"result must be a str, not {type(result).__name__}")
-        _, rows = self._run("find", (self._find, (result,)))
+        st = self._open("find")
+        _, rows = self._run("find", (st.find, (result,)))
         return JournalEntry.from_json(rows[0][0]) if rows else None
 
     def candidates(self) -> list[JournalEntry]:
-        _, rows = self._run("candidates", (self._candidates, ()))
+        st = self._still_here("candidates")
+        _, rows = self._run("candidates", (st.candidates, ()))
         return [JournalEntry.from_json(r[0]) for r in rows]
 
     # -- administration ------------------------------------------------------------------
-
-    def create_table(self) -> None:
-        """Makes the table and its indexes if they are missing (the statements of
-        :func:`table_ddl`), in one transaction under an advisory lock, so that processes
-        that start together do not trip over each other."""
-        lock = ("SELECT pg_advisory_xact_lock(hashtext(%s))", ("fxpay_journal:" + self.table,))
-        # A failure drops the connection, and with it the transaction.
-        self._run("create_table", ("BEGIN", ()), lock, *((s, ()) for s in self._ddl), ("COMMIT", ()))
 
     def close(self) -> None:
         """Closes this process's free connections (the journal makes new ones on next use)."""
@@ -419,6 +576,47 @@ class PostgresJournal(JournalBase):
 
     def __repr__(self) -> str:
         return f"PostgresJournal(table={self.table!r})"
+
+
+class _Statements:
+    """The statements on one resolved table (schema, name), and the identity row's text."""
+
+    def __init__(self, resolved: tuple[str, str]) -> None:
+        t = _quoted(*resolved)
+        self.name = f"{resolved[0]}.{resolved[1]}"
+        self.ident: str | None = None
+        self.identity = f"SELECT data FROM {t} WHERE key = %s"
+        self.get = f"SELECT data FROM {t} WHERE key = %s"
+        self.get_two = f"SELECT key, data FROM {t} WHERE key = ANY(%s)"
+        self.get_many = f"SELECT data FROM {t} WHERE key = ANY(%s)"
+        self.claim = (
+            f"INSERT INTO {t} (key, state, result, data) SELECT %s, %s, %s, %s"
+            f" WHERE EXISTS (SELECT 1 FROM {t} WHERE key = %s AND data = %s) ON CONFLICT (key) DO NOTHING"
+        )
+        self.swap = f"UPDATE {t} SET state = %s, result = %s, data = %s, updated_at = now() WHERE key = %s AND data = %s"
+        self.find = f"SELECT data FROM {t} WHERE result = %s ORDER BY seq LIMIT 1"
+        self.candidates = f"SELECT data FROM {t} WHERE state IN ('pending', 'unknown') ORDER BY seq"
+
+
+def _identity_table(ident: str) -> str | None:
+    """The table an identity row says its journal was made in."""
+    import json
+
+    try:
+        made_in = json.loads(ident).get("table")
+    except (ValueError, AttributeError):
+        return None
+    return made_in if isinstance(made_in, str) else None
+
+
+def _advice() -> str:
+    return (
+        "A journal is made once, by hand or in a deployment's migration step: PostgresJournal(conninfo).create(), "
+        "the Django migration (manage.py migrate fxpay_journal), or `python -m fxpay journal create URL`; never at "
+        "every start-up. If a journal was here and was lost (TRUNCATE, DROP, a restore without it), restore it "
+        "from a backup first: creating a new one where a journal was lost sends every key it held again. "
+        "Nothing was sent."
+    )
 
 
 class _Conn:
@@ -455,6 +653,25 @@ def _explain(e: Exception, table: str) -> str:
     if code == _READ_ONLY:
         return f"{text} (the server is read-only: the journal needs the primary)"
     return text
+
+
+def _closed_by_server(dbapi: Any) -> bool:
+    """Whether an idle connection has something to read: a connection in autocommit with no
+    statement running and nothing listened to is sent nothing by a live server, so anything
+    readable is its goodbye (the error it sends as it shuts down or terminates the session,
+    then the end of the stream). One ``poll`` with no wait; False where it cannot be asked."""
+    try:
+        fd = dbapi.fileno()
+        poller = select.poll()
+    except Exception:  # no fileno (a stand-in driver), no poll (Windows)
+        return False
+    if not isinstance(fd, int) or fd < 0:
+        return False
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    try:
+        return bool(poller.poll(0))
+    except OSError:
+        return True
 
 
 def _close(conn: Any) -> None:

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+import fxpay
+
 from conftest import make_beneficiary, need
 from journal_support import RedisServer
 
@@ -118,10 +120,7 @@ def test_celery_chaos_each_deal_at_most_once(fxpay_sandbox: Any, redis_url: str,
     assert sorted(r["i"] for r in results) == list(range(TASKS))  # every task ended
     redis = need("redis")
     j = redis.Redis(unix_socket_path=sock, db=1)
-    import fxpay
-
     journal = fxpay.RedisJournal(j, prefix="celery:")
-    journal.create()
     entries = [journal.get(f"pay-{i}/deal") for i in range(TASKS)]
     assert all(e is not None and e.state in ("done", "unknown") for e in entries)  # none silently lost
     for r, e in zip(results, entries, strict=True):

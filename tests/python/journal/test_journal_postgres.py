@@ -127,7 +127,7 @@ def test_the_server_crashing_mid_run_fails_closed_and_loses_no_claimed_key(fxpay
         reported_at = time.monotonic()
         # Every key claimed so far, read before the crash.
         with need("psycopg").connect(own_server.conninfo) as conn:
-            before = dict(conn.execute(f'SELECT key, data FROM "{journal.table}"').fetchall())
+            before = dict(conn.execute(f'SELECT key, data FROM "{journal.table}" WHERE state <> %s', ("journal",)).fetchall())
         assert len(before) >= 20  # 10 rows done, two keys each (quote, deal)
         own_server.stop("immediate")  # a crash: no checkpoint, the restart replays the WAL
         later = math.ceil((time.monotonic() - reported_at) * rate) + 1  # rows that may have started meanwhile
@@ -225,7 +225,7 @@ def test_a_missing_table_fails_closed_and_says_how_to_make_it(fxpay_sandbox: Any
     journal = fxpay.PostgresJournal(postgres_server.conninfo, table=table_name())
     with fxpay_sandbox.client(journal=journal) as c:
         before = fxpay_sandbox.stats()["requests"]
-        with pytest.raises(fxpay.JournalError, match=r"create_table\(\)"):
+        with pytest.raises(fxpay.JournalError, match=r"PostgresJournal\(conninfo\)\.create\(\)"):
             c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="q")
         assert fxpay_sandbox.stats()["requests"] == before
         journal.create_table()
@@ -448,7 +448,7 @@ def test_a_schema_qualified_table(fxpay_sandbox: Any, postgres_server: PostgresS
     with fxpay_sandbox.client(journal=journal) as c:
         qid = c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="s")
     with psycopg.connect(postgres_server.conninfo) as conn:
-        assert conn.execute(f'SELECT result FROM "{schema}"."Journal"').fetchall() == [(qid,)]
+        assert conn.execute(f'SELECT result FROM "{schema}"."Journal" WHERE state <> %s', ("journal",)).fetchall() == [(qid,)]
 
 
 def test_a_server_with_synchronous_commit_off_gets_it_on_for_the_journal(postgres_server: PostgresServer) -> None:
@@ -472,7 +472,7 @@ def test_a_hot_standby_fails_closed_and_sends_nothing(fxpay_sandbox: Any, postgr
                     c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key=key)
             assert fxpay_sandbox.stats()["requests"] == before
         with need("psycopg").connect(standby.conninfo) as conn:  # the replica has the key: it is the journal that refuses
-            assert conn.execute(f'SELECT result FROM "{primary.table}"').fetchall() == [(qid,)]
+            assert conn.execute(f'SELECT result FROM "{primary.table}" WHERE state <> %s', ("journal",)).fetchall() == [(qid,)]
     finally:
         standby.remove()
 

@@ -1,0 +1,215 @@
+"""A PostgreSQL journal knows itself (issue 52): an emptied, dropped-and-made-again, copied or
+shadowed table is refused, never taken for a new journal; ``migrate fxpay_journal zero``
+refuses while keys are unsettled; a restarted server's stale pooled connections fail no call.
+
+Before, each of these sent 20 of 20 booked payments again: ``TRUNCATE``, a ``DROP`` followed
+by a deploy-time ``create_table()``, and an unqualified table name meeting a schema named
+after the role.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_postgres_django import Project, project
+
+import fxpay
+
+from conftest import need
+from journal_support import requests_to
+from postgres_support import PostgresServer, postgres_server, table_name
+
+__all__ = ["postgres_server", "project"]  # fixtures, imported for the tests below
+
+QUOTES = "POST /v1/payments/quotes"
+KEYS = 20
+
+
+def quote(c: fxpay.Client, key: str) -> str:
+    return c.create_quote(buy_currency="USD", buy_amount=100, sell_currency="AUD", idempotency_key=key)
+
+
+def book(c: fxpay.Client) -> None:
+    for i in range(KEYS):
+        quote(c, f"k{i}")
+
+
+def again_sends_nothing(sb: Any, c: fxpay.Client, match: str) -> None:
+    before = requests_to(sb, QUOTES)
+    for i in range(KEYS):
+        with pytest.raises(fxpay.JournalError, match=match) as e:
+            quote(c, f"k{i}")
+        assert "Nothing was sent" in str(e.value)
+    assert requests_to(sb, QUOTES) == before
+
+
+def sql(server: PostgresServer, statement: str, *args: Any) -> list[Any]:
+    psycopg = need("psycopg")
+    with psycopg.connect(server.conninfo, autocommit=True) as conn:
+        cur = conn.execute(statement, args or None)
+        return cur.fetchall() if cur.description else []
+
+
+def test_opening_never_creates_the_journal(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    table = table_name()
+    journal = fxpay.PostgresJournal(postgres_server.conninfo, table=table)
+    with fxpay_sandbox.client(journal=journal) as c:
+        with pytest.raises(fxpay.JournalError, match="opening a journal never creates one"):
+            quote(c, "k")
+        # A table made by hand (or by an older fxpay) without its identity row: refused too.
+        columns = "key text PRIMARY KEY, seq bigint, state text NOT NULL, result text, data text NOT NULL, updated_at timestamptz"
+        sql(postgres_server, f'CREATE TABLE "{table}" ({columns})')
+        with pytest.raises(fxpay.JournalError, match="without a journal's identity row"):
+            quote(c, "k")
+        assert requests_to(fxpay_sandbox, QUOTES) == 0
+        assert journal.create() is True  # gives the table its identity (an upgrade)
+        assert journal.create() is False
+        qid = quote(c, "k")
+        assert quote(c, "k") == qid
+    assert requests_to(fxpay_sandbox, QUOTES) == 1
+
+
+def test_a_truncate_under_a_live_process_is_caught_at_the_next_claim(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    journal = fxpay.PostgresJournal(postgres_server.conninfo, table=table_name())
+    journal.create()
+    with fxpay_sandbox.client(journal=journal) as c:
+        book(c)
+        sql(postgres_server, f'TRUNCATE "{journal.table}"')
+        again_sends_nothing(fxpay_sandbox, c, "identity row is gone")
+        with pytest.raises(fxpay.JournalError, match="identity row is gone"):
+            journal.unknown()
+    with fxpay_sandbox.client(journal=fxpay.PostgresJournal(postgres_server.conninfo, table=journal.table)) as c:
+        again_sends_nothing(fxpay_sandbox, c, "without a journal's identity row")
+    assert requests_to(fxpay_sandbox, QUOTES) == KEYS
+
+
+def test_a_drop_and_a_deploy_time_create_is_not_the_live_process_journal(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    journal = fxpay.PostgresJournal(postgres_server.conninfo, table=table_name())
+    journal.create()
+    with fxpay_sandbox.client(journal=journal) as c:
+        book(c)
+        sql(postgres_server, f'DROP TABLE "{journal.table}"')
+        fxpay.PostgresJournal(postgres_server.conninfo, table=journal.table).create_table()  # a deploy step
+        again_sends_nothing(fxpay_sandbox, c, "now holds another journal")
+    assert requests_to(fxpay_sandbox, QUOTES) == KEYS
+
+
+def test_a_schema_named_after_the_role_never_shadows_the_journal(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    table = table_name()
+    journal = fxpay.PostgresJournal(postgres_server.conninfo, table=table)
+    assert journal.create() is True
+    with fxpay_sandbox.client(journal=journal) as c:
+        book(c)
+    # Later a schema named after the role appears ("$user" comes first on the search path).
+    sql(postgres_server, "CREATE SCHEMA IF NOT EXISTS postgres")
+    try:
+        again = fxpay.PostgresJournal(postgres_server.conninfo, table=table)
+        assert again.create() is False  # the journal the search path finds: no new, empty table
+        assert sql(postgres_server, "SELECT to_regclass(%s)::text", f'postgres."{table}"') == [(None,)]
+        with fxpay_sandbox.client(journal=again) as c:
+            before = requests_to(fxpay_sandbox, QUOTES)
+            for i in range(KEYS):
+                quote(c, f"k{i}")  # replayed
+            assert requests_to(fxpay_sandbox, QUOTES) == before
+        # A copy in that schema (made by hand) shadows the name: refused, not taken for the journal.
+        sql(postgres_server, f'CREATE TABLE postgres."{table}" AS SELECT * FROM public."{table}"')
+        shadowed = fxpay.PostgresJournal(postgres_server.conninfo, table=table)
+        with fxpay_sandbox.client(journal=shadowed) as c, pytest.raises(fxpay.JournalError, match=f"made in 'public.{table}'"):
+            quote(c, "k0")
+    finally:
+        sql(postgres_server, "DROP SCHEMA postgres CASCADE")
+    assert requests_to(fxpay_sandbox, QUOTES) == KEYS
+
+
+def _create(conninfo: str, table: str, q: Any) -> None:
+    j = fxpay.PostgresJournal(conninfo, table=table)
+    j.create()
+    q.put(j._open("test").ident)
+
+
+def test_create_is_safe_to_race_from_many_processes(postgres_server: PostgresServer) -> None:
+    table = table_name()
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_create, args=(postgres_server.conninfo, table, q)) for _ in range(8)]
+    for p in procs:
+        p.start()
+    ids = {q.get(timeout=120) for _ in procs}
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert len(ids) == 1, ids
+    assert sql(postgres_server, f'SELECT count(*) FROM "{table}"') == [(1,)]
+
+
+def test_a_restarted_server_fails_none_of_the_next_calls(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """The pool's connections are stale after a restart: each is checked as it is taken (the
+    server's goodbye is readable on an idle connection), and made anew, so no call fails."""
+    server = PostgresServer()
+    server.start()
+    try:
+        journal = fxpay.PostgresJournal(server.conninfo, table=table_name())
+        journal.create()
+        with fxpay_sandbox.client(journal=journal) as c:
+            # Fill the pool: 8 threads at once use every connection it may hold.
+            threads = [threading.Thread(target=quote, args=(c, f"warm-{i}")) for i in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            server.stop("fast")
+            server.start()
+            failed = []
+            for i in range(10):
+                try:
+                    quote(c, f"after-{i}")
+                except fxpay.JournalError as e:
+                    failed.append(str(e))
+            assert failed == []
+    finally:
+        server.remove()
+
+
+def test_python_m_fxpay_journal_create_on_postgres(postgres_server: PostgresServer) -> None:
+    table = table_name()
+    url = f"postgresql://postgres@127.0.0.1:{postgres_server.port}/postgres"
+    run = lambda: subprocess.run(  # noqa: E731 - twice, the same command
+        [sys.executable, "-m", "fxpay", "journal", "create", url, "--table", table], capture_output=True, text=True, timeout=60
+    )
+    first, second = run(), run()
+    assert (first.returncode, second.returncode) == (0, 0), first.stderr + second.stderr
+    assert "created" in first.stdout
+    assert "already" in second.stdout
+
+
+def test_migrate_zero_refuses_while_keys_are_unsettled(fxpay_sandbox: Any, project: Project) -> None:
+    project.manage("migrate")
+    journal = fxpay.PostgresJournal(project.conninfo)
+    with fxpay_sandbox.client(journal=journal) as c:
+        fxpay_sandbox.drop_next(QUOTES, after_processing=True)
+        with pytest.raises(fxpay.OutcomeUnknownError):
+            quote(c, "lost")
+    r = project.manage("migrate", "fxpay_journal", "zero", check=False)
+    assert r.returncode != 0
+    assert "1 key(s) that are not settled" in r.stderr, r.stderr
+    assert journal.get("lost") is not None  # nothing dropped
+    assert journal.get("lost").state == "unknown"  # type: ignore[union-attr]
+    import os
+
+    forced = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "fxpay_journal", "zero"],
+        cwd=project.folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "FXPAY_JOURNAL_FORCE_DROP": "1"},
+    )
+    assert forced.returncode == 0, forced.stderr
+    with pytest.raises(fxpay.JournalError):
+        fxpay.PostgresJournal(project.conninfo).get("lost")
