@@ -331,7 +331,9 @@ class Key:
 
 
 # Outcomes that end a key; the rest are tried again later (at most RETRIES times, then kept).
-FINAL = {"booked", "replayed", "refused", "unknown", "key-reused", "crash"}
+FINAL = {"booked", "replayed", "refused", "unknown", "key-reused", "crash", "journal-lost"}
+# A JournalError saying the store holds no journal, or another one: the journal was lost.
+LOST = re.compile(r"found no journal|identity|another journal", re.IGNORECASE)
 RETRIES = {"journal-error": 3, "in-progress": 12, "error": 4, "cut": 12}
 WAIT = {"journal-error": 1.0, "in-progress": 4.0, "error": 0.5, "cut": 0.0}
 
@@ -357,6 +359,7 @@ class Report:
     keys: int
     faults: collections.Counter[str]
     final: collections.Counter[str]
+    before_final: collections.Counter[str]
     booked: int
     booked_twice: list[str]
     resent: list[str]
@@ -380,7 +383,8 @@ class Report:
             ("calls (attempts, final pass included)", str(self.calls)),
             ("seconds", f"{self.seconds:.0f}"),
             ("faults", ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())) or "none"),
-            ("keys' last outcome", ", ".join(f"{k} {v}" for k, v in sorted(self.final.items()))),
+            ("keys' outcome before the final pass", ", ".join(f"{k} {v}" for k, v in sorted(self.before_final.items()))),
+            ("keys' outcome in the final pass", ", ".join(f"{k} {v}" for k, v in sorted(self.final.items()))),
             ("deals booked (sandbox)", str(self.booked)),
             ("BOOKED TWICE (references)", str(len(self.booked_twice))),
             ("SENT AGAIN for a booked quote (2002)", str(len(self.resent))),
@@ -516,6 +520,12 @@ class Harness:
                     k.history.append(ev)
                     if ev.get("process_id"):
                         k.process_id, k.nonce = ev["process_id"], ev.get("nonce")
+                if outcome == "journal-error" and LOST.search(str(ev and ev.get("error"))):
+                    # A store that lost its journal refuses until a person acts: trying again
+                    # would only be refused again.
+                    outcome = "journal-lost"
+                    if ev is not None:
+                        ev["outcome"] = outcome
                 k.outcome = outcome
                 if outcome in FINAL or k.retries >= RETRIES.get(outcome, 0):
                     k.finished = True
@@ -730,6 +740,7 @@ class Harness:
         time.sleep(2)  # deliveries still owed land (the sandbox tries 4 times in 1.4 s)
         self.o.log(f"final pass ({self.progress():.0%} finished; {time.monotonic() - started:.0f} s)")
         with self.lock:
+            self.before_final = collections.Counter(k.outcome or "none" for k in self.keys.values())
             for k in self.keys.values():
                 k.retries = 0
                 self.requeue(k)
@@ -773,7 +784,7 @@ class Harness:
                 o = ev.get("outcome")
                 if o == "unknown":
                     unknown[f"{ev.get('error_class')}: {family(ev.get('error') or '(no text)')}"] += 1
-                elif o in ("refused", "journal-error", "error", "key-reused", "crash"):
+                elif o in ("refused", "journal-error", "journal-lost", "error", "key-reused", "crash"):
                     refused[f"{o} {ev.get('error_class')}: {family(ev.get('error') or '')}"] += 1
         final = collections.Counter(k.outcome or "none" for k in self.keys.values())
         unk = [k for k in self.keys.values() if k.outcome == "unknown"]
@@ -785,6 +796,7 @@ class Harness:
             keys=len(self.keys),
             faults=self.faults,
             final=final,
+            before_final=self.before_final,
             booked=sum(refs[r] for r in refs if r in mine),
             booked_twice=twice,
             resent=resent,

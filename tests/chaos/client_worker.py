@@ -188,6 +188,14 @@ def main() -> None:
                     outcome = "journal-error"
                 if status == "unknown" and "being sent by another call" in err:
                     outcome = "in-progress"  # a holder's lease (a killed worker's) not yet lapsed: nothing was sent
+                if plant == "resend-unknown" and outcome == "unknown":
+                    # The naive "fix": the row's unknown keys resolved as "not created", and the
+                    # row left for a later worker, which sends it again.
+                    for step in ("quote", "deal"):
+                        e = journals[store].get(f"{t['key']}/{step}")
+                        if e is not None and e.state == "unknown":
+                            journals[store].resolve(e.key, result=None)
+                    continue
                 hist.write(
                     ev="complete",
                     key=t["key"],
