@@ -77,7 +77,7 @@ pub use journal::payout::{
     RowBeneficiary as PayoutRowBeneficiary, Status as PayoutStatus,
 };
 pub use journal::settle::{issued as issued_spot, settle_spot, Settled};
-pub use journal::{Entry, State as EntryState, Store};
+pub use journal::{drain as drain_journal, Entry, State as EntryState, Store};
 
 // Webhooks: the checks of a `DealCreated` callback.
 pub use webhook::{

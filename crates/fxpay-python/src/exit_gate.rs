@@ -94,9 +94,17 @@ thread_local! {
     static KEPT: Kept = const { Kept(Cell::new(false)) };
 }
 
-/// The `atexit` hook: closes the gate and waits for the threads inside to leave.
+/// How long a normal exit waits for the journal's work in flight (keyed calls and payout
+/// rows still running, undos, results recorded again) before the gate closes.
+const JOURNAL_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The `atexit` hook: lets the journal's work in flight end (bounded, so that no key is left
+/// `pending` for the next run to find `unknown`), then closes the gate and waits for the
+/// threads inside to leave.
 #[pyfunction]
 fn _close_exit_gate(py: Python<'_>) {
+    // Detached: the work may call a journal written in Python, which needs the GIL.
+    py.detach(|| fxpay_core::drain_journal(JOURNAL_DRAIN));
     GATE.close();
     // A thread inside may be waiting for the GIL: let it have it.
     py.detach(|| {

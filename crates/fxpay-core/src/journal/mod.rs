@@ -10,8 +10,11 @@
 //! - `undo`: a claim the call gave up on (its deadline passed while the journal was slow)
 //!   is undone once the journal answers;
 //! - `admin`: resolve, list the unknown, complete a spot deal;
-//! - `settle`: a keyed spot deal settled by its `DealCreated` (its nonce index).
+//! - `settle`: a keyed spot deal settled by its `DealCreated` (its nonce index);
+//! - `background`: the work that outlives its call (undos, results recorded again), counted
+//!   so that a normal exit waits for it.
 pub(crate) mod admin;
+pub(crate) mod background;
 pub(crate) mod calls;
 pub(crate) mod entry;
 pub(crate) mod holder;
@@ -22,5 +25,6 @@ pub(crate) mod settle;
 pub(crate) mod store;
 pub(crate) mod undo;
 
+pub use background::drain;
 pub use entry::{Entry, State};
 pub use store::Store;

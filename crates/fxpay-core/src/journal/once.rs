@@ -38,6 +38,8 @@ where
     F: FnOnce(&Entry) -> Fut,
     Fut: Future<Output = Result<T>>,
 {
+    // Counted while it runs: a process ending normally waits for it to settle its key.
+    let _work = super::background::busy();
     let hold = match begin(store, &keyed).await? {
         Begun::Replay(e) => return Ok((replay(&e)?, true)),
         Begun::Held(h) => h,
@@ -56,10 +58,10 @@ where
     match result {
         Ok(v) => {
             let (id, response) = record(&v);
-            // The result is returned even if it cannot be recorded: the object exists, and
-            // its entry, left pending, becomes unknown once its lease lapses.
+            // The result is returned even if it cannot be recorded yet: the object exists,
+            // and its entry is recorded again in the background until the journal answers.
             let _ = hold
-                .settle(|cur| machine::done(cur, id.clone(), response.clone(), now))
+                .settle(move |cur| machine::done(cur, id.clone(), response.clone(), now))
                 .await;
             Ok((v, false))
         }
@@ -67,8 +69,9 @@ where
             let how = machine::settle(&e);
             let text = e.to_string();
             let unknown = how == Settle::Unknown;
+            let failure = text.clone();
             let saved = hold
-                .settle(|cur| machine::failed(cur, how, text.clone(), now))
+                .settle(move |cur| machine::failed(cur, how, failure.clone(), now))
                 .await;
             match (unknown, saved) {
                 (true, Some(entry)) => {
@@ -199,42 +202,66 @@ impl Hold {
     }
 
     /// Records the call's end (`to` applied to the entry as stored); the saved entry, or
-    /// None when it could not be saved.
-    async fn settle(self, to: impl Fn(&Entry) -> Entry) -> Option<Entry> {
+    /// None when it could not be saved now. A journal that fails is tried again in the
+    /// background ([`record_later`]) until it answers, so a booked result is never left
+    /// `pending` for a lease to turn `unknown`.
+    async fn settle(self, to: impl Fn(&Entry) -> Entry + Send + Sync + 'static) -> Option<Entry> {
         let taken = self
             .current
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        let mut cur = taken?;
-        for _ in 0..TRIES {
-            let new = to(&cur);
-            let (old, next) = (cur.clone(), new.clone());
-            match blocking(&self.store, move |s| s.swap(&old, &next)).await {
-                Ok(true) => return Some(new),
-                Ok(false) => {}
-                Err(_) => return None,
-            }
-            // A renewal still in flight, or another caller that found the lease lapsed and
-            // marked the key unknown: this holder knows the outcome, so it records it over
-            // either (but never over another holder's claim).
-            let key = cur.key.clone();
-            match blocking(&self.store, move |s| s.get(&key)).await {
-                Ok(Some(stored))
-                    if stored.holder == cur.holder
-                        && stored.created_at == cur.created_at
-                        && matches!(
-                            stored.state,
-                            super::State::Pending | super::State::Unknown
-                        ) =>
-                {
-                    cur = stored
-                }
-                _ => return None,
+        let cur = taken?;
+        let (store, seen) = (self.store.clone(), cur.clone());
+        let to = Arc::new(to);
+        let first = to.clone();
+        match blocking(&self.store, move |s| record(s, cur, &*first)).await {
+            Ok(saved) => saved,
+            Err(_) => {
+                record_later(store, seen, to);
+                None
             }
         }
-        None
     }
+}
+
+/// Records `to` over `cur` (the entry this holder last stored); the saved entry, or None
+/// when the key is now another's (or settled by what knows the outcome). An error: the
+/// journal failed, and nothing is known of the write.
+fn record(s: &dyn Store, mut cur: Entry, to: &dyn Fn(&Entry) -> Entry) -> Result<Option<Entry>> {
+    for _ in 0..TRIES {
+        let new = to(&cur);
+        if s.swap(&cur, &new)? {
+            return Ok(Some(new));
+        }
+        // A renewal still in flight, or another caller that found the lease lapsed and
+        // marked the key unknown: this holder knows the outcome, so it records it over
+        // either (but never over another holder's claim). A swap that failed before may
+        // have landed after all: then the key holds `new` already.
+        match s.get(&cur.key)? {
+            Some(stored) if stored == new => return Ok(Some(new)),
+            Some(stored)
+                if stored.holder == cur.holder
+                    && stored.created_at == cur.created_at
+                    && matches!(stored.state, State::Pending | State::Unknown) =>
+            {
+                cur = stored
+            }
+            _ => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
+/// Records `to` over `cur` on a thread of its own, trying again while the journal fails.
+fn record_later(
+    store: Arc<dyn Store>,
+    cur: Entry,
+    to: Arc<dyn Fn(&Entry) -> Entry + Send + Sync + 'static>,
+) {
+    super::background::spawn("fxpay-journal-record", move || {
+        super::background::retry(|| record(&*store, cur.clone(), &*to).map(|_| ()));
+    });
 }
 
 impl Drop for Hold {
@@ -254,13 +281,11 @@ impl Drop for Hold {
             "the call was cancelled or interrupted after its request may have been sent".into(),
             now_ms(),
         );
-        // Off this thread: a store call blocks, and this may run on a runtime worker. If it
-        // fails, the entry stays pending and becomes unknown when its lease lapses.
-        let _ = std::thread::Builder::new()
-            .name("fxpay-journal".into())
-            .spawn(move || {
-                let _ = store.swap(&cur, &gone);
-            });
+        // Off this thread: a store call blocks, and this may run on a runtime worker. Tried
+        // again while the journal fails; counted, so that a normal exit waits for it.
+        super::background::spawn("fxpay-journal", move || {
+            super::background::retry(|| store.swap(&cur, &gone).map(|_| ()));
+        });
     }
 }
 

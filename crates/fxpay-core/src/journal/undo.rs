@@ -15,12 +15,7 @@ use super::machine::{self, Settle};
 use super::store::{blocking, Store};
 use crate::error::Result;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
 
-/// How long a failed undo is tried again, waiting for the journal to come back.
-const UNDO_FOR: Duration = Duration::from_secs(600);
-/// The longest wait between two tries of an undo.
-const UNDO_BACKOFF_MAX: Duration = Duration::from_secs(5);
 const TRIES: usize = 16;
 
 /// Where a guarded claim stands.
@@ -82,7 +77,11 @@ where
         mine: mine.clone(),
     };
     let (undo_store, undo_mine) = (store.clone(), mine.clone());
+    // Counted until the store call has answered (and any undo it needs has started): a call
+    // that gave up leaves it running, and a normal exit waits for it.
+    let work = super::background::busy();
     let run = blocking(store, move |s| {
+        let _work = work;
         let out = op(s);
         let mut st = stage.lock().unwrap_or_else(PoisonError::into_inner);
         match (&out, *st) {
@@ -121,19 +120,11 @@ where
     out
 }
 
-/// Undoes `mine` on a thread of its own, trying again (backing off) while the journal fails,
-/// for up to [`UNDO_FOR`].
+/// Undoes `mine` on a thread of its own, trying again (backing off) while the journal fails.
 fn spawn_undo(store: Arc<dyn Store>, mine: Entry) {
-    let _ = std::thread::Builder::new()
-        .name("fxpay-journal-undo".into())
-        .spawn(move || {
-            let until = Instant::now() + UNDO_FOR;
-            let mut wait = Duration::from_millis(50);
-            while undo(&*store, &mine).is_err() && Instant::now() < until {
-                std::thread::sleep(wait);
-                wait = (wait * 2).min(UNDO_BACKOFF_MAX);
-            }
-        });
+    super::background::spawn("fxpay-journal-undo", move || {
+        super::background::retry(|| undo(&*store, &mine));
+    });
 }
 
 /// Leaves `mine`'s key absent or released, unless another caller's entry is there.
