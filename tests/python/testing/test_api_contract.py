@@ -11,13 +11,12 @@ parameter) and one wrong value (an ``fxpay.FxPayError``), and no request leaves 
 
 from __future__ import annotations
 
-import json
-
 import asyncio
 import base64
 import datetime as dt
 import hashlib
 import inspect
+import json
 import logging
 import os
 import pickle
