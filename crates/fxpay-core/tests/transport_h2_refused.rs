@@ -156,7 +156,8 @@ where
         match (head[3], head[4] & 1) {
             // The client's SETTINGS: acknowledged.
             (4, 0) => {
-                if io.write_all(&[0, 0, 0, 4, 1, 0, 0, 0, 0]).await.is_err() {
+                let ack = io.write_all(&[0, 0, 0, 4, 1, 0, 0, 0, 0]).await;
+                if ack.is_err() {
                     return;
                 }
             }
