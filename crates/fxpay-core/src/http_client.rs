@@ -134,14 +134,20 @@ impl std::fmt::Display for Failed {
             Failed::Body(_) => f.write_str("error reading the answer's body"),
             Failed::TooLarge { cap, declared } => {
                 match declared {
-                    Some(n) => write!(f, "the answer's body of {n} bytes (its Content-Length)")?,
-                    None => f.write_str("the answer's body")?,
+                    Some(n) => write!(
+                        f,
+                        "the answer's body of {n} bytes (its Content-Length) is larger than \
+                         the client's max_response_bytes of {cap} bytes and was not read"
+                    )?,
+                    None => write!(
+                        f,
+                        "the answer's body is larger than the client's max_response_bytes of \
+                         {cap} bytes: reading it stopped there"
+                    )?,
                 }
-                write!(
-                    f,
-                    " is larger than the client's max_response_bytes of {cap} bytes; it was \
-                     not read (give Client(max_response_bytes=...) a larger value if such \
-                     answers are expected)"
+                f.write_str(
+                    " (give Client(max_response_bytes=...) a larger value if such answers are \
+                     expected)",
                 )
             }
         }
