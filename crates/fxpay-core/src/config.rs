@@ -113,7 +113,10 @@ impl ClientConfig {
     }
 
     /// `proxy`: an `http://` or `https://` URL with a host (and no path beyond `/`).
+    /// Its text in every error hides the password; a raw `@` in the user or password, or a
+    /// space, tab or newline anywhere, is refused.
     pub fn with_proxy(mut self, proxy: &str) -> Result<Self> {
+        crate::connector::check_proxy_url("proxy", proxy, false).map_err(Error::config)?;
         let url = url::Url::parse(proxy).map_err(|e| {
             Error::config(format!("proxy must be a URL like http://host:port: {e}"))
         })?;

@@ -26,7 +26,6 @@ use http::{Method, Request, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::capture_connection;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,7 +51,7 @@ pub(crate) struct Pool {
     creating: Client<Connector, Full<Bytes>>,
     /// The largest body read; a larger answer fails the exchange.
     max_body: u64,
-    proxies: Option<Arc<Matcher>>,
+    proxies: Option<Arc<connector::Proxies>>,
     /// Sent with every request that has none of its own (`Accept`, `User-Agent`).
     defaults: HeaderMap,
 }
@@ -77,6 +76,9 @@ pub(crate) enum Failed {
     TimedOut { connected: bool },
     /// The answer's body is larger than `cap` (`declared`: its `Content-Length`).
     TooLarge { cap: u64, declared: Option<u64> },
+    /// The answer's header section is larger than [`MAX_HEADER_BYTES`] (`size`, counted as
+    /// HTTP/2 does: each header's name and value and 32 bytes).
+    HeadTooLarge { size: usize },
 }
 
 impl Failed {
@@ -97,13 +99,28 @@ impl Failed {
                 false
             }
             Failed::TimedOut { connected } => !connected,
-            Failed::Body(_) | Failed::TooLarge { .. } => false,
+            Failed::Body(_) | Failed::TooLarge { .. } | Failed::HeadTooLarge { .. } => false,
         }
     }
 
     /// The answer was larger than the client takes: trying again would get the same.
     pub(crate) fn is_too_large(&self) -> bool {
-        matches!(self, Failed::TooLarge { .. })
+        matches!(self, Failed::TooLarge { .. } | Failed::HeadTooLarge { .. })
+    }
+
+    /// Trying again would fail the same way: an answer too large, or a proxy's 407.
+    pub(crate) fn is_final(&self) -> bool {
+        if self.is_too_large() {
+            return true;
+        }
+        let mut source = std::error::Error::source(self);
+        while let Some(e) = source {
+            if e.is::<connector::ProxyAuthRequired>() {
+                return true;
+            }
+            source = e.source();
+        }
+        false
     }
 
     /// A time limit passed: the exchange's, the connect's, or the system's.
@@ -132,6 +149,12 @@ impl std::fmt::Display for Failed {
         match self {
             Failed::Client(_) | Failed::TimedOut { .. } => f.write_str("error sending request"),
             Failed::Body(_) => f.write_str("error reading the answer's body"),
+            Failed::HeadTooLarge { size } => write!(
+                f,
+                "the answer's header section ({size} bytes, counted as HTTP/2 counts it) is \
+                 too large: fxpay reads at most {MAX_HEADER_BYTES} bytes of headers, over \
+                 HTTP/1.1 and HTTP/2 alike"
+            ),
             Failed::TooLarge { cap, declared } => {
                 match declared {
                     Some(n) => write!(
@@ -161,7 +184,7 @@ impl std::error::Error for Failed {
             Failed::Client(e) => Some(e),
             Failed::Body(e) => Some(e),
             Failed::TimedOut { .. } => Some(&TimedOut),
-            Failed::TooLarge { .. } => None,
+            Failed::TooLarge { .. } | Failed::HeadTooLarge { .. } => None,
         }
     }
 }
@@ -185,7 +208,8 @@ impl Pool {
         max_body: u64,
     ) -> Result<Pool, String> {
         let proxies = connector::proxies(proxy)?;
-        let connector = connector::connector(tls, proxies.clone(), connect_timeout);
+        let user_agent = defaults.get(http::header::USER_AGENT).cloned();
+        let connector = connector::connector(tls, proxies.clone(), connect_timeout, user_agent);
         let client = |idle: Duration| {
             Client::builder(TokioExecutor::new())
                 .pool_idle_timeout(idle)
@@ -235,6 +259,17 @@ impl Pool {
         let exchange = async {
             let answer = client.request(req).await.map_err(Failed::Client)?;
             let (head, body) = answer.into_parts();
+            // One rule for both protocols: HTTP/2's accounting (RFC 9113 section 6.5.2).
+            // hyper's own limits (its HTTP/1.1 read buffer, h2's header list size) bound the
+            // memory; this makes the limit the same number whichever was spoken.
+            let size: usize = head
+                .headers
+                .iter()
+                .map(|(n, v)| n.as_str().len() + v.len() + 32)
+                .sum();
+            if size > MAX_HEADER_BYTES {
+                return Err(Failed::HeadTooLarge { size });
+            }
             let body = read_body(body, &head.headers, self.max_body).await?;
             Ok(Answer {
                 status: head.status.as_u16(),

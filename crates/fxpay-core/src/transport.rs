@@ -389,11 +389,11 @@ impl Transport {
                 Err(e) => {
                     let nothing_sent = e.is_unsent();
                     let timed_out = e.is_timeout();
-                    // An answer too large for the client comes back as large: not retried.
-                    let wait = (may_retry
-                        && !e.is_too_large()
-                        && (nothing_sent || req.retry == Retry::Safe))
-                        .then(|| backoff(attempt, policy));
+                    // An answer too large for the client, or a proxy's 407, would come back
+                    // the same: not retried.
+                    let wait =
+                        (may_retry && !e.is_final() && (nothing_sent || req.retry == Retry::Safe))
+                            .then(|| backoff(attempt, policy));
                     let asked = self.identity.is_none() && crate::tls::client_cert_asked();
                     let mut err = transport_error(&e, timed_out, nothing_sent, asked);
                     if timed_out {
@@ -522,7 +522,16 @@ fn build_http(
 ) -> Result<Pool> {
     let mut headers = HeaderMap::new();
     headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
-    let ua = HeaderValue::from_str(&config.user_agent())
+    // Printable ASCII only, as the error says: a tab or a byte past ASCII (which HTTP/1.1
+    // would pass as obs-text) is refused as well as a control character.
+    let ua = config.user_agent();
+    if !ua.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        return Err(Error::config(
+            "user_agent must be printable ASCII (letters, digits, punctuation and spaces; \
+             no tab, newline or accented letter)",
+        ));
+    }
+    let ua = HeaderValue::from_str(&ua)
         .map_err(|_| Error::config("user_agent must be printable ASCII"))?;
     headers.insert(USER_AGENT, ua);
     // The process's shared TLS configuration (crate::tls): the system's roots are parsed

@@ -26,6 +26,8 @@ enum First {
     Refuse,
     GoAwayBeforeIt,
     ResetInternal,
+    /// Every answer carries this many bytes of headers (in 8 KiB values).
+    BigHeaders(usize),
 }
 
 struct Server {
@@ -118,11 +120,15 @@ where
             }
             _ => {}
         }
-        let answer = http::Response::builder()
+        let mut answer = http::Response::builder()
             .status(201)
-            .header("content-type", "application/json")
-            .body(())
-            .expect("answer");
+            .header("content-type", "application/json");
+        if let First::BigHeaders(size) = first {
+            for i in 0..size / 8192 {
+                answer = answer.header(format!("x-pad-{i}"), "p".repeat(8150));
+            }
+        }
+        let answer = answer.body(()).expect("answer");
         if let Ok(mut send) = respond.send_response(answer, false) {
             let _ = send.send_data(Bytes::from_static(b"{\"id\":\"q-1\"}"), true);
         }
@@ -288,4 +294,23 @@ async fn a_create_whose_connect_never_completed_is_unsent() {
         } => assert!(unsent && timeout, "{err:?}"),
         other => panic!("unexpected {other:?}"),
     }
+}
+
+/// One rule for the header section over HTTP/2 as over HTTP/1.1
+/// (tests/python/client/test_header_limits.py): 48 KiB is read (h2's default of 16 KiB
+/// refused it), 100 KiB is not.
+#[tokio::test]
+async fn an_h2_header_section_within_64_kib_is_read_and_past_it_is_not() {
+    let server = start(First::BigHeaders(48 * 1024)).await;
+    let resp = transport(&server, 0)
+        .send(&create(), Some("token"), None)
+        .await
+        .expect("an answer");
+    assert_eq!(resp.status, 201);
+    let server = start(First::BigHeaders(100 * 1024)).await;
+    let err = transport(&server, 0)
+        .send(&create(), Some("token"), None)
+        .await
+        .expect_err("headers too large");
+    assert!(matches!(err, Error::Transport { .. }), "{err:?}");
 }
