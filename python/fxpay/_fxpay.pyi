@@ -535,6 +535,7 @@ class Client:
         client_cert: str | os.PathLike[str] | None = None,
         client_key: str | os.PathLike[str] | None = None,
         rate_limit: RateLimit | None = None,
+        max_response_bytes: int = 8388608,  # 8 MiB
     ) -> None: ...
     @classmethod
     def from_env(
@@ -552,6 +553,7 @@ class Client:
         client_cert: str | os.PathLike[str] | None = ...,
         client_key: str | os.PathLike[str] | None = ...,
         rate_limit: RateLimit | None = ...,
+        max_response_bytes: int = ...,
     ) -> Self: ...
     @property
     def base_url(self) -> str: ...

@@ -57,6 +57,9 @@ pub struct ClientConfig {
     /// Caps every request this client sends (`crate::rate_limit`); shared by every client
     /// given the same one. `None`: no cap, and no cost.
     pub rate_limit: Option<std::sync::Arc<crate::rate_limit::RateLimit>>,
+    /// The largest answer body read (`Client(max_response_bytes=...)`); a larger one is a
+    /// transport error.
+    pub(crate) max_response_bytes: u64,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -92,6 +95,7 @@ impl ClientConfig {
             proxy: None,
             client_cert: None,
             rate_limit: None,
+            max_response_bytes: crate::http_client::DEFAULT_MAX_RESPONSE_BYTES,
         })
     }
 
@@ -109,7 +113,10 @@ impl ClientConfig {
     }
 
     /// `proxy`: an `http://` or `https://` URL with a host (and no path beyond `/`).
+    /// Its text in every error hides the password; a raw `@` in the user or password, or a
+    /// space, tab or newline anywhere, is refused.
     pub fn with_proxy(mut self, proxy: &str) -> Result<Self> {
+        crate::connector::check_proxy_url("proxy", proxy, false).map_err(Error::config)?;
         let url = url::Url::parse(proxy).map_err(|e| {
             Error::config(format!("proxy must be a URL like http://host:port: {e}"))
         })?;
@@ -134,6 +141,16 @@ impl ClientConfig {
             )));
         }
         self.deadline = Some(Duration::from_secs_f64(seconds));
+        Ok(self)
+    }
+
+    /// `max_response_bytes`: the largest answer body this client reads, greater than 0.
+    pub fn with_max_response_bytes(mut self, n: i64) -> Result<Self> {
+        self.max_response_bytes = u64::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| {
+            Error::config(format!(
+                "max_response_bytes must be a number of bytes greater than 0, got {n}"
+            ))
+        })?;
         Ok(self)
     }
 

@@ -6,8 +6,10 @@
 //!   connection errors, timeouts, 429 and 502/503/504 (each honouring a `Retry-After` up to a cap).
 //! - `Retry::CreateOnce` requests (POSTs that create something, and the authorization-code
 //!   and refresh grants, which spend a single-use code or a rotating refresh token) are
-//!   retried only when the connection could not be opened, so no byte of them was sent.
-//!   Anything later is final.
+//!   retried only when nothing of them was processed: the connection could not be opened, or
+//!   an HTTP/2 server refused the stream or went away before it (`Failed::is_unsent`). They
+//!   go out on fresh connections only (`crate::http_client`). Anything later is final.
+//! - An answer larger than the client's `max_response_bytes` is final too.
 //! - A 401 is handled one level up (`crate::client`): renew the token and replay once.
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
@@ -385,10 +387,13 @@ impl Transport {
                     (wait, Ok(resp))
                 }
                 Err(e) => {
-                    let nothing_sent = e.is_connect();
+                    let nothing_sent = e.is_unsent();
                     let timed_out = e.is_timeout();
-                    let wait = (may_retry && (nothing_sent || req.retry == Retry::Safe))
-                        .then(|| backoff(attempt, policy));
+                    // An answer too large for the client, or a proxy's 407, would come back
+                    // the same: not retried.
+                    let wait =
+                        (may_retry && !e.is_final() && (nothing_sent || req.retry == Retry::Safe))
+                            .then(|| backoff(attempt, policy));
                     let asked = self.identity.is_none() && crate::tls::client_cert_asked();
                     let mut err = transport_error(&e, timed_out, nothing_sent, asked);
                     if timed_out {
@@ -447,7 +452,14 @@ impl Transport {
         timeout: Duration,
     ) -> std::result::Result<Response, Failed> {
         let answer = http
-            .exchange(req.method.clone(), uri, headers, req.body.clone(), timeout)
+            .exchange(
+                req.method.clone(),
+                uri,
+                headers,
+                req.body.clone(),
+                timeout,
+                req.retry == Retry::CreateOnce,
+            )
             .await?;
         Ok(Response {
             status: answer.status,
@@ -510,7 +522,16 @@ fn build_http(
 ) -> Result<Pool> {
     let mut headers = HeaderMap::new();
     headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
-    let ua = HeaderValue::from_str(&config.user_agent())
+    // Printable ASCII only, as the error says: a tab or a byte past ASCII (which HTTP/1.1
+    // would pass as obs-text) is refused as well as a control character.
+    let ua = config.user_agent();
+    if !ua.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        return Err(Error::config(
+            "user_agent must be printable ASCII (letters, digits, punctuation and spaces; \
+             no tab, newline or accented letter)",
+        ));
+    }
+    let ua = HeaderValue::from_str(&ua)
         .map_err(|_| Error::config("user_agent must be printable ASCII"))?;
     headers.insert(USER_AGENT, ua);
     // The process's shared TLS configuration (crate::tls): the system's roots are parsed
@@ -525,6 +546,7 @@ fn build_http(
         config.proxy.as_deref(),
         config.connect_timeout,
         headers,
+        config.max_response_bytes,
     )
     .map_err(Error::config)
 }
@@ -603,6 +625,13 @@ fn cut_by_deadline(result: Result<Response>, wait: Duration, attempt: u32) -> Re
 /// `crate::tls::client_cert_asked`).
 fn transport_error(e: &Failed, timeout: bool, nothing_sent: bool, cert_asked: bool) -> Error {
     // The chain below names hosts and causes, never headers or bodies: no secret leaks here.
+    if e.is_too_large() {
+        return Error::Transport {
+            message: e.to_string(),
+            timeout: false,
+            unsent: false,
+        };
+    }
     let mut message = if timeout {
         "the request timed out".to_string()
     } else if nothing_sent {

@@ -806,7 +806,7 @@ impl Client {
     #[new]
     #[pyo3(signature = (*_args, **_kwargs))]
     #[pyo3(
-        text_signature = "(client_id, client_secret, *, base_url, timeout=30.0, max_retries=2, token_store=None, user_agent=None, ca_bundle=None, cassette=None, journal=None, deadline=None, proxy=None, client_cert=None, client_key=None, rate_limit=None)"
+        text_signature = "(client_id, client_secret, *, base_url, timeout=30.0, max_retries=2, token_store=None, user_agent=None, ca_bundle=None, cassette=None, journal=None, deadline=None, proxy=None, client_cert=None, client_key=None, rate_limit=None, max_response_bytes=8388608)"
     )]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
         Client {
@@ -816,7 +816,7 @@ impl Client {
         }
     }
 
-    #[pyo3(signature = (client_id, client_secret, *, base_url, timeout = default(30.0), max_retries = default(2),  token_store = None, user_agent = None, ca_bundle = None, cassette = None, journal = None, deadline = None, proxy = None, client_cert = None, client_key = None, rate_limit = None))]
+    #[pyo3(signature = (client_id, client_secret, *, base_url, timeout = default(30.0), max_retries = default(2),  token_store = None, user_agent = None, ca_bundle = None, cassette = None, journal = None, deadline = None, proxy = None, client_cert = None, client_key = None, rate_limit = None, max_response_bytes = default(8 * 1024 * 1024)))]
     #[allow(clippy::too_many_arguments)]
     fn __init__(
         &self,
@@ -836,6 +836,7 @@ impl Client {
         client_cert: Option<&Bound<'_, PyAny>>,
         client_key: Option<&Bound<'_, PyAny>>,
         rate_limit: Option<&Bound<'_, PyAny>>,
+        max_response_bytes: Py<PyAny>,
     ) -> Fallible<()> {
         if self.open.get().is_some() {
             return Err(Failure::from(Error::config(
@@ -865,6 +866,11 @@ impl Client {
         let client_cert = path(client_cert, "client_cert")?;
         let client_key = path(client_key, "client_key")?;
         let rate_limit = super::rate_limit::from_arg(rate_limit)?;
+        let max_response_bytes = int(
+            max_response_bytes.bind(py),
+            "max_response_bytes",
+            Error::Configuration,
+        )?;
         if client_key.is_some() && client_cert.is_none() {
             return Err(Failure::from(Error::config(
                 "client_key needs client_cert (the certificate it is the key of)",
@@ -879,7 +885,8 @@ impl Client {
             guard(move || {
                 let mut cfg = ClientConfig::new(&client_id, &client_secret, &base_url)?
                     .with_timeout(timeout)?
-                    .with_max_retries(max_retries)?;
+                    .with_max_retries(max_retries)?
+                    .with_max_response_bytes(max_response_bytes)?;
                 if let Some(d) = deadline {
                     cfg = cfg.with_deadline(d)?;
                 }

@@ -16,6 +16,7 @@ import base64
 import datetime as dt
 import hashlib
 import inspect
+import json
 import logging
 import os
 import pickle
@@ -1347,8 +1348,20 @@ def test_a_keyed_spot_deal_is_settled_by_its_notification(sb: fxpay.testing.Sand
         assert sent(sb) == before
         with pytest.raises(fxpay.WebhookVerificationError):
             fxpay.settle_deal_created(*fxpay.testing.deal_created_request(nonce="never-issued"), journal=journal)
-        other = c.create_spot_deal(**kwargs, idempotency_key="spot-2")
-        body, headers = fxpay.testing.deal_created_request(status="fail", process_id=other.process_id, nonce=other.callback_nonce)
+        # Forward only (turn 5): a fail never releases a key that is done; it is logged, and the
+        # key keeps what it had.
+        body, headers = fxpay.testing.deal_created_request(status="fail", process_id=spot.process_id, nonce=spot.callback_nonce)
+        fxpay.settle_deal_created(body, headers, journal=journal)
+        assert journal.get("spot") == entry
+        # A fail for a key whose answer was lost (unknown) releases it.
+        sb.drop_next("/v1/payments/deals/spot", after_processing=True)
+        with pytest.raises(fxpay.OutcomeUnknownError):
+            c.create_spot_deal(**kwargs, idempotency_key="spot-2")
+        lost = journal.get("spot-2")
+        assert lost is not None
+        assert lost.state == "unknown"
+        nonce = json.loads(lost.to_json())["nonce"]
+        body, headers = fxpay.testing.deal_created_request(status="fail", nonce=nonce)
         fxpay.settle_deal_created(body, headers, journal=journal)
         failed = journal.get("spot-2")
         assert failed is not None

@@ -21,7 +21,7 @@ pub(crate) fn fingerprint(operation: &str, parts: &[&[u8]]) -> String {
         h.update((p.len() as u64).to_be_bytes());
         h.update(p);
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    data_encoding::HEXLOWER.encode(&h.finalize())
 }
 
 fn wire<T: serde::Serialize>(v: &T) -> Result<Vec<u8>> {
