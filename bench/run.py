@@ -82,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     if args.write_readme:
-        report.write_readme(args.out / "results.json" if args.out else HERE / "results" / "results.json", HERE.parent / "docs" / "benchmarks.md")
+        report.write_readme(
+            args.out / "results.json" if args.out else HERE / "results" / "results.json", HERE.parent / "docs" / "benchmarks.md"
+        )
         return 0
     args.requests = args.requests or (2_000 if args.quick else 20_000)
     args.cell_seconds = args.cell_seconds or (3.0 if args.quick else 10.0)
