@@ -63,7 +63,7 @@ def spot_deal(c: fxpay.Client, beneficiary_id: str) -> None:
                 self.send_response(401)
             self.end_headers()
 
-        def log_message(self, *args: object) -> None:
+        def log_message(self, format: str, *args: object) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
