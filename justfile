@@ -91,8 +91,13 @@ wheel-check:
     bash scripts/check_wheel dist/fxpay-*.whl
     bash scripts/check_workflows
 
+# A user's install, as the README says: the wheel of dist/ with an extra (`notebook`) in a fresh venv, and a snippet of docs/payouts.md run there.
+install-check:
+    @echo "== install from the wheel into a fresh venv (the README's Install)"
+    bash scripts/install_check
+
 # What CI runs once `just setup --wheel` has built and installed the release wheel (arguments go to pytest).
-ci *args: lint test-rust examples && docs wheel-check test-313 bench-gate
+ci *args: lint test-rust examples && docs wheel-check install-check test-313 bench-gate
     @echo "== pytest (-n 2; in a random order, pytest-randomly)"
     {{ pytest }} -n 2 "$@"
 

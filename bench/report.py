@@ -1,5 +1,5 @@
 """The report of the benchmark: the tables, the targets (PASS/FAIL), results.{md,json,png} and the
-README's performance table. Works from a :class:`measure.Results` or from a results.json."""
+performance table of docs/benchmarks.md. Works from a :class:`measure.Results` or from a results.json."""
 
 from __future__ import annotations
 
@@ -511,7 +511,7 @@ def _bullets(lines: list[str], starts: tuple[str, ...]) -> list[str]:
 
 
 def readme_block(doc: dict[str, Any]) -> str:
-    """The README's performance table: fxpay, the ceiling and the peers, from a results.json."""
+    """The performance table of docs/benchmarks.md: fxpay, the ceiling and the peers, from a results.json."""
     cks = checks(doc)
     e = doc["env"]
     measured = [c for c in cks if c.ok is not None]
@@ -528,7 +528,7 @@ def readme_block(doc: dict[str, Any]) -> str:
         *([*extra, ""] if extra else []),
         f"Targets measured in that run: {passed} of {len(measured)} pass" + (f"; not met: {'; '.join(failed)}." if failed else "."),
         "",
-        "![benchmark](bench/results/results.png)",
+        "The chart of that run: `bench/results/results.png`.",
         README_END,
     ]
     return "\n".join(lines)
@@ -545,7 +545,7 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def write_readme(results_json: Path, readme: Path) -> None:
-    """Replaces the block between the markers in the README with the table of ``results_json``."""
+    """Replaces the block between the markers in ``readme`` (docs/benchmarks.md) with the table of ``results_json``."""
     doc = load(results_json)
     text = readme.read_text()
     pattern = re.compile(re.escape(README_BEGIN) + r".*?" + re.escape(README_END), re.DOTALL)

@@ -5,7 +5,7 @@ over plain http and over TLS (HTTP/1.1 and h2).
     python bench/run.py                 # full run (report only, exit code 0)
     python bench/run.py --quick         # CI: small counts, one TLS pair; exit 1 only if blocking
                                         # fxpay < httpx.Client, or fxpay over TLS does not work
-    python bench/run.py --write-readme  # the README's performance table from bench/results/results.json
+    python bench/run.py --write-readme  # docs/benchmarks.md's table from bench/results/results.json
 
 The parts: ``bench/clients.py`` (how each client is driven), ``bench/measure.py`` (sandbox
 processes, cells, rounds, CPU shares, the ceiling, cold start, tracing cost, the sandbox's
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", action="append", help="measure only cells whose name contains this (repeatable)")
     p.add_argument("--no-ceiling", action="store_true", help="skip the pure-Rust ceiling")
     p.add_argument("--no-extras", action="store_true", help="skip cold start, tracing cost, the sandbox's throughput, import time and RSS")
-    p.add_argument("--write-readme", action="store_true", help="only write the README's table from bench/results/results.json")
+    p.add_argument("--write-readme", action="store_true", help="only write docs/benchmarks.md's table from bench/results/results.json")
     p.add_argument(
         "--instructions",
         type=Path,
@@ -82,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     if args.write_readme:
-        report.write_readme(args.out / "results.json" if args.out else HERE / "results" / "results.json", HERE.parent / "README.md")
+        report.write_readme(
+            args.out / "results.json" if args.out else HERE / "results" / "results.json", HERE.parent / "docs" / "benchmarks.md"
+        )
         return 0
     args.requests = args.requests or (2_000 if args.quick else 20_000)
     args.cell_seconds = args.cell_seconds or (3.0 if args.quick else 10.0)

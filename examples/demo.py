@@ -1,9 +1,14 @@
-"""The whole flow against the embedded sandbox: quote, beneficiary, deal, spot deal,
-consent, virtual accounts. Run: python examples/demo.py"""
+"""The whole flow against the embedded sandbox: quote, beneficiary, deal, spot deal (with
+its DealCreated notification, received and verified here), consent, virtual accounts.
+Run: python examples/demo.py"""
 
 from __future__ import annotations
 
 import asyncio
+import queue
+import secrets
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import fxpay
 from fxpay.testing import Sandbox
@@ -39,6 +44,46 @@ def payments(sb: Sandbox) -> None:
         print(f"deal     {deal.deal_id} {sb.deal_status(deal.deal_id)}")
         sb.advance(86_400)
         print(f"deal     {deal.deal_id} {sb.deal_status(deal.deal_id)} (one sandbox day later)")
+        spot_deal(c, beneficiary_id)
+
+
+def spot_deal(c: fxpay.Client, beneficiary_id: str) -> None:
+    """A spot deal answers at once with a process id; its outcome comes as a DealCreated
+    notification to the callback URL, here a receiver on loopback that checks its nonce."""
+    nonce = secrets.token_urlsafe(32)  # chosen (and saved) before the call: the event may come first
+    events: queue.Queue[fxpay.DealCreated] = queue.Queue()
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                events.put(fxpay.parse_deal_created(body, dict(self.headers), nonce=nonce))
+                self.send_response(200)
+            except fxpay.WebhookError:
+                self.send_response(401)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        quote_id = c.create_quote(buy_currency="USD", buy_amount="250.00", sell_currency="AUD")
+        quote = c.get_quote(quote_id)
+        spot = c.create_spot_deal(
+            quote_id=quote_id,
+            funding_source="Own account",
+            beneficiaries=[fxpay.DealBeneficiary(beneficiary_id, quote.sell_amount, "Invoice 43", "INV-43")],
+            callback_url=f"http://127.0.0.1:{server.server_address[1]}/deal-created",
+            callback_nonce=nonce,
+        )
+        print(f"spot     process {spot.process_id}")
+        event = events.get(timeout=30)
+        print(f"spot     DealCreated {event.status}: deal {event.deal_id} (process {event.process_id})")
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 async def account_information(sb: Sandbox) -> None:

@@ -2,7 +2,7 @@
 
 python -m fxpay quote USD AUD 1000          # against FXPAY_BASE_URL with FXPAY_CLIENT_ID/SECRET
 python -m fxpay quote USD AUD 1000 --sandbox   # against a throw-away embedded sandbox
-python -m fxpay sandbox [--host H] [--port P] [--tls]  # serve the emulator
+python -m fxpay sandbox [--port P] [--tls] ...       # serve the emulator (every flag of python -m fxpay.sandbox)
 python -m fxpay journal create URL          # make a Redis or PostgreSQL journal, once
 """
 
@@ -13,6 +13,7 @@ import sys
 from decimal import Decimal
 
 from . import Client, FxPayError, Quote, _journal_cli
+from .sandbox._command import DESCRIPTION, add_arguments, serve
 
 
 def _quote_table(q: Quote) -> str:
@@ -60,10 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("sell", help="currency the service sells to you (e.g. AUD)")
     q.add_argument("amount", help="amount in the buy currency (exact decimal)")
     q.add_argument("--sandbox", action="store_true", help="use a throw-away embedded sandbox")
-    s = sub.add_parser("sandbox", help="serve the local sandbox")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8080)
-    s.add_argument("--tls", action="store_true", help="serve https with a CA made at start")
+    s = sub.add_parser("sandbox", help="serve the local sandbox", description=DESCRIPTION)
+    add_arguments(s)
     _journal_cli.add_parser(sub)
     args = p.parse_args(argv)
     try:
@@ -71,9 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             return _quote(args)
         if args.command == "journal":
             return _journal_cli.run(args)
-        from .sandbox.__main__ import main as sandbox_main
-
-        return sandbox_main(["--host", args.host, "--port", str(args.port), *(["--tls"] if args.tls else [])])
+        return serve(args, s.error)
     except FxPayError as e:
         print(f"fxpay: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

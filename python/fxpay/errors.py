@@ -21,6 +21,7 @@ __all__ = [
     "FxPayError",
     "IdempotencyError",
     "InProgressError",
+    "InvalidClientError",
     "InvalidRequestError",
     "JournalError",
     "KeyReusedError",
@@ -126,45 +127,6 @@ def _with_request_id(message: str, request_id: str | None) -> str:
     return f"{message} (request id {request_id})"
 
 
-class OAuthError(FxPayError):
-    """An OAuth error: an RFC 6749 section 5.2 token error, or an ``error=`` callback.
-
-    ``headers`` are the token endpoint's answer's headers (a read-only mapping that ignores
-    case; empty for a callback's error) and ``request_id`` its ``x-request-id`` (else
-    ``request-id``) header: quote it to the provider's support.
-    """
-
-    def __init__(
-        self,
-        message: str = "",
-        error: str = "",
-        error_description: str | None = None,
-        status: int | None = None,
-        headers: Iterable[tuple[str, str]] | Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.error = error
-        self.error_description = error_description
-        self.status = status
-        self._headers = Headers(headers or ())
-
-    @property
-    def headers(self) -> Headers:
-        """The token endpoint's answer's headers (read-only, case-insensitive)."""
-        return self._headers
-
-    @property
-    def request_id(self) -> str | None:
-        """The answer's ``x-request-id`` (else ``request-id``) header, or ``None``."""
-        return request_id_of(self._headers)
-
-    def __str__(self) -> str:
-        return _with_request_id(self.message, self.request_id)
-
-    def __reduce__(self) -> Any:
-        return (type(self), (self.message, self.error, self.error_description, self.status, list(self._headers.items())))
-
-
 class ApiError(FxPayError):
     """The service answered with an error status.
 
@@ -214,6 +176,49 @@ class BadRequestError(ApiError):
 
 class AuthenticationError(ApiError):
     """401: the token was missing, wrong or expired (after one renewal and replay)."""
+
+
+class OAuthError(ApiError):
+    """An OAuth error: an RFC 6749 section 5.2 token error, or an ``error=`` callback.
+
+    A token endpoint's refusal is an :class:`ApiError` like any other answer: ``status``,
+    ``body`` (as received), ``headers`` (a read-only mapping that ignores case) and
+    ``request_id`` (its ``x-request-id``, else ``request-id``: quote it to the provider's
+    support), so ``except fxpay.ApiError`` catches it. ``error`` and ``error_description``
+    are the RFC 6749 fields. An ``error=`` callback came with no answer: its ``status``,
+    ``body`` and ``request_id`` are None and its headers empty. ``invalid_client`` (wrong
+    credentials) is raised as :class:`InvalidClientError`, also an
+    :class:`AuthenticationError`.
+    """
+
+    # None for a callback's error, which no answer carried.
+    status: int | None  # type: ignore[assignment]
+
+    def __init__(
+        self,
+        message: str = "",
+        error: str = "",
+        error_description: str | None = None,
+        status: int | None = None,
+        headers: Iterable[tuple[str, str]] | Mapping[str, str] | None = None,
+        body: str | None = None,
+    ) -> None:
+        super().__init__(message, body=body, headers=headers)
+        self.status = status
+        self.error = error
+        self.error_description = error_description
+
+    def __reduce__(self) -> Any:
+        return (
+            type(self),
+            (self.message, self.error, self.error_description, self.status, list(self._headers.items()), self.body),
+        )
+
+
+class InvalidClientError(OAuthError, AuthenticationError):
+    """The token endpoint's ``invalid_client``: the client id or secret is wrong (or the
+    client is not allowed the grant). Both an :class:`OAuthError` and an
+    :class:`AuthenticationError`."""
 
 
 class PermissionDeniedError(ApiError):

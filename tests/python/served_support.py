@@ -28,6 +28,7 @@ def served(*args: str, command: tuple[str, ...] = ("fxpay.sandbox",)) -> Iterato
     try:
         assert proc.stdout is not None
         want = {f"FXPAY_{n}" for n in LINES} | ({"FXPAY_CA_BUNDLE"} if "--tls" in args else set())
+        want |= {"FXPAY_CLIENT_CERT", "FXPAY_CLIENT_KEY"} if "--client-auth" in args else set()
         out: dict[str, str] = {}
         while not want <= out.keys():
             line = proc.stdout.readline()

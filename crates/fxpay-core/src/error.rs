@@ -29,6 +29,9 @@ pub enum Error {
         /// The token endpoint's answer's headers (names in lower case), for
         /// `OAuthError.headers` and `.request_id`; empty for a callback's error.
         headers: Vec<(String, String)>,
+        /// The token endpoint's answer's body as received, for `OAuthError.body`; None for
+        /// an error no answer carried (a callback's).
+        body: Option<String>,
     },
     /// The `state` of an authorization callback does not match the one sent.
     #[error("the state returned by the authorization server does not match the one sent")]

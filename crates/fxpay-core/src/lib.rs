@@ -29,6 +29,7 @@ mod headers;
 mod http_client;
 mod journal;
 mod json_kind;
+mod lost_answer;
 mod models;
 mod money;
 mod paging;
@@ -78,6 +79,7 @@ pub use journal::payout::{
 };
 pub use journal::settle::{issued as issued_spot, settle_spot, Settled};
 pub use journal::{drain as drain_journal, Entry, State as EntryState, Store};
+pub use lost_answer::named_by_sender as lost_answer_named_by_sender;
 
 // Webhooks: the checks of a `DealCreated` callback.
 pub use webhook::{

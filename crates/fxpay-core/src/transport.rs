@@ -346,7 +346,7 @@ impl Transport {
             if let Some(rl) = &self.config.rate_limit {
                 // Every attempt takes a turn, retries included (boxed: most clients have no
                 // rate limit, and their futures stay as small as they were).
-                Box::pin(rl.acquire(end, req.method.as_str(), req.path)).await?;
+                Box::pin(rl.acquire(end, req.method.as_str(), uri.path())).await?;
             }
             attempt += 1;
             let started = Instant::now();
@@ -356,7 +356,7 @@ impl Transport {
                     let left = end.saturating_duration_since(started);
                     if left.is_zero() {
                         return Err(crate::deadline::passed_while(
-                            &format!("before {} {} was sent", req.method, req.path),
+                            &format!("before {} {} was sent", req.method, uri.path()),
                             true,
                         ));
                     }
@@ -397,7 +397,8 @@ impl Transport {
                     let asked = self.identity.is_none() && crate::tls::client_cert_asked();
                     let mut err = transport_error(&e, timed_out, nothing_sent, asked);
                     if timed_out {
-                        err = timed_out_error(err, req, timeout, self.config.timeout);
+                        let request = format!("{} {}", req.method, uri.path());
+                        err = timed_out_error(err, &request, attempt, timeout, self.config.timeout);
                     }
                     (wait, Err(err))
                 }
@@ -551,9 +552,16 @@ fn build_http(
     .map_err(Error::config)
 }
 
-/// A timed-out attempt's error, naming the request and the limit that ran out: the client's
-/// `timeout` (`per_attempt`), or what was left of the call's deadline (`timeout`, shorter).
-fn timed_out_error(e: Error, req: &Request<'_>, timeout: Duration, per_attempt: Duration) -> Error {
+/// A timed-out attempt's error, naming the request (method and whole path), the limit that
+/// ran out (the client's `timeout`, `per_attempt`, or what was left of the call's deadline,
+/// `timeout`, shorter) and the attempts made (this one was the `attempt`th).
+fn timed_out_error(
+    e: Error,
+    request: &str,
+    attempt: u32,
+    timeout: Duration,
+    per_attempt: Duration,
+) -> Error {
     let Error::Transport {
         message,
         timeout: t,
@@ -577,11 +585,13 @@ fn timed_out_error(e: Error, req: &Request<'_>, timeout: Duration, per_attempt: 
     } else {
         format!("the client's timeout of {:.3} s", timeout.as_secs_f64())
     };
+    let tries = if attempt == 1 {
+        "1 attempt made".to_string()
+    } else {
+        format!("{attempt} attempts made")
+    };
     Error::Transport {
-        message: format!(
-            "{} {} got no answer within {limit}; {message}",
-            req.method, req.path
-        ),
+        message: format!("{request} got no answer within {limit} ({tries}); {message}"),
         timeout: t,
         unsent,
     }

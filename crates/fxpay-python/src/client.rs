@@ -20,10 +20,10 @@ use super::session::{on_token_callback, UserSession};
 use super::twin::{self, call, Obs, Start};
 use fxpay_core::{
     check_payout_rows as check_rows, journaled_create_beneficiary, journaled_create_deal,
-    journaled_create_quote, journaled_create_spot_deal, pay_out as run_payout,
-    AuthorizationRequest, AuthorizeParams, Beneficiary, Cassette, Client as Core, ClientConfig,
-    DealRequest, Error, PayoutOutcome as Outcome, PayoutStatus as Status, QuoteRequest, Store,
-    TokenStore,
+    journaled_create_quote, journaled_create_spot_deal, lost_answer_named_by_sender,
+    pay_out as run_payout, AuthorizationRequest, AuthorizeParams, Beneficiary, Cassette,
+    Client as Core, ClientConfig, DealRequest, Error, PayoutOutcome as Outcome,
+    PayoutStatus as Status, QuoteRequest, Store, TokenStore,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
@@ -78,7 +78,11 @@ where
     D: Future<Output = Result<T, Error>>,
 {
     match keyed {
-        Some((j, key)) => Ok(journaled(j, key, args).await?.0),
+        // An outcome made unknown by this call's own lost answer names the request it sent.
+        Some((j, key)) => Ok(journaled(j, key, args)
+            .await
+            .map_err(lost_answer_named_by_sender)?
+            .0),
         None => direct(args).await,
     }
 }

@@ -9,6 +9,7 @@ pyo3::import_exception!(fxpay.errors, InvalidRequestError);
 pyo3::import_exception!(fxpay.errors, TransportError);
 pyo3::import_exception!(fxpay.errors, TimeoutError);
 pyo3::import_exception!(fxpay.errors, OAuthError);
+pyo3::import_exception!(fxpay.errors, InvalidClientError);
 pyo3::import_exception!(fxpay.errors, StateMismatchError);
 pyo3::import_exception!(fxpay.errors, ApiError);
 pyo3::import_exception!(fxpay.errors, BadRequestError);
@@ -104,11 +105,19 @@ pub fn to_pyerr(e: Error) -> PyErr {
                 description,
                 status,
                 headers,
+                body,
             } = e
             else {
                 return FxPayError::new_err((message,));
             };
-            OAuthError::new_err((message, error, description, status, headers))
+            // Wrong credentials are also an `AuthenticationError`, whatever status said so.
+            let invalid_client = error == "invalid_client";
+            let args = (message, error, description, status, headers, body);
+            if invalid_client {
+                InvalidClientError::new_err(args)
+            } else {
+                OAuthError::new_err(args)
+            }
         }
         e @ Error::StateMismatch => StateMismatchError::new_err((e.to_string(),)),
         Error::Api {

@@ -136,7 +136,7 @@ def journal(using: str = "default") -> PostgresJournal:
         raise ConfigurationError(f"DATABASES has no {using!r} database")
     engine = db.get("ENGINE", "")
     if engine not in _POSTGRES_ENGINES:
-        raise ConfigurationError(f"fxpay's journal needs PostgreSQL, and DATABASES[{using!r}] uses {engine!r}")
+        raise ConfigurationError(f"fxpay's journal needs PostgreSQL, and DATABASES[{using!r}] uses {engine!r}: {_ELSEWHERE}")
     params = {
         "dbname": db.get("NAME"),
         "user": db.get("USER"),
@@ -147,7 +147,48 @@ def journal(using: str = "default") -> PostgresJournal:
     return PostgresJournal(conninfo_of({**params, **db.get("OPTIONS", {})}))
 
 
-__all__ += ["journal"]
+# What a project without PostgreSQL uses instead, said by journal() and by the check below.
+_ELSEWHERE = (
+    "on one machine, use fxpay.SqliteJournal(path) with a file of its own (not Django's database: "
+    "it refuses a file that is not a journal), shared by every process there; across machines, "
+    "a PostgreSQL database (a router may send the app fxpay_journal there) or fxpay.RedisJournal"
+)
+
+
+def check_journal_database(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
+    """The system check of ``fxpay.contrib.django_journal`` (``fxpay_journal.E001``), run by
+    ``manage.py migrate`` (and ``check --database``, and the test runner): an error when the
+    database being migrated takes the app's migration and no database of the project that
+    takes it is PostgreSQL. Such a ``migrate`` would succeed and make nothing (the migration
+    makes the table on PostgreSQL only), and :func:`journal` would then refuse every keyed
+    call; the check refuses at once, with the reason. A project with a PostgreSQL database
+    for the journal migrates its other databases as before."""
+    if not databases:
+        return []
+    from typing import cast
+
+    from django.core import checks
+    from django.db import connections, router
+
+    configured = cast("dict[str, dict[str, Any]]", connections.settings)
+    takes = [alias for alias in configured if router.allow_migrate(alias, "fxpay_journal")]
+    if not any(alias in takes for alias in databases):
+        return []
+    if any(configured[alias].get("ENGINE") in _POSTGRES_ENGINES for alias in takes):
+        return []
+    uses = "; ".join(f"DATABASES[{alias!r}] uses {configured[alias].get('ENGINE', '')!r}" for alias in takes)
+    return [
+        checks.Error(
+            f"fxpay.contrib.django_journal keeps the idempotency journal in PostgreSQL, and no database of this "
+            f"project that takes its migration is PostgreSQL ({uses}): the migration would make nothing, and "
+            "fxpay.contrib.django.journal() would refuse every keyed call.",
+            hint=f"Remove 'fxpay.contrib.django_journal' from INSTALLED_APPS and {_ELSEWHERE}.",
+            id="fxpay_journal.E001",
+        )
+    ]
+
+
+__all__ += ["check_journal_database", "journal"]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

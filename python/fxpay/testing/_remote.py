@@ -10,6 +10,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from types import TracebackType
 from typing import Any
 
@@ -87,7 +88,10 @@ class RemoteSandbox:
 
     # -- the admin API ---------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, *, money: bool = False) -> Any:
+        """One admin request's JSON answer; with ``money``, its numbers with a fraction as
+        ``Decimal`` exactly as written (amounts never pass through a float), as
+        :class:`Sandbox` gives them."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self._base_url + "/_sandbox/" + path, data=data, method=method)
         req.add_header("Authorization", f"Bearer {self._admin_token}")
@@ -96,7 +100,7 @@ class RemoteSandbox:
             req.add_header("Content-Type", "application/json")
         try:
             with self._opener.open(req, timeout=self._timeout) as resp:
-                return json.loads(resp.read() or b"null")
+                return json.loads(resp.read() or b"null", parse_float=Decimal if money else float)
         except urllib.error.HTTPError as e:
             raw = e.read()
             e.close()
@@ -231,8 +235,9 @@ class RemoteSandbox:
         return str(self._call("GET", "deal_status/" + urllib.parse.quote(deal_id, safe=""))["status"])
 
     def deals(self) -> list[dict[str, Any]]:
-        """Every deal booked, oldest first."""
-        return list(self._call("GET", "deals"))
+        """Every deal booked, oldest first; amounts (and instants) as ``Decimal``, as
+        :meth:`Sandbox.deals` gives them."""
+        return list(self._call("GET", "deals", money=True))
 
     def deliveries(self) -> list[dict[str, Any]]:
         """Every ``DealCreated`` delivery attempt, oldest first."""

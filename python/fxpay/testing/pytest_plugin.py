@@ -188,7 +188,7 @@ class _ServedWithoutAdmin(RemoteSandbox):
     """A served sandbox without its admin token: the controls skip the test that calls them
     (a test whose code names them is skipped before it starts)."""
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> NoReturn:
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, *, money: bool = False) -> NoReturn:
         pytest.skip(_LOCAL_ONLY)
 
 

@@ -100,7 +100,7 @@ def test_a_timeout_names_the_request_and_the_client_timeout(sb: Sandbox) -> None
         with pytest.raises(fxpay.TimeoutError) as caught:
             c.with_options(timeout=0.3, max_retries=0).get_quote(qid)
     text = str(caught.value)
-    assert f"GET /payments/quotes/{qid}" in text, text
+    assert f"GET /v1/payments/quotes/{qid}" in text, text
     assert "the client's timeout of 0.300 s" in text, text
 
 
@@ -111,7 +111,7 @@ def test_a_timeout_names_the_request_and_the_deadline(sb: Sandbox) -> None:
         with pytest.raises(fxpay.TimeoutError) as caught:
             c.with_options(deadline=0.4).get_quote(qid)
     text = str(caught.value)
-    assert f"GET /payments/quotes/{qid}" in text, text
+    assert f"GET /v1/payments/quotes/{qid}" in text, text
     assert "the call's deadline of 0.400 s" in text, text
     assert "client's timeout" not in text, text
 

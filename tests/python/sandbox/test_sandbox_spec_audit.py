@@ -369,7 +369,8 @@ def test_the_client_nonce_rule_is_enforced_and_documented(closed_port_client: An
     assert _client_accepts_nonce(c, "!~" * 10)
     for bad in ["a" * 513, "", "a b", " a", "caf\u00e9", "a\tb"]:
         assert not _client_accepts_nonce(c, bad), bad
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    # The rule moved from the README to docs/spot-deals.md (issue 54 item 8).
+    readme = (Path(__file__).resolve().parents[3] / "docs" / "spot-deals.md").read_text()
     spot = readme[readme.index("`create_spot_deal` checks the callback before sending") :].split("\n\n", 1)[0]
     assert "1 to 512 visible ASCII characters" in spot
     assert "1024 bytes" in spot

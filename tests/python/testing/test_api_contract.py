@@ -1174,7 +1174,7 @@ HIERARCHY = [
     ("InvalidRequestError", "ValueError"),
     ("TransportError", "FxPayError"),
     ("TimeoutError", "TransportError"),
-    ("OAuthError", "FxPayError"),
+    ("OAuthError", "ApiError"),
     ("StateMismatchError", "FxPayError"),
     ("ApiError", "FxPayError"),
     ("BadRequestError", "ApiError"),

@@ -1,4 +1,4 @@
-"""The README's spot-deal pattern is race-free: under gunicorn (two worker processes), every
+"""The spot-deal pattern (docs/spot-deals.md, linked from the README) is race-free: under gunicorn (two worker processes), every
 DealCreated of 100 spot deals is verified and handled on its first delivery, though it may
 reach the receiver before create_spot_deal has returned."""
 

@@ -179,6 +179,7 @@ pub(crate) fn code_from_callback(auth: &AuthorizationRequest, callback: &str) ->
             description: Some(format!("the callback repeats the parameter {name:?}")),
             status: None,
             headers: Vec::new(),
+            body: None,
         });
     }
     let state_ok = state
@@ -195,6 +196,7 @@ pub(crate) fn code_from_callback(auth: &AuthorizationRequest, callback: &str) ->
             description,
             status: None,
             headers: Vec::new(),
+            body: None,
         });
     }
     if !state_ok {
@@ -207,6 +209,7 @@ pub(crate) fn code_from_callback(auth: &AuthorizationRequest, callback: &str) ->
             description: Some("the callback carries no code".into()),
             status: None,
             headers: Vec::new(),
+            body: None,
         }),
     }
 }
@@ -452,8 +455,10 @@ mod tests {
                 description,
                 status,
                 headers,
+                body,
             }) => {
                 assert_eq!(error, "access_denied");
+                assert_eq!(body, None);
                 assert_eq!(description.as_deref(), Some("The user said no"));
                 assert_eq!(status, None);
                 assert!(headers.is_empty());

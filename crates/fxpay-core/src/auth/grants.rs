@@ -94,12 +94,22 @@ pub async fn request_token(
             headers: crate::transport::header_pairs(&resp.headers),
         })?;
         if parsed.access_token.is_empty() {
-            return Err(Error::OAuth {
-                error: "invalid_response".into(),
-                description: Some("the token endpoint answered an empty access_token".into()),
-                status: Some(resp.status),
-                headers: crate::transport::header_pairs(&resp.headers),
-            });
+            return Err(unusable_token(
+                &resp,
+                "the token endpoint answered an empty access_token".into(),
+            ));
+        }
+        // RFC 6749 section 7.1: a client must not use a token whose type it does not
+        // understand. fxpay sends bearer tokens (RFC 6750) only; the name is case-insensitive.
+        if !parsed.token_type.eq_ignore_ascii_case("bearer") {
+            return Err(unusable_token(
+                &resp,
+                format!(
+                    "the token endpoint answered token_type {:?}: fxpay uses Bearer tokens only \
+                     (RFC 6749 section 7.1), so the token was not used",
+                    parsed.token_type
+                ),
+            ));
         }
         let mut token = Token::from_response(parsed, unix_now());
         if token.scope.is_none() {
@@ -123,8 +133,21 @@ pub async fn request_token(
             description: b.error_description,
             status: Some(resp.status),
             headers: crate::transport::header_pairs(&resp.headers),
+            body: Some(String::from_utf8_lossy(&resp.body).into_owned()),
         }),
         Err(_) => Err(api_error(&resp)),
+    }
+}
+
+/// The error of a 2xx token answer that holds no token fxpay can use (`why`).
+fn unusable_token(resp: &crate::transport::Response, why: String) -> Error {
+    Error::OAuth {
+        error: "invalid_response".into(),
+        description: Some(why),
+        status: Some(resp.status),
+        headers: crate::transport::header_pairs(&resp.headers),
+        // The answer's body holds the token: it is not kept.
+        body: None,
     }
 }
 

@@ -218,6 +218,7 @@ impl UserSession {
             ),
             status: None,
             headers: Vec::new(),
+            body: None,
         })?;
         let (transport, current) = (self.transport.clone(), self.current.clone());
         let attempts = Arc::new(Recorder::default());

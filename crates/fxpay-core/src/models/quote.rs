@@ -58,7 +58,7 @@ model! {
 
 model! {
     /// `GET /v1/payments/quotes/<id>` response. `id` is filled from the request path when the
-    /// service leaves it out. The amounts and rates are required; `fee`, `feeCurrency` and
+    /// service leaves it out; an answer with another quote's id is an error of the call. The amounts and rates are required; `fee`, `feeCurrency` and
     /// `freebies` may be absent or null (`None`): a service may waive fees or run no freebies.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Serialize)]
     #[serde(rename_all = "camelCase")]
