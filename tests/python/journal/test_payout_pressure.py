@@ -313,3 +313,40 @@ def test_pay_out_reads_a_dataframe_as_it_pays(fxpay_sandbox: Any, client: fxpay.
         assert len(out) == n
     print(f"\npay_out({library}): held at the peak beyond the table and the result, MB: {above}")
     assert above[5000] - above[1000] < 0.75, above
+
+
+# -- 7. the docs' reconcile loop, verbatim --------------------------------------------------
+
+
+def _docs_block(heading: str) -> str:
+    """The first python block under ``heading`` in docs/payouts.md."""
+    text = (Path(__file__).resolve().parents[3] / "docs" / "payouts.md").read_text()
+    section = text[text.index(heading) :]
+    start = section.index("```python\n") + len("```python\n")
+    return section[start : section.index("```", start)]
+
+
+def test_the_docs_reconcile_loop_runs_verbatim(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """docs/payouts.md, "Unknown rows": a deal's answer lost, so its row is unknown; the docs'
+    loop (run as written, with a lookup in the sandbox's records) prints it and settles it,
+    and the table run again books every row once."""
+    journal = fxpay.SqliteJournal(tmp_path / "j.db")
+    with fxpay_sandbox.client(journal=journal) as client:
+        bid = client.create_beneficiary(make_beneficiary())
+        suppliers = rows(bid, 4, "rec")
+        fxpay_sandbox.drop_next("POST /v1/payments/deals", after_processing=True)  # booked, its answer lost
+        first = client.pay_out(suppliers, funding_source=FUNDING, concurrency=1, progress=False)
+        assert collections.Counter(r["status"] for r in first) == {"booked": 3, "unknown": 1}
+
+        def booked_deal_id(pay_reference: str) -> str | None:
+            for d in fxpay_sandbox.deals():
+                if any(b["payReference"] == pay_reference for b in d["beneficiaries"]):
+                    return str(d["dealId"])
+            return None
+
+        namespace: dict[str, Any] = {"journal": journal, "client": client, "suppliers": suppliers, "booked_deal_id": booked_deal_id}
+        exec(compile(_docs_block("## Unknown rows"), "docs/payouts.md", "exec"), namespace)
+        result = namespace["result"]
+        assert [r["status"] for r in result] == ["replayed"] * 4, result
+        assert journal.unknown() == []
+        assert references(fxpay_sandbox) == {f"REC-{i}": 1 for i in range(4)}
