@@ -8,12 +8,13 @@ as rows end, so that memory grows with ``concurrency``, not with the table."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import struct
 import threading
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -153,18 +154,23 @@ def _sink(progress: object, total: int) -> tuple[Callable[..., None], Callable[[
         # after `close`, nothing is drawn and no bar is made.
         lock = threading.Lock()
         closed = [False]
+        known: list[set[Any]] = []
+        tries = [0]
 
         def draw(done: int, total: int, booked: int, replayed: int, unknown: int, refused: int) -> None:
             with lock:
                 if closed[0]:
                     return
                 if not bars:
-                    # Made in two steps so that `close` knows of the bar from the moment it
-                    # exists (tqdm registers it in `__new__`): a Ctrl-C while it is set up
-                    # still leaves no bar open.
-                    made = tqdm.__new__(tqdm)
-                    bars.append(made)
-                    made.__init__(total=total or None, unit="row", desc="pay_out")  # type: ignore[misc]
+                    # A Ctrl-C may come while tqdm makes the bar (its monitor thread starts),
+                    # after tqdm registered it and before it is ours. Then `known` keeps what
+                    # was open before the first try, and `close` closes every bar made since.
+                    if not known:
+                        known.append(set(getattr(tqdm, "_instances", ())))
+                    tries[0] += 1
+                    bars.append(tqdm(total=total or None, unit="row", desc="pay_out"))
+                    if tries[0] == 1:
+                        known.clear()  # made at the first try: nothing to look for
                 bar = bars[0]
                 # The counts first, then the move that draws them: the line a row draws holds
                 # that row's own counts.
@@ -176,10 +182,13 @@ def _sink(progress: object, total: int) -> tuple[Callable[..., None], Callable[[
             with lock:
                 closed[0] = True
                 for bar in bars:
-                    try:
-                        bar.close()
-                    except Exception:  # set up only in part (interrupted): unregistered
-                        getattr(tqdm, "_decr_instances", lambda _: None)(bar)
+                    bar.close()
+                if known:  # the bar's making was interrupted
+                    instances: Any = getattr(tqdm, "_instances", set())
+                    for made in set(instances) - known[0]:
+                        with contextlib.suppress(Exception):  # made only in part: no __init__
+                            made.close()
+                        instances.discard(made)
 
         return _reported(draw, "the progress bar"), close
     if callable(progress):
@@ -386,8 +395,6 @@ class _Run:
         self.source = enumerate(_stream_records(rows, kind))
         self.exhausted = False
         self.pending: dict[int, dict[str, Any]] = {}
-        #: Whether Ctrl-C lets the rows in flight end before it is raised (``pay_out``).
-        self.drain = whole
 
     def room(self) -> bool:
         return not self.exhausted and len(self.pending) < self.limit
@@ -421,7 +428,7 @@ class _Run:
                 yield self.ended(*got)
 
 
-def _steps(run: _Run) -> Iterator[tuple[int, dict[str, Any]]]:
+def _steps(run: _Run) -> Generator[tuple[int, dict[str, Any]], None, None]:
     """``(index, result)`` of each row as it ends. While the pace holds the next row, rows that
     end are yielded at once, not after the wait."""
     try:
@@ -442,13 +449,6 @@ def _steps(run: _Run) -> Iterator[tuple[int, dict[str, Any]]]:
             got = run.stream.next()
             if got is not None:
                 yield run.ended(*got)
-    except KeyboardInterrupt:
-        if run.drain:
-            # Ctrl-C (or a progress callback's KeyboardInterrupt): no new row; the rows in
-            # flight end first. Their results are not returned: the interrupt is raised.
-            for _ in run.drained():
-                pass
-        raise
     finally:
         run.close()
 
@@ -527,8 +527,21 @@ def pay_out(client: Client, rows: Any, funding_source: str, concurrency: int, ma
     results kept compactly and returned in the table's order, as the table's own kind."""
     run = _Run(client, rows, funding_source, concurrency, max_rate, progress, whole=True)
     got = _Collected(rows, run.kind, run.total)
-    for i, result in _steps(run):
-        got.add(i, result)
+    steps = _steps(run)
+    try:
+        for i, result in steps:
+            got.add(i, result)
+    except KeyboardInterrupt:
+        # Ctrl-C (or a progress callback's KeyboardInterrupt), wherever it came: no new row;
+        # the rows in flight end first. Their results are not returned: the interrupt is.
+        for _ in run.drained():
+            pass
+        raise
+    finally:
+        # Closed here, not when the generator is collected: a notebook keeps the
+        # interrupt's traceback, and with it this frame and the generator.
+        steps.close()
+        run.close()
     return got.result()
 
 
