@@ -129,7 +129,7 @@ def _result(rows: Any, kind: str, records: list[dict[str, Any]], outcomes: list[
         return out
     import polars as pl
 
-    series = [pl.Series(f, values, dtype=pl.Object if f == "sell_amount" else pl.Utf8) for f, values in columns.items()]
+    series = [pl.Series(f, columns.pop(f), dtype=pl.Object if f == "sell_amount" else pl.Utf8) for f in RESULT_FIELDS]
     return rows.with_columns(series)
 
 
@@ -479,12 +479,19 @@ async def _steps_async(run: _Run) -> AsyncIterator[tuple[int, dict[str, Any]]]:
 
 class _Collected:
     """The results of a whole payout, in the table's order, kept compactly: a list's result
-    rows, or a frame's result columns (six lists), filled in as rows end."""
+    rows, or a frame's six result columns (numpy object arrays for pandas, which become the
+    frame's own; lists for polars), filled in as rows end."""
 
     def __init__(self, rows: Any, kind: str, total: int) -> None:
         self.rows, self.kind = rows, kind
         self.listed: list[Any] = [None] * total if kind == "list" else []
-        self.columns = {f: [None] * total for f in RESULT_FIELDS} if kind in ("pandas", "polars") else {}
+        self.columns: dict[str, Any] = {}
+        if kind == "pandas":  # numpy object arrays: the frame's columns as they are, no copy
+            import numpy as np
+
+            self.columns = {f: np.full(total, None, dtype=object) for f in RESULT_FIELDS}
+        elif kind == "polars":
+            self.columns = {f: [None] * total for f in RESULT_FIELDS}
 
     def add(self, i: int, result: dict[str, Any]) -> None:
         if self.columns:
@@ -507,18 +514,19 @@ class _Collected:
         return pl.DataFrame({n: pl.Series(n, [r.get(n) for r in ordered], dtype=pl.Object if n == "sell_amount" else None) for n in names})
 
 
-def _frame(rows: Any, kind: str, columns: dict[str, list[Any]]) -> Any:
-    """The input frame with the result columns."""
+def _frame(rows: Any, kind: str, columns: dict[str, Any]) -> Any:
+    """The input frame with the result columns (each column's values let go as it is made:
+    the frame and the values are never both held in full)."""
     if kind == "pandas":
         import pandas as pd
 
         out = rows.copy(deep=False)
-        for f, values in columns.items():
-            out[f] = pd.Series(values, index=rows.index, dtype="object")
+        for f in RESULT_FIELDS:
+            out[f] = pd.Series(columns.pop(f), index=rows.index, dtype="object", copy=False)
         return out
     import polars as pl
 
-    series = [pl.Series(f, values, dtype=pl.Object if f == "sell_amount" else pl.Utf8) for f, values in columns.items()]
+    series = [pl.Series(f, columns.pop(f), dtype=pl.Object if f == "sell_amount" else pl.Utf8) for f in RESULT_FIELDS]
     return rows.with_columns(series)
 
 
