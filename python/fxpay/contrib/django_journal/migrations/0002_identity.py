@@ -10,19 +10,17 @@ does nothing, as ``fxpay.contrib.django.journal()`` refuses those."""
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any, ClassVar
 
 from django.db import migrations
 
-from fxpay.postgres_journal import DEFAULT_TABLE, IDENTITY_KEY, table_ddl
+from fxpay.postgres_journal import DEFAULT_TABLE, IDENTITY_KEY
 
-
-def create(apps: Any, schema_editor: Any) -> None:
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    for statement in table_ddl(DEFAULT_TABLE):
-        schema_editor.execute(statement)
+# The same statements as 0001's (table_ddl, the identity row included): idempotent, so a
+# journal 0001 made on an older fxpay gets its identity here.
+create = importlib.import_module(f"{__package__}.0001_initial").create
 
 
 def refuse_while_unsettled(apps: Any, schema_editor: Any) -> None:
