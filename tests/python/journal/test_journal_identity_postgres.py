@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_postgres_django import Project, project
 
 import fxpay
 
@@ -25,7 +24,7 @@ from conftest import need
 from journal_support import requests_to
 from postgres_support import PostgresServer, postgres_server, table_name
 
-__all__ = ["postgres_server", "project"]  # fixtures, imported for the tests below
+__all__ = ["postgres_server"]  # a fixture, imported for the tests below
 
 QUOTES = "POST /v1/payments/quotes"
 KEYS = 20
@@ -186,30 +185,3 @@ def test_python_m_fxpay_journal_create_on_postgres(postgres_server: PostgresServ
     assert (first.returncode, second.returncode) == (0, 0), first.stderr + second.stderr
     assert "created" in first.stdout
     assert "already" in second.stdout
-
-
-def test_migrate_zero_refuses_while_keys_are_unsettled(fxpay_sandbox: Any, project: Project) -> None:
-    project.manage("migrate")
-    journal = fxpay.PostgresJournal(project.conninfo)
-    with fxpay_sandbox.client(journal=journal) as c:
-        fxpay_sandbox.drop_next(QUOTES, after_processing=True)
-        with pytest.raises(fxpay.OutcomeUnknownError):
-            quote(c, "lost")
-    r = project.manage("migrate", "fxpay_journal", "zero", check=False)
-    assert r.returncode != 0
-    assert "1 key(s) that are not settled" in r.stderr, r.stderr
-    assert journal.get("lost") is not None  # nothing dropped
-    assert journal.get("lost").state == "unknown"  # type: ignore[union-attr]
-    import os
-
-    forced = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "fxpay_journal", "zero"],
-        cwd=project.folder,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "FXPAY_JOURNAL_FORCE_DROP": "1"},
-    )
-    assert forced.returncode == 0, forced.stderr
-    with pytest.raises(fxpay.JournalError):
-        fxpay.PostgresJournal(project.conninfo).get("lost")

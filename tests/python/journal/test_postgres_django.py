@@ -159,3 +159,28 @@ def test_journal_is_built_from_databases_and_refuses_other_engines(fxpay_sandbox
     assert "'nothing'" in out["nothing"]
     assert out["5"].startswith("TypeError")
     assert "using" in out["5"]
+
+
+def test_migrate_zero_refuses_while_keys_are_unsettled(fxpay_sandbox: Any, project: Project) -> None:
+    project.manage("migrate")
+    journal = fxpay.PostgresJournal(project.conninfo)
+    with fxpay_sandbox.client(journal=journal) as c:
+        fxpay_sandbox.drop_next("POST /v1/payments/quotes", after_processing=True)
+        with pytest.raises(fxpay.OutcomeUnknownError):
+            c.create_quote(buy_currency="USD", buy_amount=100, sell_currency="AUD", idempotency_key="lost")
+    r = project.manage("migrate", "fxpay_journal", "zero", check=False)
+    assert r.returncode != 0
+    assert "1 key(s) that are not settled" in r.stderr, r.stderr
+    assert journal.get("lost") is not None  # nothing dropped
+    assert journal.get("lost").state == "unknown"  # type: ignore[union-attr]
+    forced = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "fxpay_journal", "zero"],
+        cwd=project.folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "FXPAY_JOURNAL_FORCE_DROP": "1"},
+    )
+    assert forced.returncode == 0, forced.stderr
+    with pytest.raises(fxpay.JournalError):
+        fxpay.PostgresJournal(project.conninfo).get("lost")

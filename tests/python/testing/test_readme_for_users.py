@@ -10,7 +10,7 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
+from conftest import need
 
 ROOT = Path(__file__).resolve().parents[3]
 README = (ROOT / "README.md").read_text()
@@ -43,7 +43,7 @@ def test_every_python_block_of_the_readme_is_plain_python() -> None:
 
 
 def test_install_names_every_extra_and_a_checkout_into_your_own_venv() -> None:
-    tomllib = pytest.importorskip("tomllib") if sys.version_info < (3, 11) else __import__("tomllib")
+    tomllib = need("tomli") if sys.version_info < (3, 11) else __import__("tomllib")
     extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
     install = section("Install")
     named = set(re.findall(r"`([a-z]+)`", install))
