@@ -32,7 +32,6 @@ mod json_kind;
 mod lost_answer;
 mod models;
 mod money;
-mod pacing;
 mod paging;
 mod rate_limit;
 mod raw;
@@ -111,8 +110,7 @@ pub use raw::{scope as raw_scope, RawInfo, RawSlot};
 
 // Recording and replaying the service (cassettes), and the client's rate limit.
 pub use cassette::{Cassette, Mode as CassetteMode};
-pub use pacing::Pacing;
-pub use rate_limit::{check_per_second, RateLimit, SharedBucket, MIN_PER_SECOND};
+pub use rate_limit::{RateLimit, SharedBucket};
 
 // The runtime: one per process (made anew after a fork), and the bridge's primitives.
 pub use gate::{Gate, Inside};
