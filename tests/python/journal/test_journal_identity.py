@@ -12,7 +12,6 @@ import multiprocessing
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import pytest
 
 import fxpay
 
-from conftest import need, need_program
+from conftest import need
 from journal_support import RedisServer, requests_to
 
 QUOTES = "POST /v1/payments/quotes"
@@ -138,26 +137,10 @@ def test_a_writable_replica_is_refused(fxpay_sandbox: Any, server: RedisServer, 
     primary.create()
     folder = tmp_path / "replica"
     folder.mkdir()
-    sock = folder / "replica.sock"
-    proc = subprocess.Popen(
-        [
-            need_program("redis-server"),
-            *("--port", "0", "--unixsocket", str(sock), "--dir", str(folder), "--save", ""),
-            *("--appendonly", "yes", "--appendfsync", "always", "--replica-read-only", "no"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    replica = RedisServer(folder, extra=("--replica-read-only", "no"))
+    replica.start()
     try:
-        url = f"unix://{sock}?db=0"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                redis.Redis.from_url(url).ping()
-                break
-            except (redis.ConnectionError, FileNotFoundError):
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
+        url = replica.url
         # A replica of the primary on a TCP port of its own: the primary listens on a socket
         # only, so the replica is made one by name (REPLICAOF a host that never answers is
         # still a replica: ROLE says "slave", and its writes would be lost at a resync).
@@ -170,8 +153,7 @@ def test_a_writable_replica_is_refused(fxpay_sandbox: Any, server: RedisServer, 
             fxpay.RedisJournal(url, prefix="rep2:").create()
         assert requests_to(fxpay_sandbox, QUOTES) == 0
     finally:
-        proc.kill()
-        proc.wait(10)
+        replica.stop()
 
 
 def _create(url: str, prefix: str, q: Any) -> None:
