@@ -8,11 +8,13 @@ as rows end, so that memory grows with ``concurrency``, not with the table."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import struct
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
+import warnings
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -127,14 +129,20 @@ def _result(rows: Any, kind: str, records: list[dict[str, Any]], outcomes: list[
         return out
     import polars as pl
 
-    series = [pl.Series(f, values, dtype=pl.Object if f == "sell_amount" else pl.Utf8) for f, values in columns.items()]
+    series = [pl.Series(f, columns.pop(f), dtype=pl.Object if f == "sell_amount" else pl.Utf8) for f in RESULT_FIELDS]
     return rows.with_columns(series)
 
 
 def _sink(progress: object, total: int) -> tuple[Callable[..., None], Callable[[], None]]:
-    """What to call as rows end, and what to call once the table has ended."""
+    """What to call as rows end (``update(done, total, booked, replayed, unknown, refused)``;
+    a ``total`` of 0 is unknown), and what to call once the table has ended.
+
+    One rule for every payout entry: a progress callable (or the bar) that raises is reported
+    once, as a ``RuntimeWarning`` naming it, and is still told of later rows; the payout goes
+    on. A ``KeyboardInterrupt`` (or any other ``BaseException``) from it is not caught: it
+    stops the payout as Ctrl-C does."""
     if isinstance(progress, bool):
-        if not progress or total == 0:
+        if not progress:
             return (lambda *_: None), (lambda: None)
         try:
             from tqdm.auto import tqdm
@@ -142,102 +150,82 @@ def _sink(progress: object, total: int) -> tuple[Callable[..., None], Callable[[
             return (lambda *_: None), (lambda: None)
         bars: list[Any] = []  # made on the first row's end: a refused table shows none
         last = [0]
-        # Reports come on a thread of the core's; `close` on the caller's. A cancelled
-        # awaitable closes while reports may still come (or the first one is still making
-        # the bar): after `close`, nothing is drawn and no bar is made.
+        # `close` may come from another thread than the reports (a cancelled awaitable):
+        # after `close`, nothing is drawn and no bar is made.
         lock = threading.Lock()
         closed = [False]
+        known: list[set[Any]] = []
+        tries = [0]
 
-        def update(done: int, total: int, booked: int, replayed: int, unknown: int, refused: int) -> None:
+        def draw(done: int, total: int, booked: int, replayed: int, unknown: int, refused: int) -> None:
             with lock:
                 if closed[0]:
                     return
                 if not bars:
+                    # A Ctrl-C may come while tqdm makes the bar (its monitor thread starts),
+                    # after tqdm registered it and before it is ours. Then `known` keeps what
+                    # was open before the first try, and `close` closes every bar made since.
+                    if not known:
+                        known.append(set(getattr(tqdm, "_instances", ())))
+                    tries[0] += 1
                     bars.append(tqdm(total=total or None, unit="row", desc="pay_out"))
+                    if tries[0] == 1:
+                        known.clear()  # made at the first try: nothing to look for
                 bar = bars[0]
+                # The counts first, then the move that draws them: the line a row draws holds
+                # that row's own counts.
+                bar.set_postfix(booked=booked, replayed=replayed, unknown=unknown, refused=refused, refresh=False)
                 bar.update(done - last[0])
                 last[0] = done
-                bar.set_postfix(booked=booked, replayed=replayed, unknown=unknown, refused=refused, refresh=False)
 
         def close() -> None:
             with lock:
                 closed[0] = True
                 for bar in bars:
                     bar.close()
+                if known:  # the bar's making was interrupted
+                    instances: Any = getattr(tqdm, "_instances", set())
+                    for made in set(instances) - known[0]:
+                        with contextlib.suppress(Exception):  # made only in part: no __init__
+                            made.close()
+                        instances.discard(made)
 
-        return update, close
+        return _reported(draw, "the progress bar"), close
     if callable(progress):
         cb = progress
 
         def report(*counts: int) -> None:
             cb(PayoutProgress(*counts))
 
-        return report, (lambda: None)
+        return _reported(report, f"the progress callback {_name_of(cb)}"), (lambda: None)
     raise TypeError(f"progress must be a bool or a callable, not {type(progress).__name__}")
 
 
-def _indexed(records: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    for i, rec in enumerate(records):
-        yield {**rec, "_index": i}
+def _name_of(cb: object) -> str:
+    name = getattr(cb, "__qualname__", None) or getattr(cb, "__name__", None) or type(cb).__name__
+    return repr(name)
 
 
-def pay_out(client: Client, rows: Any, funding_source: str, concurrency: int, max_rate: object, progress: object) -> Any:
-    kind = _kind(rows)
-    if kind in ("iterable", "lazy") or (max_rate is not None and kind == "list"):
-        results = pay_out_iter(client, _indexed(_stream_records(rows, kind)), funding_source, concurrency, max_rate, progress)
-        return _in_order(results, rows, kind)
-    if max_rate is not None:  # a DataFrame, paced: streamed, then put back in the frame's order
-        records = _records(rows, kind)
-        results = pay_out_iter(client, _indexed(iter(records)), funding_source, concurrency, max_rate, progress)
-        ordered = _in_order(results, records, "list")
-        return _result(rows, kind, records, [{f: r.get(f) for f in RESULT_FIELDS} for r in ordered])
-    records = _records(rows, kind)
-    update, close = _sink(progress, len(records))
-    try:
-        outcomes = client._pay_out(records, funding_source, concurrency, update)
-    finally:
-        close()
-    return _result(rows, kind, records, outcomes)
+def _reported(update: Callable[..., None], what: str) -> Callable[..., None]:
+    """``update``, whose first ``Exception`` is reported once as a warning (later ones are
+    not): the payout goes on. A ``BaseException`` that is no ``Exception`` (Ctrl-C) goes
+    through."""
+    warned = [False]
 
-
-def pay_out_async(
-    client: Client, rows: Any, funding_source: str, concurrency: int, max_rate: object, progress: object
-) -> Coroutine[Any, Any, Any]:
-    kind = _kind(rows)
-    if kind in ("iterable", "lazy") or max_rate is not None:
-        records = None if kind in ("iterable", "lazy") else _records(rows, kind)
-        source = _stream_records(rows, kind) if records is None else iter(records)
-        results = pay_out_iter_async(client, _indexed(source), funding_source, concurrency, max_rate, progress)
-
-        async def streamed() -> Any:
-            got = [r async for r in results]
-            if records is None:
-                return _in_order(got, rows, kind)
-            ordered = _in_order(got, records, "list")
-            if kind == "list":
-                return ordered
-            return _result(rows, kind, records, [{f: r.get(f) for f in RESULT_FIELDS} for r in ordered])
-
-        return streamed()
-    records = _records(rows, kind)
-    update, close = _sink(progress, len(records))
-    try:
-        started = client._pay_out_async(records, funding_source, concurrency, update)
-    except BaseException:
-        close()
-        raise
-
-    async def run() -> Any:
+    def safe(*counts: int) -> None:
         try:
-            outcomes = await started
-        finally:
-            close()
-        return _result(rows, kind, records, outcomes)
+            update(*counts)
+        except Exception as e:
+            if not warned[0]:
+                warned[0] = True
+                warnings.warn(
+                    f"{what} raised {type(e).__name__}: {e}; the payout goes on (later reports are still made, and not warned about)",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
-    return run()
+    return safe
 
-
-# -- streamed payouts (pay_out_iter) ------------------------------------------------------------
 
 #: Rows read from a DataFrame (or a LazyFrame's batches) at a time: a slice is turned into
 #: dicts only when its rows are about to be paid.
@@ -274,38 +262,42 @@ def _concurrency(concurrency: object) -> int:
 
 
 def _max_rate(max_rate: object) -> float | None:
-    from .errors import InvalidRequestError
-
+    """``max_rate`` checked as every rate is (``fxpay._rates``): None, or a real number of rows
+    per second, finite, of at least 0.001 (``ConfigurationError`` otherwise)."""
     if max_rate is None:
         return None
-    if isinstance(max_rate, bool) or not isinstance(max_rate, (int, float)):
-        raise TypeError(f"max_rate must be a number of rows per second or None, not {type(max_rate).__name__}")
-    # An int is compared as an int: float() of one beyond 1e308 (either sign) would overflow.
-    rate = float(max_rate) if not (isinstance(max_rate, int) and not 0 < max_rate <= 10**9) else math.nan
-    if not (0 < rate < math.inf):
-        raise InvalidRequestError("max_rate must be a number of rows per second above 0 (or None: no cap)")
-    return rate
+    from ._rates import check_per_second
+
+    return check_per_second("max_rate", max_rate)
 
 
 class _Pace:
-    """Row starts at most ``rate`` per second: the n-th start waits until ``n / rate`` seconds
-    after the first."""
+    """Row starts at most ``rate`` per second: a token bucket refilled at ``rate`` that holds
+    at most :data:`BURST` tokens (1 for a rate below 1/s) and starts with one. After a stall
+    (a slow source, every row in flight busy) no more than that starts at once: the rows the
+    stall held back are not made up for."""
+
+    #: The most rows that start together after a pause.
+    BURST = 2.0
 
     def __init__(self, rate: float | None) -> None:
         self.rate = rate
-        self.first = 0.0
-        self.started = 0
+        self.capacity = 1.0 if rate is None or rate < 1 else self.BURST
+        self.tokens = 1.0
+        self.at = time.monotonic()
 
-    def delay(self) -> float:
-        """How long to wait before the next start (and counts it)."""
+    def wait(self) -> float:
+        """Seconds until the next row may start (0: now)."""
         if self.rate is None:
             return 0.0
         now = time.monotonic()
-        if self.started == 0:
-            self.first = now
-        due = self.first + self.started / self.rate
-        self.started += 1
-        return max(0.0, due - now)
+        self.tokens = min(self.capacity, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        return 0.0 if self.tokens >= 1 else (1 - self.tokens) / self.rate
+
+    def take(self) -> None:
+        if self.rate is not None:
+            self.tokens -= 1
 
 
 def _merged(rec: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
@@ -319,7 +311,7 @@ def _merged(rec: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Tally:
-    """The progress counts of a streamed payout, reported to ``update``."""
+    """The progress counts of a payout, reported to ``update`` with each row that ends."""
 
     def __init__(self, update: Callable[..., None], total: int) -> None:
         self.update = update
@@ -337,6 +329,7 @@ class _Tally:
 
 
 def _total(rows: Any, kind: str) -> int:
+    """The table's length, when it has one (0: unknown)."""
     if kind == "lazy":
         return 0
     try:
@@ -345,41 +338,235 @@ def _total(rows: Any, kind: str) -> int:
         return 0
 
 
-class _Run:
-    """One streamed payout: the rows in flight (at most ``limit``), the table read no faster,
-    the pace and the progress counts. The blocking and the async iterator share it and only
-    wait their own way."""
+def _check_table(stream: Any, rows: Any, kind: str) -> None:
+    """A whole table (a list, a pandas or a polars DataFrame) checked before anything is sent,
+    one row at a time (nothing is kept but the keys of a list, which the list holds already):
+    a wrong type is a ``TypeError`` naming ``rows[i].field``, a missing, malformed or repeated
+    key an ``InvalidRequestError``. A wrong value refuses its row alone, as it is paid."""
+    from .errors import InvalidRequestError
 
-    def __init__(self, client: Client, rows: Any, funding_source: str, concurrency: object, max_rate: object, progress: object) -> None:
-        kind = _kind(rows)
+    seen: set[Any] = set()
+    for i, rec in enumerate(_stream_records(rows, kind)):
+        stream.check(i, rec)
+        if kind == "list":
+            key = rec["key"]
+            if key in seen:
+                raise InvalidRequestError(f"rows[{i}].key {key!r} is not unique in the table")
+            seen.add(key)
+    if kind == "pandas" and len(rows):
+        repeated = rows["key"].duplicated().to_numpy().nonzero()[0]
+        if len(repeated):
+            i = int(repeated[0])
+            raise InvalidRequestError(f"rows[{i}].key {rows['key'].iloc[i]!r} is not unique in the table")
+    elif kind == "polars" and len(rows):
+        repeated = (~rows["key"].is_first_distinct()).arg_true()
+        if len(repeated):
+            i = int(repeated[0])
+            raise InvalidRequestError(f"rows[{i}].key {rows['key'][i]!r} is not unique in the table")
+
+
+class _Run:
+    """One payout: the rows in flight (at most ``limit``), the table read no faster, the pace
+    and the progress counts. Every payout entry runs one (``pay_out`` and ``pay_out_iter``,
+    blocking and async); they only wait their own way."""
+
+    def __init__(
+        self,
+        client: Client,
+        rows: Any,
+        funding_source: str,
+        concurrency: object,
+        max_rate: object,
+        progress: object,
+        *,
+        whole: bool = False,
+    ) -> None:
+        kind = self.kind = _kind(rows)
         self.limit = _concurrency(concurrency)
         self.pace = _Pace(_max_rate(max_rate))
         self.stream = client._pay_out_stream(funding_source)
-        total = _total(rows, kind)
-        update, self.close = _sink(progress, total or 1)
-        self.tally = _Tally(update, total)
+        if not isinstance(progress, bool) and not callable(progress):
+            raise TypeError(f"progress must be a bool or a callable, not {type(progress).__name__}")
+        if whole and kind in ("list", "pandas", "polars"):
+            _check_table(self.stream, rows, kind)
+        self.total = _total(rows, kind)
+        update, self.close = _sink(progress, self.total)
+        self.tally = _Tally(update, self.total)
         self.source = enumerate(_stream_records(rows, kind))
         self.exhausted = False
         self.pending: dict[int, dict[str, Any]] = {}
 
-    def next_row(self) -> tuple[float, int, dict[str, Any]] | None:
-        """The next row to start and how long to wait first; None while ``limit`` rows are in
-        flight or the table has ended."""
-        if self.exhausted or len(self.pending) >= self.limit:
-            return None
+    def room(self) -> bool:
+        return not self.exhausted and len(self.pending) < self.limit
+
+    def start_next(self) -> bool:
+        """Reads the next row and starts it (its pace token taken); False at the table's end."""
         nxt = next(self.source, None)
         if nxt is None:
             self.exhausted = True
-            return None
-        return (self.pace.delay(), *nxt)
-
-    def start(self, i: int, rec: dict[str, Any]) -> None:
+            return False
+        i, rec = nxt
+        self.pace.take()
         self.stream.push(i, rec)
         self.pending[i] = rec
+        return True
 
-    def ended(self, i: int, outcome: dict[str, Any]) -> dict[str, Any]:
+    def ended(self, i: int, outcome: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        merged = _merged(self.pending.pop(i, {}), outcome)
         self.tally.row(outcome)
-        return _merged(self.pending.pop(i), outcome)
+        return i, merged
+
+    def drained(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """After a Ctrl-C: the rows in flight, to their end (a second Ctrl-C abandons them:
+        they end in the journal, or stay ``pending`` there if the process exits first). The
+        engine's own count says when none runs: an outcome taken just as the interrupt came
+        is lost to this loop, not to the journal."""
+        self.exhausted = True
+        while self.pending and self.stream.running():
+            got = self.stream.next(0.1)
+            if got is not None:
+                yield self.ended(*got)
+
+
+def _steps(run: _Run) -> Generator[tuple[int, dict[str, Any]], None, None]:
+    """``(index, result)`` of each row as it ends. While the pace holds the next row, rows that
+    end are yielded at once, not after the wait."""
+    try:
+        while True:
+            while run.room():
+                wait = run.pace.wait()
+                if wait > 0:
+                    if run.pending:
+                        got = run.stream.next(wait)
+                        if got is not None:
+                            yield run.ended(*got)
+                    else:
+                        time.sleep(wait)
+                    continue
+                run.start_next()
+            if not run.pending:
+                return
+            got = run.stream.next()
+            if got is not None:
+                yield run.ended(*got)
+    finally:
+        run.close()
+
+
+async def _steps_async(run: _Run) -> AsyncIterator[tuple[int, dict[str, Any]]]:
+    """:func:`_steps`, waiting on the event loop."""
+    try:
+        while True:
+            while run.room():
+                wait = run.pace.wait()
+                if wait > 0:
+                    if run.pending:
+                        got = await run.stream.next_async(wait)
+                        if got is not None:
+                            yield run.ended(*got)
+                    else:
+                        await asyncio.sleep(wait)
+                    continue
+                run.start_next()
+            if not run.pending:
+                return
+            got = await run.stream.next_async()
+            if got is not None:
+                yield run.ended(*got)
+    finally:
+        run.close()
+
+
+class _Collected:
+    """The results of a whole payout, in the table's order, kept compactly: a list's result
+    rows, or a frame's six result columns (numpy object arrays for pandas, which become the
+    frame's own; lists for polars), filled in as rows end."""
+
+    def __init__(self, rows: Any, kind: str, total: int) -> None:
+        self.rows, self.kind = rows, kind
+        self.listed: list[Any] = [None] * total if kind == "list" else []
+        self.columns: dict[str, Any] = {}
+        if kind == "pandas":  # numpy object arrays: the frame's columns as they are, no copy
+            import numpy as np
+
+            self.columns = {f: np.full(total, None, dtype=object) for f in RESULT_FIELDS}
+        elif kind == "polars":
+            self.columns = {f: [None] * total for f in RESULT_FIELDS}
+
+    def add(self, i: int, result: dict[str, Any]) -> None:
+        if self.columns:
+            for f, column in self.columns.items():
+                column[i] = result.get(f)
+            return
+        if i >= len(self.listed):
+            self.listed.extend([None] * (i + 1 - len(self.listed)))
+        self.listed[i] = result
+
+    def result(self) -> Any:
+        if self.kind in ("pandas", "polars"):
+            return _frame(self.rows, self.kind, self.columns)
+        if self.kind != "lazy":
+            return self.listed
+        import polars as pl
+
+        ordered = self.listed
+        names = list(ordered[0]) if ordered else []
+        return pl.DataFrame({n: pl.Series(n, [r.get(n) for r in ordered], dtype=pl.Object if n == "sell_amount" else None) for n in names})
+
+
+def _frame(rows: Any, kind: str, columns: dict[str, Any]) -> Any:
+    """The input frame with the result columns (each column's values let go as it is made:
+    the frame and the values are never both held in full)."""
+    if kind == "pandas":
+        import pandas as pd
+
+        out = rows.copy(deep=False)
+        for f in RESULT_FIELDS:
+            out[f] = pd.Series(columns.pop(f), index=rows.index, dtype="object", copy=False)
+        return out
+    import polars as pl
+
+    series = [pl.Series(f, columns.pop(f), dtype=pl.Object if f == "sell_amount" else pl.Utf8) for f in RESULT_FIELDS]
+    return rows.with_columns(series)
+
+
+def pay_out(client: Client, rows: Any, funding_source: str, concurrency: int, max_rate: object, progress: object) -> Any:
+    """The whole table paid, streamed: rows read as they are paid (a frame a slice at a time),
+    results kept compactly and returned in the table's order, as the table's own kind."""
+    run = _Run(client, rows, funding_source, concurrency, max_rate, progress, whole=True)
+    got = _Collected(rows, run.kind, run.total)
+    steps = _steps(run)
+    try:
+        for i, result in steps:
+            got.add(i, result)
+    except KeyboardInterrupt:
+        # Ctrl-C (or a progress callback's KeyboardInterrupt), wherever it came: no new row;
+        # the rows in flight end first. Their results are not returned: the interrupt is.
+        for _ in run.drained():
+            pass
+        raise
+    finally:
+        # Closed here, not when the generator is collected: a notebook keeps the
+        # interrupt's traceback, and with it this frame and the generator.
+        steps.close()
+        run.close()
+    return got.result()
+
+
+def pay_out_async(
+    client: Client, rows: Any, funding_source: str, concurrency: int, max_rate: object, progress: object
+) -> Coroutine[Any, Any, Any]:
+    """:func:`pay_out`, awaitable (the table is checked at once; cancelling the task starts no
+    further row)."""
+    run = _Run(client, rows, funding_source, concurrency, max_rate, progress, whole=True)
+
+    async def paid() -> Any:
+        got = _Collected(rows, run.kind, run.total)
+        async for i, result in _steps_async(run):
+            got.add(i, result)
+        return got.result()
+
+    return paid()
 
 
 def pay_out_iter(
@@ -387,53 +574,18 @@ def pay_out_iter(
 ) -> Iterator[dict[str, Any]]:
     """Yields each row's result as it ends (not in the table's order: ``key`` tells them
     apart), keeping at most ``concurrency`` rows in flight and reading the table no faster."""
-    return _iterate(_Run(client, rows, funding_source, concurrency, max_rate, progress))
-
-
-def _iterate(run: _Run) -> Iterator[dict[str, Any]]:
-    try:
-        while True:
-            while (nxt := run.next_row()) is not None:
-                wait, i, rec = nxt
-                if wait:
-                    time.sleep(wait)
-                run.start(i, rec)
-            if not run.pending:
-                return
-            yield run.ended(*run.stream.next())
-    finally:
-        run.close()
+    run = _Run(client, rows, funding_source, concurrency, max_rate, progress)
+    return (result for _, result in _steps(run))
 
 
 def pay_out_iter_async(
     client: Client, rows: Any, funding_source: str, concurrency: object, max_rate: object, progress: object
 ) -> AsyncIterator[dict[str, Any]]:
-    """:func:`pay_out_iter`, as an async iterator (rows paced with ``asyncio.sleep``)."""
-    return _iterate_async(_Run(client, rows, funding_source, concurrency, max_rate, progress))
+    """:func:`pay_out_iter`, as an async iterator (rows paced on the event loop)."""
+    run = _Run(client, rows, funding_source, concurrency, max_rate, progress)
 
+    async def results() -> AsyncIterator[dict[str, Any]]:
+        async for _, result in _steps_async(run):
+            yield result
 
-async def _iterate_async(run: _Run) -> AsyncIterator[dict[str, Any]]:
-    try:
-        while True:
-            while (nxt := run.next_row()) is not None:
-                wait, i, rec = nxt
-                if wait:
-                    await asyncio.sleep(wait)
-                run.start(i, rec)
-            if not run.pending:
-                return
-            yield run.ended(*(await run.stream.next_async()))
-    finally:
-        run.close()
-
-
-def _in_order(results: Iterable[dict[str, Any]], rows: Any, kind: str) -> Any:
-    """``pay_out``'s result of a streamed table: the results in the table's order (a list of
-    dicts; a polars DataFrame for a LazyFrame)."""
-    ordered = sorted(results, key=lambda r: r.pop("_index"))
-    if kind != "lazy":
-        return ordered
-    import polars as pl
-
-    names = list(ordered[0]) if ordered else []
-    return pl.DataFrame({n: pl.Series(n, [r.get(n) for r in ordered], dtype=pl.Object if n == "sell_amount" else None) for n in names})
+    return results()

@@ -41,9 +41,17 @@ SOCKET_TIMEOUT = 1.0
 PREFIX = "fxpay:ratelimit:"
 
 
+def rate_text(per_second: float) -> str:
+    """A rate as the key of an unnamed bucket: its exact value, the shortest text that reads
+    back as it (``40``, ``0.5``, ``1234567``; never rounded, so two rates never share a key)."""
+    text = repr(float(per_second))
+    return text[:-2] if text.endswith(".0") else text
+
+
 class RedisBucket:
     """The bucket ``key`` (``fxpay:ratelimit:<name>``, or ``fxpay:ratelimit:<per_second>``
-    without a name) in the Redis ``redis`` (a URL or a redis-py client)."""
+    without a name, the rate written exactly) in the Redis ``redis`` (a URL or a redis-py
+    client)."""
 
     def __init__(self, redis: Any, per_second: float, name: str | None) -> None:
         if isinstance(redis, str):
@@ -55,7 +63,7 @@ class RedisBucket:
             client = redis
         else:
             raise TypeError(f"redis must be a redis URL (str) or a redis.Redis client, not {type(redis).__name__}")
-        self.key = PREFIX + (name if name is not None else f"{per_second:g}")
+        self.key = PREFIX + (name if name is not None else rate_text(per_second))
         self._r = client
         self._script = client.register_script(_RESERVE)
         self._pid = os.getpid()

@@ -23,6 +23,8 @@ pub(crate) type WithRaw<T> = (T, Value);
 pub struct Client {
     transport: Arc<Transport>,
     tokens: Arc<TokenCache>,
+    /// The pace after 429s (`crate::pacing`), when the client has no `RateLimit`.
+    pacing: Arc<crate::pacing::Pacing>,
 }
 
 impl Client {
@@ -34,6 +36,7 @@ impl Client {
         Ok(Client {
             transport: Arc::new(Transport::new(config)?),
             tokens: Arc::new(TokenCache::new(key, store)),
+            pacing: Arc::new(crate::pacing::Pacing::new()),
         })
     }
 
@@ -48,6 +51,16 @@ impl Client {
         Client {
             transport: Arc::new(self.transport.with_config(config)),
             tokens: self.tokens.clone(),
+            pacing: self.pacing.clone(),
+        }
+    }
+
+    /// The pace this client keeps after 429s: its `RateLimit`'s (shared by every client given
+    /// it), else its own (shared with its clones and `with_config` children).
+    pub fn pacing(&self) -> &crate::pacing::Pacing {
+        match &self.config().rate_limit {
+            Some(rl) => &rl.pacing,
+            None => &self.pacing,
         }
     }
 

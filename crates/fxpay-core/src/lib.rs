@@ -32,6 +32,7 @@ mod json_kind;
 mod lost_answer;
 mod models;
 mod money;
+mod pacing;
 mod paging;
 mod rate_limit;
 mod raw;
@@ -110,7 +111,8 @@ pub use raw::{scope as raw_scope, RawInfo, RawSlot};
 
 // Recording and replaying the service (cassettes), and the client's rate limit.
 pub use cassette::{Cassette, Mode as CassetteMode};
-pub use rate_limit::{RateLimit, SharedBucket};
+pub use pacing::Pacing;
+pub use rate_limit::{check_per_second, RateLimit, SharedBucket, MIN_PER_SECOND};
 
 // The runtime: one per process (made anew after a fork), and the bridge's primitives.
 pub use gate::{Gate, Inside};

@@ -34,15 +34,29 @@ pub(crate) const SHARED_RETRY: Duration = Duration::from_secs(1);
 
 /// The most requests per second a rate limit may allow (more is no limit at all).
 pub(crate) const MAX_PER_SECOND: f64 = 1e9;
+/// The fewest requests per second a rate limit may allow (one every 1,000 s).
+pub const MIN_PER_SECOND: f64 = 0.001;
+
+/// Whether `per_second` is a rate: finite, at least [`MIN_PER_SECOND`] and at most
+/// [`MAX_PER_SECOND`]. A `ConfigurationError` naming `name` otherwise.
+pub fn check_per_second(name: &str, per_second: f64) -> Result<f64> {
+    if per_second.is_finite() && (MIN_PER_SECOND..=MAX_PER_SECOND).contains(&per_second) {
+        return Ok(per_second);
+    }
+    Err(Error::config(format!(
+        "{name} must be a number per second of at least 0.001 and at most 1e9, got {}",
+        crate::config::seconds_text(per_second)
+    )))
+}
 
 /// Nanoseconds are counted from this instant, the first one any rate limit of the process
 /// read. `Instant` is the monotonic clock of the system, so a forked child counts on.
-fn origin() -> Instant {
+pub(crate) fn origin() -> Instant {
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
     *ORIGIN.get_or_init(Instant::now)
 }
 
-fn nanos(at: Instant) -> u64 {
+pub(crate) fn nanos(at: Instant) -> u64 {
     u64::try_from(at.saturating_duration_since(origin()).as_nanos()).unwrap_or(u64::MAX)
 }
 
@@ -55,6 +69,8 @@ pub struct RateLimit {
     shared: Option<Arc<dyn SharedBucket>>,
     /// Until when (nanoseconds from `origin`) the shared bucket is left alone after a failure.
     shared_down_until: AtomicU64,
+    /// The pace after 429s of every client given this rate limit (`crate::pacing`).
+    pub(crate) pacing: crate::pacing::Pacing,
 }
 
 impl std::fmt::Debug for RateLimit {
@@ -78,12 +94,7 @@ impl RateLimit {
     }
 
     fn build(per_second: f64, shared: Option<Arc<dyn SharedBucket>>) -> Result<Self> {
-        if !(per_second.is_finite() && per_second > 0.0 && per_second <= MAX_PER_SECOND) {
-            return Err(Error::config(format!(
-                "per_second must be a number of requests per second above 0 (at most 1e9), got \
-                 {per_second}"
-            )));
-        }
+        let per_second = check_per_second("per_second", per_second)?;
         let _ = origin();
         Ok(RateLimit {
             per_second,
@@ -91,6 +102,7 @@ impl RateLimit {
             next: AtomicU64::new(0),
             shared,
             shared_down_until: AtomicU64::new(0),
+            pacing: crate::pacing::Pacing::new(),
         })
     }
 
@@ -172,10 +184,21 @@ mod tests {
 
     #[test]
     fn values_that_are_no_rate_are_refused() {
-        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e10] {
+        for bad in [
+            0.0,
+            -1.0,
+            f64::NAN,
+            f64::INFINITY,
+            1e10,
+            1e-20,
+            5e-324,
+            1e-300,
+            0.000_999,
+        ] {
             assert!(RateLimit::new(bad).is_err(), "{bad}");
         }
         assert!(RateLimit::new(0.5).is_ok());
+        assert!(RateLimit::new(0.001).is_ok());
     }
 
     #[test]

@@ -13,7 +13,9 @@ use fxpay_core::{
     check_journal_key as check_key, pay_row, Client as Core, Error, PayoutOutcome as Outcome, Store,
 };
 use pyo3::prelude::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::Mutex;
 
@@ -25,6 +27,8 @@ pub struct PayoutStream {
     funding_source: String,
     done: UnboundedSender<(usize, Outcome)>,
     ended: Arc<Mutex<UnboundedReceiver<(usize, Outcome)>>>,
+    /// Rows started and not ended yet (their outcome not sent).
+    running: Arc<AtomicUsize>,
 }
 
 impl PayoutStream {
@@ -36,14 +40,27 @@ impl PayoutStream {
             funding_source,
             done,
             ended: Arc::new(Mutex::new(ended)),
+            running: Arc::new(AtomicUsize::new(0)),
         }
     }
 
-    /// The next outcome to end, as the bridge hands results to Python.
-    fn next_ended(&self) -> impl std::future::Future<Output = Result<Out, Error>> + Send + 'static {
+    /// The next outcome to end, as the bridge hands results to Python; with `within`, `None`
+    /// when no row ends in that time (nothing is taken from the channel then).
+    fn next_ended(
+        &self,
+        within: Option<Duration>,
+    ) -> impl std::future::Future<Output = Result<Out, Error>> + Send + 'static {
         let ended = self.ended.clone();
         async move {
-            match ended.lock().await.recv().await {
+            let mut ended = ended.lock().await;
+            let got = match within {
+                None => ended.recv().await,
+                Some(d) => match tokio::time::timeout(d, ended.recv()).await {
+                    Ok(got) => got,
+                    Err(_) => return Ok(Out::None),
+                },
+            };
+            match got {
                 Some((i, o)) => Ok(Out::Row(i, Box::new(o))),
                 None => Ok(Out::None),
             }
@@ -53,6 +70,20 @@ impl PayoutStream {
 
 #[pymethods]
 impl PayoutStream {
+    /// Checks row `index` (a mapping) as :meth:`push` reads it, sending nothing: a wrong type
+    /// is a ``TypeError`` naming ``rows[index].field``, a missing or malformed key an
+    /// ``InvalidRequestError``. (A wrong value is left for the row's own refusal.)
+    fn check(&self, index: usize, record: Bound<'_, PyAny>) -> Fallible<()> {
+        if let Ok(row) = record_from_py(record, index, &self.funding_source)? {
+            check_key(&row.key).map_err(|_| {
+                Error::invalid(format!(
+                    "rows[{index}].key must be 1 to 255 characters, none of them a control character"
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
     /// Starts row `index` (a mapping). A wrong type is a ``TypeError`` naming
     /// ``rows[index].field`` (the row is not started); a wrong or missing value ends the row
     /// at once, refused. The row is paid on the runtime; its outcome comes from :meth:`next`.
@@ -76,22 +107,40 @@ impl PayoutStream {
         let (c, journal, done) = (self.core.clone(), self.journal.clone(), self.done.clone());
         // The row's calls are traced under the caller's current span, as `pay_out`'s are.
         let obs = observer(py);
+        let running = self.running.clone();
+        running.fetch_add(1, Ordering::AcqRel);
         fxpay_core::runtime().spawn(async move {
             let o = pay_row(&c, &journal, row, obs.as_deref()).await;
             let _ = done.send((index, o));
+            running.fetch_sub(1, Ordering::AcqRel);
         });
         Ok(())
     }
 
+    /// How many rows started have not ended yet. After a Ctrl-C, the payout waits until none
+    /// runs: an outcome taken from :meth:`next` just as the interrupt came may never reach
+    /// the caller, but its row has ended all the same.
+    fn running(&self) -> usize {
+        self.running.load(Ordering::Acquire)
+    }
+
     /// The next row to end: ``(index, outcome)``; waits with the GIL released (Ctrl-C
-    /// raises ``KeyboardInterrupt``; rows in flight still end, in the journal).
-    fn next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        block(py, self.next_ended())
+    /// raises ``KeyboardInterrupt``; rows in flight still end, in the journal). With
+    /// ``within`` (seconds), ``None`` when no row ends in that time.
+    #[pyo3(signature = (within = None))]
+    fn next(&self, py: Python<'_>, within: Option<f64>) -> PyResult<Py<PyAny>> {
+        block(py, self.next_ended(within.map(wait_of)))
     }
 
     /// :meth:`next`, awaitable.
-    fn next_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let fut = self.next_ended();
+    #[pyo3(signature = (within = None))]
+    fn next_async(&self, py: Python<'_>, within: Option<f64>) -> PyResult<Py<PyAny>> {
+        let fut = self.next_ended(within.map(wait_of));
         call(py, "pay_out_iter_async", move |_| Box::pin(fut))
     }
+}
+
+/// A wait of `seconds` (a day at most; nothing for a value that is no wait).
+fn wait_of(seconds: f64) -> Duration {
+    Duration::try_from_secs_f64(seconds.clamp(0.0, 86_400.0)).unwrap_or(Duration::ZERO)
 }

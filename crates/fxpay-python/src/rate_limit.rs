@@ -34,18 +34,27 @@ pub struct RateLimit {
     key: Option<String>,
 }
 
-/// A number of requests per second: an int or a float (a bool is no number).
-fn per_second_of(obj: &Bound<'_, PyAny>) -> Fallible<f64> {
-    let number = (obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>())
-        && !obj.is_instance_of::<PyBool>();
+/// A number of requests per second: an int, a float or another real number (numpy's
+/// `int64`, `float32`...; a bool is no number).
+pub(crate) fn per_second_of(obj: &Bound<'_, PyAny>, name: &str) -> Fallible<f64> {
+    let number = !obj.is_instance_of::<PyBool>()
+        && (obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>() || is_real(obj)?);
     if !number {
         return Err(Failure::from(PyTypeError::new_err(format!(
-            "per_second must be a number of requests per second (an int or a float), not {}",
+            "{name} must be a number per second (an int or a float), not {}",
             type_name(obj)
         ))));
     }
     // An int too large for a float is no rate either.
     Ok(obj.extract::<f64>().unwrap_or(f64::INFINITY))
+}
+
+/// Whether `obj` is a `numbers.Real` (numpy registers its numbers there), not a bool.
+fn is_real(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = obj.py();
+    let real = py.import("numbers")?.getattr("Real")?;
+    let bool_like = type_name(obj).starts_with("bool");
+    Ok(!bool_like && obj.is_instance(&real)?)
 }
 
 #[pymethods]
@@ -59,7 +68,7 @@ impl RateLimit {
         redis: Option<&Bound<'_, PyAny>>,
         name: Option<&Bound<'_, PyAny>>,
     ) -> Fallible<Self> {
-        let rate = per_second_of(per_second)?;
+        let rate = per_second_of(per_second, "per_second")?;
         let name = match name.filter(|n| !n.is_none()) {
             Some(n) if n.is_instance_of::<PyString>() => Some(n),
             Some(n) => {

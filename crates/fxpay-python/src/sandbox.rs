@@ -93,12 +93,7 @@ impl CoreSandbox {
         rate_limit: Option<f64>,
     ) -> Fallible<Self> {
         if let Some(n) = rate_limit {
-            if !(n.is_finite() && n > 0.0) {
-                return Err(Failure::from(Error::config(format!(
-                    "rate_limit must be a number of requests per second above 0, got {}",
-                    fxpay_core::seconds_text(n)
-                ))));
-            }
+            fxpay_core::check_per_second("rate_limit", n)?;
         }
         if client_auth && !tls {
             return Err(Failure::from(Error::config(

@@ -128,10 +128,13 @@ impl Sandbox {
         st.body_timeout = config.body_timeout;
         st.idle_timeout = config.idle_timeout;
         if let Some(n) = config.rate_limit {
-            if !(n.is_finite() && n > 0.0) {
+            if !(n.is_finite() && (0.001..=1e9).contains(&n)) {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
-                    format!("rate_limit must be a number of requests per second above 0, got {n}"),
+                    format!(
+                        "rate_limit must be a number of requests per second of at least 0.001 \
+                         and at most 1e9, got {n}"
+                    ),
                 ));
             }
             st.rate_limit = Some(http::rate_limit::RateLimit::new(n));

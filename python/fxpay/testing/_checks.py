@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import warnings
 
-from ..errors import ConfigurationError, InvalidRequestError
+from ..errors import InvalidRequestError
 
 
 def check_seconds(name: str, value: object) -> float:
@@ -21,17 +21,12 @@ def check_seconds(name: str, value: object) -> float:
 
 
 def check_rate(name: str, value: object) -> float:
-    """A number of requests per second: a ``TypeError`` naming ``name`` unless it is an int or
-    float; a ``ConfigurationError`` unless it is finite and above 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of requests per second, not {type(value).__name__}")
-    try:
-        rate = float(value)
-    except OverflowError:
-        rate = math.inf
-    if not (math.isfinite(rate) and rate > 0):
-        raise ConfigurationError(f"{name} must be a number of requests per second above 0, got {value!r}")
-    return rate
+    """A number of requests per second (``fxpay._rates``): a ``TypeError`` naming ``name``
+    unless it is a real number; a ``ConfigurationError`` unless it is finite, at least 0.001
+    and at most 1e9."""
+    from .._rates import check_per_second
+
+    return check_per_second(name, value)
 
 
 def check_flag(name: str, value: object) -> None:

@@ -274,7 +274,7 @@ def test_pay_out_celery_keeps_the_tables_kind_and_order(fxpay_sandbox: Any, redi
             fxpay.contrib.celery.pay_out_celery(app, [], funding_source="Own account", chunk_size="10")  # type: ignore[arg-type]
         with pytest.raises(fxpay.InvalidRequestError, match="chunk_size"):
             fxpay.contrib.celery.pay_out_celery(app, [], funding_source="Own account", chunk_size=0)
-        with pytest.raises(fxpay.InvalidRequestError, match="max_rate"):
+        with pytest.raises(fxpay.ConfigurationError, match="max_rate"):
             fxpay.contrib.celery.pay_out_celery(app, dup[:1], funding_source="Own account", max_rate=-1)
         with pytest.raises(TypeError, match="concurrency"):
             fxpay.contrib.celery.pay_out_celery(app, dup[:1], funding_source="Own account", concurrency=2.5)  # type: ignore[arg-type]

@@ -183,7 +183,7 @@ def test_pay_out_dask_is_lazy_and_refuses_bad_arguments(fxpay_sandbox: Any, redi
         fxpay.contrib.dask.pay_out_dask(ddf.drop(columns=["key"]), client_factory=factory, funding_source="Own account")
     with pytest.raises(fxpay.InvalidRequestError, match="concurrency"):
         fxpay.contrib.dask.pay_out_dask(ddf, client_factory=factory, funding_source="Own account", concurrency=0)
-    with pytest.raises(fxpay.InvalidRequestError, match="max_rate"):
+    with pytest.raises(fxpay.ConfigurationError, match="max_rate"):
         fxpay.contrib.dask.pay_out_dask(ddf, client_factory=factory, funding_source="Own account", max_rate=0)
     with pytest.raises(TypeError, match="funding_source"):
         fxpay.contrib.dask.pay_out_dask(ddf, client_factory=factory, funding_source=None)  # type: ignore[arg-type]

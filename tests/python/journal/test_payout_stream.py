@@ -95,7 +95,7 @@ def test_an_invalid_row_is_refused_alone_and_a_wrong_type_raises(client: fxpay.C
         list(client.pay_out_iter([table[0], 7], funding_source="Own account"))
     with pytest.raises(TypeError, match="rows must be"):
         client.pay_out_iter(5, funding_source="Own account")  # type: ignore[arg-type]
-    with pytest.raises(fxpay.InvalidRequestError, match="max_rate"):
+    with pytest.raises(fxpay.ConfigurationError, match="max_rate"):
         client.pay_out_iter(table, funding_source="Own account", max_rate=0)
     with pytest.raises(TypeError, match="max_rate"):
         client.pay_out_iter(table, funding_source="Own account", max_rate="fast")  # type: ignore[arg-type]

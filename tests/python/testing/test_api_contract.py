@@ -676,7 +676,7 @@ WRONG_VALUES: list[tuple[str, Call, type[BaseException]]] = [
     (
         "pay_out max_rate nan",
         lambda sb, c: _journaled(sb).pay_out([], funding_source=FUNDING, max_rate=float("nan")),
-        fxpay.InvalidRequestError,
+        fxpay.ConfigurationError,
     ),
     ("pay_out without a journal", lambda sb, c: c.pay_out([], funding_source=FUNDING), fxpay.ConfigurationError),
     ("parse_deal_created empty nonce", lambda sb, c: fxpay.parse_deal_created(b"{}", {}, nonce=""), fxpay.WebhookVerificationError),
@@ -691,12 +691,12 @@ WRONG_VALUES: list[tuple[str, Call, type[BaseException]]] = [
     (
         "pay_out max_rate a huge negative int",
         lambda sb, c: _journaled(sb).pay_out([], funding_source=FUNDING, max_rate=-(10**400)),
-        fxpay.InvalidRequestError,
+        fxpay.ConfigurationError,
     ),
     (
         "pay_out max_rate a huge int",
         lambda sb, c: _journaled(sb).pay_out([], funding_source=FUNDING, max_rate=10**400),
-        fxpay.InvalidRequestError,
+        fxpay.ConfigurationError,
     ),
     (
         "deal_created_request process_id surrogate",

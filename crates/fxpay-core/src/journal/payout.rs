@@ -8,12 +8,13 @@ use crate::client::Client;
 use crate::deadline::scope;
 use crate::error::{Error, IdempotencyKind, Result};
 use crate::models::{Beneficiary, DealBeneficiary, DealRequest, QuoteRequest};
+use crate::pacing::Paced;
 use crate::transport::Observer;
 use futures_util::stream::{self, StreamExt};
 use rust_decimal::Decimal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One row: a payment of `quote.buy_amount` to a beneficiary.
 #[derive(Debug, Clone)]
@@ -146,34 +147,42 @@ async fn start_row(
     (i, Some(pay_row(c, store, row, obs.as_deref()).await))
 }
 
-/// How many times a row waits out a 429 (the service's rate limit) before it gives up.
-pub(crate) const RATE_LIMITED_TRIES: u32 = 100;
-/// The longest wait a 429's `Retry-After` asks of a row (1 s without one).
-const RATE_LIMITED_WAIT_MAX: Duration = Duration::from_secs(60);
+/// How long a row goes on through 429s, from its first: its own deadline (the client's
+/// `deadline`, when longer). Past it, the row is refused.
+pub(crate) const RATE_LIMITED_FOR: Duration = Duration::from_secs(600);
 
 /// One row's steps. Every error is kept in the outcome, never raised. A 429 is the service
-/// refusing before it acted (the step's key is released): the row waits out its
-/// `Retry-After` and goes on, so a rate limit never makes a row refused (up to
-/// [`RATE_LIMITED_TRIES`] waits).
+/// refusing before it acted (the step's key is released): it slows the whole payout, not the
+/// row. Every answer goes to the client's pacing (`crate::pacing`: a 429 lowers the pace and
+/// holds every request for its `Retry-After`, with jitter), and every request of the row waits
+/// its turn in that pace; the row goes on where it was refused, and is refused only when its
+/// turn would come past its own deadline ([`RATE_LIMITED_FOR`] after its first 429).
 pub async fn pay_row(
     c: &Client,
     store: &Arc<dyn Store>,
     row: Row,
     obs: Option<&dyn Observer>,
 ) -> Outcome {
+    let pacing = c.pacing();
+    let paced = Paced { pacing, inner: obs };
     let mut o = Outcome::default();
-    let mut waits = 0;
+    let mut end: Option<Instant> = None;
     let result = loop {
-        match steps(c, store, row.clone(), &mut o, obs).await {
+        match steps(c, store, row.clone(), &mut o, &paced, end).await {
             Err(Error::Api {
                 status: 429,
                 retry_after,
                 ..
-            }) if waits < RATE_LIMITED_TRIES => {
-                waits += 1;
-                let wait = retry_after.map_or(Duration::from_secs(1), Duration::from_secs);
-                tokio::time::sleep(wait.min(RATE_LIMITED_WAIT_MAX)).await;
-                o = Outcome::default();
+            }) => {
+                pacing.hold_for(retry_after.map(Duration::from_secs));
+                let most = c
+                    .config()
+                    .deadline
+                    .unwrap_or_default()
+                    .max(RATE_LIMITED_FOR);
+                end.get_or_insert_with(|| Instant::now() + most);
+                // The row goes on where it was refused: what it reached (its quote's read,
+                // say) is kept, so a retry sends only what the 429 refused.
             }
             r => break r,
         }
@@ -198,6 +207,21 @@ pub async fn pay_row(
         }
     }
     o
+}
+
+/// Waits for the next request's turn in the client's pace; an error (nothing sent) when it
+/// would come past the row's deadline.
+async fn turn(paced: &Paced<'_>, end: Option<Instant>, what: &str) -> Result<()> {
+    if paced.pacing.turn(end).await {
+        return Ok(());
+    }
+    Err(crate::deadline::passed_while(
+        &format!(
+            "before {what} could be sent: the service answered 429 (rate limited) for longer than \
+             the row's own deadline"
+        ),
+        true,
+    ))
 }
 
 /// The outcome of a row whose quote was replayed (`quote_id`) and whose deal the journal
@@ -242,8 +266,11 @@ async fn steps(
     store: &Arc<dyn Store>,
     row: Row,
     o: &mut Outcome,
-    obs: Option<&dyn Observer>,
+    paced: &Paced<'_>,
+    end: Option<Instant>,
 ) -> Result<bool> {
+    let obs: Option<&dyn Observer> = Some(paced);
+    turn(paced, end, "the row's quote").await?;
     // Each request a row makes is one call, bounded by the client's deadline as any other
     // call is (`crate::deadline`); the payout as a whole is not.
     let bounded = c.config().deadline;
@@ -252,6 +279,9 @@ async fn steps(
         calls::create_quote(c, store, &format!("{}/quote", row.key), &row.quote, obs),
     )
     .await?;
+    if o.quote_id.as_deref() != Some(quote_id.as_str()) {
+        o.sell_amount = None;
+    }
     o.quote_id = Some(quote_id.clone());
     if quote_replayed {
         if let Some(done) = already_booked(store, &row.key, &quote_id).await? {
@@ -259,13 +289,21 @@ async fn steps(
             return Ok(true);
         }
     }
-    let (quote, _) = scope(bounded, c.get_quote(&quote_id, obs)).await?;
-    let sell_amount = quote.sell_amount;
+    // Read once: a row going on after a 429 keeps the amount it read.
+    let sell_amount = match o.sell_amount {
+        Some(amount) if o.quote_id.as_deref() == Some(quote_id.as_str()) => amount,
+        _ => {
+            turn(paced, end, "the row's quote read").await?;
+            let (quote, _) = scope(bounded, c.get_quote(&quote_id, obs)).await?;
+            quote.sell_amount
+        }
+    };
     o.sell_amount = Some(sell_amount);
     let beneficiary_id = match row.beneficiary {
         RowBeneficiary::Id(id) => id,
         RowBeneficiary::New(b) => {
             let key = format!("{}/beneficiary", row.key);
+            turn(paced, end, "the row's beneficiary").await?;
             scope(bounded, calls::create_beneficiary(c, store, &key, &b, obs))
                 .await?
                 .0
@@ -284,6 +322,7 @@ async fn steps(
             pay_reference: row.pay_reference,
         }],
     };
+    turn(paced, end, "the row's deal").await?;
     let ((deal, _), replayed) = scope(
         bounded,
         calls::create_deal(c, store, &format!("{}/deal", row.key), req, obs),
