@@ -1,5 +1,6 @@
 //! Client configuration: base URL rules, timeouts and the retry policy.
 use crate::error::{Error, Result};
+use crate::seconds::seconds_text;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -224,16 +225,6 @@ pub(crate) fn normalize_base_url(raw: &str) -> Result<String> {
     }
     out.push_str(path);
     Ok(out)
-}
-
-/// A number of seconds as an error message shows it: as written when it is of a usual size,
-/// in exponent form otherwise (`1e300`, not three hundred digits), `NaN` and `inf` as such.
-pub fn seconds_text(seconds: f64) -> String {
-    if seconds.is_finite() && seconds.abs() < 1e16 && (seconds == 0.0 || seconds.abs() >= 1e-6) {
-        format!("{seconds}")
-    } else {
-        format!("{seconds:?}")
-    }
 }
 
 #[cfg(test)]

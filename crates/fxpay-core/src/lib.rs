@@ -32,11 +32,14 @@ mod json_kind;
 mod lost_answer;
 mod models;
 mod money;
+mod monotonic;
+mod paced;
 mod pacing;
 mod paging;
 mod rate_limit;
 mod raw;
 mod runtime;
+mod seconds;
 mod tls;
 mod trace;
 mod transport;
@@ -53,7 +56,8 @@ pub use auth::store::{StoreLock, TokenStore};
 pub use auth::user_session::OnToken;
 pub use auth::UserSession;
 pub use client::{list_virtual_accounts, Client};
-pub use config::{seconds_text, ClientConfig, RetryPolicy};
+pub use config::{ClientConfig, RetryPolicy};
+pub use seconds::seconds_text;
 
 // The models (`is_uuid` checks their ids), and the trait that lists each one's fields for the
 // binding's classes.

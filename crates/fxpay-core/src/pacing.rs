@@ -20,8 +20,7 @@
 //! One `Pacing` per client (its clones and `with_config` children share it), or the one of the
 //! client's `RateLimit` (every client given it shares it). Atomics, not a lock: a fork can never
 //! leave it held.
-use crate::rate_limit::{nanos, origin};
-use crate::transport::{AttemptLog, AttemptStart, ExtraHeaders, Observer};
+use crate::monotonic::{nanos, origin};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -205,36 +204,6 @@ impl Pacing {
         let secs = (now.saturating_sub(start) as f64 / SECOND as f64).max(1.0);
         let before = f64::from_bits(self.accepted_before.load(Ordering::Acquire));
         (n / secs).max(before)
-    }
-}
-
-/// An observer that tells a `Pacing` of every answer (and passes everything on to the
-/// observer it wraps, if any).
-pub(crate) struct Paced<'a> {
-    pub(crate) pacing: &'a Pacing,
-    pub(crate) inner: Option<&'a dyn Observer>,
-}
-
-impl Observer for Paced<'_> {
-    fn start(&self, start: &AttemptStart<'_>) -> ExtraHeaders {
-        self.inner.map(|o| o.start(start)).unwrap_or_default()
-    }
-
-    fn attempt(&self, log: &AttemptLog<'_>) {
-        if let Some(status) = log.status {
-            let sent = Instant::now()
-                .checked_sub(log.duration)
-                .unwrap_or_else(Instant::now);
-            self.pacing.answered(status, sent);
-            if status == 429 {
-                if let Some(wait) = log.retry_in {
-                    self.pacing.hold_for(Some(wait));
-                }
-            }
-        }
-        if let Some(o) = self.inner {
-            o.attempt(log);
-        }
     }
 }
 

@@ -17,9 +17,10 @@
 //! A client without a rate limit pays nothing for this: the transport branches on an
 //! `Option` and goes on.
 use crate::error::{Error, Result};
+use crate::monotonic::{nanos, origin};
 use futures_util::future::BoxFuture;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A bucket shared with other processes.
@@ -45,19 +46,8 @@ pub fn check_per_second(name: &str, per_second: f64) -> Result<f64> {
     }
     Err(Error::config(format!(
         "{name} must be a number per second of at least 0.001 and at most 1e9, got {}",
-        crate::config::seconds_text(per_second)
+        crate::seconds::seconds_text(per_second)
     )))
-}
-
-/// Nanoseconds are counted from this instant, the first one any rate limit of the process
-/// read. `Instant` is the monotonic clock of the system, so a forked child counts on.
-pub(crate) fn origin() -> Instant {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    *ORIGIN.get_or_init(Instant::now)
-}
-
-pub(crate) fn nanos(at: Instant) -> u64 {
-    u64::try_from(at.saturating_duration_since(origin()).as_nanos()).unwrap_or(u64::MAX)
 }
 
 pub struct RateLimit {

@@ -8,7 +8,7 @@ use crate::client::Client;
 use crate::deadline::scope;
 use crate::error::{Error, IdempotencyKind, Result};
 use crate::models::{Beneficiary, DealBeneficiary, DealRequest, QuoteRequest};
-use crate::pacing::Paced;
+use crate::paced::Paced;
 use crate::transport::Observer;
 use futures_util::stream::{self, StreamExt};
 use rust_decimal::Decimal;
