@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
-use tokio::sync::Mutex;
+use tokio::sync::{watch, Mutex};
 
 /// One payout run's rows in and outcomes out.
 #[pyclass(module = "fxpay._fxpay", frozen)]
@@ -29,6 +29,8 @@ pub struct PayoutStream {
     ended: Arc<Mutex<UnboundedReceiver<(usize, Outcome)>>>,
     /// Rows started and not ended yet (their outcome not sent).
     running: Arc<AtomicUsize>,
+    /// Set by :meth:`abandon`: every row in flight is dropped where it is.
+    abandon: watch::Sender<bool>,
 }
 
 impl PayoutStream {
@@ -41,6 +43,7 @@ impl PayoutStream {
             done,
             ended: Arc::new(Mutex::new(ended)),
             running: Arc::new(AtomicUsize::new(0)),
+            abandon: watch::Sender::new(false),
         }
     }
 
@@ -109,9 +112,15 @@ impl PayoutStream {
         let obs = observer(py);
         let running = self.running.clone();
         running.fetch_add(1, Ordering::AcqRel);
+        let mut abandoned = self.abandon.subscribe();
         fxpay_core::runtime().spawn(async move {
-            let o = pay_row(&c, &journal, row, obs.as_deref()).await;
-            let _ = done.send((index, o));
+            tokio::select! {
+                o = pay_row(&c, &journal, row, obs.as_deref()) => {
+                    let _ = done.send((index, o));
+                }
+                // Dropped mid-call: its key stays `pending` until its lease lapses (`unknown`).
+                _ = abandoned.wait_for(|a| *a) => {}
+            }
             running.fetch_sub(1, Ordering::AcqRel);
         });
         Ok(())
@@ -122,6 +131,13 @@ impl PayoutStream {
     /// the caller, but its row has ended all the same.
     fn running(&self) -> usize {
         self.running.load(Ordering::Acquire)
+    }
+
+    /// Drops every row in flight where it is (a second Ctrl-C): no outcome comes for them,
+    /// and their keys stay `pending` in the journal until their leases lapse, then read
+    /// `unknown`. Rows pushed afterwards are dropped at once.
+    fn abandon(&self) {
+        self.abandon.send_replace(true);
     }
 
     /// The next row to end: ``(index, outcome)``; waits with the GIL released (Ctrl-C

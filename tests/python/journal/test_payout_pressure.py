@@ -236,8 +236,11 @@ def test_a_progress_callback_that_raises_is_warned_of_once_and_the_payout_goes_o
 
 def test_a_keyboard_interrupt_from_a_progress_callback_stops_the_payout(fxpay_sandbox: Any, client: fxpay.Client) -> None:
     """Ctrl-C pressed while the callback runs (the likeliest place in a notebook) stops the
-    payout as Ctrl-C anywhere does: no new row, KeyboardInterrupt raised. The core's progress
-    thread swallowed it (sys.unraisablehook) and pay_out(list) paid every row."""
+    payout as Ctrl-C anywhere does: no new row, the row in flight ends, KeyboardInterrupt
+    raised. The core's progress thread swallowed it (sys.unraisablehook) and pay_out(list)
+    paid every row. The callable runs off the rows' path (issue 46: a slow one must not hold
+    the rows back), so at concurrency 1 the third row may already be in flight when the
+    second report is told: it ends; the fourth never starts."""
     bid = client.create_beneficiary(make_beneficiary())
     for name, run in _entries(client).items():
         if name.startswith("async"):
@@ -252,7 +255,9 @@ def test_a_keyboard_interrupt_from_a_progress_callback_stops_the_payout(fxpay_sa
         with pytest.raises(KeyboardInterrupt):
             run(table, interrupt)
         paid = len(fxpay_sandbox.deals()) - before
-        assert paid == 2, (name, paid)  # concurrency 1: the two rows told, no third
+        assert paid in (2, 3), (name, paid)  # the two rows told, and the one in flight
+        booked = references(fxpay_sandbox)
+        assert not [i for i in range(3, 6) if booked[f"KI{name.upper()}-{i}"]], (name, booked)
 
 
 # -- 6. an honest bar -------------------------------------------------------------------------
