@@ -97,4 +97,5 @@ def test_a_raising_callback_is_reported_once(client: fxpay.Client) -> None:
     assert calls[-1] == ROWS
     said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert len(said) == 1, said
-    assert "RuntimeError" in said[0] and "the progress widget is gone" in said[0], said
+    assert "RuntimeError" in said[0], said
+    assert "the progress widget is gone" in said[0], said
