@@ -251,12 +251,12 @@ def test_after_close_the_bar_is_neither_made_nor_drawn(capfd: pytest.CaptureFixt
 
     from fxpay._payouts import _sink
 
-    update, close, _ = _sink(True, 3)
+    update, close = _sink(True, 3)
     close()
     update(1, 3, 1, 0, 0, 0)
     assert len(tqdm._instances) == 0  # type: ignore[attr-defined]
     # A bar made before the close is closed by it, and later reports leave it as it was.
-    update, close, _ = _sink(True, 3)
+    update, close = _sink(True, 3)
     update(1, 3, 1, 0, 0, 0)
     assert len(tqdm._instances) == 1  # type: ignore[attr-defined]
     close()
