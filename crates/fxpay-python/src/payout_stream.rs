@@ -119,7 +119,13 @@ impl PayoutStream {
                     let _ = done.send((index, o));
                 }
                 // Dropped mid-call: its key stays `pending` until its lease lapses (`unknown`).
-                _ = abandoned.wait_for(|a| *a) => {}
+                // The stream itself going away (a `pay_out_iter` left early) abandons nothing:
+                // the row ends, and exit waits for it.
+                _ = async {
+                    if abandoned.wait_for(|a| *a).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                } => {}
             }
             running.fetch_sub(1, Ordering::AcqRel);
         });
