@@ -23,14 +23,13 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._payouts import RESULT_FIELDS, _concurrency, _max_rate, _sink
 from ..errors import InvalidRequestError
-from ._progress import check_journal, check_poll, follow, now
+from .fanout import RESULT_FIELDS, Progress, check_concurrency, check_journal, check_max_rate, check_poll, follow, now
 
 if TYPE_CHECKING:
     import datetime
 
-    from .._fxpay import Client
+    from .. import Client
     from ..journals import JournalBase
 
 __all__ = ["pay_out_dask", "watch"]
@@ -100,8 +99,8 @@ def pay_out_dask(
         raise TypeError(f"client_factory must be a callable that returns a fxpay.Client, not {type(client_factory).__name__}")
     if not isinstance(funding_source, str):
         raise TypeError(f"funding_source must be a str, not {type(funding_source).__name__}")
-    _concurrency(concurrency)
-    _max_rate(max_rate)
+    check_concurrency(concurrency)
+    check_max_rate(max_rate)
     if "key" not in ddf.columns:
         raise InvalidRequestError("ddf has no 'key' column: keys come from the rows, never from partition numbers")
     meta = ddf._meta.copy()
@@ -147,11 +146,11 @@ def watch(
         future = _submit(paid)
     else:
         raise TypeError(f"paid must be a dask dataframe or a future (done() and result()), not {type(paid).__name__}")
-    update, close = _sink(progress, len(wanted))
+    bar = Progress(progress, len(wanted))
     try:
-        follow(j, wanted, since, update, future.done, interval)
+        follow(j, wanted, since, bar.update, future.done, interval)
     finally:
-        close()
+        bar.close()
     return future.result()
 
 

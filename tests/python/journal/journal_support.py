@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import time
 from collections.abc import Iterator
@@ -71,6 +72,32 @@ def make_journal(kind: str, tmp_path: Path, redis_server: RedisServer | None) ->
     journal = fxpay.RedisJournal(redis_server.url, prefix=f"t{time.monotonic_ns()}:")
     journal.create()
     return journal
+
+
+def named_right_after(journal: Any, keys: list[str]) -> tuple[set[str], list[fxpay.JournalEntry], datetime.datetime]:
+    """Right after a fan-out: the rows the journal names as of unknown outcome, those that
+    ``journal.unknown()`` lists and those ``journal.leased(keys)`` lists (held under a
+    lease, which says until when), the leased entries, and when they were read. Leased first:
+    a lease that lapses between the two readings is then in ``unknown()``."""
+    read_at = datetime.datetime.now(datetime.timezone.utc)
+    leased = journal.leased(keys)
+    unknown = journal.unknown()
+    return {e.key.rsplit("/", 1)[0] for e in [*leased, *unknown]}, leased, read_at
+
+
+def check_named(out_unknown: set[str], named: set[str], leased: list[fxpay.JournalEntry], read_at: datetime.datetime) -> None:
+    """Every row that a fan-out returned ``unknown`` is named by the journal right after it,
+    and a lease runs at most 30 s past its reading."""
+    assert out_unknown <= named, f"rows unknown in the result but named nowhere: {sorted(out_unknown - named)[:10]}"
+    for e in leased:
+        assert e.state == "pending", e
+        assert e.lease_until <= read_at + datetime.timedelta(seconds=31), (e.key, e.lease_until, read_at)
+
+
+def wait_out(leased: list[fxpay.JournalEntry]) -> None:
+    """Sleeps until the last of ``leased`` has lapsed (what the docs' reconcile loop does)."""
+    for e in leased:
+        time.sleep(max(0.0, (e.lease_until - datetime.datetime.now(datetime.timezone.utc)).total_seconds()) + 0.05)
 
 
 def requests_to(sb: Any, path: str) -> int:

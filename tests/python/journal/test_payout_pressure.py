@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import math
 import time
 import warnings
@@ -331,17 +332,34 @@ def _docs_block(heading: str) -> str:
     return section[start : section.index("```", start)]
 
 
+def _held_elsewhere(journal: fxpay.Journal, key: str, seconds: float) -> None:
+    """``key``'s entry made ``pending`` under a holder on another machine (a Celery or Dask
+    worker there) whose lease lapses in ``seconds``: what a worker killed mid-deal leaves."""
+    entry = journal.get(key)
+    assert entry is not None
+    data = json.loads(entry.to_json())
+    data.update(state="pending", holder="another-host~boot/4242/tok", error=None, lease_until=int((time.time() + seconds) * 1000))
+    assert journal.swap(entry, fxpay.JournalEntry.from_json(json.dumps(data)))
+
+
 def test_the_docs_reconcile_loop_runs_verbatim(fxpay_sandbox: Any, tmp_path: Path) -> None:
-    """docs/payouts.md, "Unknown rows": a deal's answer lost, so its row is unknown; the docs'
-    loop (run as written, with a lookup in the sandbox's records) prints it and settles it,
-    and the table run again books every row once."""
+    """docs/payouts.md, "Unknown rows": two deals' answers lost, so their rows are unknown;
+    one of them is then held by a worker on another machine that died (``pending`` under its
+    lease for 2 s more, as a fan-out leaves it). The docs' loop (run as written, with a
+    lookup in the sandbox's records) waits for the lease, prints both and settles them, and
+    the table run again books every row once."""
     journal = fxpay.SqliteJournal(tmp_path / "j.db")
     with fxpay_sandbox.client(journal=journal) as client:
         bid = client.create_beneficiary(make_beneficiary())
-        suppliers = rows(bid, 4, "rec")
-        fxpay_sandbox.drop_next("POST /v1/payments/deals", after_processing=True)  # booked, its answer lost
+        suppliers = rows(bid, 5, "rec")
+        for _ in range(2):
+            fxpay_sandbox.drop_next("POST /v1/payments/deals", after_processing=True)  # booked, its answer lost
         first = client.pay_out(suppliers, funding_source=FUNDING, concurrency=1, progress=False)
-        assert collections.Counter(r["status"] for r in first) == {"booked": 3, "unknown": 1}
+        assert collections.Counter(r["status"] for r in first) == {"booked": 3, "unknown": 2}
+        lost = [r["key"] for r in first if r["status"] == "unknown"]
+        _held_elsewhere(journal, f"{lost[0]}/deal", 2.0)
+        assert [e.key for e in journal.unknown()] == [f"{lost[1]}/deal"]
+        assert [e.key for e in journal.leased()] == [f"{lost[0]}/deal"]
 
         def booked_deal_id(pay_reference: str) -> str | None:
             for d in fxpay_sandbox.deals():
@@ -350,8 +368,12 @@ def test_the_docs_reconcile_loop_runs_verbatim(fxpay_sandbox: Any, tmp_path: Pat
             return None
 
         namespace: dict[str, Any] = {"journal": journal, "client": client, "suppliers": suppliers, "booked_deal_id": booked_deal_id}
+        t0 = time.monotonic()
         exec(compile(_docs_block("## Unknown rows"), "docs/payouts.md", "exec"), namespace)
+        waited = time.monotonic() - t0
         result = namespace["result"]
-        assert [r["status"] for r in result] == ["replayed"] * 4, result
+        assert [r["status"] for r in result] == ["replayed"] * 5, result
         assert journal.unknown() == []
-        assert references(fxpay_sandbox) == {f"REC-{i}": 1 for i in range(4)}
+        assert journal.leased() == []
+        assert waited >= 1.5, waited  # it waited for the lease (not took the key from its holder)
+        assert references(fxpay_sandbox) == {f"REC-{i}": 1 for i in range(5)}
