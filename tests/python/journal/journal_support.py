@@ -100,6 +100,18 @@ def wait_out(leased: list[fxpay.JournalEntry]) -> None:
         time.sleep(max(0.0, (e.lease_until - datetime.datetime.now(datetime.timezone.utc)).total_seconds()) + 0.05)
 
 
+def held_long(journal: Any, pids: set[int], seconds: float) -> tuple[int, str] | None:
+    """The holder pid (one of ``pids``) and row key of a deal step ``pending`` for at least
+    ``seconds`` (a deal the sandbox holds on purpose: a kill of that process lands while its
+    request is on its way), the longest held first; None while there is none."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    for e in sorted(journal.leased(), key=lambda e: e.created_at):
+        pid = int(e.holder.rsplit("/", 2)[-2])
+        if e.key.endswith("/deal") and pid in pids and (now - e.created_at).total_seconds() >= seconds:
+            return pid, e.key.rsplit("/", 1)[0]
+    return None
+
+
 def requests_to(sb: Any, path: str) -> int:
     n: int = sb.stats()["paths"][path]
     return n

@@ -28,13 +28,14 @@ import pytest
 import fxpay
 
 from conftest import make_beneficiary, need
-from journal_support import RedisServer, check_named, named_right_after, requests_to, wait_out
+from journal_support import RedisServer, check_named, held_long, named_right_after, requests_to, wait_out
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the prefork pool needs fork")
 
 APPS = Path(__file__).parent / "apps"
 ROWS = 2000
 CHUNK = 100
+SLOW = 200
 
 
 def stop(proc: subprocess.Popen[bytes], grace: float) -> None:
@@ -147,8 +148,9 @@ def test_celery_chaos_each_row_once_each_reference_booked_at_most_once(fxpay_san
     with fxpay_sandbox.client() as c:
         bid = c.create_beneficiary(make_beneficiary())
     rows = table(bid, ROWS, "cel")
-    for _ in range(ROWS):
-        fxpay_sandbox.delay_next("POST /v1/payments/deals", 0.01)  # so that kills land mid-run
+    for i in range(ROWS):
+        # So that kills land mid-run, and the first in one deal's request (held 5 s) for certain.
+        fxpay_sandbox.delay_next("POST /v1/payments/deals", 5.0 if i == SLOW else 0.01)
     workers = Workers(fxpay_sandbox, redis, tmp_path)
     workers.start(2)
     app = sender(redis)
@@ -157,6 +159,7 @@ def test_celery_chaos_each_row_once_each_reference_booked_at_most_once(fxpay_san
     seen: list[fxpay.PayoutProgress] = []
     kills: list[str] = []
     killed: set[int] = set()
+    in_flight: list[str] = []  # the row whose deal request the first killed child was waiting on
     done = threading.Event()
 
     def chaos() -> None:
@@ -164,8 +167,16 @@ def test_celery_chaos_each_row_once_each_reference_booked_at_most_once(fxpay_san
         # another 200 deals were booked.
         t0 = time.monotonic()
         while len(kills) < 6 and not done.is_set() and time.monotonic() - t0 < 120:
-            if requests_to(fxpay_sandbox, "POST /v1/payments/deals") >= 200 * (len(kills) + 1):
-                if len(kills) < 5:
+            if requests_to(fxpay_sandbox, "POST /v1/payments/deals") > SLOW + 200 * len(kills):
+                if not kills:
+                    children = {pid for w in workers.procs for pid in live_children(psutil, w.pid)}
+                    held = held_long(journal, children, 0.3)
+                    if held is not None:
+                        os.kill(held[0], signal.SIGKILL)
+                        killed.add(held[0])
+                        kills.append(f"child {held[0]}")
+                        in_flight.append(held[1])
+                elif len(kills) < 5:
                     alive = [p for p in workers.procs if p.poll() is None]
                     # A child killed before may linger as a zombie until its worker reaps it.
                     victims = [pid for pid in live_children(psutil, alive[len(kills) % len(alive)].pid) if pid not in killed]
@@ -220,6 +231,8 @@ def test_celery_chaos_each_row_once_each_reference_booked_at_most_once(fxpay_san
     # or journal.leased(keys) (a row a killed child held: pending until its lease lapses).
     out_unknown = {r["key"] for r in out if r["status"] == "unknown"}
     print(f"unknown rows {len(out_unknown)}; named right after the run {len(named)}, of which leased {len(leased)}")
+    assert in_flight, kills
+    assert in_flight[0] in out_unknown, (in_flight, out_unknown)
     check_named(out_unknown, named, leased, read_at)
     # Once the leases have lapsed (the docs' reconcile loop waits for them), unknown() lists them.
     wait_out(leased)

@@ -24,12 +24,13 @@ import pytest
 import fxpay
 
 from conftest import make_beneficiary, need
-from journal_support import RedisServer, check_named, named_right_after, requests_to, wait_out
+from journal_support import RedisServer, check_named, held_long, named_right_after, requests_to, wait_out
 from payout_dask_support import make_client
 
 ROWS = 2000
 PARTITIONS = 20
 DEALS = "POST /v1/payments/deals"
+SLOW = 600
 
 
 @pytest.fixture
@@ -83,8 +84,9 @@ def test_dask_chaos_each_reference_booked_at_most_once(fxpay_sandbox: Any, redis
     pdf = frame(bid, ROWS, "dk")
     ddf = dd.from_pandas(pdf, npartitions=PARTITIONS, sort=False)
     assert ddf.npartitions == PARTITIONS
-    for _ in range(ROWS):
-        fxpay_sandbox.delay_next(DEALS, 0.01)  # so that the kill lands mid-run
+    for i in range(ROWS):
+        # So that the kill lands mid-run, and in one deal's request (held 5 s) for certain.
+        fxpay_sandbox.delay_next(DEALS, 5.0 if i == SLOW else 0.01)
     factory = functools.partial(
         make_client, fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret, redis.url, made(redis.url, "dask:")
     )
@@ -103,14 +105,17 @@ def test_dask_chaos_each_reference_booked_at_most_once(fxpay_sandbox: Any, redis
     runner = threading.Thread(target=compute)
     runner.start()
     killed = None
+    in_flight = None  # the row whose deal request the killed worker was waiting on
+    journal = fxpay.RedisJournal(redis.url, prefix="dask:")
     while runner.is_alive():
-        if killed is None and requests_to(fxpay_sandbox, DEALS) >= 600:
-            killed = next(iter(pids.values()))
-            os.kill(killed, signal.SIGKILL)
+        if killed is None and requests_to(fxpay_sandbox, DEALS) > SLOW:
+            held = held_long(journal, set(pids.values()), 0.3)
+            if held is not None:
+                killed, in_flight = held
+                os.kill(killed, signal.SIGKILL)
         time.sleep(0.01)
     runner.join()
     took = time.monotonic() - t0
-    journal = fxpay.RedisJournal(redis.url, prefix="dask:")
     named, leased, read_at = named_right_after(journal, pdf["key"].tolist())
     assert "error" not in box, box
     out = box["out"]
@@ -132,6 +137,7 @@ def test_dask_chaos_each_reference_booked_at_most_once(fxpay_sandbox: Any, redis
     # or journal.leased(keys) (a row the killed worker held: pending until its lease lapses).
     out_unknown = set(out["key"][out["status"] == "unknown"])
     print(f"unknown rows {len(out_unknown)}; named right after the run {len(named)}, of which leased {len(leased)}")
+    assert in_flight in out_unknown, (in_flight, out_unknown)
     check_named(out_unknown, named, leased, read_at)
     # The same table in 7 partitions (as a resumed job may split it): nothing is paid again.
     again = fxpay.contrib.dask.pay_out_dask(

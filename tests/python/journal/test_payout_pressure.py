@@ -332,14 +332,46 @@ def _docs_block(heading: str) -> str:
     return section[start : section.index("```", start)]
 
 
-def _held_elsewhere(journal: fxpay.Journal, key: str, seconds: float) -> None:
-    """``key``'s entry made ``pending`` under a holder on another machine (a Celery or Dask
-    worker there) whose lease lapses in ``seconds``: what a worker killed mid-deal leaves."""
+def _held_elsewhere(journal: fxpay.Journal, key: str, seconds: float, holder: str = "another-host~boot/4242/tok") -> None:
+    """``key``'s entry made ``pending`` under ``holder`` (by default on another machine: a
+    Celery or Dask worker there) whose lease lapses in ``seconds``: what a worker killed
+    mid-deal leaves."""
     entry = journal.get(key)
     assert entry is not None
     data = json.loads(entry.to_json())
-    data.update(state="pending", holder="another-host~boot/4242/tok", error=None, lease_until=int((time.time() + seconds) * 1000))
+    data.update(state="pending", holder=holder, error=None, lease_until=int((time.time() + seconds) * 1000))
     assert journal.swap(entry, fxpay.JournalEntry.from_json(json.dumps(data)))
+
+
+def test_leased_lists_the_keys_held_under_a_lease(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """journal.leased(): the keys still pending under a lease, soonest to lapse first, with
+    their lease_until; with row keys, those rows' steps only. A holder the journal can prove
+    gone (on one machine, its process exited) is marked unknown, not listed; one on another
+    machine keeps its key until its lease lapses."""
+    import subprocess
+    import sys
+
+    journal = fxpay.SqliteJournal(tmp_path / "lease.db")
+    with fxpay_sandbox.client(journal=journal) as c:
+        bid = c.create_beneficiary(make_beneficiary())
+        assert {r["status"] for r in c.pay_out(rows(bid, 4, "lea"), funding_source=FUNDING, progress=False)} == {"booked"}
+    assert journal.leased() == []
+    here = journal.get("lea1/deal")
+    assert here is not None
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    host = here.holder.rsplit("/", 2)[0]
+    _held_elsewhere(journal, "lea0/deal", 20)
+    _held_elsewhere(journal, "lea2/quote", 10)
+    _held_elsewhere(journal, "lea1/deal", 20, holder=f"{host}/{exited.stdout.strip()}/tok")  # this machine, exited
+    leased = journal.leased()
+    assert [e.key for e in leased] == ["lea2/quote", "lea0/deal"]
+    assert all(e.state == "pending" for e in leased)
+    assert leased[0].lease_until < leased[1].lease_until
+    assert [e.key for e in journal.unknown()] == ["lea1/deal"]
+    assert [e.key for e in journal.leased(["lea0", "lea1", "lea3"])] == ["lea0/deal"]
+    assert journal.leased(k for k in ["lea3"]) == []
+    with pytest.raises(TypeError, match="keys"):
+        journal.leased("lea0")  # type: ignore[arg-type]
 
 
 def test_the_docs_reconcile_loop_runs_verbatim(fxpay_sandbox: Any, tmp_path: Path) -> None:
