@@ -29,10 +29,21 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, InvalidRequestError
-from .fanout import RESULT_FIELDS, Progress, Table, check_concurrency, check_journal, check_max_rate, check_poll, follow, now
+from .fanout import (
+    RESULT_FIELDS,
+    Client,
+    Progress,
+    Table,
+    check_client,
+    check_concurrency,
+    check_journal,
+    check_max_rate,
+    check_poll,
+    follow,
+    now,
+)
 
 if TYPE_CHECKING:
-    from .. import Client
     from ..journals import JournalBase
 
 __all__ = ["TASK_NAME", "pay_out_celery", "register"]
@@ -51,11 +62,7 @@ def _client_for(name: str, factory: Callable[[], Client]) -> Client:
     with _clients_lock:
         c = _clients.get(key)
         if c is None:
-            c = factory()
-            from .. import Client
-
-            if not isinstance(c, Client):
-                raise ConfigurationError(f"the client factory of {name!r} must return a fxpay.Client, not {type(c).__name__}")
+            c = check_client(factory(), f"the client factory of {name!r}")
             _clients[key] = c
         return c
 

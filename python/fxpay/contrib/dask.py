@@ -24,12 +24,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidRequestError
-from .fanout import RESULT_FIELDS, Progress, check_concurrency, check_journal, check_max_rate, check_poll, follow, now
+from .fanout import RESULT_FIELDS, Client, Progress, check_concurrency, check_journal, check_max_rate, check_poll, follow, now
 
 if TYPE_CHECKING:
     import datetime
 
-    from .. import Client
     from ..journals import JournalBase
 
 __all__ = ["pay_out_dask", "watch"]

@@ -12,15 +12,19 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._fxpay import Client
 from .._payouts import RESULT_FIELDS, _concurrency, _kind, _max_rate, _records, _result, _sink, _stream_records
+from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
     from ..journals import JournalBase
 
 __all__ = [
     "RESULT_FIELDS",
+    "Client",
     "Progress",
     "Table",
+    "check_client",
     "check_concurrency",
     "check_journal",
     "check_max_rate",
@@ -28,6 +32,15 @@ __all__ = [
     "follow",
     "now",
 ]
+
+
+def check_client(client: object, made_by: str) -> Client:
+    """``client`` if it is a :class:`fxpay.Client` (``Client`` here is that class: the
+    engines of ``fxpay.contrib`` sit below the package and import it from here), else a
+    ``ConfigurationError`` naming ``made_by`` (the factory that made it)."""
+    if not isinstance(client, Client):
+        raise ConfigurationError(f"{made_by} must return a fxpay.Client, not {type(client).__name__}")
+    return client
 
 
 def check_concurrency(concurrency: object) -> int:
