@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -98,6 +99,17 @@ def wait_out(leased: list[fxpay.JournalEntry]) -> None:
     """Sleeps until the last of ``leased`` has lapsed (what the docs' reconcile loop does)."""
     for e in leased:
         time.sleep(max(0.0, (e.lease_until - datetime.datetime.now(datetime.timezone.utc)).total_seconds()) + 0.05)
+
+
+def hold_elsewhere(journal: Any, key: str, seconds: float, holder: str = "another-host~boot/4242/tok") -> None:
+    """``key``'s entry made ``pending`` under ``holder`` (by default on another machine: a
+    Celery or Dask worker there) whose lease lapses in ``seconds``: what a worker killed
+    mid-deal leaves."""
+    entry = journal.get(key)
+    assert entry is not None
+    data = json.loads(entry.to_json())
+    data.update(state="pending", holder=holder, error=None, lease_until=int((time.time() + seconds) * 1000))
+    assert journal.swap(entry, fxpay.JournalEntry.from_json(json.dumps(data)))
 
 
 def held_long(journal: Any, pids: set[int], seconds: float) -> tuple[int, str] | None:

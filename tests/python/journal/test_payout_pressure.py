@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import math
 import time
 import warnings
@@ -21,6 +20,7 @@ import fxpay
 import fxpay.testing
 
 from conftest import make_beneficiary, need
+from journal_support import hold_elsewhere
 
 FUNDING = "Own account"
 
@@ -332,17 +332,6 @@ def _docs_block(heading: str) -> str:
     return section[start : section.index("```", start)]
 
 
-def _held_elsewhere(journal: fxpay.Journal, key: str, seconds: float, holder: str = "another-host~boot/4242/tok") -> None:
-    """``key``'s entry made ``pending`` under ``holder`` (by default on another machine: a
-    Celery or Dask worker there) whose lease lapses in ``seconds``: what a worker killed
-    mid-deal leaves."""
-    entry = journal.get(key)
-    assert entry is not None
-    data = json.loads(entry.to_json())
-    data.update(state="pending", holder=holder, error=None, lease_until=int((time.time() + seconds) * 1000))
-    assert journal.swap(entry, fxpay.JournalEntry.from_json(json.dumps(data)))
-
-
 def test_leased_lists_the_keys_held_under_a_lease(fxpay_sandbox: Any, tmp_path: Path) -> None:
     """journal.leased(): the keys still pending under a lease, soonest to lapse first, with
     their lease_until; with row keys, those rows' steps only. A holder the journal can prove
@@ -360,9 +349,9 @@ def test_leased_lists_the_keys_held_under_a_lease(fxpay_sandbox: Any, tmp_path: 
     assert here is not None
     exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     host = here.holder.rsplit("/", 2)[0]
-    _held_elsewhere(journal, "lea0/deal", 20)
-    _held_elsewhere(journal, "lea2/quote", 10)
-    _held_elsewhere(journal, "lea1/deal", 20, holder=f"{host}/{exited.stdout.strip()}/tok")  # this machine, exited
+    hold_elsewhere(journal, "lea0/deal", 20)
+    hold_elsewhere(journal, "lea2/quote", 10)
+    hold_elsewhere(journal, "lea1/deal", 20, holder=f"{host}/{exited.stdout.strip()}/tok")  # this machine, exited
     leased = journal.leased()
     assert [e.key for e in leased] == ["lea2/quote", "lea0/deal"]
     assert all(e.state == "pending" for e in leased)
@@ -389,7 +378,7 @@ def test_the_docs_reconcile_loop_runs_verbatim(fxpay_sandbox: Any, tmp_path: Pat
         first = client.pay_out(suppliers, funding_source=FUNDING, concurrency=1, progress=False)
         assert collections.Counter(r["status"] for r in first) == {"booked": 3, "unknown": 2}
         lost = [r["key"] for r in first if r["status"] == "unknown"]
-        _held_elsewhere(journal, f"{lost[0]}/deal", 2.0)
+        hold_elsewhere(journal, f"{lost[0]}/deal", 2.0)
         assert [e.key for e in journal.unknown()] == [f"{lost[1]}/deal"]
         assert [e.key for e in journal.leased()] == [f"{lost[0]}/deal"]
 
