@@ -130,6 +130,10 @@ def watch(
     with ``done()`` and ``result()``; deals booked before ``since`` count as ``replayed``,
     and without ``since`` every deal done counts as ``booked``). ``keys``: the table's keys (a
     list, a pandas Series, or a dask Series, computed here).
+
+    The last report (the bar's last line) is the computed frame's own count of its
+    ``status`` column: what the run returned, which may differ from the journal's count (a
+    row that a killed worker booked comes back ``replayed`` from the rerun).
     """
     j = check_journal(journal)
     if j is None:
@@ -148,9 +152,29 @@ def watch(
     bar = Progress(progress, len(wanted))
     try:
         follow(j, wanted, since, bar.update, future.done, interval)
+        out = future.result()
+        counts = _tally(out, len(wanted))
+        if counts is not None:
+            bar.update(*counts)  # the rows' own word, last: the bar ends on the frame returned
     finally:
         bar.close()
-    return future.result()
+    return out
+
+
+def _tally(out: Any, total: int) -> tuple[int, ...] | None:
+    """``(done, total, booked, replayed, unknown, refused)`` of a computed frame's ``status``
+    column (None when it holds no such column, or not one row per key)."""
+    try:
+        statuses = list(out["status"])
+    except (KeyError, TypeError):
+        return None
+    if len(statuses) != total:
+        return None
+    counts = dict.fromkeys(("booked", "replayed", "unknown", "refused"), 0)
+    for s in statuses:
+        if s in counts:
+            counts[s] += 1
+    return (sum(counts.values()), total, *counts.values())
 
 
 def _submit(paid: Any) -> Any:

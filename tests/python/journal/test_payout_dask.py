@@ -183,6 +183,13 @@ def test_pay_out_dask_is_lazy_and_refuses_bad_arguments(fxpay_sandbox: Any, redi
     again = fxpay.contrib.dask.watch(cluster.compute(twice), journal=journal, keys=pdf["key"], progress=seen.append, poll=0.05, since=since)
     assert set(again["status"]) == {"replayed"}
     assert seen[-1] == fxpay.PayoutProgress(done=30, total=30, booked=0, replayed=30, unknown=0, refused=0)
+    # Without `since` the journal counts every done deal as booked; the last report is the
+    # frame returned, counted: every row replayed.
+    thrice = fxpay.contrib.dask.pay_out_dask(ddf, client_factory=factory, funding_source="Own account", concurrency=3)
+    seen.clear()
+    again = fxpay.contrib.dask.watch(cluster.compute(thrice), journal=journal, keys=pdf["key"], progress=seen.append, poll=0.05)
+    assert set(again["status"]) == {"replayed"}
+    assert seen[-1] == fxpay.PayoutProgress(done=30, total=30, booked=0, replayed=30, unknown=0, refused=0), seen
     with pytest.raises(TypeError, match="paid"):
         fxpay.contrib.dask.watch(pdf, journal=journal, keys=pdf["key"])
     with pytest.raises(TypeError, match="journal"):
