@@ -81,3 +81,24 @@ def test_payout_progress_counts_each_row_from_the_journal(
     assert [e.key for e in journal.leased()] == ["p0/deal"]
     assert [e.key for e in journal.unknown()] == ["p3/deal"]
     assert journal.payout_progress(keys) == fxpay.PayoutProgress(4, 6, 2, 0, 1, 1)
+
+
+def test_fanout_progress_tells_a_slow_callable_its_last_report_before_close_returns() -> None:
+    """fxpay.contrib.fanout.Progress (what pay_out_celery and dask.watch report through): a
+    callable runs on a thread of its own, and close() returns once it has been told the last
+    update, so the caller's last report is the table's count when the fan-out returns."""
+    import time
+
+    from fxpay.contrib import fanout
+
+    seen: list[fxpay.PayoutProgress] = []
+
+    def slow(p: fxpay.PayoutProgress) -> None:
+        time.sleep(0.2)
+        seen.append(p)
+
+    bar = fanout.Progress(slow, 3)
+    bar.update(1, 3, 1, 0, 0, 0)
+    bar.update(3, 3, 2, 0, 1, 0)
+    bar.close()
+    assert seen[-1] == fxpay.PayoutProgress(3, 3, 2, 0, 1, 0), seen
