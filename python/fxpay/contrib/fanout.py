@@ -83,17 +83,13 @@ class Progress:
     last line, or the callable's last call, is the last :meth:`update`, before it returns."""
 
     def __init__(self, progress: bool | Callable[..., None], total: int) -> None:
-        self._update, self._close, self._told = _sink(progress, total)
+        self._update, self._close = _sink(progress, total)
 
     def update(self, done: int, total: int, booked: int, replayed: int, unknown: int, refused: int) -> None:
         self._update(done, total, booked, replayed, unknown, refused)
 
     def close(self) -> None:
-        try:
-            if self._told is not None:
-                self._told.finish()
-        finally:
-            self._close()
+        self._close()
 
 
 def check_journal(journal: object) -> JournalBase | None:
