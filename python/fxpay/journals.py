@@ -204,6 +204,36 @@ class JournalBase:
         Settle each with :meth:`resolve`."""
         return _journal_unknown(self, self.candidates())
 
+    def leased(self, keys: Iterable[str] | None = None) -> list[JournalEntry]:
+        """Every key still ``pending`` under a holder's lease, the soonest lease to lapse
+        first: a call in flight, or one whose process died while its lease runs on. With
+        ``keys`` (a payout's row keys, as ``payout_progress`` takes them), only the steps of
+        those rows (``K/quote``, ``K/beneficiary``, ``K/deal``).
+
+        A key's ``lease_until`` says when :meth:`unknown` lists it if its holder is gone: a
+        live holder renews its lease while its call runs (at most 30 s ahead), a dead one
+        cannot. The journal's lease is its only evidence that a holder on another machine is
+        gone (a Celery or Dask worker that the broker or the cluster reports lost is a
+        process the journal cannot check), so no key is taken from its holder before the
+        lease lapses. What the journal can prove gone is marked unknown first, as
+        :meth:`unknown` does (a lapsed lease; on one host, a holder whose process exited),
+        and is not listed here."""
+        if keys is None:
+            found = self.candidates()
+        else:
+            if isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable):
+                raise TypeError(f"keys must be an iterable of str or None, not {type(keys).__name__}")
+            wanted = [f"{_check_key(k)}/{step}" for k in keys for step in _STEPS]
+            found = [e for e in self.entries(wanted).values() if e.state in ("pending", "unknown")]
+        pending = [e for e in found if e.state == "pending"]
+        if not pending:
+            return []
+        _journal_unknown(self, pending)  # what the journal can prove gone: unknown, not leased
+        still = self.entries([e.key for e in pending]).values()
+        out = [e for e in still if e.state == "pending"]
+        out.sort(key=lambda e: (e.lease_until, e.key))
+        return out
+
     def resolve(self, key: str, *, result: str | None) -> JournalEntry:
         """Settles an unknown key: ``result`` is the id that the request created (later
         calls with the key return it without sending), or None when it created nothing (the

@@ -28,12 +28,22 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from .._payouts import RESULT_FIELDS, _concurrency, _kind, _max_rate, _records, _result, _sink, _stream_records
 from ..errors import ConfigurationError, InvalidRequestError
-from ._progress import check_journal, check_poll, follow, now
+from .fanout import (
+    RESULT_FIELDS,
+    Client,
+    Progress,
+    Table,
+    check_client,
+    check_concurrency,
+    check_journal,
+    check_max_rate,
+    check_poll,
+    follow,
+    now,
+)
 
 if TYPE_CHECKING:
-    from .._fxpay import Client
     from ..journals import JournalBase
 
 __all__ = ["TASK_NAME", "pay_out_celery", "register"]
@@ -52,11 +62,7 @@ def _client_for(name: str, factory: Callable[[], Client]) -> Client:
     with _clients_lock:
         c = _clients.get(key)
         if c is None:
-            c = factory()
-            from .._fxpay import Client
-
-            if not isinstance(c, Client):
-                raise ConfigurationError(f"the client factory of {name!r} must return a fxpay.Client, not {type(c).__name__}")
+            c = check_client(factory(), f"the client factory of {name!r}")
             _clients[key] = c
         return c
 
@@ -188,26 +194,24 @@ def pay_out_celery(
     if not isinstance(funding_source, str):
         raise TypeError(f"funding_source must be a str, not {type(funding_source).__name__}")
     chunk_size = _check_positive_int("chunk_size", chunk_size, 100_000)
-    _concurrency(concurrency)
-    _max_rate(max_rate)
+    check_concurrency(concurrency)
+    check_max_rate(max_rate)
     journal = check_journal(journal)
     poll = check_poll(poll)
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
         raise TypeError(f"timeout must be a number of seconds or None, not {type(timeout).__name__}")
     if not app.conf.result_backend:
         raise ConfigurationError("pay_out_celery gathers the chunks' results: the Celery app needs a result backend")
-    kind = _kind(rows)
-    if kind == "lazy":
-        rows = rows.collect()
-        kind = "polars"
-    records = _records(rows, kind) if kind in ("pandas", "polars") else list(_stream_records(rows, kind))
+    table = Table(rows)
+    records = table.records
     keys = _keys(records)
     wire = [_wire_row(i, r) for i, r in enumerate(records)]
     chunks = [wire[start : start + chunk_size] for start in range(0, len(wire), chunk_size)]
 
     from celery import group  # type: ignore[import-untyped,unused-ignore]
 
-    update, close = _sink(progress, len(records))
+    bar = Progress(progress, len(records))
+    update = bar.update
     try:
         since = now()
         result = group(app.signature(task_name, args=(chunk, funding_source, concurrency, max_rate)) for chunk in chunks).apply_async()
@@ -218,15 +222,13 @@ def pay_out_celery(
         got = result.get(timeout=timeout, propagate=False, disable_sync_subtasks=False)
         update(*_tally(chunks, got))  # the rows' own word, last
     finally:
-        close()
+        bar.close()
     outcomes: list[dict[str, Any] | None] = []
     for chunk, part in zip(chunks, got, strict=True):
         for o in _chunk_outcomes(chunk, part):
             i = len(outcomes)
             outcomes.append(_outcome(i, keys[i], o))
-    if kind in ("pandas", "polars"):
-        return _result(rows, kind, records, outcomes)
-    return _result(records, "list", records, outcomes)
+    return table.result(outcomes)
 
 
 def _tally(chunks: list[list[dict[str, Any]]], parts: list[Any]) -> tuple[int, ...]:

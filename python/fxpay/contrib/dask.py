@@ -23,14 +23,12 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._payouts import RESULT_FIELDS, _concurrency, _max_rate, _sink
 from ..errors import InvalidRequestError
-from ._progress import check_journal, check_poll, follow, now
+from .fanout import RESULT_FIELDS, Client, Progress, check_concurrency, check_journal, check_max_rate, check_poll, follow, now
 
 if TYPE_CHECKING:
     import datetime
 
-    from .._fxpay import Client
     from ..journals import JournalBase
 
 __all__ = ["pay_out_dask", "watch"]
@@ -100,8 +98,8 @@ def pay_out_dask(
         raise TypeError(f"client_factory must be a callable that returns a fxpay.Client, not {type(client_factory).__name__}")
     if not isinstance(funding_source, str):
         raise TypeError(f"funding_source must be a str, not {type(funding_source).__name__}")
-    _concurrency(concurrency)
-    _max_rate(max_rate)
+    check_concurrency(concurrency)
+    check_max_rate(max_rate)
     if "key" not in ddf.columns:
         raise InvalidRequestError("ddf has no 'key' column: keys come from the rows, never from partition numbers")
     meta = ddf._meta.copy()
@@ -132,6 +130,10 @@ def watch(
     with ``done()`` and ``result()``; deals booked before ``since`` count as ``replayed``,
     and without ``since`` every deal done counts as ``booked``). ``keys``: the table's keys (a
     list, a pandas Series, or a dask Series, computed here).
+
+    The last report (the bar's last line) is the computed frame's own count of its
+    ``status`` column: what the run returned, which may differ from the journal's count (a
+    row that a killed worker booked comes back ``replayed`` from the rerun).
     """
     j = check_journal(journal)
     if j is None:
@@ -147,12 +149,32 @@ def watch(
         future = _submit(paid)
     else:
         raise TypeError(f"paid must be a dask dataframe or a future (done() and result()), not {type(paid).__name__}")
-    update, close = _sink(progress, len(wanted))
+    bar = Progress(progress, len(wanted))
     try:
-        follow(j, wanted, since, update, future.done, interval)
+        follow(j, wanted, since, bar.update, future.done, interval)
+        out = future.result()
+        counts = _tally(out, len(wanted))
+        if counts is not None:
+            bar.update(*counts)  # the rows' own word, last: the bar ends on the frame returned
     finally:
-        close()
-    return future.result()
+        bar.close()
+    return out
+
+
+def _tally(out: Any, total: int) -> tuple[int, ...] | None:
+    """``(done, total, booked, replayed, unknown, refused)`` of a computed frame's ``status``
+    column (None when it holds no such column, or not one row per key)."""
+    try:
+        statuses = list(out["status"])
+    except (KeyError, TypeError):
+        return None
+    if len(statuses) != total:
+        return None
+    counts = dict.fromkeys(("booked", "replayed", "unknown", "refused"), 0)
+    for s in statuses:
+        if s in counts:
+            counts[s] += 1
+    return (sum(counts.values()), total, *counts.values())
 
 
 def _submit(paid: Any) -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -71,6 +73,55 @@ def make_journal(kind: str, tmp_path: Path, redis_server: RedisServer | None) ->
     journal = fxpay.RedisJournal(redis_server.url, prefix=f"t{time.monotonic_ns()}:")
     journal.create()
     return journal
+
+
+def named_right_after(journal: Any, keys: list[str]) -> tuple[set[str], list[fxpay.JournalEntry], datetime.datetime]:
+    """Right after a fan-out: the rows the journal names as of unknown outcome, those that
+    ``journal.unknown()`` lists and those ``journal.leased(keys)`` lists (held under a
+    lease, which says until when), the leased entries, and when they were read. Leased first:
+    a lease that lapses between the two readings is then in ``unknown()``."""
+    read_at = datetime.datetime.now(datetime.timezone.utc)
+    leased = journal.leased(keys)
+    unknown = journal.unknown()
+    return {e.key.rsplit("/", 1)[0] for e in [*leased, *unknown]}, leased, read_at
+
+
+def check_named(out_unknown: set[str], named: set[str], leased: list[fxpay.JournalEntry], read_at: datetime.datetime) -> None:
+    """Every row that a fan-out returned ``unknown`` is named by the journal right after it,
+    and a lease runs at most 30 s past its reading."""
+    assert out_unknown <= named, f"rows unknown in the result but named nowhere: {sorted(out_unknown - named)[:10]}"
+    for e in leased:
+        assert e.state == "pending", e
+        assert e.lease_until <= read_at + datetime.timedelta(seconds=31), (e.key, e.lease_until, read_at)
+
+
+def wait_out(leased: list[fxpay.JournalEntry]) -> None:
+    """Sleeps until the last of ``leased`` has lapsed (what the docs' reconcile loop does)."""
+    for e in leased:
+        time.sleep(max(0.0, (e.lease_until - datetime.datetime.now(datetime.timezone.utc)).total_seconds()) + 0.05)
+
+
+def hold_elsewhere(journal: Any, key: str, seconds: float, holder: str = "another-host~boot/4242/tok") -> None:
+    """``key``'s entry made ``pending`` under ``holder`` (by default on another machine: a
+    Celery or Dask worker there) whose lease lapses in ``seconds``: what a worker killed
+    mid-deal leaves."""
+    entry = journal.get(key)
+    assert entry is not None
+    data = json.loads(entry.to_json())
+    data.update(state="pending", holder=holder, error=None, lease_until=int((time.time() + seconds) * 1000))
+    assert journal.swap(entry, fxpay.JournalEntry.from_json(json.dumps(data)))
+
+
+def held_long(journal: Any, pids: set[int], seconds: float) -> tuple[int, str] | None:
+    """The holder pid (one of ``pids``) and row key of a deal step ``pending`` for at least
+    ``seconds`` (a deal the sandbox holds on purpose: a kill of that process lands while its
+    request is on its way), the longest held first; None while there is none."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    for e in sorted(journal.leased(), key=lambda e: e.created_at):
+        pid = int(e.holder.rsplit("/", 2)[-2])
+        if e.key.endswith("/deal") and pid in pids and (now - e.created_at).total_seconds() >= seconds:
+            return pid, e.key.rsplit("/", 1)[0]
+    return None
 
 
 def requests_to(sb: Any, path: str) -> int:

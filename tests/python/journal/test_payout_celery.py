@@ -28,13 +28,14 @@ import pytest
 import fxpay
 
 from conftest import make_beneficiary, need
-from journal_support import RedisServer, requests_to
+from journal_support import RedisServer, check_named, held_long, named_right_after, requests_to, wait_out
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the prefork pool needs fork")
 
 APPS = Path(__file__).parent / "apps"
 ROWS = 2000
 CHUNK = 100
+SLOW = 200
 
 
 def stop(proc: subprocess.Popen[bytes], grace: float) -> None:
@@ -147,8 +148,9 @@ def test_celery_chaos_each_row_once_each_reference_booked_at_most_once(fxpay_san
     with fxpay_sandbox.client() as c:
         bid = c.create_beneficiary(make_beneficiary())
     rows = table(bid, ROWS, "cel")
-    for _ in range(ROWS):
-        fxpay_sandbox.delay_next("POST /v1/payments/deals", 0.01)  # so that kills land mid-run
+    for i in range(ROWS):
+        # So that kills land mid-run, and the first in one deal's request (held 5 s) for certain.
+        fxpay_sandbox.delay_next("POST /v1/payments/deals", 5.0 if i == SLOW else 0.01)
     workers = Workers(fxpay_sandbox, redis, tmp_path)
     workers.start(2)
     app = sender(redis)
@@ -157,6 +159,7 @@ def test_celery_chaos_each_row_once_each_reference_booked_at_most_once(fxpay_san
     seen: list[fxpay.PayoutProgress] = []
     kills: list[str] = []
     killed: set[int] = set()
+    in_flight: list[str] = []  # the row whose deal request the first killed child was waiting on
     done = threading.Event()
 
     def chaos() -> None:
@@ -164,8 +167,16 @@ def test_celery_chaos_each_row_once_each_reference_booked_at_most_once(fxpay_san
         # another 200 deals were booked.
         t0 = time.monotonic()
         while len(kills) < 6 and not done.is_set() and time.monotonic() - t0 < 120:
-            if requests_to(fxpay_sandbox, "POST /v1/payments/deals") >= 200 * (len(kills) + 1):
-                if len(kills) < 5:
+            if requests_to(fxpay_sandbox, "POST /v1/payments/deals") > SLOW + 200 * len(kills):
+                if not kills:
+                    children = {pid for w in workers.procs for pid in live_children(psutil, w.pid)}
+                    held = held_long(journal, children, 0.3)
+                    if held is not None:
+                        os.kill(held[0], signal.SIGKILL)
+                        killed.add(held[0])
+                        kills.append(f"child {held[0]}")
+                        in_flight.append(held[1])
+                elif len(kills) < 5:
                     alive = [p for p in workers.procs if p.poll() is None]
                     # A child killed before may linger as a zombie until its worker reaps it.
                     victims = [pid for pid in live_children(psutil, alive[len(kills) % len(alive)].pid) if pid not in killed]
@@ -186,6 +197,7 @@ def test_celery_chaos_each_row_once_each_reference_booked_at_most_once(fxpay_san
             app, rows, funding_source="Own account", chunk_size=CHUNK, progress=seen.append, journal=journal, timeout=240, poll=0.2
         )
         took = time.monotonic() - t0
+        named, leased, read_at = named_right_after(journal, [r["key"] for r in rows])
         done.set()
         killer.join()
         # The same table again, in chunks of another size: every row replays or stays unknown.
@@ -215,8 +227,21 @@ def test_celery_chaos_each_row_once_each_reference_booked_at_most_once(fxpay_san
     # (A row whose worker died mid-deal may be booked while its entry is not done: unknown.)
     p = journal.payout_progress([r["key"] for r in rows])
     assert counts["booked"] + counts["replayed"] <= p.booked <= sum(refs.values()), p
+    # Right after the run, the journal names every row that came back unknown: journal.unknown()
+    # or journal.leased(keys) (a row a killed child held: pending until its lease lapses).
+    out_unknown = {r["key"] for r in out if r["status"] == "unknown"}
+    print(f"unknown rows {len(out_unknown)}; named right after the run {len(named)}, of which leased {len(leased)}")
+    assert in_flight, kills
+    assert in_flight[0] in out_unknown, (in_flight, out_unknown)
+    check_named(out_unknown, named, leased, read_at)
+    # Once the leases have lapsed (the docs' reconcile loop waits for them), unknown() lists them.
+    wait_out(leased)
+    assert out_unknown <= {e.key.rsplit("/", 1)[0] for e in journal.unknown()}
     assert seen, "no progress reported"
     assert (seen[-1].done, seen[-1].total) == (ROWS, ROWS), seen[-1]
+    # The last report is the table returned, counted (the journal may count a row a killed child
+    # booked as booked, where its chunk's redelivery returned it replayed).
+    assert seen[-1] == fxpay.PayoutProgress(ROWS, ROWS, counts["booked"], counts["replayed"], counts["unknown"], counts["refused"])
     # Resumed in chunks of 150: nothing booked again.
     assert [r["key"] for r in again] == [r["key"] for r in rows]
     assert set(collections.Counter(r["status"] for r in again)) <= {"replayed", "unknown"}
@@ -287,6 +312,49 @@ def test_pay_out_celery_keeps_the_tables_kind_and_order(fxpay_sandbox: Any, redi
         if isinstance(e, (AssertionError, pytest.fail.Exception)):
             raise
         pytest.fail(f"{type(e).__name__}: {e}\n{workers.logs()}")
+    finally:
+        app.close()
+        workers.stop()
+
+
+def _last_line(err: str) -> str:
+    return err.rstrip("\n").replace("\n", "\r").split("\r")[-1]
+
+
+def _summary(out: list[dict[str, Any]]) -> dict[str, int]:
+    counts = collections.Counter(r["status"] for r in out)
+    return {s: counts[s] for s in ("booked", "replayed", "unknown", "refused")}
+
+
+def test_the_fan_out_bars_last_line_is_the_summary_returned(
+    fxpay_sandbox: Any, redis: RedisServer, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """progress=True with journal=: the bar follows the journal's counts while the workers
+    pay; its last line is the table returned, counted (the rows' own word), even where the
+    journal counted otherwise: a chunk whose task failed leaves nothing in the journal, and
+    its rows come back unknown."""
+    need("tqdm")
+    import fxpay.contrib.celery
+
+    with fxpay_sandbox.client() as c:
+        bid = c.create_beneficiary(make_beneficiary())
+    workers = Workers(fxpay_sandbox, redis, tmp_path)
+    workers.start(1)
+    app = sender(redis)
+    journal = fxpay.RedisJournal(f"unix://{redis.sock}?db=1", prefix="fan:")
+    try:
+        for name, n, task in (("bar", 25, fxpay.contrib.celery.TASK_NAME), ("brk", 5, "test.broken_chunk")):
+            capfd.readouterr()
+            out = fxpay.contrib.celery.pay_out_celery(
+                app, table(bid, n, name), funding_source="Own account", chunk_size=4, timeout=60, progress=True, journal=journal,
+                poll=0.05, task_name=task,
+            )  # fmt: skip
+            line = _last_line(capfd.readouterr().err)
+            summary = _summary(out)
+            print(f"\n{name}: {line!r}; summary {summary}")
+            assert f"{n}/{n}" in line, line
+            for status, count in summary.items():
+                assert f"{status}={count}" in line, (line, summary)
     finally:
         app.close()
         workers.stop()

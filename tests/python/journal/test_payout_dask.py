@@ -24,12 +24,13 @@ import pytest
 import fxpay
 
 from conftest import make_beneficiary, need
-from journal_support import RedisServer, requests_to
+from journal_support import RedisServer, check_named, held_long, named_right_after, requests_to, wait_out
 from payout_dask_support import make_client
 
 ROWS = 2000
 PARTITIONS = 20
 DEALS = "POST /v1/payments/deals"
+SLOW = 600
 
 
 @pytest.fixture
@@ -83,8 +84,9 @@ def test_dask_chaos_each_reference_booked_at_most_once(fxpay_sandbox: Any, redis
     pdf = frame(bid, ROWS, "dk")
     ddf = dd.from_pandas(pdf, npartitions=PARTITIONS, sort=False)
     assert ddf.npartitions == PARTITIONS
-    for _ in range(ROWS):
-        fxpay_sandbox.delay_next(DEALS, 0.01)  # so that the kill lands mid-run
+    for i in range(ROWS):
+        # So that the kill lands mid-run, and in one deal's request (held 5 s) for certain.
+        fxpay_sandbox.delay_next(DEALS, 5.0 if i == SLOW else 0.01)
     factory = functools.partial(
         make_client, fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret, redis.url, made(redis.url, "dask:")
     )
@@ -103,13 +105,18 @@ def test_dask_chaos_each_reference_booked_at_most_once(fxpay_sandbox: Any, redis
     runner = threading.Thread(target=compute)
     runner.start()
     killed = None
+    in_flight = None  # the row whose deal request the killed worker was waiting on
+    journal = fxpay.RedisJournal(redis.url, prefix="dask:")
     while runner.is_alive():
-        if killed is None and requests_to(fxpay_sandbox, DEALS) >= 600:
-            killed = next(iter(pids.values()))
-            os.kill(killed, signal.SIGKILL)
+        if killed is None and requests_to(fxpay_sandbox, DEALS) > SLOW:
+            held = held_long(journal, set(pids.values()), 0.3)
+            if held is not None:
+                killed, in_flight = held
+                os.kill(killed, signal.SIGKILL)
         time.sleep(0.01)
     runner.join()
     took = time.monotonic() - t0
+    named, leased, read_at = named_right_after(journal, pdf["key"].tolist())
     assert "error" not in box, box
     out = box["out"]
     refs = collections.Counter(b["payReference"] for d in fxpay_sandbox.deals() for b in d["beneficiaries"])
@@ -126,12 +133,21 @@ def test_dask_chaos_each_reference_booked_at_most_once(fxpay_sandbox: Any, redis
     for ref, status in zip(out["pay_reference"], out["status"], strict=True):
         if status in ("booked", "replayed"):
             assert refs[ref] == 1, ref
+    # Right after the run, the journal names every row that came back unknown: journal.unknown()
+    # or journal.leased(keys) (a row the killed worker held: pending until its lease lapses).
+    out_unknown = set(out["key"][out["status"] == "unknown"])
+    print(f"unknown rows {len(out_unknown)}; named right after the run {len(named)}, of which leased {len(leased)}")
+    assert in_flight in out_unknown, (in_flight, out_unknown)
+    check_named(out_unknown, named, leased, read_at)
     # The same table in 7 partitions (as a resumed job may split it): nothing is paid again.
     again = fxpay.contrib.dask.pay_out_dask(
         dd.from_pandas(pdf, npartitions=7, sort=False), client_factory=factory, funding_source="Own account"
     ).compute()
     assert again["key"].tolist() == pdf["key"].tolist()
     assert set(again["status"]) <= {"replayed", "unknown"}
+    # Once the leases have lapsed (the docs' reconcile loop waits for them), unknown() lists them.
+    wait_out(leased)
+    assert out_unknown <= {e.key.rsplit("/", 1)[0] for e in journal.unknown()}
     assert sum(collections.Counter(b["payReference"] for d in fxpay_sandbox.deals() for b in d["beneficiaries"]).values()) == sum(
         refs.values()
     )
@@ -167,6 +183,13 @@ def test_pay_out_dask_is_lazy_and_refuses_bad_arguments(fxpay_sandbox: Any, redi
     again = fxpay.contrib.dask.watch(cluster.compute(twice), journal=journal, keys=pdf["key"], progress=seen.append, poll=0.05, since=since)
     assert set(again["status"]) == {"replayed"}
     assert seen[-1] == fxpay.PayoutProgress(done=30, total=30, booked=0, replayed=30, unknown=0, refused=0)
+    # Without `since` the journal counts every done deal as booked; the last report is the
+    # frame returned, counted: every row replayed.
+    thrice = fxpay.contrib.dask.pay_out_dask(ddf, client_factory=factory, funding_source="Own account", concurrency=3)
+    seen.clear()
+    again = fxpay.contrib.dask.watch(cluster.compute(thrice), journal=journal, keys=pdf["key"], progress=seen.append, poll=0.05)
+    assert set(again["status"]) == {"replayed"}
+    assert seen[-1] == fxpay.PayoutProgress(done=30, total=30, booked=0, replayed=30, unknown=0, refused=0), seen
     with pytest.raises(TypeError, match="paid"):
         fxpay.contrib.dask.watch(pdf, journal=journal, keys=pdf["key"])
     with pytest.raises(TypeError, match="journal"):

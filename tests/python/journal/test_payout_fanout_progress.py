@@ -15,7 +15,7 @@ import fxpay
 import fxpay.journals
 
 from conftest import make_beneficiary
-from journal_support import RedisServer, make_journal, redis_server
+from journal_support import RedisServer, hold_elsewhere, make_journal, redis_server
 from postgres_support import make_postgres_journal, postgres_server
 
 __all__ = ["postgres_server", "redis_server"]  # fixtures, imported for the tests below
@@ -75,3 +75,30 @@ def test_payout_progress_counts_each_row_from_the_journal(
         journal.payout_progress(keys, since="yesterday")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="key must be a str"):
         journal.payout_progress([1])  # type: ignore[list-item]
+    # A row a worker on another machine holds (it died mid-deal): leased, until its lease lapses.
+    hold_elsewhere(journal, "p0/deal", 20)
+    assert [e.key for e in journal.leased(keys)] == ["p0/deal"]
+    assert [e.key for e in journal.leased()] == ["p0/deal"]
+    assert [e.key for e in journal.unknown()] == ["p3/deal"]
+    assert journal.payout_progress(keys) == fxpay.PayoutProgress(4, 6, 2, 0, 1, 1)
+
+
+def test_fanout_progress_tells_a_slow_callable_its_last_report_before_close_returns() -> None:
+    """fxpay.contrib.fanout.Progress (what pay_out_celery and dask.watch report through): a
+    callable runs on a thread of its own, and close() returns once it has been told the last
+    update, so the caller's last report is the table's count when the fan-out returns."""
+    import time
+
+    from fxpay.contrib import fanout
+
+    seen: list[fxpay.PayoutProgress] = []
+
+    def slow(p: fxpay.PayoutProgress) -> None:
+        time.sleep(0.2)
+        seen.append(p)
+
+    bar = fanout.Progress(slow, 3)
+    bar.update(1, 3, 1, 0, 0, 0)
+    bar.update(3, 3, 2, 0, 1, 0)
+    bar.close()
+    assert seen[-1] == fxpay.PayoutProgress(3, 3, 2, 0, 1, 0), seen

@@ -20,6 +20,7 @@ import fxpay
 import fxpay.testing
 
 from conftest import make_beneficiary, need
+from journal_support import hold_elsewhere
 
 FUNDING = "Own account"
 
@@ -331,17 +332,55 @@ def _docs_block(heading: str) -> str:
     return section[start : section.index("```", start)]
 
 
+def test_leased_lists_the_keys_held_under_a_lease(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """journal.leased(): the keys still pending under a lease, soonest to lapse first, with
+    their lease_until; with row keys, those rows' steps only. A holder the journal can prove
+    gone (on one machine, its process exited) is marked unknown, not listed; one on another
+    machine keeps its key until its lease lapses."""
+    import subprocess
+    import sys
+
+    journal = fxpay.SqliteJournal(tmp_path / "lease.db")
+    with fxpay_sandbox.client(journal=journal) as c:
+        bid = c.create_beneficiary(make_beneficiary())
+        assert {r["status"] for r in c.pay_out(rows(bid, 4, "lea"), funding_source=FUNDING, progress=False)} == {"booked"}
+    assert journal.leased() == []
+    here = journal.get("lea1/deal")
+    assert here is not None
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    host = here.holder.rsplit("/", 2)[0]
+    hold_elsewhere(journal, "lea0/deal", 20)
+    hold_elsewhere(journal, "lea2/quote", 10)
+    hold_elsewhere(journal, "lea1/deal", 20, holder=f"{host}/{exited.stdout.strip()}/tok")  # this machine, exited
+    leased = journal.leased()
+    assert [e.key for e in leased] == ["lea2/quote", "lea0/deal"]
+    assert all(e.state == "pending" for e in leased)
+    assert leased[0].lease_until < leased[1].lease_until
+    assert [e.key for e in journal.unknown()] == ["lea1/deal"]
+    assert [e.key for e in journal.leased(["lea0", "lea1", "lea3"])] == ["lea0/deal"]
+    assert journal.leased(k for k in ["lea3"]) == []
+    with pytest.raises(TypeError, match="keys"):
+        journal.leased("lea0")  # type: ignore[arg-type]
+
+
 def test_the_docs_reconcile_loop_runs_verbatim(fxpay_sandbox: Any, tmp_path: Path) -> None:
-    """docs/payouts.md, "Unknown rows": a deal's answer lost, so its row is unknown; the docs'
-    loop (run as written, with a lookup in the sandbox's records) prints it and settles it,
-    and the table run again books every row once."""
+    """docs/payouts.md, "Unknown rows": two deals' answers lost, so their rows are unknown;
+    one of them is then held by a worker on another machine that died (``pending`` under its
+    lease for 2 s more, as a fan-out leaves it). The docs' loop (run as written, with a
+    lookup in the sandbox's records) waits for the lease, prints both and settles them, and
+    the table run again books every row once."""
     journal = fxpay.SqliteJournal(tmp_path / "j.db")
     with fxpay_sandbox.client(journal=journal) as client:
         bid = client.create_beneficiary(make_beneficiary())
-        suppliers = rows(bid, 4, "rec")
-        fxpay_sandbox.drop_next("POST /v1/payments/deals", after_processing=True)  # booked, its answer lost
+        suppliers = rows(bid, 5, "rec")
+        for _ in range(2):
+            fxpay_sandbox.drop_next("POST /v1/payments/deals", after_processing=True)  # booked, its answer lost
         first = client.pay_out(suppliers, funding_source=FUNDING, concurrency=1, progress=False)
-        assert collections.Counter(r["status"] for r in first) == {"booked": 3, "unknown": 1}
+        assert collections.Counter(r["status"] for r in first) == {"booked": 3, "unknown": 2}
+        lost = [r["key"] for r in first if r["status"] == "unknown"]
+        hold_elsewhere(journal, f"{lost[0]}/deal", 2.0)
+        assert [e.key for e in journal.unknown()] == [f"{lost[1]}/deal"]
+        assert [e.key for e in journal.leased()] == [f"{lost[0]}/deal"]
 
         def booked_deal_id(pay_reference: str) -> str | None:
             for d in fxpay_sandbox.deals():
@@ -350,8 +389,12 @@ def test_the_docs_reconcile_loop_runs_verbatim(fxpay_sandbox: Any, tmp_path: Pat
             return None
 
         namespace: dict[str, Any] = {"journal": journal, "client": client, "suppliers": suppliers, "booked_deal_id": booked_deal_id}
+        t0 = time.monotonic()
         exec(compile(_docs_block("## Unknown rows"), "docs/payouts.md", "exec"), namespace)
+        waited = time.monotonic() - t0
         result = namespace["result"]
-        assert [r["status"] for r in result] == ["replayed"] * 4, result
+        assert [r["status"] for r in result] == ["replayed"] * 5, result
         assert journal.unknown() == []
-        assert references(fxpay_sandbox) == {f"REC-{i}": 1 for i in range(4)}
+        assert journal.leased() == []
+        assert waited >= 1.5, waited  # it waited for the lease (not took the key from its holder)
+        assert references(fxpay_sandbox) == {f"REC-{i}": 1 for i in range(5)}
