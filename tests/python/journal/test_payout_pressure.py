@@ -324,12 +324,17 @@ def test_pay_out_reads_a_dataframe_as_it_pays(fxpay_sandbox: Any, client: fxpay.
 # -- 7. the docs' reconcile loop, verbatim --------------------------------------------------
 
 
-def _docs_block(heading: str) -> str:
-    """The first python block under ``heading`` in docs/payouts.md."""
+def _docs_block(heading: str, holding: str) -> str:
+    """The first python block under ``heading`` in docs/payouts.md that holds ``holding``."""
     text = (Path(__file__).resolve().parents[3] / "docs" / "payouts.md").read_text()
     section = text[text.index(heading) :]
-    start = section.index("```python\n") + len("```python\n")
-    return section[start : section.index("```", start)]
+    at = 0
+    while True:
+        start = section.index("```python\n", at) + len("```python\n")
+        block = section[start : section.index("```", start)]
+        if holding in block:
+            return block
+        at = start
 
 
 def test_leased_lists_the_keys_held_under_a_lease(fxpay_sandbox: Any, tmp_path: Path) -> None:
@@ -390,7 +395,7 @@ def test_the_docs_reconcile_loop_runs_verbatim(fxpay_sandbox: Any, tmp_path: Pat
 
         namespace: dict[str, Any] = {"journal": journal, "client": client, "suppliers": suppliers, "booked_deal_id": booked_deal_id}
         t0 = time.monotonic()
-        exec(compile(_docs_block("## Unknown rows"), "docs/payouts.md", "exec"), namespace)
+        exec(compile(_docs_block("## Unknown rows", "def reconcile"), "docs/payouts.md", "exec"), namespace)
         waited = time.monotonic() - t0
         result = namespace["result"]
         assert [r["status"] for r in result] == ["replayed"] * 5, result
