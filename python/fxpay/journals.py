@@ -17,6 +17,7 @@ leaves behind) is fxpay's, in its Rust core: a journal only stores entries.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime
 import functools
@@ -29,7 +30,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from ._fxpay import (
     DealCreated,
@@ -107,6 +108,7 @@ def _after_fork_in_parent() -> None:
 def _after_fork_in_child() -> None:
     global _closing
     _closing = threading.RLock()
+    _Later.after_fork_in_child()
     for j in list(_live):
         j._after_fork(child=True)
 
@@ -346,6 +348,133 @@ class MemoryJournal(JournalBase):
         return f"MemoryJournal(keys={len(self._entries)})"
 
 
+class _Later:
+    """The results of this process's keyed calls that wait for the next group commit of one
+    SqliteJournal file (one durable write per keyed call: only the claim must be on disk
+    before a byte is sent). A result rides the next commit, a claim's or the flusher's
+    :data:`RESULT_DELAY` later, and at the latest the process's exit. Until then this process
+    reads it from here (every ``SqliteJournal`` of the file in this process shares it);
+    another process reads the key ``pending``, its holder alive, and if this process dies
+    first, its holder is gone and the key is ``unknown``: a result is never lost as
+    ``released``, and never sent twice."""
+
+    #: Per file (absolute path), in this process; made anew in a forked child (the parent
+    #: writes its own results).
+    by_path: ClassVar[dict[str, _Later]] = {}
+    made: ClassVar[threading.Lock] = threading.Lock()
+    #: Journals with results waiting, for the flusher thread; and whether it runs.
+    due: ClassVar[threading.Condition] = threading.Condition()
+    waiting: ClassVar[list[SqliteJournal]] = []
+    flusher: ClassVar[threading.Thread | None] = None
+    #: Set at exit (after the last flush): results are written at once from then on.
+    exiting: ClassVar[bool] = False
+    #: The process that registered the exit flush with multiprocessing's finalizers.
+    finalizer_pid: ClassVar[int] = 0
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        # key: (the entry it replaces, as text; the result entry; its text)
+        self.results: dict[str, tuple[str, JournalEntry, str]] = {}
+
+    @classmethod
+    def of(cls, path: str) -> _Later:
+        with cls.made:
+            later = cls.by_path.get(path)
+            if later is None:
+                later = cls.by_path[path] = _Later()
+            return later
+
+    @classmethod
+    def after_fork_in_child(cls) -> None:
+        cls.by_path = {}
+        cls.made = threading.Lock()
+        cls.due = threading.Condition()
+        cls.waiting = []
+        cls.flusher = None
+
+    def get(self, key: str) -> JournalEntry | None:
+        with self.lock:
+            got = self.results.get(key)
+        return None if got is None else got[1]
+
+    def defer(self, key: str, old: str, new: JournalEntry, text: str) -> bool:
+        """Keeps ``new`` (replacing ``old``) for the next commit; False when a result of
+        ``key`` already waits (the caller writes it first)."""
+        with self.lock:
+            if key in self.results:
+                return False
+            self.results[key] = (old, new, text)
+            return True
+
+    def taken(self) -> list[tuple[str, str, JournalEntry, str]]:
+        """The results waiting now (they stay readable here until :meth:`landed`)."""
+        with self.lock:
+            return [(k, *v) for k, v in self.results.items()]
+
+    def landed(self, written: list[tuple[str, str, JournalEntry, str]]) -> None:
+        with self.lock:
+            for key, _old, _new, text in written:
+                got = self.results.get(key)
+                if got is not None and got[2] == text:
+                    del self.results[key]
+
+    @classmethod
+    def wake(cls, journal: SqliteJournal) -> None:
+        """Has the flusher write ``journal``'s results within :data:`RESULT_DELAY`."""
+        pid = os.getpid()
+        if cls.finalizer_pid != pid:
+            cls.finalizer_pid = pid
+            _flush_at_exit_of_workers()
+        with cls.due:
+            cls.waiting.append(journal)
+            if cls.flusher is None or not cls.flusher.is_alive():
+                cls.flusher = threading.Thread(target=cls._flush_loop, name="fxpay-journal-results", daemon=True)
+                cls.flusher.start()
+            cls.due.notify()
+
+    @classmethod
+    def _flush_loop(cls) -> None:
+        while True:
+            with cls.due:
+                while not cls.waiting:
+                    cls.due.wait()
+            time.sleep(RESULT_DELAY)
+            with cls.due:
+                journals, cls.waiting = cls.waiting, []
+            for j in dict.fromkeys(journals):  # each once, held until written
+                j._flush_results()
+
+
+#: How long a keyed call's result may wait for a claim's group commit before the flusher
+#: writes it on its own.
+RESULT_DELAY = 0.01
+
+#: How long the flusher waits before it tries again a commit of results that failed.
+RETRY_DELAY = 0.5
+
+
+def _flush_results_now() -> None:
+    """At exit: every result still waiting is written, and later ones are written at once."""
+    _Later.exiting = True
+    for j in list(_live):
+        if isinstance(j, SqliteJournal):
+            j._flush_results()
+
+
+def _flush_at_exit_of_workers() -> None:
+    """A process made by ``multiprocessing`` (or Celery's billiard) ends with ``os._exit``
+    after its own finalizers, without ``atexit``: the results are written by one of them."""
+    import sys
+
+    for name in ("multiprocessing.util", "billiard.util"):
+        util = sys.modules.get(name)
+        if util is not None:
+            util.Finalize(None, _flush_results_now, exitpriority=100)
+
+
+atexit.register(_flush_results_now)
+
+
 class _Write:
     """One write statement waiting for a group commit, and what came of it."""
 
@@ -452,6 +581,7 @@ class SqliteJournal(JournalBase):
         self._fork_held = False
         with self._lock:
             self._connection()
+        self._later = _Later.of(self.path)
         _live.add(self)
 
     def _new_state(self) -> None:
@@ -473,6 +603,7 @@ class SqliteJournal(JournalBase):
             # and its locks are not this process's. The connection is reopened on next use.
             self._new_state()
             self._fork_held = False
+            self._later = _Later.of(self.path)
             return
         if self._fork_held:
             self._fork_held = False
@@ -690,17 +821,73 @@ class SqliteJournal(JournalBase):
                 batch, self._queue = self._queue, []
                 break
         if not mine.done:
+            # The results waiting ride this commit (and its fsync).
+            results = self._later.taken()
+            late = [
+                _Write("UPDATE fxpay_journal SET state = ?, result = ?, data = ? WHERE key = ? AND data = ?", (n.state, n.result, text, key, old))
+                for key, old, n, text in results
+            ]
             try:
-                self._commit(batch)
+                if late or any(w.sql for w in batch):
+                    self._commit(batch + late)
             finally:
                 with self._writes:
                     for w in batch:
                         w.done = True
                     self._leading = False
                     self._writes.notify_all()
+            self._results_landed(results, late)
         if mine.error is not None:
             raise mine.error
         return mine.rowcount
+
+    def _results_landed(self, results: list[tuple[str, str, JournalEntry, str]], late: list[_Write]) -> None:
+        """After a commit that carried results: those written leave :class:`_Later`. One whose
+        entry changed meanwhile (its lease lapsed and another process marked the key
+        ``unknown``) is written over that entry if it is still this call's claim; else it is
+        logged, with the id, for :meth:`resolve`. A commit that failed keeps them waiting."""
+        if not late or any(w.error is not None for w in late):
+            return
+        self._later.landed(results)
+        for (key, _old, new, text), w in zip(results, late, strict=True):
+            if w.rowcount == 1:
+                continue
+            _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (key,))
+            stored = JournalEntry.from_json(rows[0][0]) if rows else None
+            if stored is not None and rows[0][0] == text:
+                continue
+            if (
+                stored is not None
+                and stored.state in ("pending", "unknown")
+                and (stored.holder, stored.created_at, stored.fingerprint) == (new.holder, new.created_at, new.fingerprint)
+            ):
+                n = self._write(
+                    "UPDATE fxpay_journal SET state = ?, result = ?, data = ? WHERE key = ? AND data = ?",
+                    (new.state, new.result, text, key, rows[0][0]),
+                )
+                if n == 1:
+                    continue
+            logger.error(
+                "SqliteJournal %r: the result of key %r (%s) could not be recorded: the key changed meanwhile; "
+                "if it reads unknown, settle it with journal.resolve(%r, result=%r)",
+                self.path,
+                key,
+                new.result,
+                key,
+                new.result,
+            )
+
+    def _flush_results(self) -> None:
+        """Writes the results waiting now (the flusher's, and exit's, commit)."""
+        if not self._later.results:
+            return
+        with contextlib.suppress(Exception):
+            self._write("", ())
+        if self._later.results and not _Later.exiting:
+            # The commit failed (another process held the write lock past `timeout`, a full
+            # disk): they stay waiting, readable here, and are tried again in a while.
+            time.sleep(RETRY_DELAY)
+            _Later.wake(self)
 
     def _commit(self, batch: list[_Write]) -> None:
         """Runs `batch` in one transaction; each write gets its rowcount, or everyone the
@@ -713,7 +900,8 @@ class SqliteJournal(JournalBase):
                     conn.execute("BEGIN IMMEDIATE")
                     try:
                         for w in batch:
-                            w.rowcount = conn.execute(w.sql, w.args).rowcount
+                            if w.sql:
+                                w.rowcount = conn.execute(w.sql, w.args).rowcount
                         conn.execute("COMMIT")
                     except BaseException:
                         # SQLite may have rolled back already (a full disk, an I/O error):
@@ -735,13 +923,19 @@ class SqliteJournal(JournalBase):
 
     @_fails_closed("get")
     def get(self, key: str) -> JournalEntry | None:
-        _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (_check_key(key),))
+        waiting = self._later.get(_check_key(key))
+        if waiting is not None:
+            return waiting
+        _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (key,))
         return JournalEntry.from_json(rows[0][0]) if rows else None
 
     @_fails_closed("claim")
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         e = _check_entry(entry)
         self._check_file()
+        waiting = self._later.get(e.key)
+        if waiting is not None:
+            return waiting
         for _ in range(16):
             n = self._write(
                 "INSERT INTO fxpay_journal (key, state, result, data) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
@@ -759,24 +953,34 @@ class SqliteJournal(JournalBase):
         o, n = _check_entry(old, "old"), _check_entry(new, "new")
         if o.key != n.key:
             raise ValueError("old and new must have the same key")
-        count = self._write(
-            "UPDATE fxpay_journal SET state = ?, result = ?, data = ? WHERE key = ? AND data = ?",
-            (n.state, n.result, n.to_json(), o.key, o.to_json()),
-        )
+        old, text = o.to_json(), n.to_json()
+        # A call's result (its pending claim made done) rides the next group commit.
+        if n.state == "done" and o.state == "pending" and not _Later.exiting and self._later.defer(o.key, old, n, text):
+            _Later.wake(self)
+            return True
+        if self._later.get(o.key) is not None:
+            self._write("", ())  # what waits for this key is written first
+        count = self._write("UPDATE fxpay_journal SET state = ?, result = ?, data = ? WHERE key = ? AND data = ?", (n.state, n.result, text, o.key, old))
         return count == 1
 
     @_fails_closed("find")
     def find(self, result: str) -> JournalEntry | None:
+        for _key, _old, n, _text in self._later.taken():
+            if n.result == result:
+                return n
         _, rows = self._run("SELECT data FROM fxpay_journal WHERE result = ? ORDER BY rowid LIMIT 1", (result,))
         return JournalEntry.from_json(rows[0][0]) if rows else None
 
     @_fails_closed("candidates")
     def candidates(self) -> list[JournalEntry]:
         _, rows = self._run("SELECT data FROM fxpay_journal WHERE state IN ('pending', 'unknown') ORDER BY rowid", ())
-        return [JournalEntry.from_json(r[0]) for r in rows]
+        entries = [JournalEntry.from_json(r[0]) for r in rows]
+        return [e for e in entries if self._later.get(e.key) is None]  # a result waits: done
 
     def close(self) -> None:
-        """Closes this process's connection (the journal reopens it on next use)."""
+        """Writes the results waiting, then closes this process's connection (the journal
+        reopens it on next use)."""
+        self._flush_results()
         with _closing, self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
