@@ -21,7 +21,11 @@ import pytest
 
 import fxpay
 
-from journal_support import requests_to
+from conftest import need
+from journal_support import RedisServer, requests_to
+from postgres_support import PostgresServer, postgres_server, table_name
+
+__all__ = ["postgres_server"]  # a fixture, imported for the tests below
 
 QUOTES = "POST /v1/payments/quotes"
 
@@ -201,9 +205,8 @@ def test_a_process_killed_before_its_results_commit_leaves_the_key_unknown_never
         p.wait(30)
     sent = requests_to(fxpay_sandbox, QUOTES)
     # The holder is gone: the key is unknown, and a second call sends nothing.
-    with fxpay_sandbox.client(journal=journal) as c:
-        with pytest.raises(fxpay.OutcomeUnknownError):
-            quote(c, "killed")
+    with fxpay_sandbox.client(journal=journal) as c, pytest.raises(fxpay.OutcomeUnknownError):
+        quote(c, "killed")
     assert requests_to(fxpay_sandbox, QUOTES) == sent
     assert [e.key for e in journal.unknown()] == ["killed"]
     settled = journal.resolve("killed", result=made)
@@ -258,3 +261,137 @@ POOL = textwrap.dedent(
         print(*ids)
     """
 )
+
+
+# -- Redis: the result rides the next claim's round trip ---------------------------------------
+
+
+@pytest.fixture
+def redis_journal(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[RedisServer, fxpay.RedisJournal]:
+    server = RedisServer(tmp_path)
+    server.start()
+    request.addfinalizer(server.stop)
+    journal = fxpay.RedisJournal(server.url, prefix="one:")
+    journal.create()
+    return server, journal
+
+
+def redis_round_trips(server: RedisServer) -> int:
+    import redis
+
+    probe = redis.Redis.from_url(server.url)
+    try:
+        n: int = probe.info("stats")["total_reads_processed"]
+        return n
+    finally:
+        probe.close()
+
+
+def test_a_keyed_call_at_a_time_makes_one_redis_round_trip(
+    fxpay_sandbox: Any, redis_journal: tuple[RedisServer, fxpay.RedisJournal]
+) -> None:
+    """Redis with ``appendfsync always`` writes and fsyncs its AOF once per round of the
+    commands it read together: one round trip per keyed call is one AOF flush per call."""
+    server, journal = redis_journal
+    calls = 60
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "warm-up")
+        before = redis_round_trips(server)
+        ids = [quote(c, f"one-{i}") for i in range(calls)]
+        during = redis_round_trips(server) - before - 1  # less the probe's own
+        assert [quote(c, f"one-{i}") for i in range(calls)] == ids
+    print(f"{during} Redis round trips for {calls} keyed calls at concurrency 1")
+    assert during <= calls * 1.25, during
+    other = fxpay.RedisJournal(server.url, prefix="one:")
+    deadline = time.monotonic() + 10
+    while [getattr(other.get(f"one-{i}"), "state", None) for i in range(calls)] != ["done"] * calls:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+REDIS_KILLED = textwrap.dedent(
+    """
+    import sys, time
+    import fxpay, fxpay.journals
+    fxpay.journals.RESULT_DELAY = 3600.0  # no round trip carries the result before the kill
+    url, base, cid, secret = sys.argv[1:5]
+    c = fxpay.Client(cid, secret, base_url=base, journal=fxpay.RedisJournal(url, prefix="one:"))
+    q = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key="killed")
+    print(q, flush=True)
+    if sys.argv[5] == "kill":
+        time.sleep(3600)
+    """
+)
+
+
+def test_a_redis_result_killed_before_its_round_trip_stays_pending_and_one_that_exits_is_written(
+    fxpay_sandbox: Any, redis_journal: tuple[RedisServer, fxpay.RedisJournal], tmp_path: Path
+) -> None:
+    server, journal = redis_journal
+    script = tmp_path / "killed.py"
+    script.write_text(REDIS_KILLED)
+    args = [server.url, fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret]
+    p = subprocess.Popen([sys.executable, str(script), *args, "kill"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        made = p.stdout.readline().strip()
+        assert made, p.stderr.read() if p.stderr else ""
+        entry = journal.get("killed")
+        assert entry is not None
+        assert entry.state == "pending"
+        os.kill(p.pid, signal.SIGKILL)
+    finally:
+        p.kill()
+        p.wait(30)
+    sent = requests_to(fxpay_sandbox, QUOTES)
+    # Its holder's lease has not lapsed: in progress, nothing sent (then unknown, never lost).
+    with fxpay_sandbox.client(journal=journal) as c, pytest.raises(fxpay.InProgressError):
+        quote(c, "killed")
+    assert requests_to(fxpay_sandbox, QUOTES) == sent
+    entry = journal.get("killed")
+    assert entry is not None
+    assert entry.state == "pending"
+    # A process that exits normally writes what waits.
+    script2 = tmp_path / "exits.py"
+    script2.write_text(REDIS_KILLED.replace('idempotency_key="killed"', 'idempotency_key="exits"'))
+    out = subprocess.run([sys.executable, str(script2), *args, "exit"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    exited = journal.get("exits")
+    assert exited is not None
+    assert (exited.state, exited.result) == ("done", out.stdout.strip())
+
+
+# -- PostgreSQL: the results waiting are written in one statement ------------------------------
+
+
+def wal_syncs(server: PostgresServer) -> int:
+    psycopg = need("psycopg")
+    with psycopg.connect(server.conninfo, autocommit=True) as conn:
+        time.sleep(0.2)  # the ended sessions' statistics reach the server's
+        row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def test_postgres_flushes_its_wal_about_once_per_keyed_call(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    """``pg_stat_wal.wal_sync``: the server's own count of WAL flushes to disk."""
+    journal = fxpay.PostgresJournal(postgres_server.conninfo, table=table_name())
+    journal.create()
+    calls = 60
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "warm-up")
+        # A server process counts its flushes into pg_stat_wal when its session ends (or
+        # at most once a second): the journal's sessions are ended before each reading.
+        journal.close()
+        before = wal_syncs(postgres_server)
+        ids = [quote(c, f"one-{i}") for i in range(calls)]
+        assert [quote(c, f"one-{i}") for i in range(calls)] == ids
+        held = journal.get("one-0")
+        assert held is not None
+        assert held.state == "done"
+        journal.close()  # writes the last results, and ends the sessions
+        during = wal_syncs(postgres_server) - before
+    print(f"{during} WAL flushes for {calls} keyed calls at concurrency 1 (and {calls} replays)")
+    assert during <= calls * 1.25, during
+    other = fxpay.PostgresJournal(postgres_server.conninfo, table=journal.table)
+    assert [getattr(other.get(f"one-{i}"), "result", None) for i in range(calls)] == ids
