@@ -27,8 +27,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._fxpay import JournalEntry
+from ._later import RETRY_DELAY, _Later
 from .errors import ConfigurationError, InvalidRequestError, JournalError
-from .journals import RETRY_DELAY, JournalBase, _Later, logger
+from .journals import JournalBase, logger
 
 __all__ = ["DEFAULT_TABLE", "IDENTITY_KEY", "PostgresJournal", "conninfo_of", "table_ddl"]
 

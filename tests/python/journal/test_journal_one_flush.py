@@ -161,8 +161,8 @@ print(e.state, e.result)
 KILLED = textwrap.dedent(
     """
     import os, sys, time
-    import fxpay, fxpay.journals
-    fxpay.journals.RESULT_DELAY = 3600.0  # no commit carries the result before the kill
+    import fxpay, fxpay._later
+    fxpay._later.RESULT_DELAY = 3600.0  # no commit carries the result before the kill
     path, base, cid, secret = sys.argv[1:5]
     c = fxpay.Client(cid, secret, base_url=base, journal=fxpay.SqliteJournal(path))
     q = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key="killed")
@@ -174,8 +174,8 @@ KILLED = textwrap.dedent(
 EXITS = textwrap.dedent(
     """
     import sys
-    import fxpay, fxpay.journals
-    fxpay.journals.RESULT_DELAY = 3600.0  # only the exit writes the result
+    import fxpay, fxpay._later
+    fxpay._later.RESULT_DELAY = 3600.0  # only the exit writes the result
     path, base, cid, secret = sys.argv[1:5]
     c = fxpay.Client(cid, secret, base_url=base, journal=fxpay.SqliteJournal(path))
     q = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key="exits")
@@ -243,10 +243,10 @@ def test_a_forked_worker_writes_its_results_before_it_ends(fxpay_sandbox: Any, t
 POOL = textwrap.dedent(
     """
     import multiprocessing, sys
-    import fxpay, fxpay.journals
+    import fxpay, fxpay._later
 
     def pay(i):
-        fxpay.journals.RESULT_DELAY = 3600.0  # only the worker's end writes the result
+        fxpay._later.RESULT_DELAY = 3600.0  # only the worker's end writes the result
         path, base, cid, secret = sys.argv[1:5]
         c = fxpay.Client(cid, secret, base_url=base, journal=fxpay.SqliteJournal(path))
         q = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key=f"pool-{i}")
@@ -312,8 +312,8 @@ def test_a_keyed_call_at_a_time_makes_one_redis_round_trip(
 REDIS_KILLED = textwrap.dedent(
     """
     import sys, time
-    import fxpay, fxpay.journals
-    fxpay.journals.RESULT_DELAY = 3600.0  # no round trip carries the result before the kill
+    import fxpay, fxpay._later
+    fxpay._later.RESULT_DELAY = 3600.0  # no round trip carries the result before the kill
     url, base, cid, secret = sys.argv[1:5]
     c = fxpay.Client(cid, secret, base_url=base, journal=fxpay.RedisJournal(url, prefix="one:"))
     q = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key="killed")
