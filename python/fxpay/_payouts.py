@@ -134,7 +134,15 @@ def _result(rows: Any, kind: str, records: list[dict[str, Any]], outcomes: list[
     return rows.with_columns(series)
 
 
-def _sink(progress: object, total: int) -> tuple[Callable[..., None], Callable[[], None], _Told | None]:
+def _sink(progress: object, total: int) -> tuple[Callable[..., None], Callable[[], None]]:
+    """What to call as rows end, and what to call once the table has ended (for a callable:
+    wait until its last report is told, as :meth:`_Told.finish`). The fan-outs of
+    ``fxpay.contrib`` use it."""
+    update, close, told = _progress_sink(progress, total)
+    return update, (close if told is None else told.finish)
+
+
+def _progress_sink(progress: object, total: int) -> tuple[Callable[..., None], Callable[[], None], _Told | None]:
     """What to call as rows end (``update(done, total, booked, replayed, unknown, refused)``;
     a ``total`` of 0 is unknown), what to call once the table has ended, and the thread that
     tells a callable (None for the bar, which is drawn as the row ends).
@@ -464,7 +472,7 @@ class _Run:
         if whole and kind in ("list", "pandas", "polars"):
             _check_table(self.stream, rows, kind)
         self.total = _total(rows, kind)
-        update, self.close, self.told = _sink(progress, self.total)
+        update, self.close, self.told = _progress_sink(progress, self.total)
         self.tally = _Tally(update, self.total)
         self.source = enumerate(_stream_records(rows, kind))
         self.exhausted = False
