@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -267,13 +268,15 @@ POOL = textwrap.dedent(
 
 
 @pytest.fixture
-def redis_journal(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[RedisServer, fxpay.RedisJournal]:
+def redis_journal(tmp_path: Path) -> Iterator[tuple[RedisServer, fxpay.RedisJournal]]:
     server = RedisServer(tmp_path)
     server.start()
-    request.addfinalizer(server.stop)
-    journal = fxpay.RedisJournal(server.url, prefix="one:")
-    journal.create()
-    return server, journal
+    try:
+        journal = fxpay.RedisJournal(server.url, prefix="one:")
+        journal.create()
+        yield server, journal
+    finally:
+        server.stop()
 
 
 def redis_round_trips(server: RedisServer) -> int:
