@@ -64,9 +64,12 @@ with fxpay.Client(cid, secret, base_url=base, journal=fxpay.SqliteJournal(journa
         statuses = out["status"] if kind != "list" else [r["status"] for r in out]
         for s in statuses:
             counts[s] = counts.get(s, 0) + 1
-        size = result_bytes(out, kind)
-# VmHWM: this process's own peak (ru_maxrss is kept across fork and exec: the parent's).
-print(json.dumps({"rss_kb": status("VmHWM"), "before_kb": before, "result_bytes": size, "counts": counts}))
+# VmHWM: this process's own peak (ru_maxrss is kept across fork and exec: the parent's), read
+# before the result is sized (sizing a polars Object column lists its values).
+peak = status("VmHWM")
+if kind != "iter":
+    size = result_bytes(out, kind)
+print(json.dumps({"rss_kb": peak, "before_kb": before, "result_bytes": size, "counts": counts}))
 """
 
 KINDS = ("iter", "list", "pandas", "polars")
