@@ -64,9 +64,12 @@ with fxpay.Client(cid, secret, base_url=base, journal=fxpay.SqliteJournal(journa
         statuses = out["status"] if kind != "list" else [r["status"] for r in out]
         for s in statuses:
             counts[s] = counts.get(s, 0) + 1
-        size = result_bytes(out, kind)
-# VmHWM: this process's own peak (ru_maxrss is kept across fork and exec: the parent's).
-print(json.dumps({"rss_kb": status("VmHWM"), "before_kb": before, "result_bytes": size, "counts": counts}))
+# VmHWM: this process's own peak (ru_maxrss is kept across fork and exec: the parent's), read
+# before the result is sized (sizing a polars Object column lists its values).
+peak = status("VmHWM")
+if kind != "iter":
+    size = result_bytes(out, kind)
+print(json.dumps({"rss_kb": peak, "before_kb": before, "result_bytes": size, "counts": counts}))
 """
 
 KINDS = ("iter", "list", "pandas", "polars")
@@ -167,8 +170,8 @@ def main() -> int:
         "A process pays N rows against `python -m fxpay.sandbox` in its own process (8 in flight, a SqliteJournal):",
         "`iter` is `Client.pay_out_iter` over a generator (nothing held); `list`, `pandas`, `polars` are `Client.pay_out`",
         "of a table built first. Peak RSS is the process's own `VmHWM`; input RSS its `VmRSS` once the table was built;",
-        "the result its deep size (pandas `memory_usage(deep=True)`, the list's dicts and values, polars' estimate and",
-        f"the Decimals); above input and result = peak - input RSS - result. {machine}.",
+        "the result its deep size (pandas `memory_usage(deep=True)`, the list's dicts and values, polars' estimate of its",
+        f"Arrow columns, and the Decimals of a `pl.Object` sell_amount); above input and result = peak - input RSS - result. {machine}.",
         "Made by `python bench/payout_memory.py`.",
         "",
         "| kind | rows | peak RSS | input RSS | result | above input and result | seconds | statuses |",

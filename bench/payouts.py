@@ -17,6 +17,13 @@ own process, every way a user would write it, interleaved in rounds (best kept):
 
     python bench/payouts.py [--rows 1000] [--rounds 3] [--workers 1,2,4] [--out bench/results]
     python bench/payouts.py --only-workers --rows 2000   # the workers cells alone: payouts_workers.{json,md}
+    python bench/payouts.py --storm [--rows 1000]         # a 429 storm alone: payouts_storm.{json,md}
+
+``--storm`` (issue 53): ``--rows`` rows (1,000 by default) paid by one ``pay_out`` at
+concurrency 128 against an embedded ``fxpay.testing.Sandbox(rate_limit=5)`` (some 3 requests a
+row, so at least ``rows * 3 / 5`` seconds), with a SqliteJournal. The target: every row booked,
+none refused; it records the answers 429 of the requests, the rows booked and refused, and the
+seconds. ``tests/python/journal/test_payout_pressure.py`` pays 100 rows so on every run.
 
 Writes ``payouts.json`` and ``payouts.md`` in ``--out``. Targets: ``pay_out, SQLite`` at least
 0.7x ``gather, no journal`` rows/s, ``pay_out, PostgreSQL`` at least 0.6x, and ``pay_out`` at
@@ -180,6 +187,83 @@ def workers_table(best: dict[str, float], counts: list[int], rows: int) -> list[
     return lines
 
 
+STORM_CONCURRENCY = 128
+STORM_LIMIT = 5
+
+
+def storm(n: int, out: Path) -> int:
+    """A 429 storm: ``n`` rows at concurrency 128 against ``Sandbox(rate_limit=5)``; writes
+    ``payouts_storm.{json,md}`` in ``out``. Fails (1) unless every row is booked once."""
+    import collections
+
+    import fxpay.testing
+
+    folder = Path(tempfile.mkdtemp(prefix="fxpay-bench-storm-"))
+    try:
+        with (
+            fxpay.testing.Sandbox(rate_limit=STORM_LIMIT) as sb,
+            sb.client(journal=fxpay.SqliteJournal(folder / "j.db")) as c,
+        ):
+            bid = c.create_beneficiary(beneficiary())
+            before = sb.stats()
+            rows = table(n, "storm", bid)
+            started = time.perf_counter()
+            result = c.pay_out(rows, funding_source=FUNDING, concurrency=STORM_CONCURRENCY, progress=False)
+            took = time.perf_counter() - started
+            stats = sb.stats()
+            deals = collections.Counter(b["payReference"] for d in sb.deals() for b in d["beneficiaries"])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    statuses = collections.Counter(r["status"] for r in result)
+    requests = stats["requests"] - before["requests"]
+    limited = stats["rate_limited"] - before["rate_limited"]
+    answered = [s["requests"] - s["rate_limited"] for s in stats["per_second"]]
+    booked_once = sum(1 for r in rows if deals.get(r["pay_reference"]) == 1)
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    ok = statuses.get("booked", 0) == n and booked_once == n
+    doc = {
+        "rows": n,
+        "concurrency": STORM_CONCURRENCY,
+        "rate_limit": STORM_LIMIT,
+        "machine": machine,
+        "seconds": round(took, 1),
+        "floor_seconds": round(requests and (requests - limited) / STORM_LIMIT, 1),
+        "requests": requests,
+        "answers_429": limited,
+        "statuses": dict(statuses),
+        "rows_booked": statuses.get("booked", 0),
+        "rows_refused": statuses.get("refused", 0),
+        "deals_booked_once": booked_once,
+        "most_answered_in_a_second": max(answered, default=0),
+        "load_average_at_end": os.getloadavg(),
+        "result": "PASS" if ok else "FAIL",
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "payouts_storm.json").write_text(json.dumps(doc, indent=2) + "\n")
+    lines = [
+        "# Payouts: a 429 storm",
+        "",
+        f"{n:,} rows paid by one `Client.pay_out` at `concurrency={STORM_CONCURRENCY}` against an embedded",
+        f"`fxpay.testing.Sandbox(rate_limit={STORM_LIMIT})` (a SqliteJournal). {machine}.",
+        "Made by `python bench/payouts.py --storm" + (f" --rows {n}" if n != 1000 else "") + "`.",
+        "",
+        "| rows | requests | answers 429 | rows booked | rows refused | deals booked once | elapsed | floor (answered / limit) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| {n:,} | {requests:,} | {limited:,} | {doc['rows_booked']:,} | {doc['rows_refused']:,} | {booked_once:,} | "
+        f"{doc['seconds']} s | {doc['floor_seconds']} s |",
+        "",
+        f"Statuses: {dict(statuses)}. Most requests answered (not 429) in one second: {doc['most_answered_in_a_second']}.",
+        f"Load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} (the host is shared).",
+        "",
+        "| target | result |",
+        "| --- | --- |",
+        f"| every row booked once, none refused | {doc['result']} |",
+    ]
+    (out / "payouts_storm.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0 if ok else 1
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=1000)
@@ -187,7 +271,12 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=HERE / "results")
     p.add_argument("--workers", default="1,2,4", help="worker process counts of the workers cells (comma-separated; empty: none)")
     p.add_argument("--only-workers", action="store_true", help="only the workers cells, written to payouts_workers.{json,md}")
+    p.add_argument(
+        "--storm", action="store_true", help="only a 429 storm (concurrency 128, Sandbox(rate_limit=5)), written to payouts_storm.{json,md}"
+    )
     args = p.parse_args()
+    if args.storm:
+        return storm(args.rows, args.out)
     worker_counts = [int(w) for w in args.workers.split(",") if w.strip()]
     folder = Path(tempfile.mkdtemp(prefix="fxpay-bench-payouts-"))
     sb = SandboxProcess("http")

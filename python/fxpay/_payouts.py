@@ -128,10 +128,47 @@ def _result(rows: Any, kind: str, records: list[dict[str, Any]], outcomes: list[
         for f, values in columns.items():
             out[f] = pd.Series(values, index=rows.index, dtype="object")
         return out
+    return rows.with_columns([_polars_column(f, columns.pop(f)) for f in RESULT_FIELDS])
+
+
+#: The most digits a polars ``Decimal`` column holds (a 128-bit integer).
+DECIMAL_DIGITS = 38
+
+
+def _decimal_scale(values: list[Any]) -> tuple[int, int] | None:
+    """The scale and the integer digits a polars ``Decimal`` column needs to hold ``values``
+    (``Decimal`` or None) exactly; None when it cannot (a value that is no finite ``Decimal``,
+    or more than 38 digits): then the column holds the Python objects."""
+    from decimal import Decimal
+
+    scale = digits = 0
+    for v in values:
+        if v is None:
+            continue
+        if type(v) is not Decimal or not v.is_finite():
+            return None
+        t = v.as_tuple()
+        exponent = int(t.exponent)
+        scale = max(scale, -exponent)
+        digits = max(digits, len(t.digits) + exponent)
+    return (scale, digits) if scale + digits <= DECIMAL_DIGITS else None
+
+
+def _polars_column(name: str, values: list[Any], fit: tuple[int, int] | None = None) -> Any:
+    """A result column as a polars Series: text, or for ``sell_amount`` a ``Decimal`` column
+    whose scale holds every value exactly (polars would round a value to a scale too small;
+    money never passes through a float), ``pl.Object`` when no ``Decimal`` column can."""
     import polars as pl
 
-    series = [pl.Series(f, columns.pop(f), dtype=pl.Object if f == "sell_amount" else pl.Utf8) for f in RESULT_FIELDS]
-    return rows.with_columns(series)
+    if name != "sell_amount":
+        return pl.Series(name, values, dtype=pl.Utf8)
+    fit = fit or _decimal_scale(values)
+    if fit is None:
+        return pl.Series(name, values, dtype=pl.Object)
+    # Through their plain text (``format(v, "f")``, no exponent), cast in Rust: polars makes a
+    # Decimal column from Decimal objects by way of numpy (some 13 MB more to import).
+    text = pl.Series(name, [None if v is None else format(v, "f") for v in values], dtype=pl.Utf8)
+    return text.cast(pl.Decimal(DECIMAL_DIGITS, fit[0]), strict=True)
 
 
 def _sink(progress: object, total: int) -> tuple[Callable[..., None], Callable[[], None]]:
@@ -574,21 +611,23 @@ async def _steps_async(run: _Run) -> AsyncIterator[tuple[int, dict[str, Any]]]:
 
 class _Collected:
     """The results of a whole payout, in the table's order, kept compactly: a list's result
-    rows, or a frame's six result columns (numpy object arrays for pandas, which become the
-    frame's own; lists for polars), filled in as rows end."""
+    rows, a pandas frame's six result columns (numpy object arrays, which become the frame's
+    own), or a polars frame's made a chunk at a time (:class:`_Chunks`), filled in as rows end."""
 
     def __init__(self, rows: Any, kind: str, total: int) -> None:
         self.rows, self.kind = rows, kind
         self.listed: list[Any] = [None] * total if kind == "list" else []
         self.columns: dict[str, Any] = {}
+        self.chunks = _Chunks(total) if kind == "polars" else None
         if kind == "pandas":  # numpy object arrays: the frame's columns as they are, no copy
             import numpy as np
 
             self.columns = {f: np.full(total, None, dtype=object) for f in RESULT_FIELDS}
-        elif kind == "polars":
-            self.columns = {f: [None] * total for f in RESULT_FIELDS}
 
     def add(self, i: int, result: dict[str, Any]) -> None:
+        if self.chunks is not None:
+            self.chunks.add(i, result)
+            return
         if self.columns:
             for f, column in self.columns.items():
                 column[i] = result.get(f)
@@ -598,31 +637,99 @@ class _Collected:
         self.listed[i] = result
 
     def result(self) -> Any:
-        if self.kind in ("pandas", "polars"):
-            return _frame(self.rows, self.kind, self.columns)
+        if self.chunks is not None:
+            return self.rows.with_columns(self.chunks.columns())
+        if self.kind == "pandas":
+            return _frame(self.rows, self.columns)
         if self.kind != "lazy":
             return self.listed
         import polars as pl
 
         ordered = self.listed
         names = list(ordered[0]) if ordered else []
-        return pl.DataFrame({n: pl.Series(n, [r.get(n) for r in ordered], dtype=pl.Object if n == "sell_amount" else None) for n in names})
+        return pl.DataFrame(
+            {
+                n: _polars_column(n, [r.get(n) for r in ordered]) if n in RESULT_FIELDS else pl.Series(n, [r.get(n) for r in ordered])
+                for n in names
+            }
+        )
 
 
-def _frame(rows: Any, kind: str, columns: dict[str, Any]) -> Any:
-    """The input frame with the result columns (each column's values let go as it is made:
-    the frame and the values are never both held in full)."""
-    if kind == "pandas":
-        import pandas as pd
+class _Chunks:
+    """A polars result's six columns, made :data:`SLICE_ROWS` rows at a time: a chunk's values
+    are Python objects only until its last row ends, then Arrow (text, and ``sell_amount`` a
+    ``Decimal`` column of the chunk's own scale). Rows end out of order, but at most
+    ``concurrency`` are in flight, so a few chunks are open at once, whatever the table's
+    length. At the end the chunks are the result's columns as they are (no copy), each
+    ``sell_amount`` chunk brought to the largest scale (exact: only digits are added)."""
 
-        out = rows.copy(deep=False)
-        for f in RESULT_FIELDS:
-            out[f] = pd.Series(columns.pop(f), index=rows.index, dtype="object", copy=False)
+    def __init__(self, total: int) -> None:
+        self.total = total
+        #: Chunk number -> its six columns of Python values, and how many of its rows ended.
+        self.open: dict[int, tuple[dict[str, list[Any]], list[int]]] = {}
+        #: Chunk number -> its columns as polars Series, and its sell_amount's fit.
+        self.made: dict[int, tuple[list[Any], tuple[int, int] | None]] = {}
+
+    def _size(self, chunk: int) -> int:
+        return min(SLICE_ROWS, self.total - chunk * SLICE_ROWS)
+
+    def add(self, i: int, result: dict[str, Any]) -> None:
+        chunk, at = divmod(i, SLICE_ROWS)
+        if chunk not in self.open:
+            size = self._size(chunk)
+            self.open[chunk] = ({f: [None] * size for f in RESULT_FIELDS}, [0])
+        columns, ended = self.open[chunk]
+        for f, column in columns.items():
+            column[at] = result.get(f)
+        ended[0] += 1
+        if ended[0] == len(columns["status"]):
+            self._make(chunk)
+
+    def _make(self, chunk: int) -> None:
+        columns, _ = self.open.pop(chunk)
+        fit = _decimal_scale(columns["sell_amount"])
+        self.made[chunk] = ([_polars_column(f, columns.pop(f), fit) for f in RESULT_FIELDS], fit)
+
+    def columns(self) -> list[Any]:
+        """The six result columns of the whole table (a chunk still open, if any, made as it is)."""
+        import polars as pl
+
+        for chunk in list(self.open):
+            self._make(chunk)
+        count = -(-self.total // SLICE_ROWS)
+        for chunk in range(count):
+            if chunk not in self.made:  # no row of it ended (an interrupted payout)
+                self.open[chunk] = ({f: [None] * self._size(chunk) for f in RESULT_FIELDS}, [0])
+                self._make(chunk)
+        parts = [self.made.pop(c) for c in range(count)]
+        fits = [fit for _, fit in parts]
+        scale = max((f[0] for f in fits if f is not None), default=0)
+        digits = max((f[1] for f in fits if f is not None), default=0)
+        decimal = all(f is not None for f in fits) and scale + digits <= DECIMAL_DIGITS
+        out = []
+        for n, f in enumerate(RESULT_FIELDS):
+            pieces = [columns[n] for columns, _ in parts]
+            if f == "sell_amount":
+                if decimal:
+                    pieces = [p.cast(pl.Decimal(DECIMAL_DIGITS, scale), strict=True) for p in pieces]
+                else:  # some chunk holds what no Decimal column can: every chunk as objects
+                    pieces = [pl.Series(f, p.to_list(), dtype=pl.Object) for p in pieces]
+            if not pieces:
+                out.append(_polars_column(f, []))
+            else:
+                out.append(pl.concat(pieces, rechunk=False))
         return out
-    import polars as pl
 
-    series = [pl.Series(f, columns.pop(f), dtype=pl.Object if f == "sell_amount" else pl.Utf8) for f in RESULT_FIELDS]
-    return rows.with_columns(series)
+
+def _frame(rows: Any, columns: dict[str, Any]) -> Any:
+    """The input pandas frame with the result columns (each column's values let go as it is
+    made: the frame and the values are never both held in full)."""
+    import pandas as pd
+
+    out = rows.copy(deep=False)
+    for f in RESULT_FIELDS:
+        out[f] = pd.Series(columns.pop(f), index=rows.index, dtype="object", copy=False)
+    return out
 
 
 def pay_out(client: Client, rows: Any, funding_source: str, concurrency: int, max_rate: object, progress: object) -> Any:

@@ -121,6 +121,37 @@ def test_pandas_and_polars_tables_come_back_as_they_went_in(client: fxpay.Client
     assert out2["key"].to_list() == ["pl-0", "pl-1", "pl-2"]
 
 
+def test_a_polars_result_holds_sell_amount_exactly_as_a_decimal_column(client: fxpay.Client) -> None:
+    """A polars result's sell_amount is a Decimal column (no Python objects, no float): each
+    chunk of 1,000 rows at the scale its values need, all brought to the largest, so every
+    amount reads back equal; a value no 38-digit Decimal holds keeps the column as objects."""
+    pl = need("polars")
+    bid = client.create_beneficiary(make_beneficiary())
+    out = client.pay_out(pl.DataFrame(table(bid, 3, "dec")), funding_source=FUNDING, progress=False)
+    assert isinstance(out["sell_amount"].dtype, pl.Decimal), out.schema
+    assert all(isinstance(v, Decimal) and v > 0 for v in out["sell_amount"].to_list())
+
+    from fxpay._payouts import RESULT_FIELDS, SLICE_ROWS, _Chunks
+
+    amounts = [Decimal("12.5") if i < SLICE_ROWS else Decimal("0.125") if i < 2 * SLICE_ROWS else None for i in range(2500)]
+    amounts[7] = Decimal("123456789012345678901234567890.5")  # 30 integer digits: 33 at scale 3
+    chunks = _Chunks(len(amounts))
+    for i in [*range(2499, -1, -2), *range(0, 2500, 2)]:  # out of order, every chunk open at once
+        chunks.add(i, {**dict.fromkeys(RESULT_FIELDS), "status": "booked", "sell_amount": amounts[i]})
+    columns = dict(zip(RESULT_FIELDS, chunks.columns(), strict=True))
+    assert columns["sell_amount"].dtype == pl.Decimal(38, 3)
+    assert columns["sell_amount"].to_list() == amounts
+    assert columns["status"].to_list() == ["booked"] * 2500
+
+    amounts[2400] = Decimal("1.23456789012345678901234567890123456789")  # 39 digits
+    chunks = _Chunks(len(amounts))
+    for i, v in enumerate(amounts):
+        chunks.add(i, {**dict.fromkeys(RESULT_FIELDS), "status": "booked", "sell_amount": v})
+    column = dict(zip(RESULT_FIELDS, chunks.columns(), strict=True))["sell_amount"]
+    assert column.dtype == pl.Object
+    assert column.to_list() == amounts
+
+
 def test_progress_reaches_a_callable_in_order(client: fxpay.Client) -> None:
     bid = client.create_beneficiary(make_beneficiary())
     rows = table(bid, 12)
