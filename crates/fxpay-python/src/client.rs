@@ -2,9 +2,8 @@
 //! (GIL released while it waits) and an `_async` twin returning a coroutine; both take the
 //! same arguments, converted here (a wrong type is a `TypeError` naming the parameter) and
 //! checked once, by the core.
+use super::bridge::guard;
 use super::bridge::ready;
-use super::bridge::CallFuture as OutFuture;
-use super::bridge::{block_until_stopped, guard};
 use super::convert::objects;
 use super::convert::{amount_text, int, opt_text, path, seconds, text, type_name};
 use super::errors::{closed_error, Failure, Fallible};
@@ -13,22 +12,19 @@ use super::models::{
     authorization_from_py, authorization_into_py, beneficiary_from_py, deal_beneficiaries_from_py,
     token_from_py, Out,
 };
-use super::observe::observer;
-use super::payout_rows as payout;
 use super::payout_stream::PayoutStream;
 use super::session::{on_token_callback, UserSession};
-use super::twin::{self, call, Obs, Start};
+use super::twin::{self, Obs, Start};
 use fxpay_core::{
-    check_payout_rows as check_rows, journaled_create_beneficiary, journaled_create_deal,
-    journaled_create_quote, journaled_create_spot_deal, lost_answer_named_by_sender,
-    pay_out as run_payout, AuthorizationRequest, AuthorizeParams, Beneficiary, Cassette,
-    Client as Core, ClientConfig, DealRequest, Error, PayoutOutcome as Outcome,
-    PayoutStatus as Status, QuoteRequest, Store, TokenStore,
+    journaled_create_beneficiary, journaled_create_deal, journaled_create_quote,
+    journaled_create_spot_deal, lost_answer_named_by_sender, AuthorizationRequest, AuthorizeParams,
+    Beneficiary, Cassette, Client as Core, ClientConfig, DealRequest, Error, QuoteRequest, Store,
+    TokenStore,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyDict, PyString, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,180 +83,6 @@ where
     }
 }
 
-impl Client {
-    /// A payout's future: the table's rows checked and converted here (nothing is sent if
-    /// that fails), run by the core.
-    fn payout(
-        &self,
-        records: &Bound<'_, PyList>,
-        funding_source: &Bound<'_, PyAny>,
-        concurrency: &Bound<'_, PyAny>,
-        sink: Py<PyAny>,
-        stop: Arc<AtomicBool>,
-    ) -> Fallible<impl FnOnce(Vec<Obs>) -> OutFuture + Send + 'static> {
-        let Some(journal) = self.initialised()?.journal.clone() else {
-            return Err(Failure::from(Error::config(
-                "pay_out needs a journal: Client(..., journal=fxpay.SqliteJournal(path))",
-            )));
-        };
-        let c = self.core()?.clone();
-        let funding = text(funding_source, "funding_source")?;
-        let concurrency = int(concurrency, "concurrency", Error::InvalidRequest)?;
-        let concurrency = usize::try_from(concurrency)
-            .ok()
-            .filter(|n| (1..=1024).contains(n))
-            .ok_or_else(|| Failure::from(Error::invalid("concurrency must be 1 to 1024")))?;
-        let prepared = payout::rows_from_py(records, &funding)?;
-        let total = prepared.len();
-        let mut outcomes: Vec<Option<Outcome>> = vec![None; total];
-        let (mut rows, mut index) = (Vec::new(), Vec::new());
-        for (i, p) in prepared.into_iter().enumerate() {
-            match p {
-                Ok(r) => {
-                    rows.push(r);
-                    index.push(i);
-                }
-                Err(e) => outcomes[i] = Some(payout::refused(e)),
-            }
-        }
-        check_rows(&rows)?;
-        Ok(move |obs: Vec<Obs>| -> OutFuture {
-            Box::pin(async move {
-                let progress = Progress::start(sink, total);
-                for o in outcomes.iter().flatten() {
-                    progress.row(o);
-                }
-                let on_row = |_: usize, o: &Outcome| progress.row(o);
-                let got = run_payout(&c, &journal, rows, concurrency, stop, &on_row, obs).await;
-                progress.finish().await;
-                for (k, o) in got?.into_iter().enumerate() {
-                    outcomes[index[k]] = o;
-                }
-                Ok(Out::Payout(outcomes))
-            })
-        })
-    }
-}
-
-/// A payout's progress, told to a Python callable in order, from one thread of the blocking
-/// pool (no runtime worker waits for the GIL). The rows never wait for the callable: each
-/// row's end only notes its report. A callable that keeps up is told every report in order;
-/// one that falls behind by more than [`BACKLOG`] reports has them collapsed into the
-/// latest, so `pay_out` never waits for more than that many calls after its last row (a
-/// 0.2 s callable made 20 rows take 4 s). The last report, with every row counted, is
-/// always told, before `pay_out` returns. A callable that raises is reported once
-/// (`sys.unraisablehook`), not once a row, and is still told the later reports.
-struct Progress {
-    shared: Arc<(std::sync::Mutex<Reports>, std::sync::Condvar)>,
-    counts: std::sync::Mutex<[usize; 5]>,
-    done: Option<tokio::task::JoinHandle<()>>,
-}
-
-/// How many reports may wait for a slow progress callable before they are collapsed into
-/// the latest.
-const BACKLOG: usize = 8;
-
-/// The reports not told yet, oldest first, and whether the payout has ended.
-#[derive(Default)]
-struct Reports {
-    waiting: std::collections::VecDeque<[usize; 5]>,
-    ended: bool,
-}
-
-impl Progress {
-    fn start(sink: Py<PyAny>, total: usize) -> Self {
-        let shared = Arc::new((
-            std::sync::Mutex::new(Reports::default()),
-            std::sync::Condvar::new(),
-        ));
-        let theirs = shared.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            let (reports, ready) = &*theirs;
-            let mut raised = false;
-            loop {
-                let next = {
-                    let mut r = reports
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    while r.waiting.is_empty() && !r.ended {
-                        r = ready
-                            .wait(r)
-                            .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    }
-                    r.waiting.pop_front()
-                };
-                let Some(c) = next else {
-                    break; // ended, and every report told
-                };
-                let _ = Python::try_attach(|py| {
-                    if let Err(e) = sink.call1(py, (c[0], total, c[1], c[2], c[3], c[4])) {
-                        if !raised {
-                            raised = true;
-                            e.write_unraisable(py, Some(sink.bind(py)));
-                        }
-                    }
-                });
-            }
-        });
-        Progress {
-            shared,
-            counts: std::sync::Mutex::new([0; 5]),
-            done: Some(done),
-        }
-    }
-
-    fn row(&self, o: &Outcome) {
-        let mut c = self
-            .counts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        c[0] += 1;
-        match o.status {
-            Some(Status::Booked) => c[1] += 1,
-            Some(Status::Replayed) => c[2] += 1,
-            Some(Status::Unknown) => c[3] += 1,
-            _ => c[4] += 1,
-        }
-        let (reports, ready) = &*self.shared;
-        let mut r = reports
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if r.waiting.len() >= BACKLOG {
-            r.waiting.clear(); // fallen behind: only the latest counts are worth telling
-        }
-        r.waiting.push_back(*c);
-        drop(r);
-        ready.notify_one();
-    }
-
-    /// Tells the thread that no report will follow the ones noted.
-    fn end(&self) {
-        let (reports, ready) = &*self.shared;
-        reports
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .ended = true;
-        ready.notify_one();
-    }
-
-    /// Waits until the latest report has been told.
-    async fn finish(mut self) {
-        self.end();
-        if let Some(done) = self.done.take() {
-            let _ = done.await;
-        }
-    }
-}
-
-impl Drop for Progress {
-    /// A payout dropped before its end (a cancelled awaitable) lets the thread go.
-    fn drop(&mut self) {
-        self.end();
-    }
-}
-
-/// One observer per row of a payout, each a child of the current span; none when neither
-/// tracing nor DEBUG logging is on.
 /// A payout method of `fxpay._payouts` (`name`), called with the client and its arguments.
 fn payouts<'py>(
     client: &Bound<'py, Client>,
@@ -283,15 +105,6 @@ fn payouts<'py>(
             progress,
         ),
     )
-}
-
-fn row_observers(py: Python<'_>, n: usize) -> Vec<Obs> {
-    match observer(py) {
-        None => Vec::new(),
-        Some(first) => std::iter::once(Some(first))
-            .chain((1..n).map(|_| observer(py)))
-            .collect(),
-    }
 }
 
 impl Client {
@@ -1195,23 +1008,6 @@ impl Client {
         )
     }
 
-    /// Runs the records `fxpay._payouts` made of a table, in one call; `sink(done, total,
-    /// booked, replayed, unknown, refused)` hears of each row as it ends. Ctrl-C starts no
-    /// further row and raises once the rows in flight have ended.
-    fn _pay_out(
-        &self,
-        py: Python<'_>,
-        records: &Bound<'_, PyList>,
-        funding_source: &Bound<'_, PyAny>,
-        concurrency: &Bound<'_, PyAny>,
-        sink: Py<PyAny>,
-    ) -> PyResult<Py<PyAny>> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let n = records.len();
-        let start = self.payout(records, funding_source, concurrency, sink, stop.clone())?;
-        block_until_stopped(py, start(row_observers(py, n)), stop)
-    }
-
     /// The engine of ``pay_out_iter``: rows pushed one at a time, outcomes as they end
     /// (``fxpay._payouts`` keeps ``concurrency`` rows in flight).
     fn _pay_out_stream(&self, funding_source: &Bound<'_, PyAny>) -> Fallible<PayoutStream> {
@@ -1222,25 +1018,6 @@ impl Client {
         };
         let funding = text(funding_source, "funding_source")?;
         Ok(PayoutStream::new(self.core()?.clone(), journal, funding))
-    }
-
-    /// :meth:`_pay_out`, awaitable (cancelling it starts no further row).
-    fn _pay_out_async(
-        &self,
-        py: Python<'_>,
-        records: &Bound<'_, PyList>,
-        funding_source: &Bound<'_, PyAny>,
-        concurrency: &Bound<'_, PyAny>,
-        sink: Py<PyAny>,
-    ) -> PyResult<Py<PyAny>> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let n = records.len();
-        let start = self.payout(records, funding_source, concurrency, sink, stop)?;
-        // The observers are made in the awaiting task (their parent span is that task's).
-        call(py, None, "pay_out_async", move |first| {
-            let rest = Python::attach(|py| first.map(|_| row_observers(py, n)));
-            start(rest.unwrap_or_default())
-        })
     }
 
     // -- account information ------------------------------------------------------------

@@ -374,8 +374,6 @@ pub enum Out {
     Spot(Box<(core::SpotDeal, Value)>),
     Token(Box<core::Token>),
     Accounts(Vec<core::VirtualAccount>),
-    /// A payout's outcomes, one per row (None: never started).
-    Payout(Vec<Option<fxpay_core::PayoutOutcome>>),
     /// One row of a streamed payout: its index in the table and its outcome.
     Row(usize, Box<fxpay_core::PayoutOutcome>),
 }
@@ -396,7 +394,6 @@ impl<'py> IntoPyObject<'py> for Out {
             Out::Accounts(list) => super::account::accounts_into_py(py, list)?
                 .into_pyobject(py)?
                 .into_any(),
-            Out::Payout(list) => super::payout_outcomes::outcomes_into_py(py, list)?.into_any(),
             Out::Row(i, o) => (i, super::payout_outcomes::outcome_into_py(py, *o)?)
                 .into_pyobject(py)?
                 .into_any(),
