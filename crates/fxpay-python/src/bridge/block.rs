@@ -4,7 +4,7 @@
 //! wait.
 use super::guarded::{guarded, CallFuture};
 use crate::errors::to_pyerr;
-use crate::models::Out;
+use crate::models::out::Out;
 use fxpay_core::Error;
 use pyo3::prelude::*;
 use std::future::Future;
