@@ -1,9 +1,9 @@
 """``Client.pay_out``'s and ``Client.pay_out_iter``'s Python side: a table in (a list of
 mappings, a pandas or a polars DataFrame; for ``pay_out_iter`` and ``pay_out`` also any
 iterable of mappings or a polars LazyFrame) and the results out, and the progress bar. The
-rows themselves run in the Rust core: a whole list or DataFrame in one call
-(``Client._pay_out``); a stream row by row (``Client._pay_out_stream``), read only as fast
-as rows end, so that memory grows with ``concurrency``, not with the table."""
+rows themselves run in the Rust core, streamed row by row (``Client._pay_out_stream``) and
+read only as fast as rows end, so that memory grows with ``concurrency``, not with the
+table."""
 
 from __future__ import annotations
 

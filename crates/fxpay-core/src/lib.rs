@@ -79,8 +79,8 @@ pub use journal::calls::{
 };
 pub use journal::holder::{HolderCheck, LeaseOnly, LocalProcesses};
 pub use journal::payout::{
-    check_rows as check_payout_rows, pay_out, pay_row, Outcome as PayoutOutcome, Row as PayoutRow,
-    RowBeneficiary as PayoutRowBeneficiary, Status as PayoutStatus,
+    pay_row, Outcome as PayoutOutcome, Row as PayoutRow, RowBeneficiary as PayoutRowBeneficiary,
+    Status as PayoutStatus,
 };
 pub use journal::settle::{issued as issued_spot, settle_spot, Settled};
 pub use journal::{drain as drain_journal, Entry, State as EntryState, Store};

@@ -1,7 +1,7 @@
 //! `fxpay.VirtualAccount`: a read-only mapping over the JSON object the service sent (the
 //! spec shows no fields, so there is no field list to generate a class from).
 use super::convert::{object_to_py, py_to_value, value_to_py};
-use super::models::class::escape;
+use super::models::class::show::escape;
 use fxpay_core::VirtualAccount as Account;
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;

@@ -61,7 +61,7 @@ fn fxpay_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sandbox::CoreSandbox>()?;
     m.add_class::<cassette::CoreCassette>()?;
     models::register(m)?;
-    journal::register(m)?;
+    journal::operations::register(m)?;
     panic_test::register(m)?;
     m.add_function(wrap_pyfunction!(webhook::parse_deal_created, m)?)?;
     m.add_class::<rate_limit::RateLimit>()?;

@@ -3,7 +3,7 @@
 //! live in the private submodule `fxpay._fxpay._testing`, not in the public module.
 use super::bridge::block;
 use super::bridge::call;
-use super::models::Out;
+use super::models::out::Out;
 use pyo3::prelude::*;
 
 /// Panics inside a blocking call.

@@ -1,24 +1,9 @@
-//! `Client.pay_out`'s (and `pay_out_iter`'s) outcomes out: each row's outcome as a dict.
+//! A payout's outcomes out (`pay_out`, `pay_out_iter`): each row's outcome as a dict.
 use super::convert::decimal_to_py;
 use fxpay_core::{PayoutOutcome as Outcome, PayoutStatus as Status};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
-
-/// Each outcome as a dict (None for a row never started).
-pub fn outcomes_into_py<'py>(
-    py: Python<'py>,
-    outcomes: Vec<Option<Outcome>>,
-) -> PyResult<Bound<'py, PyList>> {
-    let list = PyList::empty(py);
-    for o in outcomes {
-        match o {
-            Some(o) => list.append(outcome_into_py(py, o)?)?,
-            None => list.append(py.None())?,
-        }
-    }
-    Ok(list)
-}
+use pyo3::types::PyDict;
 
 /// One row's outcome as a dict. Its keys and its status are interned strings: a table of
 /// 100,000 results holds one `"quote_id"` and one `"booked"`, not 100,000 of each.

@@ -9,10 +9,7 @@ use fxpay_core::{
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
-
-/// A table's rows: each one ready to run, or refused already (its value was wrong).
-pub type Prepared = Vec<Result<Row, String>>;
+use pyo3::types::PyDict;
 
 fn field<'py>(rec: &Bound<'py, PyDict>, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
     Ok(rec.get_item(name)?.filter(|v| !v.is_none()))
@@ -26,17 +23,8 @@ fn need<'py>(
     Ok(field(rec, name)?.ok_or_else(|| format!("rows[{i}] has no {name}")))
 }
 
-/// The records as rows. A wrong type is a `TypeError` naming `rows[i].field` (nothing is
-/// sent); a wrong or missing value refuses that row only.
-pub fn rows_from_py(records: &Bound<'_, PyList>, funding_source: &str) -> Fallible<Prepared> {
-    let mut out = Vec::with_capacity(records.len());
-    for (i, rec) in records.iter().enumerate() {
-        out.push(record_from_py(rec, i, funding_source)?);
-    }
-    Ok(out)
-}
-
-/// Record `i` (a dict) as a row, checked as [`rows_from_py`] checks each, its key too.
+/// Record `i` (a dict) as a row, its key too. A wrong type is a `TypeError` naming
+/// `rows[i].field` (nothing is sent); a wrong or missing value refuses that row only.
 pub fn record_from_py(
     rec: Bound<'_, PyAny>,
     i: usize,

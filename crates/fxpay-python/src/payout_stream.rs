@@ -6,7 +6,7 @@
 use super::bridge::block;
 use super::bridge::call;
 use super::errors::Fallible;
-use super::models::Out;
+use super::models::out::Out;
 use super::observe::observer;
 use super::payout_rows::{record_from_py, refused};
 use fxpay_core::{

@@ -1,4 +1,7 @@
-//! `fxpay._fxpay.CoreSandbox`: the embedded emulator, served on the shared runtime.
+//! `fxpay._fxpay.CoreSandbox`: the embedded emulator, served on the shared runtime, and
+//! its inspection (state, deals, deliveries, stats); its faults are in `sandbox/faults.rs`.
+mod faults;
+
 use super::convert::{int, opt_text, text, type_name, value_to_py};
 use super::errors::guard;
 use super::errors::{Failure, Fallible};
@@ -205,11 +208,6 @@ impl CoreSandbox {
         Ok(())
     }
 
-    /// The faults that have not fired, as the calls that added them.
-    fn unfired_faults(&self) -> PyResult<Vec<String>> {
-        Ok(self.served()?.unfired_faults())
-    }
-
     fn register_client(
         &self,
         client_id: &Bound<'_, PyAny>,
@@ -373,66 +371,6 @@ impl CoreSandbox {
             py,
             &Inspection(&self.served()?.stats()),
         )?)
-    }
-
-    #[pyo3(signature = (path, status, times = None, retry_after = None))]
-    #[pyo3(text_signature = "(self, path, status, times=1, retry_after=None)")]
-    fn fail_next(
-        &self,
-        path: &Bound<'_, PyAny>,
-        status: &Bound<'_, PyAny>,
-        times: Option<&Bound<'_, PyAny>>,
-        retry_after: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
-        let path = text(path, "path")?;
-        let status = int(status, "status", Error::InvalidRequest)?;
-        let status = u16::try_from(status)
-            .ok()
-            .filter(|s| (100..=599).contains(s))
-            .ok_or_else(|| {
-                Failure::from(Error::invalid(format!(
-                    "status must be an HTTP status, got {status}"
-                )))
-            })?;
-        let times = match times {
-            Some(t) if !t.is_none() => int(t, "times", Error::InvalidRequest)?,
-            _ => 1,
-        };
-        let times = u32::try_from(times).map_err(|_| {
-            Failure::from(Error::invalid(format!(
-                "times must be between 0 and 4294967295, got {times}"
-            )))
-        })?;
-        let retry_after = match retry_after {
-            Some(r) if !r.is_none() => {
-                let r = int(r, "retry_after", Error::InvalidRequest)?;
-                Some(u64::try_from(r).map_err(|_| {
-                    Failure::from(Error::invalid(format!(
-                        "retry_after must be a number of seconds >= 0, got {r}"
-                    )))
-                })?)
-            }
-            _ => None,
-        };
-        self.served()?.fail_next(&path, status, times, retry_after);
-        Ok(())
-    }
-
-    fn drop_next(&self, path: &Bound<'_, PyAny>, after_processing: bool) -> PyResult<()> {
-        self.served()?
-            .drop_next(&text(path, "path")?, after_processing);
-        Ok(())
-    }
-
-    fn delay_next(&self, path: &Bound<'_, PyAny>, seconds: f64) -> Fallible<()> {
-        let path = text(path, "path")?;
-        if !(seconds.is_finite() && seconds >= 0.0) {
-            return Err(Failure::from(Error::invalid(
-                "seconds must be a finite number >= 0",
-            )));
-        }
-        self.served()?.delay_next(&path, seconds);
-        Ok(())
     }
 
     /// Stops the server; in a forked child, does nothing (the parent's server goes on).

@@ -1,7 +1,8 @@
 //! `fxpay.UserSession`: a user's account-information session.
 use super::bridge::ready;
 use super::errors::closed_error;
-use super::models::{token, Out};
+use super::models::out::Out;
+use super::models::token;
 use super::twin::{self, Obs, Start};
 use fxpay_core::{Error, OnToken, Token, UserSession as Core};
 use pyo3::prelude::*;

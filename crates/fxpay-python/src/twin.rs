@@ -8,7 +8,7 @@
 use super::bridge::block as block_now;
 use super::bridge::call as call_later;
 use super::bridge::CallFuture;
-use super::models::Out;
+use super::models::out::Out;
 use fxpay_core::{Error, Observer};
 use pyo3::prelude::*;
 use std::sync::Arc;

@@ -24,7 +24,6 @@ def twins(cls: type) -> list[tuple[str, str]]:
 
 def test_the_classes_have_the_twins_the_api_names() -> None:
     assert [b for b, _ in twins(fxpay.Client)] == [
-        "_pay_out",
         "_payments_token",
         "create_beneficiary",
         "create_deal",

@@ -1,6 +1,7 @@
-//! Bulk payouts: each row of a table is a quote, an optional beneficiary and a deal, each
-//! under the row's key, run concurrently on the core's runtime. A refused or unknown row
-//! never stops the others; a table run again resumes (booked rows replay, nothing is sent).
+//! Bulk payouts, one row at a time: each row of a table is a quote, an optional beneficiary
+//! and a deal, each under the row's key (the binding's `PayoutStream` runs the rows
+//! concurrently on the core's runtime). A refused or unknown row never stops the others; a
+//! table run again resumes (booked rows replay, nothing is sent).
 use super::calls;
 use super::entry::State;
 use super::store::{blocking, Store};
@@ -10,9 +11,7 @@ use crate::error::{Error, IdempotencyKind, Result};
 use crate::models::{Beneficiary, DealBeneficiary, DealRequest, QuoteRequest};
 use crate::paced::Paced;
 use crate::transport::Observer;
-use futures_util::stream::{self, StreamExt};
 use rust_decimal::Decimal;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -67,84 +66,6 @@ pub struct Outcome {
     pub sell_amount: Option<Decimal>,
     pub status: Option<Status>,
     pub error: Option<String>,
-}
-
-/// Checks a table before anything is sent: keys present and unique.
-pub fn check_rows(rows: &[Row]) -> Result<()> {
-    let mut seen = std::collections::HashSet::new();
-    for (i, r) in rows.iter().enumerate() {
-        calls::check_key(&r.key).map_err(|_| {
-            Error::invalid(format!(
-                "rows[{i}].key must be 1 to 255 characters, none of them a control character"
-            ))
-        })?;
-        if !seen.insert(r.key.as_str()) {
-            return Err(Error::invalid(format!(
-                "rows[{i}].key {:?} is not unique in the table",
-                r.key
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Runs `rows`, at most `concurrency` at once, each row's calls traced through its own
-/// observer (`observers[i]`, if any). `on_row(index, outcome)` is called as each
-/// row ends. Once `stop` is set no further row starts; rows in flight run to their end.
-/// Rows never started have no outcome (None).
-pub async fn pay_out(
-    c: &Client,
-    store: &Arc<dyn Store>,
-    rows: Vec<Row>,
-    concurrency: usize,
-    stop: Arc<AtomicBool>,
-    on_row: &(dyn Fn(usize, &Outcome) + Send + Sync),
-    observers: Vec<Option<Arc<dyn Observer>>>,
-) -> Result<Vec<Option<Outcome>>> {
-    check_rows(&rows)?;
-    if concurrency == 0 {
-        return Err(Error::invalid("concurrency must be at least 1"));
-    }
-    let n = rows.len();
-    let mut out: Vec<Option<Outcome>> = vec![None; n];
-    let stop_ref = &stop;
-    // One observer per row (an observer follows one call's attempts at a time).
-    let mut observers = observers.into_iter();
-    let rows: Vec<_> = rows
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| (i, r, observers.next().flatten()))
-        .collect();
-    // A row starts only while `stop` is not set; one never started has no outcome.
-    // The rows' futures are made first (nothing runs until polled): a stream that stores no
-    // closure keeps the future `Send` for any caller.
-    let starts: Vec<_> = rows
-        .into_iter()
-        .map(|(i, row, obs)| start_row(c, store, stop_ref, i, row, obs))
-        .collect();
-    let mut running = stream::iter(starts).buffer_unordered(concurrency);
-    while let Some((i, outcome)) = running.next().await {
-        if let Some(outcome) = outcome {
-            on_row(i, &outcome);
-            out[i] = Some(outcome);
-        }
-    }
-    Ok(out)
-}
-
-/// Row `i`, unless `stop` is set (then no outcome: it never started).
-async fn start_row(
-    c: &Client,
-    store: &Arc<dyn Store>,
-    stop: &AtomicBool,
-    i: usize,
-    row: Row,
-    obs: Option<Arc<dyn Observer>>,
-) -> (usize, Option<Outcome>) {
-    if stop.load(Ordering::Acquire) {
-        return (i, None);
-    }
-    (i, Some(pay_row(c, store, row, obs.as_deref()).await))
 }
 
 /// How long a row goes on through 429s, from its first: its own deadline (the client's

@@ -1,6 +1,6 @@
 //! A call's future as the bridge carries it, with a panic turned into the call's error.
 use crate::errors::panic_message;
-use crate::models::Out;
+use crate::models::out::Out;
 use futures_util::FutureExt;
 use fxpay_core::Error;
 use std::future::Future;

@@ -24,7 +24,7 @@ mod port;
 mod waiter;
 
 pub use super::errors::guard;
-pub use block::{block, block_until_stopped};
+pub use block::block;
 pub use coroutine::{call, ready};
 
 pub use guarded::CallFuture;

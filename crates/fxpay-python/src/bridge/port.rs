@@ -11,7 +11,7 @@
 use super::waiter::Waiter;
 use crate::errors::to_pyerr;
 use crate::exit_gate;
-use crate::models::Out;
+use crate::models::out::Out;
 use fxpay_core::{Error, ProcessBound, WakeupInbox};
 use pyo3::intern;
 use pyo3::prelude::*;

@@ -1,15 +1,18 @@
 //! The model classes of `fxpay._fxpay`, each around its core struct (see `class.rs` for what
 //! every class gets), and how core results become them.
 pub mod class;
+pub mod out;
+mod token_dict;
 
-use super::convert::{instant_to_py, seconds, text_of, type_name};
-use super::errors::{Failure, Fallible, PyFieldError};
-use class::{install, into_py, pymodel, ModelClass, Nested, PyTypes, Raw};
+use super::convert::type_name;
+use super::errors::PyFieldError;
+use class::attributes::install;
+use class::pymodel::pymodel;
+use class::{into_py, ModelClass, Nested, PyTypes, Raw};
 use fxpay_core as core;
-use fxpay_core::Error;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple};
+use pyo3::types::{PyList, PyString, PyTuple};
 use serde_json::Value;
 use std::any::{Any, TypeId};
 
@@ -95,7 +98,8 @@ pymodel! {
             d: &Bound<'_, PyAny>,
         ) -> PyResult<Self> {
             let _ = cls;
-            let core = token_from_dict(d)?;
+            let kwargs = token_dict::token_kwargs(d)?;
+            let core = class::construction::new::<Token>(&PyTuple::empty(d.py()), Some(&kwargs))?;
             Ok(<Self as ModelClass>::wrap(core, Raw::None))
         }
     }
@@ -362,134 +366,4 @@ impl<'py> IntoPyObject<'py> for PyFieldError {
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
         Ok(field_error_into_py(py, self.0)?.into_bound(py).into_any())
     }
-}
-
-/// What a core call hands back to Python.
-pub enum Out {
-    None,
-    Str(String),
-    /// A quote and its answer's JSON text (decoded into `raw` on first use).
-    Quote(Box<(core::Quote, String)>),
-    Deal(Box<(core::Deal, Value)>),
-    Spot(Box<(core::SpotDeal, Value)>),
-    Token(Box<core::Token>),
-    Accounts(Vec<core::VirtualAccount>),
-    /// A payout's outcomes, one per row (None: never started).
-    Payout(Vec<Option<fxpay_core::PayoutOutcome>>),
-    /// One row of a streamed payout: its index in the table and its outcome.
-    Row(usize, Box<fxpay_core::PayoutOutcome>),
-}
-
-impl<'py> IntoPyObject<'py> for Out {
-    type Target = PyAny;
-    type Output = Bound<'py, PyAny>;
-    type Error = PyErr;
-
-    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
-        Ok(match self {
-            Out::None => py.None().into_bound(py),
-            Out::Str(s) => s.into_pyobject(py)?.into_any(),
-            Out::Quote(b) => quote_into_py(py, b.0, b.1)?.into_bound(py).into_any(),
-            Out::Deal(b) => deal_into_py(py, b.0, b.1)?.into_bound(py).into_any(),
-            Out::Spot(b) => spot_deal_into_py(py, b.0, b.1)?.into_bound(py).into_any(),
-            Out::Token(t) => token_into_py(py, *t)?.into_bound(py).into_any(),
-            Out::Accounts(list) => super::account::accounts_into_py(py, list)?
-                .into_pyobject(py)?
-                .into_any(),
-            Out::Payout(list) => super::payout_outcomes::outcomes_into_py(py, list)?.into_any(),
-            Out::Row(i, o) => (i, super::payout_outcomes::outcome_into_py(py, *o)?)
-                .into_pyobject(py)?
-                .into_any(),
-        })
-    }
-}
-
-// -- Token.from_dict -----------------------------------------------------------------------
-
-fn token_from_dict(d: &Bound<'_, PyAny>) -> Fallible<core::Token> {
-    let py = d.py();
-    let d = d.cast::<PyMapping>().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "d must be a mapping such as Token.to_dict() gives, not {}",
-            type_name(d)
-        ))
-    })?;
-    let get = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
-        match d.contains(key)? {
-            true => Ok(Some(d.get_item(key)?)),
-            false => Ok(None),
-        }
-    };
-    let Some(access_token) = get("access_token")? else {
-        return Err(Failure::from(Error::invalid(
-            "d has no access_token: it is not a saved Token",
-        )));
-    };
-    let expires_in = match get("expires_in")? {
-        // A float count of seconds is taken whole, as servers that send one mean.
-        Some(v) if v.is_instance_of::<pyo3::types::PyFloat>() => {
-            let f = seconds(&v, "expires_in")?;
-            if !f.is_finite() {
-                return Err(Failure::from(Error::invalid(format!(
-                    "d does not hold a valid token expiry: expires_in is {f}"
-                ))));
-            }
-            (f.trunc() as i128).into_pyobject(py)?.into_any()
-        }
-        Some(v) => v,
-        None => 0i64.into_pyobject(py)?.into_any(),
-    };
-    let expires_at = match get("expires_at")? {
-        Some(v) if v.is_instance_of::<pyo3::types::PyBool>() => {
-            return Err(PyTypeError::new_err(
-                "expires_at must be unix seconds, ISO 8601 text or a datetime, not bool",
-            )
-            .into())
-        }
-        Some(v)
-            if v.is_instance_of::<pyo3::types::PyInt>()
-                || v.is_instance_of::<pyo3::types::PyFloat>() =>
-        {
-            // Unix seconds by the one rule for seconds (an int too large for a float is
-            // infinite, refused here).
-            let at = seconds(&v, "expires_at")?;
-            if !at.is_finite() {
-                return Err(Failure::from(Error::invalid(format!(
-                    "d does not hold a valid token expiry: expires_at is {at}"
-                ))));
-            }
-            instant_to_py(py, at)?
-        }
-        Some(v) if v.is_instance_of::<PyString>() => {
-            let text = text_of(v.cast::<PyString>()?, "expires_at")?;
-            let when = py
-                .import("datetime")?
-                .getattr("datetime")?
-                .call_method1("fromisoformat", (text,))
-                .map_err(|e| {
-                    Failure::from(Error::invalid(format!(
-                        "d does not hold a valid token expiry: {}",
-                        e.value(py)
-                    )))
-                })?;
-            when
-        }
-        Some(v) if !v.is_none() => v,
-        _ => {
-            let n = super::convert::int(&expires_in, "expires_in", Error::InvalidRequest)?;
-            let at = core::unix_now() + n as f64;
-            instant_to_py(py, at)?
-        }
-    };
-    let kwargs = PyDict::new(py);
-    kwargs.set_item("access_token", access_token)?;
-    kwargs.set_item(
-        "token_type",
-        get("token_type")?.unwrap_or_else(|| PyString::new(py, "Bearer").into_any()),
-    )?;
-    kwargs.set_item("expires_in", expires_in)?;
-    kwargs.set_item("expires_at", expires_at)?;
-    kwargs.set_item("refresh_token", get("refresh_token")?)?;
-    kwargs.set_item("scope", get("scope")?)?;
-    class::new::<Token>(&PyTuple::empty(py), Some(&kwargs))
 }

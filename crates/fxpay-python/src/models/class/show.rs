@@ -1,0 +1,127 @@
+//! How a model shows: `repr`, the notebook HTML, `to_dict()`, `raw` and pickling.
+use super::*;
+
+/// `Name(field=value, ...)`, secrets left out.
+pub fn repr<M: ModelClass>(slf: &Bound<'_, M>) -> PyResult<String> {
+    let mut parts = Vec::new();
+    for (name, value) in M::Core::FIELDS.iter().zip(values(slf)?.iter()) {
+        if !M::Core::SECRET.contains(name) {
+            parts.push(format!("{name}={}", value.repr()?));
+        }
+    }
+    Ok(format!("{}({})", M::Core::NAME, parts.join(", ")))
+}
+
+/// An HTML table of the fields, secrets left out (for notebooks).
+pub fn repr_html<M: ModelClass>(slf: &Bound<'_, M>) -> PyResult<String> {
+    let mut rows = String::new();
+    for (name, value) in M::Core::FIELDS.iter().zip(values(slf)?.iter()) {
+        if !M::Core::SECRET.contains(name) {
+            rows.push_str(&format!(
+                "<tr><th style='text-align:left'>{}</th><td>{}</td></tr>",
+                escape(name),
+                escape(&value.str()?.to_string())
+            ));
+        }
+    }
+    Ok(format!(
+        "<table><caption>{}</caption>{rows}</table>",
+        M::Core::NAME
+    ))
+}
+
+pub fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#x27;")
+}
+
+/// The wire form: camelCase keys (as the core's serde names them), amounts as `Decimal`.
+pub fn to_dict<'py, M: ModelClass>(slf: &Bound<'py, M>) -> Fallible<Bound<'py, PyAny>> {
+    let py = slf.py();
+    let core = slf.get().core();
+    if M::MONEY {
+        let v = serde_json::to_value(core)
+            .map_err(|e| Error::Internal(format!("cannot encode the model: {e}")))?;
+        Ok(wire_to_py(py, &v)?)
+    } else {
+        Ok(pythonize::pythonize(py, core)?)
+    }
+}
+
+/// `raw`: the JSON the model was read from (unknown fields included), as a new dict on
+/// every access. The model keeps the JSON itself, parsed on first use, out of Python's reach:
+/// changing a dict `raw` returned changes neither the model nor the next `raw`.
+pub fn raw<'py, M: ModelClass>(slf: &Bound<'py, M>) -> Fallible<Bound<'py, PyAny>> {
+    let py = slf.py();
+    let slots = slf.get().slots();
+    let json = match slots.json.get() {
+        Some(v) => v,
+        None => {
+            let parsed = match &slots.source {
+                Raw::None => Value::Object(serde_json::Map::new()),
+                Raw::Text(t) => parse_json(t.as_bytes())?,
+                Raw::Value(v) => v.clone(),
+                Raw::Body(b) => {
+                    let b = b.bind(py);
+                    match b.cast::<pyo3::types::PyBytes>() {
+                        Ok(bytes) => parse_json(bytes.as_bytes())?,
+                        Err(_) => parse_json(b.cast::<PyString>()?.to_str()?.as_bytes())?,
+                    }
+                }
+            };
+            // Another thread may have set it meanwhile: theirs is the same JSON.
+            let _ = slots.json.set(parsed);
+            slots
+                .json
+                .get()
+                .ok_or_else(|| Error::Internal("the kept JSON was not kept".into()))?
+        }
+    };
+    Ok(value_to_py(py, json)?)
+}
+
+fn parse_json(bytes: &[u8]) -> Fallible<Value> {
+    let json = serde_json::from_slice(bytes)
+        .map_err(|e| Error::Internal(format!("the kept JSON does not parse: {e}")))?;
+    Ok(json)
+}
+
+/// `__reduce__`: the class, the fields in order, and `raw` as the state.
+pub fn reduce<'py, M: ModelClass>(
+    slf: &Bound<'py, M>,
+    with_raw: bool,
+) -> Fallible<Bound<'py, PyTuple>> {
+    let py = slf.py();
+    let cls = slf.as_any().get_type().into_any();
+    let args = values(slf)?.into_any();
+    Ok(match with_raw {
+        true => PyTuple::new(py, [cls, args, raw(slf)?])?,
+        false => PyTuple::new(py, [cls, args])?,
+    })
+}
+
+/// `__setstate__` of a model with `raw`: takes the pickled `raw` back, checked as a
+/// constructor checks its arguments. The state must be a `dict` of JSON values (`None`,
+/// `bool`, `int`, `float`, `Decimal`, `str`, lists and dicts with `str` keys); anything else
+/// is a `TypeError`. Only a model that was just made by its class (as unpickling does) and has
+/// no `raw` yet takes one: on any other, `raw` is fixed and the call is a `TypeError`.
+pub fn set_raw<M: ModelClass>(slf: &Bound<'_, M>, state: &Bound<'_, PyAny>) -> PyResult<()> {
+    let name = M::Core::NAME;
+    if !state.is_instance_of::<PyDict>() {
+        return Err(PyTypeError::new_err(format!(
+            "{name}.__setstate__: the state (raw) must be a dict, not {}",
+            type_name(state)
+        )));
+    }
+    let json = py_to_value(state, &format!("{name}.raw"), true)?;
+    let slots = slf.get().slots();
+    if !matches!(slots.source, Raw::None) || slots.json.set(json).is_err() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} is immutable: its raw is fixed, __setstate__ is for unpickling only"
+        )));
+    }
+    Ok(())
+}
