@@ -305,11 +305,11 @@ class Postgres:
     def __init__(self) -> None:
         sys.path.insert(0, str(ROOT / "tests" / "python"))
         sys.path.insert(0, str(ROOT / "tests" / "python" / "journal"))
-        from postgres_support import PostgresServer, _bin
+        from postgres_support import PostgresServer, _bin  # type: ignore[import-not-found]  # the tests' helper, off mypy's path
 
         self.server = PostgresServer()  # initdb, postgresql.conf
-        self.strace = self.server.folder / "strace.log"
-        self.log = self.server.folder / "server.log"
+        self.strace: Path = self.server.folder / "strace.log"
+        self.log: Path = self.server.folder / "server.log"
         cmd = [*strace_prefix(self.strace), *self.server._as, _bin("postgres"), "-D", str(self.server.data)]
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=self.server.folder)

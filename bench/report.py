@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clients import CEILING, CELLS, FXPAY_CLIENTS, FXPAY_FIELDS, SHAPES, TRANSPORT_LABEL, TRANSPORTS, key, label
+from clients import CEILING, CELLS, FXPAY_CLIENTS, FXPAY_FIELDS, SHAPES, TRANSPORT_LABEL, TRANSPORTS, key
+from clients import label as client_label
 
 # The baseline each row's ratio is taken against: httpx in the same shape and transport.
 BASELINE_CLIENT = {"loop": "httpx.Client", "8 threads": "httpx.Client", "async 64": "httpx.AsyncClient"}
@@ -256,7 +257,7 @@ def cells_table(doc: dict[str, Any]) -> list[str]:
     if with_cpu:
         lines = [lines[0] + " client CPU µs/call |", lines[1] + "---:|"]
     for r in rows(doc):
-        name = f"**{label(r['client'])}**" if r["client"] in FXPAY_CLIENTS else r["client"]
+        name = f"**{client_label(r['client'])}**" if r["client"] in FXPAY_CLIENTS else r["client"]
         ratio = f"{r['ratio']:.2f}x" if r["ratio"] else ("n/a" + (f" ({r['note']})" if r["note"] else ""))
         share = f"{r['server_share']:.2f}" if r["server_share"] is not None else ""
         line = f"| {TRANSPORT_LABEL[r['transport']]} | {r['shape']} | {name} | {fmt_rate(r['rps'])} | {ratio} | {share} |"
@@ -355,9 +356,11 @@ def extras_lines(doc: dict[str, Any]) -> list[str]:
                 if f is None and c is None:
                     continue
                 ratio = f" ({f / c:.2f}x)" if f and c else ""
+                rf = ins["per_call"].get(key(FXPAY_FIELDS, shape, tr))
+                read = f"; {client_label(FXPAY_FIELDS)} {rf:,.0f}" + (f" ({rf / c:.2f}x)" if c else "") if rf else ""
                 lines.append(
-                    f"  - {shape}, {TRANSPORT_LABEL[tr]}: fxpay {f'{f:,.0f}' if f else 'n/a'}, "
-                    f"the ceiling {f'{c:,.0f}' if c else 'n/a'}{ratio}"
+                    f"  - {shape}, {TRANSPORT_LABEL[tr]}: {client_label('fxpay')} {f'{f:,.0f}' if f else 'n/a'}, "
+                    f"the ceiling {f'{c:,.0f}' if c else 'n/a'}{ratio}{read}"
                 )
     tracing = doc.get("tracing") or {}
     if tracing.get("shapes"):
@@ -446,6 +449,15 @@ def markdown(doc: dict[str, Any], cks: list[Check]) -> str:
         "",
         *extras_lines(doc),
     ]
+    kept = doc.get("kept_from")
+    if kept:
+        lines += [
+            "",
+            f"Taken from an earlier run ({kept['path']}, `bench/run.py --keep-from`; load average at its start "
+            f"{', '.join(f'{x:.2f}' for x in kept.get('load_average') or [])}), not measured in this one: "
+            + ", ".join([*kept.get("parts", []), *(f"`{c}`" for c in kept.get("cells", []))])
+            + ". Every other cell is of this run.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -459,7 +471,9 @@ def chart(doc: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     data = [
-        (f"{label(r['client'])} ({r['shape']}, {TRANSPORT_LABEL[r['transport']]})", r["rps"], r["transport"]) for r in rows(doc) if r["rps"]
+        (f"{client_label(r['client'])} ({r['shape']}, {TRANSPORT_LABEL[r['transport']]})", r["rps"], r["transport"])
+        for r in rows(doc)
+        if r["rps"]
     ]
     if not data:
         return
