@@ -419,6 +419,39 @@ def extras_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def like_for_like_lines(doc: dict[str, Any]) -> list[str]:
+    """fxpay's two kinds of cell beside the peers, client CPU µs per call, from the run that
+    ``like_for_like`` names (a run of its own, all of its cells side by side: ``bench/run.py
+    --only fxpay --only wreq ...``), when this page's run had no ``fxpay (every field read)``
+    cells itself."""
+    lf = doc.get("like_for_like") or {}
+    cpu: dict[str, float] = lf.get("cpu_us") or {}
+    if not cpu:
+        return []
+    names = [n for n in (*FXPAY_CLIENTS, *peers()) if any(k.startswith(n + " / ") for k in cpu)]
+    lines = [
+        "",
+        f"Like for like (issue 56 item 4): client CPU µs per call, fxpay's two kinds of cell and the peers, measured side by "
+        f"side in one run ({lf.get('source')}: {lf.get('note', '')}; load average at its start "
+        f"{', '.join(f'{x:.2f}' for x in lf.get('load_average') or [])}). Lower is better; the last column is "
+        f"fxpay (every field read) over the lowest peer's.",
+        "",
+        "| transport | shape | " + " | ".join(client_label(n) for n in names) + " | every field read / best peer |",
+        "|---|---|" + "---:|" * (len(names) + 1),
+    ]
+    for tr in TRANSPORTS:
+        for shape in SHAPES:
+            row = [cpu.get(key(n, shape, tr)) for n in names]
+            if all(v is None for v in row):
+                continue
+            best = min((v for n, v in zip(names, row, strict=True) if v is not None and n not in FXPAY_CLIENTS), default=None)
+            f = cpu.get(key(FXPAY_FIELDS, shape, tr))
+            ratio = f"{f / best:.2f}x" if f and best else "n/a"
+            cells = " | ".join("" if v is None else f"{v:.1f}" for v in row)
+            lines.append(f"| {TRANSPORT_LABEL[tr]} | {shape} | {cells} | {ratio} |")
+    return lines
+
+
 def markdown(doc: dict[str, Any], cks: list[Check]) -> str:
     e = doc["env"]
     pk = e["packages"]
@@ -449,6 +482,7 @@ def markdown(doc: dict[str, Any], cks: list[Check]) -> str:
         "",
         *extras_lines(doc),
     ]
+    lines += like_for_like_lines(doc)
     kept = doc.get("kept_from")
     if kept:
         lines += [
