@@ -583,8 +583,8 @@ def markdown(doc: dict[str, Any]) -> str:
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     cells = doc["cells"]
-    for journal in doc["journals"]:
-        for shape in doc["shapes"]:
+    for journal in JOURNALS:
+        for shape in SHAPES:
             c = cells.get(f"{journal} / {shape}")
             if c is None:
                 continue
@@ -601,9 +601,28 @@ def markdown(doc: dict[str, Any]) -> str:
             lines.append(f"| {when} | {d['writers']} | {d['per_second']:,.0f} | {d['median_us']:,.0f} |")
     for k, v in (doc.get("errors") or {}).items():
         lines.append(f"- {k}: {v}")
+    for m in doc.get("merged") or []:
+        lines += ["", f"Measured in another run ({m['from']}, `--merge`; the disk there: {m['disk']}): {', '.join(m['cells'])}."]
     if doc.get("seconds"):
         lines += ["", f"Run took {doc['seconds']:.0f} s."]
     return "\n".join(lines) + "\n"
+
+
+def merge(doc: dict[str, Any], path: Path) -> None:
+    """Takes the cells of an earlier run (its journal.json) that this run did not measure or
+    failed to, and lists them (``merged``) with that run's disk flush rates: a cell that failed
+    (callgrind's own crash, a full disk) can be measured again alone and set beside the rest."""
+    old = json.loads(path.read_text())
+    if old.get("n") != doc["n"]:
+        raise SystemExit(f"--merge {path}: counted with N = {old.get('n')}, this run with {doc['n']}")
+    taken = []
+    for name, cell in (old.get("cells") or {}).items():
+        if name not in doc["cells"]:
+            doc["cells"][name] = cell
+            doc["errors"].pop(name, None)
+            taken.append(name)
+    disk = ", ".join(f"{d['writers']} writer(s) {d['per_second']:,.0f} flushes/s" for d in old.get("disk") or [])
+    doc.setdefault("merged", []).append({"from": str(path), "cells": taken, "disk": disk})
 
 
 def write(doc: dict[str, Any], out: Path) -> None:
@@ -648,6 +667,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--out", type=Path, help="output path without suffix (default bench/results/journal; --quick bench/results/quick/journal)"
     )
+    p.add_argument("--merge", type=Path, action="append", help="an earlier journal.json: its cells this run did not measure (repeatable)")
     args = p.parse_args(argv)
     q = args.quick
     args.n = args.n or (QUICK_N if q else DEFAULT_N)
@@ -657,6 +677,8 @@ def main(argv: list[str] | None = None) -> int:
     args.disk_seconds = args.disk_seconds or (QUICK_DISK_SECONDS if q else DISK_SECONDS)
     out = args.out or (HERE / "results" / "quick" / "journal" if q else HERE / "results" / "journal")
     doc = run(args)
+    for path in args.merge or []:
+        merge(doc, path)
     write(doc, out)
     return 1 if doc["errors"] else 0
 
