@@ -168,6 +168,59 @@ async def fxpay_async(t: Target, protocol: str) -> AsyncIterator[AGet]:
         yield aget
 
 
+# fxpay's Quote builds its fields' Python values (str, Decimal, the Freebies) on first read, and
+# the cells above read none, while every peer's cell builds its whole model (BQuote: json.loads
+# and a dataclass). The cells below read every attribute of the Quote that _fxpay.pyi lists,
+# ``raw`` (the answer's JSON as a dict) included, and the three fields of its Freebies: at
+# least the work a peer's cell does (issue 56 item 4).
+
+
+def read_every_field(q: Any) -> object:
+    """Every attribute of an ``fxpay.Quote`` (python/fxpay/_fxpay.pyi), and its Freebies' fields."""
+    f = q.freebies
+    return (
+        q.id,
+        q.buy_currency,
+        q.buy_amount,
+        q.sell_currency,
+        q.sell_amount,
+        q.customer_rate,
+        q.inverse_customer_rate,
+        q.fee,
+        q.fee_currency,
+        q.raw,
+        None if f is None else (f.total, f.claimed, f.remaining),
+    )
+
+
+@contextlib.contextmanager
+def fxpay_fields_blocking(t: Target, protocol: str) -> Iterator[MakeGet]:
+    import fxpay
+
+    with fxpay.Client(t.client_id, t.client_secret, base_url=t.base_url, ca_bundle=t.ca_bundle) as c:
+        qid = t.quote_id
+
+        def get() -> object:
+            return read_every_field(c.get_quote(qid))
+
+        get()
+        yield lambda: get
+
+
+@contextlib.asynccontextmanager
+async def fxpay_fields_async(t: Target, protocol: str) -> AsyncIterator[AGet]:
+    import fxpay
+
+    async with fxpay.Client(t.client_id, t.client_secret, base_url=t.base_url, ca_bundle=t.ca_bundle) as c:
+        qid = t.quote_id
+
+        async def aget() -> object:
+            return read_every_field(await c.get_quote_async(qid))
+
+        await aget()
+        yield aget
+
+
 def _httpx_kwargs(t: Target, protocol: str) -> dict[str, Any]:
     kw: dict[str, Any] = {"http2": protocol == "h2"}
     if os.environ.get("FXPAY_BENCH_UNDER_VALGRIND"):
@@ -489,6 +542,20 @@ TRANSPORTS = ["http", "https", "h2"]
 TRANSPORT_LABEL = {"http": "plain http/1.1", "https": "TLS http/1.1", "h2": "TLS h2"}
 
 
+# The two kinds of fxpay cell. ``fxpay`` (the key of every earlier result, its meaning unchanged):
+# ``get_quote`` with no field of the Quote read, so its fields' values are never built; the
+# tables label it LABEL["fxpay"]. ``fxpay (every field read)``: the same call, then every
+# field read, as the peers' cells build their model.
+FXPAY_FIELDS = "fxpay (every field read)"
+FXPAY_CLIENTS = ("fxpay", FXPAY_FIELDS)
+LABEL = {"fxpay": "fxpay (lazy, no field read)"}
+
+
+def label(name: str) -> str:
+    """A client's name in the tables: the lazy fxpay cells say they are."""
+    return LABEL.get(name, name)
+
+
 @dataclass(frozen=True)
 class Client:
     name: str
@@ -501,6 +568,7 @@ class Client:
 
 CLIENTS = [
     Client("fxpay", "fxpay", fxpay_blocking, fxpay_async, tuple(SHAPES), ("http", "https", "h2")),
+    Client(FXPAY_FIELDS, "fxpay", fxpay_fields_blocking, fxpay_fields_async, tuple(SHAPES), ("http", "https", "h2")),
     Client("httpx.Client", "httpx", httpx_blocking, None, ("loop", "8 threads"), ("http", "https", "h2")),
     Client("httpx.AsyncClient", "httpx", None, httpx_async, ("async 64",), ("http", "https", "h2")),
     Client("requests.Session", "requests", requests_blocking, None, ("loop", "8 threads"), ("http", "https")),

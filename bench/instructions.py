@@ -55,7 +55,7 @@ sys.path.insert(0, str(HERE))
 
 import measure  # noqa: E402 - after the path is set
 import report  # noqa: E402
-from clients import CEILING, CELLS, TRANSPORT_LABEL, Target, key  # noqa: E402
+from clients import CEILING, CELLS, FXPAY_CLIENTS, FXPAY_FIELDS, TRANSPORT_LABEL, Target, key, label  # noqa: E402
 
 SHAPES = ("loop", "async 64")  # the cells the ceiling has (8 threads: --shape "8 threads")
 DEFAULT_N = (256, 1280)
@@ -421,10 +421,11 @@ def targets(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _clients_in(doc: dict[str, Any]) -> list[str]:
-    """fxpay, the ceiling, then the peers in bench/clients.py's order: those the document has."""
+    """fxpay (lazy, then every field read), the ceiling, then the peers in bench/clients.py's
+    order: those the document has."""
     seen = {k.split(" / ")[0] for k in [*doc.get("per_call", {}), *doc.get("errors", {})]}
-    peers = [n for n in dict.fromkeys(c.client.name for c in CELLS) if n in seen and n != "fxpay"]
-    return [n for n in ("fxpay", CEILING) if n in seen] + peers
+    peers = [n for n in dict.fromkeys(c.client.name for c in CELLS) if n in seen and n not in FXPAY_CLIENTS]
+    return [n for n in (*FXPAY_CLIENTS, CEILING) if n in seen] + peers
 
 
 def _cells_in(doc: dict[str, Any]) -> list[tuple[str, str]]:
@@ -444,6 +445,7 @@ def markdown(doc: dict[str, Any]) -> str:
     pc: dict[str, float] = doc["per_call"]
     clients = _clients_in(doc)
     cells = _cells_in(doc)
+    fields = FXPAY_FIELDS in clients
     lines = [
         f"# Instructions per call{' (--quick)' if doc.get('quick') else ''}: {doc.get('label') or 'this build'}",
         "",
@@ -456,17 +458,23 @@ def markdown(doc: dict[str, Any]) -> str:
         f"- bench at {b.get('bench_commit')}; {b.get('valgrind')}; Python {b.get('python')}; "
         + ", ".join(f"{k} {v}" for k, v in (b.get("packages") or {}).items()),
         "",
-        "| cell | " + " | ".join(f"**{c}**" if c == "fxpay" else c for c in clients) + " | fxpay / ceiling |",
-        "|---|" + "---:|" * (len(clients) + 1),
+        "| cell | "
+        + " | ".join(f"**{label(c)}**" if c in FXPAY_CLIENTS else c for c in clients)
+        + " | fxpay / ceiling |"
+        + (" fxpay (every field read) / ceiling |" if fields else ""),
+        "|---|" + "---:|" * (len(clients) + 1 + int(fields)),
     ]
     for shape, tr in cells:
         row = []
         for c in clients:
             v = pc.get(key(c, shape, tr))
             row.append(f"{v:,.0f}" if v is not None else "")
-        f, c = pc.get(key("fxpay", shape, tr)), pc.get(key(CEILING, shape, tr))
-        ratio = f"{f / c:.2f}x" if f and c else "n/a"
-        lines.append(f"| {cell_label(shape, tr)} | " + " | ".join(row) + f" | {ratio} |")
+        c_v = pc.get(key(CEILING, shape, tr))
+        ratios = []
+        for fx in FXPAY_CLIENTS if fields else ("fxpay",):
+            f = pc.get(key(fx, shape, tr))
+            ratios.append(f"{f / c_v:.2f}x" if f and c_v else "n/a")
+        lines.append(f"| {cell_label(shape, tr)} | " + " | ".join(row) + " | " + " | ".join(ratios) + " |")
     churn = [(k, r["connections"]) for k, r in (doc.get("runs") or {}).items() if len(set(r.get("connections") or [0])) > 1]
     if churn:
         lines += [

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clients import CEILING, CELLS, SHAPES, TRANSPORT_LABEL, TRANSPORTS, key
+from clients import CEILING, CELLS, FXPAY_CLIENTS, FXPAY_FIELDS, SHAPES, TRANSPORT_LABEL, TRANSPORTS, key
+from clients import label as client_label
 
 # The baseline each row's ratio is taken against: httpx in the same shape and transport.
 BASELINE_CLIENT = {"loop": "httpx.Client", "8 threads": "httpx.Client", "async 64": "httpx.AsyncClient"}
@@ -128,8 +129,8 @@ def checks(doc: dict[str, Any]) -> list[Check]:
 
 
 def peers() -> list[str]:
-    """Every client but fxpay, in bench/clients.py's order."""
-    return [n for n in dict.fromkeys(c.client.name for c in CELLS) if n != "fxpay"]
+    """Every client but fxpay (both kinds of fxpay cell), in bench/clients.py's order."""
+    return [n for n in dict.fromkeys(c.client.name for c in CELLS) if n not in FXPAY_CLIENTS]
 
 
 def cpu_checks(doc: dict[str, Any]) -> list[Check]:
@@ -140,20 +141,25 @@ def cpu_checks(doc: dict[str, Any]) -> list[Check]:
     cpu: dict[str, float] = doc.get("cpu_us") or {}
     errors: dict[str, str] = doc.get("errors") or {}
     out = []
-    for tr in TRANSPORTS:
-        for shape in SHAPES:
-            fk = key("fxpay", shape, tr)
-            for peer in peers():
-                pk = key(peer, shape, tr)
-                if not any(c.key == pk for c in CELLS):
-                    continue  # the peer has no such cell (requests and aiohttp speak no h2, ...)
-                if pk not in cpu and pk not in errors:
-                    continue  # the peer's cell was not part of this run
-                f, p = cpu.get(fk), cpu.get(pk)
-                r = f / p if f is not None and p else None
-                out.append(
-                    Check(f"fxpay CPU per call below {peer}'s: {shape}, {TRANSPORT_LABEL[tr]}", r, "< 1x", None if r is None else r < 1)
-                )
+    # ``fxpay CPU per call below ...``: the lazy cells (no field read; the entries' names of
+    # earlier runs). ``fxpay, every field read, CPU per call below ...``: the like-for-like
+    # cells (issue 56 item 4), judged only where the run measured them.
+    for fx, who in (("fxpay", "fxpay"), (FXPAY_FIELDS, "fxpay, every field read,")):
+        for tr in TRANSPORTS:
+            for shape in SHAPES:
+                fk = key(fx, shape, tr)
+                if fx != "fxpay" and fk not in cpu and fk not in errors:
+                    continue
+                for peer in peers():
+                    pk = key(peer, shape, tr)
+                    if not any(c.key == pk for c in CELLS):
+                        continue  # the peer has no such cell (requests and aiohttp speak no h2, ...)
+                    if pk not in cpu and pk not in errors:
+                        continue  # the peer's cell was not part of this run
+                    f, p = cpu.get(fk), cpu.get(pk)
+                    r = f / p if f is not None and p else None
+                    name = f"{who} CPU per call below {peer}'s: {shape}, {TRANSPORT_LABEL[tr]}"
+                    out.append(Check(name, r, "< 1x", None if r is None else r < 1))
     return out
 
 
@@ -251,7 +257,7 @@ def cells_table(doc: dict[str, Any]) -> list[str]:
     if with_cpu:
         lines = [lines[0] + " client CPU µs/call |", lines[1] + "---:|"]
     for r in rows(doc):
-        name = f"**{r['client']}**" if r["client"] == "fxpay" else r["client"]
+        name = f"**{client_label(r['client'])}**" if r["client"] in FXPAY_CLIENTS else r["client"]
         ratio = f"{r['ratio']:.2f}x" if r["ratio"] else ("n/a" + (f" ({r['note']})" if r["note"] else ""))
         share = f"{r['server_share']:.2f}" if r["server_share"] is not None else ""
         line = f"| {TRANSPORT_LABEL[r['transport']]} | {r['shape']} | {name} | {fmt_rate(r['rps'])} | {ratio} | {share} |"
@@ -350,9 +356,11 @@ def extras_lines(doc: dict[str, Any]) -> list[str]:
                 if f is None and c is None:
                     continue
                 ratio = f" ({f / c:.2f}x)" if f and c else ""
+                rf = ins["per_call"].get(key(FXPAY_FIELDS, shape, tr))
+                read = f"; {client_label(FXPAY_FIELDS)} {rf:,.0f}" + (f" ({rf / c:.2f}x)" if c else "") if rf else ""
                 lines.append(
-                    f"  - {shape}, {TRANSPORT_LABEL[tr]}: fxpay {f'{f:,.0f}' if f else 'n/a'}, "
-                    f"the ceiling {f'{c:,.0f}' if c else 'n/a'}{ratio}"
+                    f"  - {shape}, {TRANSPORT_LABEL[tr]}: {client_label('fxpay')} {f'{f:,.0f}' if f else 'n/a'}, "
+                    f"the ceiling {f'{c:,.0f}' if c else 'n/a'}{ratio}{read}"
                 )
     tracing = doc.get("tracing") or {}
     if tracing.get("shapes"):
@@ -411,6 +419,39 @@ def extras_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def like_for_like_lines(doc: dict[str, Any]) -> list[str]:
+    """fxpay's two kinds of cell beside the peers, client CPU µs per call, from the run that
+    ``like_for_like`` names (a run of its own, all of its cells side by side: ``bench/run.py
+    --only fxpay --only wreq ...``), when this page's run had no ``fxpay (every field read)``
+    cells itself."""
+    lf = doc.get("like_for_like") or {}
+    cpu: dict[str, float] = lf.get("cpu_us") or {}
+    if not cpu:
+        return []
+    names = [n for n in (*FXPAY_CLIENTS, *peers()) if any(k.startswith(n + " / ") for k in cpu)]
+    lines = [
+        "",
+        f"Like for like (issue 56 item 4): client CPU µs per call, fxpay's two kinds of cell and the peers, measured side by "
+        f"side in one run ({lf.get('source')}: {lf.get('note', '')}; load average at its start "
+        f"{', '.join(f'{x:.2f}' for x in lf.get('load_average') or [])}). Lower is better; the last column is "
+        f"fxpay (every field read) over the lowest peer's.",
+        "",
+        "| transport | shape | " + " | ".join(client_label(n) for n in names) + " | every field read / best peer |",
+        "|---|---|" + "---:|" * (len(names) + 1),
+    ]
+    for tr in TRANSPORTS:
+        for shape in SHAPES:
+            row = [cpu.get(key(n, shape, tr)) for n in names]
+            if all(v is None for v in row):
+                continue
+            best = min((v for n, v in zip(names, row, strict=True) if v is not None and n not in FXPAY_CLIENTS), default=None)
+            f = cpu.get(key(FXPAY_FIELDS, shape, tr))
+            ratio = f"{f / best:.2f}x" if f and best else "n/a"
+            cells = " | ".join("" if v is None else f"{v:.1f}" for v in row)
+            lines.append(f"| {TRANSPORT_LABEL[tr]} | {shape} | {cells} | {ratio} |")
+    return lines
+
+
 def markdown(doc: dict[str, Any], cks: list[Check]) -> str:
     e = doc["env"]
     pk = e["packages"]
@@ -441,6 +482,16 @@ def markdown(doc: dict[str, Any], cks: list[Check]) -> str:
         "",
         *extras_lines(doc),
     ]
+    lines += like_for_like_lines(doc)
+    kept = doc.get("kept_from")
+    if kept:
+        lines += [
+            "",
+            f"Taken from an earlier run ({kept['path']}, `bench/run.py --keep-from`; load average at its start "
+            f"{', '.join(f'{x:.2f}' for x in kept.get('load_average') or [])}), not measured in this one: "
+            + ", ".join([*kept.get("parts", []), *(f"`{c}`" for c in kept.get("cells", []))])
+            + ". Every other cell is of this run.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -453,7 +504,11 @@ def chart(doc: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = [(f"{r['client']} ({r['shape']}, {TRANSPORT_LABEL[r['transport']]})", r["rps"], r["transport"]) for r in rows(doc) if r["rps"]]
+    data = [
+        (f"{client_label(r['client'])} ({r['shape']}, {TRANSPORT_LABEL[r['transport']]})", r["rps"], r["transport"])
+        for r in rows(doc)
+        if r["rps"]
+    ]
     if not data:
         return
     labels, values, trs = zip(*data, strict=False)

@@ -51,6 +51,44 @@ def attach_tracing_instructions(doc: dict[str, Any], path: Path) -> None:
         doc["tracing_instructions"] = {**json.loads(path.read_text()), "source": str(path)}
 
 
+# The parts of a run that are not cells: a run of some cells only (``--only``, ``--no-ceiling``,
+# ``--no-extras``) can take them from an earlier results.json (``--keep-from``).
+KEPT_PARTS = ("ceiling", "ceiling_note", "cold", "tracing", "sandbox", "imports", "rss", "webhook", "webhook_rate")
+
+
+def keep_from(doc: dict[str, Any], path: Path) -> None:
+    """Takes every part of ``KEPT_PARTS`` this run did not measure, and every cell it did not
+    (``rps``, ``cpu_us``, ``server_share``, ``samples``, ``errors``), from an earlier run's
+    results.json; ``kept_from`` lists what came from there, and the page says so. The cells
+    this run measured are all of this run, so a like-for-like comparison among them is of one
+    run; a ratio against a kept part (the ceiling's table) mixes two runs."""
+    old = json.loads(path.read_text())
+    kept: list[str] = []
+    for part in KEPT_PARTS:
+        if not doc.get(part) and old.get(part):
+            doc[part] = old[part]
+            kept.append(part)
+    measured = set(doc.get("rps") or {}) | set(doc.get("errors") or {})
+    cells = []
+    for k in old.get("rps") or {}:
+        if k in measured:
+            continue
+        cells.append(k)
+        for part in ("rps", "cpu_us", "server_share", "samples"):
+            if k in (old.get(part) or {}):
+                doc.setdefault(part, {})[k] = old[part][k]
+    for k, v in (old.get("errors") or {}).items():
+        if k not in measured and k not in doc.get("rps", {}):
+            doc.setdefault("errors", {})[k] = v
+    doc["kept_from"] = {
+        "path": str(path),
+        "parts": kept,
+        "cells": cells,
+        "seconds": old.get("seconds"),
+        "load_average": (old.get("env") or {}).get("load_average"),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--rss-child"]:
@@ -80,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         default=HERE / "results" / "instructions.json",
         help="bench/instructions.py's table, judged in this report (default bench/results/instructions.json, if it exists)",
     )
+    p.add_argument(
+        "--keep-from",
+        type=Path,
+        help="an earlier results.json: the parts and cells this run does not measure are taken from it (the page lists them)",
+    )
     args = p.parse_args(argv)
     if args.write_readme:
         report.write_readme(
@@ -94,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
 
     res = measure.measure(args)
     doc = res.to_json()
+    if args.keep_from:
+        keep_from(doc, args.keep_from)
     attach_instructions(doc, args.instructions)
     attach_tracing_instructions(doc, HERE / "results" / "tracing_instructions.json")
     report.write(doc, out)

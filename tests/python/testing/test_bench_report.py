@@ -105,7 +105,10 @@ def test_cpu_per_call_is_reported_beside_the_rate_and_against_the_ceiling(report
     doc["ceiling"]["h2"]["async64_cpu_us"] = 48.0
     table = report.cells_table(doc)
     assert table[0].endswith("| client CPU µs/call |")
-    assert any(ln.startswith("| TLS h2 | async 64 | **fxpay** | 30,000 |") and ln.endswith("| 60.0 |") for ln in table)
+    # The lazy cells are labelled as such (issue 56 item 4): their Quote's fields are never read.
+    assert any(
+        ln.startswith("| TLS h2 | async 64 | **fxpay (lazy, no field read)** | 30,000 |") and ln.endswith("| 60.0 |") for ln in table
+    )
     assert any("(ceiling) |" in ln and ln.endswith("| 48.0 |") for ln in table if "TLS h2 | async 64" in ln)
     (row,) = [r for r in report.ceiling_rows(doc) if r["transport"] == "h2" and r["shape"] == "async 64"]
     assert row["rps_ratio"] == pytest.approx(0.75)
@@ -302,7 +305,7 @@ def test_the_instructions_table_and_its_json(instructions: Any, report: Any, tmp
     judged = {c.name: c.verdict for c in report.instruction_checks({"instructions": back})}
     assert judged == {n: t["result"] for n, t in by_name.items()}
     md = (tmp_path / "instructions.md").read_text()
-    assert "| cell | **fxpay** | pure-Rust reqwest (ceiling) | wreq | pyqwest | fxpay / ceiling |" in md
+    assert "| cell | **fxpay (lazy, no field read)** | pure-Rust reqwest (ceiling) | wreq | pyqwest | fxpay / ceiling |" in md
     assert "| loop, plain http/1.1 | 90,000 | 80,000 | 160,000 |  | 1.12x |" in md
     assert "- pyqwest / loop: RuntimeError: exit 1" in md
     # A run that opened more connections at the larger N counted handshakes too: it says so.
@@ -317,6 +320,61 @@ def test_the_instructions_table_and_its_json(instructions: Any, report: Any, tmp
     # The ceiling's name has parentheses of its own: a table of the ceiling alone has its rows.
     alone = instructions.markdown({**doc, "per_call": {f"{ceiling} / loop": 80_000.0}, "errors": {}})
     assert "| loop, plain http/1.1 | 80,000 | n/a |" in alone
+
+
+def test_the_like_for_like_fxpay_cells_are_judged_against_every_peer(report: Any, instructions: Any) -> None:
+    # Issue 56 item 4: fxpay's Quote builds its fields on first read, the lazy cells read none;
+    # the "every field read" cells are the ones to set beside the peers' (which build a model).
+    fields = "fxpay (every field read)"
+    doc = report.load(BENCH / "results" / "results.json")
+    doc["cpu_us"] = {"fxpay / loop": 20.0, f"{fields} / loop": 40.0, "wreq / loop": 30.0}
+    doc["errors"] = {}
+    judged = {c.name: (c.measured, c.verdict) for c in report.cpu_checks(doc)}
+    assert judged["fxpay CPU per call below wreq's: loop, plain http/1.1"] == (pytest.approx(2 / 3), "PASS")
+    assert judged["fxpay, every field read, CPU per call below wreq's: loop, plain http/1.1"] == (pytest.approx(4 / 3), "FAIL")
+    assert not any(fields + "'s" in n for n in judged)  # never a peer of fxpay's
+    assert not any(n.startswith("fxpay, every field read,") and "8 threads" in n for n in judged)  # not measured: no entry
+    table = "\n".join(report.cells_table({**doc, "rps": {k: 1000.0 for k in doc["cpu_us"]}}))
+    assert "| plain http/1.1 | loop | **fxpay (every field read)** | 1,000 |" in table
+    md = instructions.markdown(
+        {
+            "tool": "callgrind",
+            "method": "difference",
+            "n": [256, 1280],
+            "warmup": 256,
+            "build": {},
+            "per_call": {"fxpay / loop": 60_000.0, f"{fields} / loop": 96_000.0, "pure-Rust reqwest (ceiling) / loop": 80_000.0},
+            "errors": {},
+        }
+    )
+    head = "| cell | **fxpay (lazy, no field read)** | **fxpay (every field read)** | pure-Rust reqwest (ceiling) "
+    assert head + "| fxpay / ceiling | fxpay (every field read) / ceiling |" in md
+    assert "| loop, plain http/1.1 | 60,000 | 96,000 | 80,000 | 0.75x | 1.20x |" in md
+
+
+def test_the_like_for_like_cell_reads_every_attribute_of_the_quote() -> None:
+    # Every property _fxpay.pyi lists for Quote is read, so a field added later is not missed.
+    sys.path.insert(0, str(BENCH))
+    try:
+        import clients
+    finally:
+        sys.path.remove(str(BENCH))
+    stub = (BENCH.parent / "python" / "fxpay" / "_fxpay.pyi").read_text()
+    body = stub.split("\nclass Quote:", 1)[1].split("\n@final", 1)[0].split("\nclass ", 1)[0]
+    listed = set(re.findall(r"@property\n    def (\w+)\(", body))
+    assert {"id", "buy_amount", "freebies", "raw"} <= listed
+
+    class Seen:
+        def __init__(self) -> None:
+            self.read: set[str] = set()
+
+        def __getattr__(self, name: str) -> object:
+            self.read.add(name)
+            return None
+
+    q = Seen()
+    clients.read_every_field(q)
+    assert q.read == listed
 
 
 def test_a_second_build_recounts_fxpay_and_keeps_the_peers_and_the_ceiling(instructions: Any, tmp_path: Path) -> None:
