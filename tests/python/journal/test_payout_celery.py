@@ -194,7 +194,7 @@ def test_celery_chaos_each_row_once_each_reference_booked_at_most_once(fxpay_san
     try:
         killer.start()
         out = fxpay.contrib.celery.pay_out_celery(
-            app, rows, funding_source="Own account", chunk_size=CHUNK, progress=seen.append, journal=journal, timeout=240, poll=0.2
+            app, rows, funding_source="Own account", chunk_size=CHUNK, progress=seen.append, journal=journal, timeout=600, poll=0.2
         )
         took = time.monotonic() - t0
         named, leased, read_at = named_right_after(journal, [r["key"] for r in rows])
