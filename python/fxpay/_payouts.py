@@ -540,6 +540,11 @@ class _Run:
         report (the bar has drawn it already)."""
         if self.told is not None:
             self.told.finish()
+        # The rows' results, which wait for their journal's next commit, are written now:
+        # the process that reads the journal next (a fan-out's driver) reads them done.
+        from ._later import flush_all
+
+        flush_all()
 
     def drained(self) -> Iterator[tuple[int, dict[str, Any]]]:
         """After a Ctrl-C: the rows in flight, to their end (a second Ctrl-C abandons them:
@@ -599,8 +604,7 @@ async def _steps_async(run: _Run) -> AsyncIterator[tuple[int, dict[str, Any]]]:
                     continue
                 run.start_next()
             if not run.pending:
-                if run.told is not None:
-                    await asyncio.to_thread(run.told.finish)
+                await asyncio.to_thread(run.finish)
                 return
             got = await run.stream.next_async()
             if got is not None:

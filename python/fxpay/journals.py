@@ -40,6 +40,7 @@ from ._fxpay import (
     _journal_unknown,
     _journal_verify_deal_created,
 )
+from ._later import RETRY_DELAY, _Later
 from ._payouts import PayoutProgress
 from .errors import ConfigurationError, JournalError
 
@@ -482,6 +483,7 @@ class SqliteJournal(JournalBase):
         self._fork_held = False
         with self._lock:
             self._connection()
+        self._later = _Later.of(self.path)
         _live.add(self)
 
     def _new_state(self) -> None:
@@ -503,6 +505,7 @@ class SqliteJournal(JournalBase):
             # and its locks are not this process's. The connection is reopened on next use.
             self._new_state()
             self._fork_held = False
+            self._later = _Later.of(self.path)
             return
         if self._fork_held:
             self._fork_held = False
@@ -720,17 +723,82 @@ class SqliteJournal(JournalBase):
                 batch, self._queue = self._queue, []
                 break
         if not mine.done:
+            # The results waiting ride this commit (and its fsync).
+            results = self._later.taken()
+            late = [
+                _Write(
+                    "UPDATE fxpay_journal SET state = ?, result = ?, data = ? WHERE key = ? AND data = ?",
+                    (n.state, n.result, text, key, old),
+                )
+                for key, old, n, text in results
+            ]
             try:
-                self._commit(batch)
+                if late or any(w.sql for w in batch):
+                    self._commit(batch + late)
+            except BaseException:
+                self._later.missed(results)
+                raise
             finally:
                 with self._writes:
                     for w in batch:
                         w.done = True
                     self._leading = False
                     self._writes.notify_all()
+            self._results_landed(results, late)
         if mine.error is not None:
             raise mine.error
         return mine.rowcount
+
+    def _results_landed(self, results: list[tuple[str, str, JournalEntry, str]], late: list[_Write]) -> None:
+        """After a commit that carried results: those written leave :class:`_Later`. One whose
+        entry changed meanwhile (its lease lapsed and another process marked the key
+        ``unknown``) is written over that entry if it is still this call's claim; else it is
+        logged, with the id, for :meth:`resolve`. A commit that failed keeps them waiting."""
+        if not late:
+            return
+        if any(w.error is not None for w in late):
+            self._later.missed(results)
+            return
+        self._later.landed(results)
+        for (key, _old, new, text), w in zip(results, late, strict=True):
+            if w.rowcount == 1:
+                continue
+            _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (key,))
+            stored = JournalEntry.from_json(rows[0][0]) if rows else None
+            if stored is not None and rows[0][0] == text:
+                continue
+            if (
+                stored is not None
+                and stored.state in ("pending", "unknown")
+                and (stored.holder, stored.created_at, stored.fingerprint) == (new.holder, new.created_at, new.fingerprint)
+            ):
+                n = self._write(
+                    "UPDATE fxpay_journal SET state = ?, result = ?, data = ? WHERE key = ? AND data = ?",
+                    (new.state, new.result, text, key, rows[0][0]),
+                )
+                if n == 1:
+                    continue
+            logger.error(
+                "SqliteJournal %r: the result of key %r (%s) could not be recorded: the key changed meanwhile; "
+                "if it reads unknown, settle it with journal.resolve(%r, result=%r)",
+                self.path,
+                key,
+                new.result,
+                key,
+                new.result,
+            )
+
+    def _flush_results(self) -> None:
+        """Writes the results waiting now (the flusher's, and exit's, commit)."""
+        if not self._later.results:
+            return
+        with contextlib.suppress(Exception):
+            self._write("", ())
+        if self._later.results and not _Later.exiting:
+            # The commit failed (another process held the write lock past `timeout`, a full
+            # disk): they stay waiting, readable here, and are tried again in a while.
+            time.sleep(RETRY_DELAY)
+            _Later.wake(self)
 
     def _commit(self, batch: list[_Write]) -> None:
         """Runs `batch` in one transaction; each write gets its rowcount, or everyone the
@@ -743,7 +811,8 @@ class SqliteJournal(JournalBase):
                     conn.execute("BEGIN IMMEDIATE")
                     try:
                         for w in batch:
-                            w.rowcount = conn.execute(w.sql, w.args).rowcount
+                            if w.sql:
+                                w.rowcount = conn.execute(w.sql, w.args).rowcount
                         conn.execute("COMMIT")
                     except BaseException:
                         # SQLite may have rolled back already (a full disk, an I/O error):
@@ -765,13 +834,19 @@ class SqliteJournal(JournalBase):
 
     @_fails_closed("get")
     def get(self, key: str) -> JournalEntry | None:
-        _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (_check_key(key),))
+        waiting = self._later.get(_check_key(key))
+        if waiting is not None:
+            return waiting
+        _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (key,))
         return JournalEntry.from_json(rows[0][0]) if rows else None
 
     @_fails_closed("claim")
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         e = _check_entry(entry)
         self._check_file()
+        waiting = self._later.get(e.key)
+        if waiting is not None:
+            return waiting
         for _ in range(16):
             n = self._write(
                 "INSERT INTO fxpay_journal (key, state, result, data) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
@@ -789,24 +864,37 @@ class SqliteJournal(JournalBase):
         o, n = _check_entry(old, "old"), _check_entry(new, "new")
         if o.key != n.key:
             raise ValueError("old and new must have the same key")
+        old_text, text = o.to_json(), n.to_json()
+        # A call's result (its pending claim made done) rides the next group commit.
+        if n.state == "done" and o.state == "pending" and not _Later.exiting and self._later.defer(o.key, old_text, n, text):
+            _Later.wake(self)
+            return True
+        if self._later.get(o.key) is not None:
+            self._write("", ())  # what waits for this key is written first
         count = self._write(
             "UPDATE fxpay_journal SET state = ?, result = ?, data = ? WHERE key = ? AND data = ?",
-            (n.state, n.result, n.to_json(), o.key, o.to_json()),
+            (n.state, n.result, text, o.key, old_text),
         )
         return count == 1
 
     @_fails_closed("find")
     def find(self, result: str) -> JournalEntry | None:
+        for n in self._later.entries():
+            if n.result == result:
+                return n
         _, rows = self._run("SELECT data FROM fxpay_journal WHERE result = ? ORDER BY rowid LIMIT 1", (result,))
         return JournalEntry.from_json(rows[0][0]) if rows else None
 
     @_fails_closed("candidates")
     def candidates(self) -> list[JournalEntry]:
         _, rows = self._run("SELECT data FROM fxpay_journal WHERE state IN ('pending', 'unknown') ORDER BY rowid", ())
-        return [JournalEntry.from_json(r[0]) for r in rows]
+        entries = [JournalEntry.from_json(r[0]) for r in rows]
+        return [e for e in entries if self._later.get(e.key) is None]  # a result waits: done
 
     def close(self) -> None:
-        """Closes this process's connection (the journal reopens it on next use)."""
+        """Writes the results waiting, then closes this process's connection (the journal
+        reopens it on next use)."""
+        self._flush_results()
         with _closing, self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
@@ -884,6 +972,13 @@ def _lost_journal_advice(create: str) -> str:
     )
 
 
+def _redis_errors() -> Any:
+    """redis-py's exceptions module (imported when a Redis journal is used)."""
+    import redis.exceptions
+
+    return redis.exceptions
+
+
 class _ServerRefused(Exception):
     """A Redis connection that the journal must not use (a replica, a Redis that forgets):
     raised while the connection is being made, so no command is ever sent on it."""
@@ -949,7 +1044,15 @@ class RedisJournal(JournalBase):
         self._inherited: list[Any] = []
         self._r = url_or_client
         self._use_own_pool()
+        self._later = _Later.of(self._where())
         _live.add(self)
+
+    def _where(self) -> str:
+        """This journal's place (server and prefix): the results waiting for it in this
+        process are shared by every ``RedisJournal`` of that place."""
+        pool = getattr(self._r, "connection_pool", None)
+        kw = getattr(pool, "connection_kwargs", None) or {}
+        return f"redis:{kw.get('host')}:{kw.get('port')}:{kw.get('path')}:{kw.get('db')}:{id(pool) if not kw else ''}:{self.prefix}"
 
     # -- connections ---------------------------------------------------------------------
 
@@ -981,6 +1084,7 @@ class RedisJournal(JournalBase):
             self._r = redis.Redis(connection_pool=fresh)
         self._claim = self._r.register_script(_CLAIM)
         self._swap = self._r.register_script(_SWAP)
+        self._scripts_loaded = False
 
     def _after_fork(self, *, child: bool) -> None:
         if child:
@@ -993,6 +1097,7 @@ class RedisJournal(JournalBase):
             # itself anew first) would take that same inherited lock.
             self._inherited.append((self._r, self._claim, self._swap))
             self._use_own_pool()
+            self._later = _Later.of(self._where())
 
     def _warn_once(self, what: str, message: str, *args: Any) -> None:
         if what not in self._warned:
@@ -1129,7 +1234,10 @@ class RedisJournal(JournalBase):
 
     @_fails_closed("get")
     def get(self, key: str) -> JournalEntry | None:
-        k = self._k(_check_key(key))
+        waiting = self._later.get(_check_key(key))
+        if waiting is not None:
+            return waiting
+        k = self._k(key)
         self._identity()
         return self._entry(self._r.get(k))
 
@@ -1141,10 +1249,86 @@ class RedisJournal(JournalBase):
         for start in range(0, len(wanted), 1000):  # one MGET per 1,000 keys
             part = wanted[start : start + 1000]
             for key, raw in zip(part, self._r.mget([self._k(k) for k in part]), strict=True):
-                e = self._entry(raw)
+                e = self._later.get(key) or self._entry(raw)
                 if e is not None:
                     out[key] = e
         return out
+
+    def _swap_args(self, key: str, old: str, new: JournalEntry, text: str, old_result: str | None) -> tuple[list[str], list[str]]:
+        index = self.prefix + "r:" + new.result if new.result and new.result != old_result else ""
+        return [self._k(key), self._open, index, self._id_key], [old, text, key, new.state, self._identity()]
+
+    def _queue_results(self, pipe: Any, results: list[tuple[str, str, JournalEntry, str]]) -> None:
+        """Queues ``results`` on ``pipe``, each its own swap script, by its SHA (redis-py's
+        own pipelined scripts cost a ``SCRIPT EXISTS`` round trip first)."""
+        for key, old, new, text in results:
+            keys, args = self._swap_args(key, old, new, text, JournalEntry.from_json(old).result)
+            pipe.evalsha(self._swap.sha, len(keys), *keys, *args)
+
+    def _piped(self, queue: Callable[[Any], None]) -> list[Any]:
+        """The replies (an error as its exception) of one round trip of the commands
+        ``queue`` puts on a pipeline, the scripts loaded first (once; again after a Redis
+        that lost them answered ``NOSCRIPT``: a command that met it is the caller's to make
+        again)."""
+        import redis
+
+        if not self._scripts_loaded:
+            self._r.script_load(_CLAIM)
+            self._r.script_load(_SWAP)
+            self._scripts_loaded = True
+        pipe = self._r.pipeline(transaction=False)
+        queue(pipe)
+        replies: list[Any] = pipe.execute(raise_on_error=False)
+        if any(isinstance(r, redis.exceptions.NoScriptError) for r in replies):
+            self._scripts_loaded = False  # a Redis restarted meanwhile: loaded again next time
+        return replies
+
+    def _results_answered(self, results: list[tuple[str, str, JournalEntry, str]], replies: list[Any]) -> None:
+        """The replies of the results' swaps: those written leave :class:`_Later`; one whose
+        entry changed meanwhile is written over it if it is still this call's claim, else
+        logged; an error keeps them all waiting."""
+        if any(isinstance(r, Exception) for r in replies):
+            self._later.missed(results)
+            return
+        self._later.landed(results)
+        for (key, _old, new, text), reply in zip(results, replies, strict=True):
+            if reply == 1:
+                continue
+            raw = self._r.get(self._k(key))
+            stored = self._entry(raw)
+            if stored is not None and _text(raw) == text:
+                continue
+            if (
+                stored is not None
+                and stored.state in ("pending", "unknown")
+                and (stored.holder, stored.created_at, stored.fingerprint) == (new.holder, new.created_at, new.fingerprint)
+            ):
+                keys, args = self._swap_args(key, _text(raw), new, text, stored.result)
+                if self._scripted(self._swap, keys, args) == 1:
+                    continue
+            logger.error(
+                "RedisJournal %r: the result of key %r (%s) could not be recorded: the key changed meanwhile; "
+                "if it reads unknown, settle it with journal.resolve(%r, result=%r)",
+                self.prefix,
+                key,
+                new.result,
+                key,
+                new.result,
+            )
+
+    def _flush_results(self) -> None:
+        """Writes the results waiting now in one round trip (the flusher's, and exit's)."""
+        if not self._later.results:
+            return
+        results = self._later.taken()
+        try:
+            self._results_answered(results, self._piped(lambda pipe: self._queue_results(pipe, results)))
+        except Exception:
+            self._later.missed(results)
+            logger.debug("RedisJournal: writing the results waiting failed; they are tried again", exc_info=True)
+        if self._later.results and not _Later.exiting:
+            time.sleep(RETRY_DELAY)
+            _Later.wake(self)
 
     def _check_still_here(self) -> None:
         """For the readings people act on (``unknown()``, a payout's progress): the journal
@@ -1160,23 +1344,58 @@ class RedisJournal(JournalBase):
     @_fails_closed("claim")
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         e = _check_entry(entry)
+        waiting = self._later.get(e.key)
+        if waiting is not None:
+            return waiting
         ident = self._identity()
-        return self._entry(self._scripted(self._claim, [self._k(e.key), self._open, self._id_key], [e.to_json(), e.key, ident]))
+        keys, args = [self._k(e.key), self._open, self._id_key], [e.to_json(), e.key, ident]
+        if not self._later.results:
+            return self._entry(self._scripted(self._claim, keys, args))
+        # The results waiting ride this claim's round trip (and Redis's one AOF write for it).
+        results = self._later.taken()
+
+        def queue(pipe: Any) -> None:
+            self._queue_results(pipe, results)
+            pipe.evalsha(self._claim.sha, len(keys), *keys, *args)
+
+        try:
+            replies = self._piped(queue)
+        except BaseException:
+            self._later.missed(results)
+            raise
+        claimed = replies.pop()
+        self._results_answered(results, replies)
+        if isinstance(claimed, _redis_errors().NoScriptError):
+            return self._entry(self._scripted(self._claim, keys, args))  # loads it, and claims
+        if isinstance(claimed, Exception):
+            import redis
+
+            refused = self._not_this_journal(claimed) if isinstance(claimed, redis.ResponseError) else None
+            if refused is not None:
+                raise refused
+            raise claimed
+        return self._entry(claimed)
 
     @_fails_closed("swap")
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
         o, n = _check_entry(old, "old"), _check_entry(new, "new")
         if o.key != n.key:
             raise ValueError("old and new must have the same key")
-        ident = self._identity()
-        index = self.prefix + "r:" + n.result if n.result and n.result != o.result else ""
-        done = self._scripted(
-            self._swap, [self._k(o.key), self._open, index, self._id_key], [o.to_json(), n.to_json(), o.key, n.state, ident]
-        )
-        return bool(done == 1)
+        old_text, text = o.to_json(), n.to_json()
+        # A call's result (its pending claim made done) rides the next claim's round trip.
+        if n.state == "done" and o.state == "pending" and not _Later.exiting and self._later.defer(o.key, old_text, n, text):
+            _Later.wake(self)
+            return True
+        if self._later.get(o.key) is not None:
+            self._flush_results()  # what waits for this key is written first
+        keys, args = self._swap_args(o.key, old_text, n, text, o.result)
+        return bool(self._scripted(self._swap, keys, args) == 1)
 
     @_fails_closed("find")
     def find(self, result: str) -> JournalEntry | None:
+        for n in self._later.entries():
+            if n.result == result:
+                return n
         self._identity()
         key = self._r.get(self.prefix + "r:" + result)
         if key is None:
@@ -1189,7 +1408,7 @@ class RedisJournal(JournalBase):
         keys = sorted(k.decode() if isinstance(k, bytes) else k for k in self._r.smembers(self._open))
         out = []
         for key in keys:
-            e = self.get(key)
+            e = self.get(key)  # a result waiting here reads done
             if e is not None and e.state in ("pending", "unknown"):
                 out.append(e)
         return out

@@ -27,8 +27,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._fxpay import JournalEntry
+from ._later import RETRY_DELAY, _Later
 from .errors import ConfigurationError, InvalidRequestError, JournalError
-from .journals import JournalBase
+from .journals import JournalBase, logger
 
 __all__ = ["DEFAULT_TABLE", "IDENTITY_KEY", "PostgresJournal", "conninfo_of", "table_ddl"]
 
@@ -223,6 +224,9 @@ class PostgresJournal(JournalBase):
         # Connections inherited through a fork: kept (never used, never closed) so that no
         # finaliser of the child ever writes to the parent's session.
         self._inherited: list[_Conn] = []
+        # Results of keyed calls waiting for the next commit (one durable write per call).
+        self._where = f"postgres:{self._conninfo if self._conninfo is not None else id(self._factory)}:{table}"
+        self._later = _Later.of(self._where)
         _JOURNALS.add(self)
 
     # -- the connection ------------------------------------------------------------------
@@ -232,6 +236,7 @@ class PostgresJournal(JournalBase):
         child does not have), and the parent's connections set aside, unused and unclosed."""
         self._lock = threading.Condition()
         self._set_aside()
+        self._later = _Later.of(self._where)
 
     def _set_aside(self) -> None:
         for c in self._mine:
@@ -490,6 +495,9 @@ class PostgresJournal(JournalBase):
     def get(self, key: str) -> JournalEntry | None:
         if not isinstance(key, str):
             raise TypeError(f"key must be a str, not {type(key).__name__}")
+        waiting = self._later.get(key)
+        if waiting is not None:
+            return waiting
         st = self._open("get")
         _, rows = self._run("get", (st.get, (key,)))
         return JournalEntry.from_json(rows[0][0]) if rows else None
@@ -505,7 +513,7 @@ class PostgresJournal(JournalBase):
             _, rows = self._run("entries", (st.get_many, (wanted[start : start + 1000],)))
             for (data,) in rows:
                 e = JournalEntry.from_json(data)
-                out[e.key] = e
+                out[e.key] = self._later.get(e.key) or e
         return out
 
     def _still_here(self, what: str) -> _Statements:
@@ -521,11 +529,17 @@ class PostgresJournal(JournalBase):
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         if not isinstance(entry, JournalEntry):
             raise TypeError(f"entry must be a fxpay.JournalEntry, not {type(entry).__name__}")
+        waiting = self._later.get(entry.key)
+        if waiting is not None:
+            return waiting
         st = self._open("claim")
+        claim_args = (entry.key, entry.state, entry.result, entry.to_json(), IDENTITY_KEY, st.ident)
+        if self._later.results and self._claim_riding(st, claim_args):
+            return None
         for _ in range(16):
             # Inserted only where this journal's identity row still is (one statement: a
             # TRUNCATE, or a DROP and a new journal, under a live process is caught here).
-            n, _rows = self._run("claim", (st.claim, (entry.key, entry.state, entry.result, entry.to_json(), IDENTITY_KEY, st.ident)))
+            n, _rows = self._run("claim", (st.claim, claim_args))
             if n == 1:
                 return None
             # Whatever is stored is another call's, even if equal to `entry`.
@@ -544,13 +558,94 @@ class PostgresJournal(JournalBase):
                 raise TypeError(f"{name} must be a fxpay.JournalEntry, not {type(e).__name__}")
         if old.key != new.key:
             raise InvalidRequestError("PostgresJournal.swap(): old and new must have the same key")
+        old_text, text = old.to_json(), new.to_json()
+        # A call's result (its pending claim made done) waits for the next commit.
+        if new.state == "done" and old.state == "pending" and not _Later.exiting and self._later.defer(old.key, old_text, new, text):
+            _Later.wake(self)
+            return True
+        if self._later.get(old.key) is not None:
+            self._flush_results()  # what waits for this key is written first
         st = self._open("swap")
-        n, _ = self._run("swap", (st.swap, (new.state, new.result, new.to_json(), old.key, old.to_json())))
+        n, _ = self._run("swap", (st.swap, (new.state, new.result, text, old.key, old_text)))
         return n == 1
+
+    def _claim_riding(self, st: _Statements, claim_args: tuple[Any, ...]) -> bool:
+        """The claim, with the results waiting riding it: one statement, one commit, one WAL
+        flush. A result whose row is locked (or changed) is not waited for: it waits again,
+        for the flusher. True when the claim was inserted (else the caller reads why not)."""
+        results = self._later.taken()
+        if not results:
+            return False
+        values, args = _results_values(results)
+        try:
+            _, rows = self._run("claim", (st.claim_riding.replace("{values}", values), (*args, *claim_args)))
+        except BaseException:
+            self._later.missed(results)
+            _Later.wake(self)
+            raise
+        inserted, written = rows[0]
+        landed = set(written or ())
+        self._later.landed([r for r in results if r[0] in landed])
+        left = [r for r in results if r[0] not in landed]
+        if left:
+            self._later.missed(left)
+            _Later.wake(self)
+        return bool(inserted)
+
+    def _flush_results(self) -> None:
+        """Writes every result waiting in one statement (one commit, one WAL flush): the
+        flusher's, every :data:`fxpay.journals.RESULT_DELAY`, and exit's. A result whose entry
+        changed meanwhile is written over it if it is still this call's claim, else logged
+        with its id for :meth:`resolve`."""
+        if not self._later.results:
+            return
+        results = self._later.taken()
+        try:
+            st = self._open("swap")
+            values, args = _results_values(results)
+            _, rows = self._run("swap", (st.swap_many.replace("{values}", values), tuple(args)))
+        except Exception:
+            self._later.missed(results)
+            logger.debug("PostgresJournal: writing the results waiting failed; they are tried again", exc_info=True)
+            if not _Later.exiting:
+                time.sleep(RETRY_DELAY)
+                _Later.wake(self)
+            return
+        self._later.landed(results)
+        written = {str(k) for (k,) in rows}
+        for key, _old, new, text in results:
+            if key not in written:
+                self._write_over(st, key, new, text)
+
+    def _write_over(self, st: _Statements, key: str, new: JournalEntry, text: str) -> None:
+        _, rows = self._run("swap", (st.get, (key,)))
+        stored = JournalEntry.from_json(rows[0][0]) if rows else None
+        if stored is not None and rows[0][0] == text:
+            return
+        if (
+            stored is not None
+            and stored.state in ("pending", "unknown")
+            and (stored.holder, stored.created_at, stored.fingerprint) == (new.holder, new.created_at, new.fingerprint)
+        ):
+            n, _ = self._run("swap", (st.swap, (new.state, new.result, text, key, rows[0][0])))
+            if n == 1:
+                return
+        logger.error(
+            "PostgresJournal %r: the result of key %r (%s) could not be recorded: the key changed meanwhile; "
+            "if it reads unknown, settle it with journal.resolve(%r, result=%r)",
+            self.table,
+            key,
+            new.result,
+            key,
+            new.result,
+        )
 
     def find(self, result: str) -> JournalEntry | None:
         if not isinstance(result, str):
             raise TypeError(f"result must be a str, not {type(result).__name__}")
+        for n in self._later.entries():
+            if n.result == result:
+                return n
         st = self._open("find")
         _, rows = self._run("find", (st.find, (result,)))
         return JournalEntry.from_json(rows[0][0]) if rows else None
@@ -558,12 +653,15 @@ class PostgresJournal(JournalBase):
     def candidates(self) -> list[JournalEntry]:
         st = self._still_here("candidates")
         _, rows = self._run("candidates", (st.candidates, ()))
-        return [JournalEntry.from_json(r[0]) for r in rows]
+        entries = [JournalEntry.from_json(r[0]) for r in rows]
+        return [e for e in entries if self._later.get(e.key) is None]  # a result waits: done
 
     # -- administration ------------------------------------------------------------------
 
     def close(self) -> None:
-        """Closes this process's free connections (the journal makes new ones on next use)."""
+        """Writes the results waiting, then closes this process's free connections (the
+        journal makes new ones on next use)."""
+        self._flush_results()
         with self._lock:
             if self._pid != os.getpid():
                 return
@@ -576,6 +674,15 @@ class PostgresJournal(JournalBase):
 
     def __repr__(self) -> str:
         return f"PostgresJournal(table={self.table!r})"
+
+
+def _results_values(results: list[tuple[str, str, JournalEntry, str]]) -> tuple[str, tuple[Any, ...]]:
+    """The ``VALUES`` rows (key, old, state, result, data) of results waiting, and their
+    arguments."""
+    args: list[Any] = []
+    for key, old_text, new, text in results:
+        args += [key, old_text, new.state, new.result, text]
+    return ", ".join(["(%s, %s, %s, %s, %s)"] * len(results)), tuple(args)
 
 
 class _Statements:
@@ -594,6 +701,25 @@ class _Statements:
             f" WHERE EXISTS (SELECT 1 FROM {t} WHERE key = %s AND data = %s) ON CONFLICT (key) DO NOTHING"
         )
         self.swap = f"UPDATE {t} SET state = %s, result = %s, data = %s, updated_at = now() WHERE key = %s AND data = %s"
+        # The claim with the results waiting (`{values}`), in one statement: a result's row
+        # that is locked is skipped, not waited for. Its row: whether the claim was
+        # inserted, and the keys of the results written.
+        self.claim_riding = (
+            "WITH v(key, old, state, result, data) AS (VALUES {values}),"
+            f" free AS (SELECT j.key FROM {t} AS j JOIN v ON j.key = v.key AND j.data = v.old FOR UPDATE OF j SKIP LOCKED),"
+            f" done AS (UPDATE {t} AS j SET state = v.state, result = v.result, data = v.data, updated_at = now()"
+            " FROM v WHERE j.key = v.key AND j.key IN (SELECT key FROM free) RETURNING j.key),"
+            f" ins AS (INSERT INTO {t} (key, state, result, data) SELECT %s, %s, %s, %s"
+            f" WHERE EXISTS (SELECT 1 FROM {t} WHERE key = %s AND data = %s) ON CONFLICT (key) DO NOTHING RETURNING 1)"
+            " SELECT (SELECT count(*) FROM ins), ARRAY(SELECT key FROM done)"
+        )
+        # Many swaps in one statement (`{values}`: a row of five placeholders per swap):
+        # the keys it wrote.
+        self.swap_many = (
+            f"UPDATE {t} AS j SET state = v.state, result = v.result, data = v.data, updated_at = now()"
+            " FROM (VALUES {values}) AS v(key, old, state, result, data)"
+            " WHERE j.key = v.key AND j.data = v.old RETURNING j.key"
+        )
         self.find = f"SELECT data FROM {t} WHERE result = %s ORDER BY seq LIMIT 1"
         self.candidates = f"SELECT data FROM {t} WHERE state IN ('pending', 'unknown') ORDER BY seq"
 

@@ -1,0 +1,179 @@
+"""One durable write per keyed call: the results of this process's keyed calls that wait
+for their journal's next commit, and the thread and the exit hooks that write them.
+
+Only a claim must be on disk before a byte is sent. A call's result (its ``pending`` claim
+made ``done``) rides the journal's next commit: the next claim's (one fsync for both), or
+the flusher's :data:`RESULT_DELAY` later, and at the latest the process's exit. The journals
+of :mod:`fxpay.journals` and :mod:`fxpay.postgres_journal` keep them here, read them from
+here until they land, and write them their own way (``journal._flush_results()``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from ._fxpay import JournalEntry
+
+__all__ = ["RESULT_DELAY", "RETRY_DELAY", "flush_all"]
+
+
+class _Later:
+    """The results of this process's keyed calls that wait for the next group commit of one
+    SqliteJournal file (one durable write per keyed call: only the claim must be on disk
+    before a byte is sent). A result rides the next commit, a claim's or the flusher's
+    :data:`RESULT_DELAY` later, and at the latest the process's exit. Until then this process
+    reads it from here (every ``SqliteJournal`` of the file in this process shares it);
+    another process reads the key ``pending``, its holder alive, and if this process dies
+    first, its holder is gone and the key is ``unknown``: a result is never lost as
+    ``released``, and never sent twice."""
+
+    #: Per file (absolute path), in this process; made anew in a forked child (the parent
+    #: writes its own results).
+    by_path: ClassVar[dict[str, _Later]] = {}
+    made: ClassVar[threading.Lock] = threading.Lock()
+    #: Journals with results waiting, for the flusher thread; and whether it runs.
+    due: ClassVar[threading.Condition] = threading.Condition()
+    waiting: ClassVar[list[Any]] = []
+    #: Every journal that kept a result waiting in this process (for the exit's flush).
+    users: ClassVar[weakref.WeakSet[Any]] = weakref.WeakSet()
+    flusher: ClassVar[threading.Thread | None] = None
+    #: Set at exit (after the last flush): results are written at once from then on.
+    exiting: ClassVar[bool] = False
+    #: The process that registered the exit flush with multiprocessing's finalizers.
+    finalizer_pid: ClassVar[int] = 0
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        # key: (the entry it replaces, as text; the result entry; its text). Those being
+        # written wait in `flying` (still read from here) until they land.
+        self.results: dict[str, tuple[str, JournalEntry, str]] = {}
+        self.flying: dict[str, tuple[str, JournalEntry, str]] = {}
+
+    @classmethod
+    def of(cls, path: str) -> _Later:
+        with cls.made:
+            later = cls.by_path.get(path)
+            if later is None:
+                later = cls.by_path[path] = _Later()
+            return later
+
+    @classmethod
+    def after_fork_in_child(cls) -> None:
+        cls.by_path = {}
+        cls.made = threading.Lock()
+        cls.due = threading.Condition()
+        cls.waiting = []
+        cls.users = weakref.WeakSet()
+        cls.flusher = None
+
+    def get(self, key: str) -> JournalEntry | None:
+        if not self.results and not self.flying:
+            return None
+        with self.lock:
+            got = self.results.get(key) or self.flying.get(key)
+        return None if got is None else got[1]
+
+    def entries(self) -> list[JournalEntry]:
+        with self.lock:
+            return [v[1] for v in (*self.results.values(), *self.flying.values())]
+
+    def defer(self, key: str, old: str, new: JournalEntry, text: str) -> bool:
+        """Keeps ``new`` (replacing ``old``) for the next commit; False when a result of
+        ``key`` already waits (the caller writes it first)."""
+        with self.lock:
+            if key in self.results or key in self.flying:
+                return False
+            self.results[key] = (old, new, text)
+            return True
+
+    def taken(self) -> list[tuple[str, str, JournalEntry, str]]:
+        """The results waiting now, for one commit to carry (no other commit takes them;
+        they stay readable here until :meth:`landed` or :meth:`missed`)."""
+        if not self.results:
+            return []
+        with self.lock:
+            taken, self.results = self.results, {}
+            self.flying.update(taken)
+            return [(k, *v) for k, v in taken.items()]
+
+    def landed(self, written: list[tuple[str, str, JournalEntry, str]]) -> None:
+        with self.lock:
+            for key, *_ in written:
+                self.flying.pop(key, None)
+
+    def missed(self, written: list[tuple[str, str, JournalEntry, str]]) -> None:
+        """The commit that carried them failed: they wait for the next one."""
+        with self.lock:
+            for key, *_ in written:
+                got = self.flying.pop(key, None)
+                if got is not None:
+                    self.results[key] = got
+
+    @classmethod
+    def wake(cls, journal: Any) -> None:
+        """Has the flusher write ``journal``'s results within :data:`RESULT_DELAY`."""
+        pid = os.getpid()
+        if cls.finalizer_pid != pid:
+            cls.finalizer_pid = pid
+            _flush_at_exit_of_workers()
+        cls.users.add(journal)
+        with cls.due:
+            cls.waiting.append(journal)
+            if cls.flusher is None or not cls.flusher.is_alive():
+                cls.flusher = threading.Thread(target=cls._flush_loop, name="fxpay-journal-results", daemon=True)
+                cls.flusher.start()
+            cls.due.notify()
+
+    @classmethod
+    def _flush_loop(cls) -> None:
+        while True:
+            with cls.due:
+                while not cls.waiting:
+                    cls.due.wait()
+            time.sleep(RESULT_DELAY)
+            with cls.due:
+                journals, cls.waiting = cls.waiting, []
+            for j in dict.fromkeys(journals):  # each once, held until written
+                j._flush_results()
+
+
+#: How long a keyed call's result may wait for a claim's group commit before the flusher
+#: writes it on its own (another process reads the key ``pending`` meanwhile).
+RESULT_DELAY = 0.05
+
+#: How long the flusher waits before it tries again a commit of results that failed.
+RETRY_DELAY = 0.5
+
+
+def flush_all() -> None:
+    """Writes every result waiting in this process now (a payout's end: the processes that
+    read the journal next, a Celery or Dask driver, read them done)."""
+    for j in list(_Later.users):
+        j._flush_results()
+
+
+def _flush_results_now() -> None:
+    """At exit: every result still waiting is written, and later ones are written at once."""
+    _Later.exiting = True
+    flush_all()
+
+
+def _flush_at_exit_of_workers() -> None:
+    """A process made by ``multiprocessing`` (or Celery's billiard) ends with ``os._exit``
+    after its own finalizers, without ``atexit``: the results are written by one of them."""
+    for name in ("multiprocessing.util", "billiard.util"):
+        util = sys.modules.get(name)
+        if util is not None:
+            util.Finalize(None, _flush_results_now, exitpriority=100)
+
+
+atexit.register(_flush_results_now)
+if hasattr(os, "register_at_fork"):  # before any journal's own hook: they look here again
+    os.register_at_fork(after_in_child=_Later.after_fork_in_child)

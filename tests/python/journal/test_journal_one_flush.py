@@ -1,0 +1,400 @@
+"""One durable write per keyed call (issue 56 item 1): only the claim reaches the disk before
+a byte is sent; the call's result rides the next group commit (the next claim's, or the
+journal's own a few milliseconds later, or the process's exit). Counted in the SQLite file
+itself: the commit frames of its write-ahead log. And what that costs if the process dies
+before the result's commit: the key reads ``pending``, then ``unknown``; never lost, never
+sent again. Real SQLite files, the sandbox over loopback, real processes killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fxpay
+
+from conftest import need
+from journal_support import RedisServer, requests_to
+from postgres_support import PostgresServer, postgres_server, table_name
+
+__all__ = ["postgres_server"]  # a fixture, imported for the tests below
+
+QUOTES = "POST /v1/payments/quotes"
+
+
+def wal_commits(path: Path) -> int:
+    """Transactions in the write-ahead log of the SQLite file ``path`` (its valid commit
+    frames: those whose salts match the log's header and whose "database size after commit"
+    is set)."""
+    wal = path.with_name(path.name + "-wal").read_bytes()
+    if len(wal) < 32:
+        return 0
+    page_size = struct.unpack(">I", wal[8:12])[0]
+    salts = wal[16:24]
+    commits, at = 0, 32
+    while at + 24 + page_size <= len(wal):
+        header = wal[at : at + 24]
+        if header[8:16] != salts:
+            break
+        if struct.unpack(">I", header[4:8])[0] != 0:
+            commits += 1
+        at += 24 + page_size
+    return commits
+
+
+def quote(c: fxpay.Client, key: str) -> str:
+    return c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key=key)
+
+
+def test_a_keyed_call_at_a_time_writes_the_journal_once(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    journal = fxpay.SqliteJournal(path)
+    calls = 60
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "warm-up")
+        before = wal_commits(path)
+        ids = [quote(c, f"one-{i}") for i in range(calls)]
+        during = wal_commits(path) - before
+        # Each result is read back at once in this process, from where it waits.
+        assert [quote(c, f"one-{i}") for i in range(calls)] == ids
+        assert journal.get("one-0") is not None
+        assert journal.get("one-0").state == "done"  # type: ignore[union-attr]
+    print(f"{during} commits for {calls} keyed calls at concurrency 1")
+    # One commit per call (the claim, carrying the previous call's result), and the
+    # flusher's own commits when a call took longer than its delay: never two per call.
+    assert during <= calls * 1.25, during
+    # Every result reaches the file: another process reads them done.
+    out = subprocess.run(
+        [sys.executable, "-c", SHOW, str(path), str(calls)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["done"] * calls, out.stdout
+
+
+def test_a_result_waiting_for_its_commit_is_replayed_by_its_process(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """Another process holds the file's write lock from the moment the call's claim is on
+    disk: the result cannot be committed, yet this process replays it at once, and reads it
+    done; once the lock goes, the result reaches the file."""
+    import sqlite3
+    import threading
+
+    path = tmp_path / "j.db"
+    journal = fxpay.SqliteJournal(path, timeout=1.0)
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "warm-up")
+        fxpay_sandbox.delay_next(QUOTES, 1.0)
+        got: list[str] = []
+        call = threading.Thread(target=lambda: got.append(quote(c, "held")))
+        call.start()
+        locker = sqlite3.connect(path, isolation_level=None, timeout=10)
+        deadline = time.monotonic() + 30
+        while not locker.execute("SELECT 1 FROM fxpay_journal WHERE key = 'held'").fetchall():
+            assert time.monotonic() < deadline, "the claim never reached the file"
+            time.sleep(0.005)
+        locker.execute("BEGIN IMMEDIATE")  # every commit of the journal now waits
+        try:
+            call.join(30)
+            assert got, "the call did not end"
+            sent = requests_to(fxpay_sandbox, QUOTES)
+            assert quote(c, "held") == got[0]  # replayed from where it waits
+            assert requests_to(fxpay_sandbox, QUOTES) == sent
+            held = journal.get("held")
+            assert held is not None
+            assert (held.state, held.result) == ("done", got[0])
+            stored = locker.execute("SELECT state FROM fxpay_journal WHERE key = 'held'").fetchall()
+            assert stored == [("pending",)]  # not on disk yet
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        deadline = time.monotonic() + 20
+        while True:
+            out = subprocess.run([sys.executable, "-c", READ, str(path), "held"], capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, out.stderr
+            if out.stdout.split() == ["done", got[0]]:
+                break
+            assert time.monotonic() < deadline, out.stdout
+            time.sleep(0.1)
+
+
+SHOW = """
+import sys, fxpay
+j = fxpay.SqliteJournal(sys.argv[1])
+for i in range(int(sys.argv[2])):
+    e = j.get(f"one-{i}")
+    print(e.state if e else None)
+"""
+
+
+def test_another_process_reads_the_result_within_moments(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """The flusher writes a result on its own when no claim follows it."""
+    path = tmp_path / "j.db"
+    with fxpay_sandbox.client(journal=fxpay.SqliteJournal(path)) as c:
+        q = quote(c, "alone")
+        deadline = time.monotonic() + 10
+        while True:
+            out = subprocess.run([sys.executable, "-c", READ, str(path), "alone"], capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, out.stderr
+            if out.stdout.split() == ["done", q]:
+                break
+            assert out.stdout.split()[0] == "pending", out.stdout
+            assert time.monotonic() < deadline, out.stdout
+            time.sleep(0.05)
+
+
+READ = """
+import sys, fxpay
+e = fxpay.SqliteJournal(sys.argv[1]).get(sys.argv[2])
+print(e.state, e.result)
+"""
+
+KILLED = textwrap.dedent(
+    """
+    import os, sys, time
+    import fxpay, fxpay._later
+    fxpay._later.RESULT_DELAY = 3600.0  # no commit carries the result before the kill
+    path, base, cid, secret = sys.argv[1:5]
+    c = fxpay.Client(cid, secret, base_url=base, journal=fxpay.SqliteJournal(path))
+    q = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key="killed")
+    print(q, flush=True)
+    time.sleep(3600)
+    """
+)
+
+EXITS = textwrap.dedent(
+    """
+    import sys
+    import fxpay, fxpay._later
+    fxpay._later.RESULT_DELAY = 3600.0  # only the exit writes the result
+    path, base, cid, secret = sys.argv[1:5]
+    c = fxpay.Client(cid, secret, base_url=base, journal=fxpay.SqliteJournal(path))
+    q = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key="exits")
+    print(q, flush=True)
+    """
+)
+
+
+def test_a_process_killed_before_its_results_commit_leaves_the_key_unknown_never_lost(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    fxpay.SqliteJournal(path)  # made before the worker opens it
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED)
+    args = [str(path), fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret]
+    p = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        made = p.stdout.readline().strip()
+        assert made, p.stderr.read() if p.stderr else ""
+        journal = fxpay.SqliteJournal(path)
+        entry = journal.get("killed")
+        assert entry is not None
+        assert entry.state == "pending"  # the claim is on disk; the result waits in the worker
+        os.kill(p.pid, signal.SIGKILL)
+    finally:
+        p.kill()
+        p.wait(30)
+    sent = requests_to(fxpay_sandbox, QUOTES)
+    # The holder is gone: the key is unknown, and a second call sends nothing.
+    with fxpay_sandbox.client(journal=journal) as c, pytest.raises(fxpay.OutcomeUnknownError):
+        quote(c, "killed")
+    assert requests_to(fxpay_sandbox, QUOTES) == sent
+    assert [e.key for e in journal.unknown()] == ["killed"]
+    settled = journal.resolve("killed", result=made)
+    assert settled.state == "done"
+
+
+def test_a_process_that_exits_writes_its_waiting_results(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    script = tmp_path / "exits.py"
+    script.write_text(EXITS)
+    args = [str(path), fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret]
+    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    entry = fxpay.SqliteJournal(path).get("exits")
+    assert entry is not None
+    assert (entry.state, entry.result) == ("done", out.stdout.strip())
+
+
+def test_a_forked_worker_writes_its_results_before_it_ends(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """multiprocessing's children end with os._exit, past atexit: their own finalizer writes."""
+    path = tmp_path / "j.db"
+    script = tmp_path / "pool.py"
+    script.write_text(POOL)
+    args = [str(path), fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret]
+    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    ids = out.stdout.split()
+    assert len(ids) == 4, out.stdout
+    journal = fxpay.SqliteJournal(path)
+    got = [journal.get(f"pool-{i}") for i in range(4)]
+    assert [(e.state, e.result) if e else None for e in got] == [("done", q) for q in ids]
+
+
+POOL = textwrap.dedent(
+    """
+    import multiprocessing, sys
+    import fxpay, fxpay._later
+
+    def pay(i):
+        fxpay._later.RESULT_DELAY = 3600.0  # only the worker's end writes the result
+        path, base, cid, secret = sys.argv[1:5]
+        c = fxpay.Client(cid, secret, base_url=base, journal=fxpay.SqliteJournal(path))
+        q = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key=f"pool-{i}")
+        return q
+
+    if __name__ == "__main__":
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(2, maxtasksperchild=1) as pool:
+            ids = pool.map(pay, range(4))
+            pool.close()
+            pool.join()
+        print(*ids)
+    """
+)
+
+
+# -- Redis: the result rides the next claim's round trip ---------------------------------------
+
+
+@pytest.fixture
+def redis_journal(tmp_path: Path) -> Iterator[tuple[RedisServer, fxpay.RedisJournal]]:
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        journal = fxpay.RedisJournal(server.url, prefix="one:")
+        journal.create()
+        yield server, journal
+    finally:
+        server.stop()
+
+
+def redis_round_trips(server: RedisServer) -> int:
+    import redis
+
+    probe = redis.Redis.from_url(server.url)
+    try:
+        n: int = probe.info("stats")["total_reads_processed"]
+        return n
+    finally:
+        probe.close()
+
+
+def test_a_keyed_call_at_a_time_makes_one_redis_round_trip(
+    fxpay_sandbox: Any, redis_journal: tuple[RedisServer, fxpay.RedisJournal]
+) -> None:
+    """Redis with ``appendfsync always`` writes and fsyncs its AOF once per round of the
+    commands it read together: one round trip per keyed call is one AOF flush per call."""
+    server, journal = redis_journal
+    calls = 60
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "warm-up")
+        before = redis_round_trips(server)
+        ids = [quote(c, f"one-{i}") for i in range(calls)]
+        during = redis_round_trips(server) - before - 1  # less the probe's own
+        assert [quote(c, f"one-{i}") for i in range(calls)] == ids
+    print(f"{during} Redis round trips for {calls} keyed calls at concurrency 1")
+    assert during <= calls * 1.25, during
+    other = fxpay.RedisJournal(server.url, prefix="one:")
+    deadline = time.monotonic() + 10
+    while [getattr(other.get(f"one-{i}"), "state", None) for i in range(calls)] != ["done"] * calls:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+REDIS_KILLED = textwrap.dedent(
+    """
+    import sys, time
+    import fxpay, fxpay._later
+    fxpay._later.RESULT_DELAY = 3600.0  # no round trip carries the result before the kill
+    url, base, cid, secret = sys.argv[1:5]
+    c = fxpay.Client(cid, secret, base_url=base, journal=fxpay.RedisJournal(url, prefix="one:"))
+    q = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key="killed")
+    print(q, flush=True)
+    if sys.argv[5] == "kill":
+        time.sleep(3600)
+    """
+)
+
+
+def test_a_redis_result_killed_before_its_round_trip_stays_pending_and_one_that_exits_is_written(
+    fxpay_sandbox: Any, redis_journal: tuple[RedisServer, fxpay.RedisJournal], tmp_path: Path
+) -> None:
+    server, journal = redis_journal
+    script = tmp_path / "killed.py"
+    script.write_text(REDIS_KILLED)
+    args = [server.url, fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret]
+    p = subprocess.Popen([sys.executable, str(script), *args, "kill"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        made = p.stdout.readline().strip()
+        assert made, p.stderr.read() if p.stderr else ""
+        entry = journal.get("killed")
+        assert entry is not None
+        assert entry.state == "pending"
+        os.kill(p.pid, signal.SIGKILL)
+    finally:
+        p.kill()
+        p.wait(30)
+    sent = requests_to(fxpay_sandbox, QUOTES)
+    # Its holder's lease has not lapsed: in progress, nothing sent (then unknown, never lost).
+    with fxpay_sandbox.client(journal=journal) as c, pytest.raises(fxpay.InProgressError):
+        quote(c, "killed")
+    assert requests_to(fxpay_sandbox, QUOTES) == sent
+    entry = journal.get("killed")
+    assert entry is not None
+    assert entry.state == "pending"
+    # A process that exits normally writes what waits.
+    script2 = tmp_path / "exits.py"
+    script2.write_text(REDIS_KILLED.replace('idempotency_key="killed"', 'idempotency_key="exits"'))
+    out = subprocess.run([sys.executable, str(script2), *args, "exit"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    exited = journal.get("exits")
+    assert exited is not None
+    assert (exited.state, exited.result) == ("done", out.stdout.strip())
+
+
+# -- PostgreSQL: the results waiting are written in one statement ------------------------------
+
+
+def wal_syncs(server: PostgresServer) -> int:
+    psycopg = need("psycopg")
+    with psycopg.connect(server.conninfo, autocommit=True) as conn:
+        time.sleep(0.2)  # the ended sessions' statistics reach the server's
+        row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def test_postgres_flushes_its_wal_about_once_per_keyed_call(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    """``pg_stat_wal.wal_sync``: the server's own count of WAL flushes to disk."""
+    journal = fxpay.PostgresJournal(postgres_server.conninfo, table=table_name())
+    journal.create()
+    calls = 60
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "warm-up")
+        # A server process counts its flushes into pg_stat_wal when its session ends (or
+        # at most once a second): the journal's sessions are ended before each reading.
+        journal.close()
+        before = wal_syncs(postgres_server)
+        ids = [quote(c, f"one-{i}") for i in range(calls)]
+        assert [quote(c, f"one-{i}") for i in range(calls)] == ids
+        held = journal.get("one-0")
+        assert held is not None
+        assert held.state == "done"
+        journal.close()  # writes the last results, and ends the sessions
+        during = wal_syncs(postgres_server) - before
+    print(f"{during} WAL flushes for {calls} keyed calls at concurrency 1 (and {calls} replays)")
+    assert during <= calls * 1.25, during
+    other = fxpay.PostgresJournal(postgres_server.conninfo, table=journal.table)
+    assert [getattr(other.get(f"one-{i}"), "result", None) for i in range(calls)] == ids
