@@ -55,6 +55,10 @@ class _Later:
         # written wait in `flying` (still read from here) until they land.
         self.results: dict[str, tuple[str, JournalEntry, str]] = {}
         self.flying: dict[str, tuple[str, JournalEntry, str]] = {}
+        # A forked child's: the results its parent held when it forked. The parent writes
+        # them; the child only reads them (its replay of such a key returns the result
+        # instead of finding its parent's claim in flight).
+        self.inherited: dict[str, JournalEntry] = {}
 
     @classmethod
     def of(cls, path: str) -> _Later:
@@ -66,7 +70,16 @@ class _Later:
 
     @classmethod
     def after_fork_in_child(cls) -> None:
-        cls.by_path = {}
+        # Only this thread runs in the child: the parent's dicts are read without their locks.
+        by_path = {}
+        for path, parent in cls.by_path.items():
+            child = by_path[path] = _Later()
+            child.inherited = {
+                **parent.inherited,
+                **{k: v[1] for k, v in parent.flying.items()},
+                **{k: v[1] for k, v in parent.results.items()},
+            }
+        cls.by_path = by_path
         cls.made = threading.Lock()
         cls.due = threading.Condition()
         cls.waiting = []
@@ -79,6 +92,20 @@ class _Later:
         with self.lock:
             got = self.results.get(key) or self.flying.get(key)
         return None if got is None else got[1]
+
+    def news(self, stored: JournalEntry | None) -> JournalEntry | None:
+        """What the key reads, given what the store holds: a result of this process still on
+        its way there; in a forked child, its parent's result for the parent's claim that the
+        store still holds ``pending``; else ``stored``."""
+        if stored is None:
+            return None
+        mine = self.get(stored.key)
+        if mine is not None:
+            return mine
+        parents = self.inherited.get(stored.key) if self.inherited else None
+        if parents is not None and stored.state == "pending" and _same_claim(stored, parents):
+            return parents
+        return stored
 
     def entries(self) -> list[JournalEntry]:
         with self.lock:
@@ -142,6 +169,11 @@ class _Later:
                 journals, cls.waiting = cls.waiting, []
             for j in dict.fromkeys(journals):  # each once, held until written
                 j._flush_results()
+
+
+def _same_claim(a: JournalEntry, b: JournalEntry) -> bool:
+    """Whether two entries of a key are one claim (its holder, its start, its request)."""
+    return (a.holder, a.created_at, a.fingerprint) == (b.holder, b.created_at, b.fingerprint)
 
 
 #: How long a keyed call's result may wait for a claim's group commit before the flusher

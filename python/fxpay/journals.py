@@ -838,15 +838,12 @@ class SqliteJournal(JournalBase):
         if waiting is not None:
             return waiting
         _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (key,))
-        return JournalEntry.from_json(rows[0][0]) if rows else None
+        return self._later.news(JournalEntry.from_json(rows[0][0]) if rows else None)
 
     @_fails_closed("claim")
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         e = _check_entry(entry)
         self._check_file()
-        waiting = self._later.get(e.key)
-        if waiting is not None:
-            return waiting
         for _ in range(16):
             n = self._write(
                 "INSERT INTO fxpay_journal (key, state, result, data) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
@@ -856,7 +853,8 @@ class SqliteJournal(JournalBase):
                 return None
             _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (e.key,))
             if rows:
-                return JournalEntry.from_json(rows[0][0])
+                # A result of this process still on its way to the file is the key's news.
+                return self._later.news(JournalEntry.from_json(rows[0][0]))
         raise JournalError(f"the entry of key {e.key!r} kept vanishing while it was claimed")
 
     @_fails_closed("swap")
@@ -1239,7 +1237,7 @@ class RedisJournal(JournalBase):
             return waiting
         k = self._k(key)
         self._identity()
-        return self._entry(self._r.get(k))
+        return self._later.news(self._entry(self._r.get(k)))
 
     @_fails_closed("entries")
     def entries(self, keys: Iterable[str]) -> dict[str, JournalEntry]:
@@ -1249,7 +1247,7 @@ class RedisJournal(JournalBase):
         for start in range(0, len(wanted), 1000):  # one MGET per 1,000 keys
             part = wanted[start : start + 1000]
             for key, raw in zip(part, self._r.mget([self._k(k) for k in part]), strict=True):
-                e = self._later.get(key) or self._entry(raw)
+                e = self._later.news(self._entry(raw))
                 if e is not None:
                     out[key] = e
         return out
@@ -1344,13 +1342,12 @@ class RedisJournal(JournalBase):
     @_fails_closed("claim")
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         e = _check_entry(entry)
-        waiting = self._later.get(e.key)
-        if waiting is not None:
-            return waiting
+        # The claim reaches Redis even when this process holds the key's result: the
+        # identity is checked with every claim (a FLUSHALL under a live process is caught).
         ident = self._identity()
         keys, args = [self._k(e.key), self._open, self._id_key], [e.to_json(), e.key, ident]
         if not self._later.results:
-            return self._entry(self._scripted(self._claim, keys, args))
+            return self._later.news(self._entry(self._scripted(self._claim, keys, args)))
         # The results waiting ride this claim's round trip (and Redis's one AOF write for it).
         results = self._later.taken()
 
@@ -1366,7 +1363,7 @@ class RedisJournal(JournalBase):
         claimed = replies.pop()
         self._results_answered(results, replies)
         if isinstance(claimed, _redis_errors().NoScriptError):
-            return self._entry(self._scripted(self._claim, keys, args))  # loads it, and claims
+            return self._later.news(self._entry(self._scripted(self._claim, keys, args)))  # loads it, and claims
         if isinstance(claimed, Exception):
             import redis
 
@@ -1374,8 +1371,7 @@ class RedisJournal(JournalBase):
             if refused is not None:
                 raise refused
             raise claimed
-        return self._entry(claimed)
-
+        return self._later.news(self._entry(claimed))
     @_fails_closed("swap")
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
         o, n = _check_entry(old, "old"), _check_entry(new, "new")

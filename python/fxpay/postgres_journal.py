@@ -500,7 +500,7 @@ class PostgresJournal(JournalBase):
             return waiting
         st = self._open("get")
         _, rows = self._run("get", (st.get, (key,)))
-        return JournalEntry.from_json(rows[0][0]) if rows else None
+        return self._later.news(JournalEntry.from_json(rows[0][0]) if rows else None)
 
     def entries(self, keys: Iterable[str]) -> dict[str, JournalEntry]:
         wanted = list(keys)
@@ -513,7 +513,7 @@ class PostgresJournal(JournalBase):
             _, rows = self._run("entries", (st.get_many, (wanted[start : start + 1000],)))
             for (data,) in rows:
                 e = JournalEntry.from_json(data)
-                out[e.key] = self._later.get(e.key) or e
+                out[e.key] = self._later.news(e) or e
         return out
 
     def _still_here(self, what: str) -> _Statements:
@@ -529,9 +529,8 @@ class PostgresJournal(JournalBase):
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         if not isinstance(entry, JournalEntry):
             raise TypeError(f"entry must be a fxpay.JournalEntry, not {type(entry).__name__}")
-        waiting = self._later.get(entry.key)
-        if waiting is not None:
-            return waiting
+        # The claim reaches the table even when this process holds the key's result: the
+        # identity is checked with every claim (a TRUNCATE under a live process is caught).
         st = self._open("claim")
         claim_args = (entry.key, entry.state, entry.result, entry.to_json(), IDENTITY_KEY, st.ident)
         if self._later.results and self._claim_riding(st, claim_args):
@@ -549,7 +548,8 @@ class PostgresJournal(JournalBase):
             if stored != st.ident:
                 raise self._refusal(st, stored)
             if entry.key in found:
-                return JournalEntry.from_json(found[entry.key])
+                # A result of this process still on its way to the table is the key's news.
+                return self._later.news(JournalEntry.from_json(found[entry.key]))
         raise JournalError(f"the entry of key {entry.key!r} kept vanishing while it was claimed")
 
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:

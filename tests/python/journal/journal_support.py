@@ -142,3 +142,18 @@ def deal_args(c: fxpay.Client, beneficiary_id: str | None = None, *, amount: str
             fxpay.DealBeneficiary(beneficiary_id=beneficiary_id, amount=q.sell_amount, pay_reason="invoice", pay_reference="INV-1")
         ],
     }
+
+
+def read_until(read: Any, want: Any, *, meanwhile: Any, timeout: float = 10.0) -> None:
+    """Reads ``read()`` until it gives ``want``; until then it may give ``meanwhile`` only.
+    A keyed call's result rides the journal's next commit (one durable write per call, issue
+    56): another session reads the claim (``pending``, no result) for a few milliseconds
+    after the call returned, then the result; never anything else."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = read()
+        if got == want:
+            return
+        assert got == meanwhile, f"read {got!r}: neither {want!r} nor, meanwhile, {meanwhile!r}"
+        assert time.monotonic() < deadline, f"still {got!r} after {timeout} s, not {want!r}"
+        time.sleep(0.01)

@@ -83,10 +83,14 @@ def test_a_keyed_call_at_a_time_writes_the_journal_once(fxpay_sandbox: Any, tmp_
     assert out.stdout.split() == ["done"] * calls, out.stdout
 
 
-def test_a_result_waiting_for_its_commit_is_replayed_by_its_process(fxpay_sandbox: Any, tmp_path: Path) -> None:
+def test_a_result_waiting_for_its_commit_is_read_here_but_a_replay_still_claims_on_disk(
+    fxpay_sandbox: Any, tmp_path: Path
+) -> None:
     """Another process holds the file's write lock from the moment the call's claim is on
-    disk: the result cannot be committed, yet this process replays it at once, and reads it
-    done; once the lock goes, the result reaches the file."""
+    disk: the result cannot be committed, yet this process reads it ``done`` (``get``). A
+    replay of the key still claims on the file (the journal checks the file is still itself
+    with every claim), so while the lock is held it fails closed, nothing sent; once the
+    lock goes, the result reaches the file and the replay returns it, nothing sent."""
     import sqlite3
     import threading
 
@@ -95,7 +99,7 @@ def test_a_result_waiting_for_its_commit_is_replayed_by_its_process(fxpay_sandbo
     with fxpay_sandbox.client(journal=journal) as c:
         quote(c, "warm-up")
         fxpay_sandbox.delay_next(QUOTES, 1.0)
-        got: list[str] = []
+        got: list[Any] = []
         call = threading.Thread(target=lambda: got.append(quote(c, "held")))
         call.start()
         locker = sqlite3.connect(path, isolation_level=None, timeout=10)
@@ -108,24 +112,22 @@ def test_a_result_waiting_for_its_commit_is_replayed_by_its_process(fxpay_sandbo
             call.join(30)
             assert got, "the call did not end"
             sent = requests_to(fxpay_sandbox, QUOTES)
-            assert quote(c, "held") == got[0]  # replayed from where it waits
-            assert requests_to(fxpay_sandbox, QUOTES) == sent
             held = journal.get("held")
             assert held is not None
-            assert (held.state, held.result) == ("done", got[0])
+            assert (held.state, held.result) == ("done", got[0])  # read from where it waits
+            with pytest.raises(fxpay.JournalError):
+                quote(c, "held")  # the claim cannot reach the file: fails closed
+            assert requests_to(fxpay_sandbox, QUOTES) == sent
             stored = locker.execute("SELECT state FROM fxpay_journal WHERE key = 'held'").fetchall()
             assert stored == [("pending",)]  # not on disk yet
         finally:
             locker.execute("ROLLBACK")
             locker.close()
-        deadline = time.monotonic() + 20
-        while True:
-            out = subprocess.run([sys.executable, "-c", READ, str(path), "held"], capture_output=True, text=True, timeout=60)
-            assert out.returncode == 0, out.stderr
-            if out.stdout.split() == ["done", got[0]]:
-                break
-            assert time.monotonic() < deadline, out.stdout
-            time.sleep(0.1)
+        assert quote(c, "held") == got[0]  # replayed: the result rode this claim's commit
+        assert requests_to(fxpay_sandbox, QUOTES) == sent
+        out = subprocess.run([sys.executable, "-c", READ, str(path), "held"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["done", got[0]]
 
 
 SHOW = """

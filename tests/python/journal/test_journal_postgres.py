@@ -27,7 +27,7 @@ import pytest
 import fxpay
 
 from conftest import all_at_once, make_beneficiary, need
-from journal_support import deal_args, requests_to
+from journal_support import deal_args, read_until, requests_to
 from postgres_support import PostgresServer, make_postgres_journal, postgres_server, table_name
 
 __all__ = ["postgres_server"]  # a fixture, imported for the tests below
@@ -245,10 +245,14 @@ def test_the_callers_transaction_neither_holds_nor_undoes_a_claim(fxpay_sandbox:
         app.execute("CREATE TEMP TABLE orders (id int)")
         app.execute("INSERT INTO orders VALUES (1)")
         deal = c.create_deal(**args, idempotency_key="in-tx")
-        # Committed already: another session sees the key while the caller's transaction is open.
-        with psycopg.connect(postgres_server.conninfo) as third:
-            row = third.execute(f'SELECT state FROM "{journal.table}" WHERE key = %s', ("in-tx",)).fetchone()
-        assert row == ("done",)
+        # Committed already: another session sees the key (its claim, within moments its
+        # result) while the caller's transaction is open.
+        with psycopg.connect(postgres_server.conninfo, autocommit=True) as third:
+            read_until(
+                lambda: third.execute(f'SELECT state FROM "{journal.table}" WHERE key = %s', ("in-tx",)).fetchone(),
+                ("done",),
+                meanwhile=("pending",),
+            )
         app.rollback()
         app.close()
         assert journal.get("in-tx").result == deal.deal_id  # type: ignore[union-attr]
@@ -272,9 +276,8 @@ def test_a_connection_factory_in_a_transaction_is_used_in_autocommit(fxpay_sandb
         qid = c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="f")
     assert len(made) == 1
     assert made[0].autocommit
-    with psycopg.connect(postgres_server.conninfo) as other:
-        row = other.execute(f'SELECT result FROM "{table}" WHERE key = %s', ("f",)).fetchone()
-    assert row == (qid,)
+    with psycopg.connect(postgres_server.conninfo, autocommit=True) as other:
+        read_until(lambda: other.execute(f'SELECT result FROM "{table}" WHERE key = %s', ("f",)).fetchone(), (qid,), meanwhile=(None,))
 
 
 def test_many_threads_share_a_few_connections(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
@@ -447,8 +450,12 @@ def test_a_schema_qualified_table(fxpay_sandbox: Any, postgres_server: PostgresS
     journal.create_table()
     with fxpay_sandbox.client(journal=journal) as c:
         qid = c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="s")
-    with psycopg.connect(postgres_server.conninfo) as conn:
-        assert conn.execute(f'SELECT result FROM "{schema}"."Journal" WHERE state <> %s', ("journal",)).fetchall() == [(qid,)]
+    with psycopg.connect(postgres_server.conninfo, autocommit=True) as conn:
+        read_until(
+            lambda: conn.execute(f'SELECT result FROM "{schema}"."Journal" WHERE state <> %s', ("journal",)).fetchall(),
+            [(qid,)],
+            meanwhile=[(None,)],
+        )
 
 
 def test_a_server_with_synchronous_commit_off_gets_it_on_for_the_journal(postgres_server: PostgresServer) -> None:

@@ -11,7 +11,7 @@ import pytest
 import fxpay
 
 from conftest import make_beneficiary, need
-from journal_support import deal_args, requests_to
+from journal_support import deal_args, read_until, requests_to
 from postgres_support import PostgresServer, postgres_server, table_name
 
 __all__ = ["postgres_server"]  # a fixture, imported for the tests below
@@ -39,10 +39,16 @@ def test_a_claim_is_committed_whatever_the_session_around_the_call_does(fxpay_sa
             session.execute(sqlalchemy.text("CREATE TEMP TABLE orders (id int)"))
             session.execute(sqlalchemy.text("INSERT INTO orders VALUES (1)"))
             deal = c.create_deal(**args, idempotency_key="in-session")
-            # Another session of the engine sees the key while this one's transaction is open.
+            # Another session of the engine sees the key (its claim, within moments its
+            # result) while this one's transaction is open.
             with engine.connect() as other:
-                state = other.execute(sqlalchemy.text(f'SELECT state FROM "{journal.table}" WHERE key = :k'), {"k": "in-session"})
-                assert state.scalar_one() == "done"
+
+                def state() -> Any:
+                    return other.execute(
+                        sqlalchemy.text(f'SELECT state FROM "{journal.table}" WHERE key = :k'), {"k": "in-session"}
+                    ).scalar_one()
+
+                read_until(state, "done", meanwhile="pending")
             session.rollback()
         assert journal.get("in-session").result == deal.deal_id  # type: ignore[union-attr]
         assert c.create_deal(**args, idempotency_key="in-session") == deal
