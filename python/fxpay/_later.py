@@ -94,22 +94,45 @@ class _Later:
         return None if got is None else got[1]
 
     def news(self, stored: JournalEntry | None) -> JournalEntry | None:
-        """What the key reads, given what the store holds: a result of this process still on
-        its way there; in a forked child, its parent's result for the parent's claim that the
-        store still holds ``pending``; else ``stored``."""
-        if stored is None:
-            return None
+        """What the key reads, given what the store holds now: while the store still holds the
+        claim (``pending``, or ``unknown`` once its lease lapsed) that a result of this process
+        replaces, that result on its way; in a forked child, its parent's result for the
+        parent's claim the store holds ``pending``; else what the store holds (a notification
+        that settled the key first is newer than the call's own result)."""
+        if stored is None or stored.state not in ("pending", "unknown"):
+            return stored
         mine = self.get(stored.key)
-        if mine is not None:
+        if mine is not None and _same_claim(stored, mine):
             return mine
         parents = self.inherited.get(stored.key) if self.inherited else None
         if parents is not None and stored.state == "pending" and _same_claim(stored, parents):
             return parents
         return stored
 
+    @staticmethod
+    def written_otherwise(stored: JournalEntry | None, new: JournalEntry) -> bool:
+        """Whether a result that found its claim changed needs nothing more: the key is done
+        with the same result for the same claim (its spot deal's notification settled it
+        first, with the deal id)."""
+        return stored is not None and stored.state == "done" and stored.result == new.result and _same_claim(stored, new)
+
+    @staticmethod
+    def still_its_claim(stored: JournalEntry | None, new: JournalEntry) -> bool:
+        """Whether ``stored`` is still the claim that the result ``new`` settles (``pending``,
+        or ``unknown`` once its lease lapsed while the result waited): written over."""
+        return stored is not None and stored.state in ("pending", "unknown") and _same_claim(stored, new)
+
     def entries(self) -> list[JournalEntry]:
         with self.lock:
             return [v[1] for v in (*self.results.values(), *self.flying.values())]
+
+    @classmethod
+    def may_wait(cls, old: JournalEntry, new: JournalEntry) -> bool:
+        """Whether the swap of ``old`` for ``new`` may wait for the next commit: a call's own
+        result only (its ``pending`` claim made ``done``). A notification's settle (its
+        ``deal_id`` set) is written at once: its sender is answered only once it is on disk.
+        At exit, nothing waits."""
+        return new.state == "done" and old.state == "pending" and new.deal_id is None and not cls.exiting
 
     def defer(self, key: str, old: str, new: JournalEntry, text: str) -> bool:
         """Keeps ``new`` (replacing ``old``) for the next commit; False when a result of

@@ -765,13 +765,9 @@ class SqliteJournal(JournalBase):
                 continue
             _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (key,))
             stored = JournalEntry.from_json(rows[0][0]) if rows else None
-            if stored is not None and rows[0][0] == text:
+            if (stored is not None and rows[0][0] == text) or _Later.written_otherwise(stored, new):
                 continue
-            if (
-                stored is not None
-                and stored.state in ("pending", "unknown")
-                and (stored.holder, stored.created_at, stored.fingerprint) == (new.holder, new.created_at, new.fingerprint)
-            ):
+            if _Later.still_its_claim(stored, new):
                 n = self._write(
                     "UPDATE fxpay_journal SET state = ?, result = ?, data = ? WHERE key = ? AND data = ?",
                     (new.state, new.result, text, key, rows[0][0]),
@@ -834,10 +830,7 @@ class SqliteJournal(JournalBase):
 
     @_fails_closed("get")
     def get(self, key: str) -> JournalEntry | None:
-        waiting = self._later.get(_check_key(key))
-        if waiting is not None:
-            return waiting
-        _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (key,))
+        _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (_check_key(key),))
         return self._later.news(JournalEntry.from_json(rows[0][0]) if rows else None)
 
     @_fails_closed("claim")
@@ -864,7 +857,7 @@ class SqliteJournal(JournalBase):
             raise ValueError("old and new must have the same key")
         old_text, text = o.to_json(), n.to_json()
         # A call's result (its pending claim made done) rides the next group commit.
-        if n.state == "done" and o.state == "pending" and not _Later.exiting and self._later.defer(o.key, old_text, n, text):
+        if _Later.may_wait(o, n) and self._later.defer(o.key, old_text, n, text):
             _Later.wake(self)
             return True
         if self._later.get(o.key) is not None:
@@ -878,8 +871,10 @@ class SqliteJournal(JournalBase):
     @_fails_closed("find")
     def find(self, result: str) -> JournalEntry | None:
         for n in self._later.entries():
-            if n.result == result:
-                return n
+            if n.result == result:  # on its way: what the key reads (the store may be ahead)
+                got = self.get(n.key)
+                if got is not None and got.result == result:
+                    return got
         _, rows = self._run("SELECT data FROM fxpay_journal WHERE result = ? ORDER BY rowid LIMIT 1", (result,))
         return JournalEntry.from_json(rows[0][0]) if rows else None
 
@@ -887,7 +882,7 @@ class SqliteJournal(JournalBase):
     def candidates(self) -> list[JournalEntry]:
         _, rows = self._run("SELECT data FROM fxpay_journal WHERE state IN ('pending', 'unknown') ORDER BY rowid", ())
         entries = [JournalEntry.from_json(r[0]) for r in rows]
-        return [e for e in entries if self._later.get(e.key) is None]  # a result waits: done
+        return [e for e in entries if self._later.news(e) is e]  # a result on its way: done
 
     def close(self) -> None:
         """Writes the results waiting, then closes this process's connection (the journal
@@ -1232,10 +1227,7 @@ class RedisJournal(JournalBase):
 
     @_fails_closed("get")
     def get(self, key: str) -> JournalEntry | None:
-        waiting = self._later.get(_check_key(key))
-        if waiting is not None:
-            return waiting
-        k = self._k(key)
+        k = self._k(_check_key(key))
         self._identity()
         return self._later.news(self._entry(self._r.get(k)))
 
@@ -1294,13 +1286,9 @@ class RedisJournal(JournalBase):
                 continue
             raw = self._r.get(self._k(key))
             stored = self._entry(raw)
-            if stored is not None and _text(raw) == text:
+            if (stored is not None and _text(raw) == text) or _Later.written_otherwise(stored, new):
                 continue
-            if (
-                stored is not None
-                and stored.state in ("pending", "unknown")
-                and (stored.holder, stored.created_at, stored.fingerprint) == (new.holder, new.created_at, new.fingerprint)
-            ):
+            if _Later.still_its_claim(stored, new):
                 keys, args = self._swap_args(key, _text(raw), new, text, stored.result)
                 if self._scripted(self._swap, keys, args) == 1:
                     continue
@@ -1379,7 +1367,7 @@ class RedisJournal(JournalBase):
             raise ValueError("old and new must have the same key")
         old_text, text = o.to_json(), n.to_json()
         # A call's result (its pending claim made done) rides the next claim's round trip.
-        if n.state == "done" and o.state == "pending" and not _Later.exiting and self._later.defer(o.key, old_text, n, text):
+        if _Later.may_wait(o, n) and self._later.defer(o.key, old_text, n, text):
             _Later.wake(self)
             return True
         if self._later.get(o.key) is not None:
@@ -1390,8 +1378,10 @@ class RedisJournal(JournalBase):
     @_fails_closed("find")
     def find(self, result: str) -> JournalEntry | None:
         for n in self._later.entries():
-            if n.result == result:
-                return n
+            if n.result == result:  # on its way: what the key reads (the store may be ahead)
+                got = self.get(n.key)
+                if got is not None and got.result == result:
+                    return got
         self._identity()
         key = self._r.get(self.prefix + "r:" + result)
         if key is None:

@@ -495,9 +495,6 @@ class PostgresJournal(JournalBase):
     def get(self, key: str) -> JournalEntry | None:
         if not isinstance(key, str):
             raise TypeError(f"key must be a str, not {type(key).__name__}")
-        waiting = self._later.get(key)
-        if waiting is not None:
-            return waiting
         st = self._open("get")
         _, rows = self._run("get", (st.get, (key,)))
         return self._later.news(JournalEntry.from_json(rows[0][0]) if rows else None)
@@ -560,7 +557,7 @@ class PostgresJournal(JournalBase):
             raise InvalidRequestError("PostgresJournal.swap(): old and new must have the same key")
         old_text, text = old.to_json(), new.to_json()
         # A call's result (its pending claim made done) waits for the next commit.
-        if new.state == "done" and old.state == "pending" and not _Later.exiting and self._later.defer(old.key, old_text, new, text):
+        if _Later.may_wait(old, new) and self._later.defer(old.key, old_text, new, text):
             _Later.wake(self)
             return True
         if self._later.get(old.key) is not None:
@@ -620,13 +617,9 @@ class PostgresJournal(JournalBase):
     def _write_over(self, st: _Statements, key: str, new: JournalEntry, text: str) -> None:
         _, rows = self._run("swap", (st.get, (key,)))
         stored = JournalEntry.from_json(rows[0][0]) if rows else None
-        if stored is not None and rows[0][0] == text:
+        if (stored is not None and rows[0][0] == text) or _Later.written_otherwise(stored, new):
             return
-        if (
-            stored is not None
-            and stored.state in ("pending", "unknown")
-            and (stored.holder, stored.created_at, stored.fingerprint) == (new.holder, new.created_at, new.fingerprint)
-        ):
+        if _Later.still_its_claim(stored, new):
             n, _ = self._run("swap", (st.swap, (new.state, new.result, text, key, rows[0][0])))
             if n == 1:
                 return
@@ -644,8 +637,10 @@ class PostgresJournal(JournalBase):
         if not isinstance(result, str):
             raise TypeError(f"result must be a str, not {type(result).__name__}")
         for n in self._later.entries():
-            if n.result == result:
-                return n
+            if n.result == result:  # on its way: what the key reads (the store may be ahead)
+                got = self.get(n.key)
+                if got is not None and got.result == result:
+                    return got
         st = self._open("find")
         _, rows = self._run("find", (st.find, (result,)))
         return JournalEntry.from_json(rows[0][0]) if rows else None
@@ -654,7 +649,7 @@ class PostgresJournal(JournalBase):
         st = self._still_here("candidates")
         _, rows = self._run("candidates", (st.candidates, ()))
         entries = [JournalEntry.from_json(r[0]) for r in rows]
-        return [e for e in entries if self._later.get(e.key) is None]  # a result waits: done
+        return [e for e in entries if self._later.news(e) is e]  # a result on its way: done
 
     # -- administration ------------------------------------------------------------------
 

@@ -400,3 +400,58 @@ def test_postgres_flushes_its_wal_about_once_per_keyed_call(fxpay_sandbox: Any, 
     assert during <= calls * 1.25, during
     other = fxpay.PostgresJournal(postgres_server.conninfo, table=journal.table)
     assert [getattr(other.get(f"one-{i}"), "result", None) for i in range(calls)] == ids
+
+
+def test_a_notification_that_settles_the_key_before_the_calls_result_lands_wins(
+    fxpay_sandbox: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A spot deal's ``DealCreated`` settles its key (done, with the deal id) before the
+    call's own result (done, no deal id yet) is handed to the journal, as a receiver in
+    another process does when the notification outruns the answer: the result waits, yet the
+    key reads the notification's entry at once; the result, written later, finds the key
+    settled and leaves it as it is, with no error logged; a replay sends nothing."""
+    import json
+    import logging
+    import sqlite3
+
+    import fxpay._later as later
+    import webhook_support as tw
+    from journal_support import deal_args
+
+    monkeypatch.setattr(later, "RESULT_DELAY", 5.0)  # what may wait surely waits
+    path = tmp_path / "j.db"
+    receiver = fxpay.SqliteJournal(path)  # the receiver's, as another process would open it
+
+    class NotifiedFirst(fxpay.SqliteJournal):
+        """The call's journal: the notification is settled just before the call's result."""
+
+        def swap(self, old: fxpay.JournalEntry, new: fxpay.JournalEntry) -> bool:
+            if old.state == "pending" and new.state == "done" and new.operation == "create_spot_deal":
+                (deal,) = fxpay_sandbox.deals()
+                body = tw.dumps(tw.success(deal["processId"], dealId=deal["dealId"]))
+                fxpay.settle_deal_created(body, {"callback-nonce": json.loads(old.to_json())["nonce"]}, journal=receiver)
+                with sqlite3.connect(path) as raw:
+                    on_disk.append(raw.execute("SELECT state FROM fxpay_journal WHERE key = ?", (old.key,)).fetchall())
+            return super().swap(old, new)
+
+    on_disk: list[Any] = []  # what the file held once the notification was settled
+    journal = NotifiedFirst(path)
+    hook = "http://127.0.0.1:9/hook"  # the sandbox's own delivery goes nowhere: settled above
+    with fxpay_sandbox.client(journal=journal) as c:
+        args = deal_args(c)
+        with caplog.at_level(logging.ERROR):
+            spot = c.create_spot_deal(**args, callback_url=hook, idempotency_key="early")
+            assert on_disk == [[("done",)]]  # the notification's settle never waits
+            (deal,) = fxpay_sandbox.deals()
+            settled = ("done", spot.process_id, deal["dealId"])
+            for j in (journal, receiver):
+                e = j.get("early")
+                assert e is not None
+                assert (e.state, e.result, e.deal_id) == settled
+            journal.close()  # what waits is written now: it finds the key settled
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+        e = journal.get("early")
+        assert e is not None
+        assert (e.state, e.result, e.deal_id) == settled
+        assert c.create_spot_deal(**args, callback_url=hook, idempotency_key="early").process_id == spot.process_id
+        assert requests_to(fxpay_sandbox, "POST /v1/payments/deals/spot") == 1
