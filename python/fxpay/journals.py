@@ -1316,6 +1316,12 @@ class RedisJournal(JournalBase):
             time.sleep(RETRY_DELAY)
             _Later.wake(self)
 
+    def close(self) -> None:
+        """Writes the results of this process's keyed calls that wait for their commit (a
+        process about to end with ``os._exit``, which skips the exit's own writing). The
+        connections stay: the client's or the pool's own."""
+        self._flush_results()
+
     def _check_still_here(self) -> None:
         """For the readings people act on (``unknown()``, a payout's progress): the journal
         this process opened is still the one stored, so an emptied Redis never reads as a

@@ -252,6 +252,7 @@ def _fork_while_writing(journal: fxpay.Journal, sandbox: Any, *, forks: int = 8,
                 code = 1
                 try:
                     quote(c, f"child-{i}")
+                    journal.close()  # its result waits for a commit: os._exit skips exit's
                     code = 0
                 finally:
                     os._exit(code)
@@ -319,6 +320,7 @@ def test_a_child_forked_while_a_thread_holds_the_redis_pool_lock_does_not_hang(f
         code = 1
         try:
             quote(c, "child")
+            journal.close()  # its result waits for a commit: os._exit skips exit's
             code = 0
         finally:
             os._exit(code)
