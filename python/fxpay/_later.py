@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
 if TYPE_CHECKING:
     from ._fxpay import JournalEntry
@@ -117,7 +117,7 @@ class _Later:
         return stored is not None and stored.state == "done" and stored.result == new.result and _same_claim(stored, new)
 
     @staticmethod
-    def still_its_claim(stored: JournalEntry | None, new: JournalEntry) -> bool:
+    def still_its_claim(stored: JournalEntry | None, new: JournalEntry) -> TypeGuard[JournalEntry]:
         """Whether ``stored`` is still the claim that the result ``new`` settles (``pending``,
         or ``unknown`` once its lease lapsed while the result waited): written over."""
         return stored is not None and stored.state in ("pending", "unknown") and _same_claim(stored, new)

@@ -1366,6 +1366,7 @@ class RedisJournal(JournalBase):
                 raise refused
             raise claimed
         return self._later.news(self._entry(claimed))
+
     @_fails_closed("swap")
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
         o, n = _check_entry(old, "old"), _check_entry(new, "new")

@@ -83,9 +83,7 @@ def test_a_keyed_call_at_a_time_writes_the_journal_once(fxpay_sandbox: Any, tmp_
     assert out.stdout.split() == ["done"] * calls, out.stdout
 
 
-def test_a_result_waiting_for_its_commit_is_read_here_but_a_replay_still_claims_on_disk(
-    fxpay_sandbox: Any, tmp_path: Path
-) -> None:
+def test_a_result_waiting_for_its_commit_is_read_here_but_a_replay_still_claims_on_disk(fxpay_sandbox: Any, tmp_path: Path) -> None:
     """Another process holds the file's write lock from the moment the call's claim is on
     disk: the result cannot be committed, yet this process reads it ``done`` (``get``). A
     replay of the key still claims on the file (the journal checks the file is still itself
@@ -415,6 +413,7 @@ def test_a_notification_that_settles_the_key_before_the_calls_result_lands_wins(
     import sqlite3
 
     import fxpay._later as later
+
     import webhook_support as tw
     from journal_support import deal_args
 
