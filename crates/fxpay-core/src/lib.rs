@@ -83,7 +83,7 @@ pub use journal::payout::{
     Status as PayoutStatus,
 };
 pub use journal::settle::{issued as issued_spot, settle_spot, Settled};
-pub use journal::{drain as drain_journal, Entry, State as EntryState, Store};
+pub use journal::{drain as drain_journal, Entry, JournalStore, State as EntryState};
 pub use lost_answer::named_by_sender as lost_answer_named_by_sender;
 
 // Webhooks: the checks of a `DealCreated` callback.

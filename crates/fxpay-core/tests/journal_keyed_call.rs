@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use fxpay_core::{
     journaled_create_deal, resolve_entry, Beneficiary, Client, ClientConfig, DealBeneficiary,
-    DealRequest, EntryState as State, Error, IdempotencyKind, QuoteRequest, Store,
+    DealRequest, EntryState as State, Error, IdempotencyKind, JournalStore, QuoteRequest,
 };
 use fxpay_sandbox::{Sandbox, SandboxConfig};
 use memory_store::MemoryStore;
 use serde_json::json;
 
-async fn setup() -> (Sandbox, Client, Arc<dyn Store>) {
+async fn setup() -> (Sandbox, Client, Arc<dyn JournalStore>) {
     let sb = Sandbox::start(SandboxConfig::default())
         .await
         .expect("the sandbox starts");
