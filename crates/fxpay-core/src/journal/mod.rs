@@ -26,6 +26,4 @@ pub(crate) mod settle;
 pub(crate) mod store;
 pub(crate) mod undo;
 
-pub use background::drain;
-pub use entry::{Entry, State};
-pub use store::JournalStore;
+pub(crate) use entry::State;

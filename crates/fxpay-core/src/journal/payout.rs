@@ -46,17 +46,6 @@ pub enum Status {
     Refused,
 }
 
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Booked => "booked",
-            Status::Replayed => "replayed",
-            Status::Unknown => "unknown",
-            Status::Refused => "refused",
-        }
-    }
-}
-
 /// What a row gave: the ids it reached, and how it ended.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
