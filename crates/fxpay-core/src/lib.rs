@@ -12,7 +12,7 @@
 //! these re-exports (scripts/check_circles would see every file import lib.rs).
 #![deny(unreachable_pub, unnameable_types)]
 
-// The crate's own name, for the test files it shares with tests/ (tests/support/memory_store.rs).
+// The crate's own name, for the test files it shares with tests/ (tests/support/memory_journal_store.rs).
 #[cfg(test)]
 extern crate self as fxpay_core;
 

@@ -132,13 +132,13 @@ fn record_deal_id(
 #[cfg(test)]
 mod tests {
     use super::super::machine;
-    use super::super::store::memory::MemoryStore;
+    use super::super::store::memory::MemoryJournalStore;
     use super::super::store::JournalStore;
     use super::{adopt_early, complete_spot};
 
     #[test]
     fn a_deal_created_that_overtakes_its_spot_deal_is_kept_until_the_entry_is_there() {
-        let store = MemoryStore::default();
+        let store = MemoryJournalStore::default();
         // The notification first: no entry holds its process id yet, so a note is left.
         assert!(complete_spot(&store, "pid-1", "deal-1")
             .expect("complete")

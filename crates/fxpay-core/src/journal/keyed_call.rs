@@ -297,7 +297,7 @@ impl Drop for Hold {
 mod tests {
     use super::super::entry::State;
     use super::super::machine::{LEASE_MS, RENEW_EVERY_MS};
-    use super::super::store::memory::MemoryStore;
+    use super::super::store::memory::MemoryJournalStore;
     use super::super::store::JournalStore;
     use super::{keyed_call, KeyedRequest};
     use crate::error::Error;
@@ -309,7 +309,7 @@ mod tests {
     /// order of their timers.
     #[tokio::test(start_paused = true)]
     async fn a_call_longer_than_its_lease_keeps_renewing_it() {
-        let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::default());
+        let store: Arc<dyn JournalStore> = Arc::new(MemoryJournalStore::default());
         let keyed = KeyedRequest {
             key: "long".into(),
             operation: "create_beneficiary",

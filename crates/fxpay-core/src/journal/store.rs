@@ -39,5 +39,5 @@ where
 
 /// A store kept in memory, for the journal's unit tests: the one `tests/journal_keyed_call.rs` uses.
 #[cfg(test)]
-#[path = "../../tests/support/memory_store.rs"]
+#[path = "../../tests/support/memory_journal_store.rs"]
 pub(crate) mod memory;

@@ -7,9 +7,9 @@ use std::sync::Mutex;
 
 /// Entries by key, as their JSON text (as a real store keeps them).
 #[derive(Default)]
-pub(crate) struct MemoryStore(Mutex<HashMap<String, String>>);
+pub(crate) struct MemoryJournalStore(Mutex<HashMap<String, String>>);
 
-impl JournalStore for MemoryStore {
+impl JournalStore for MemoryJournalStore {
     fn get(&self, key: &str) -> Result<Option<Entry>> {
         let map = self.0.lock().expect("lock");
         Ok(map.get(key).map(|t| Entry::from_json(t).expect("valid")))
