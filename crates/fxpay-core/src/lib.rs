@@ -7,7 +7,9 @@
 //! it so: `unreachable_pub` fails the build on a `pub` item not exported here, and
 //! `unnameable_types` on a type that a public signature reaches but this file does not name.
 //! A few items are public for the core's own loopback tests only; each says so where it is
-//! defined (`Request`, `Transport::new`, `request_token`, `UserSession::new`, ...).
+//! defined (`Request`, `Transport::new`, `request_token`, `UserSession::new`, ...). The core
+//! declares at most 180 `pub` items (`scripts/check_front_door`, run by `just lint`); each item
+//! below is re-exported from the module that defines it (no module re-exports in between).
 //! Inside the crate, code names items by their module's path (`crate::journal::...`), not by
 //! these re-exports (scripts/check_circles would see every file import lib.rs).
 #![deny(unreachable_pub, unnameable_types)]
