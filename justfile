@@ -18,7 +18,7 @@ default:
 setup *args:
     bash scripts/setup "$@"
 
-# Every static check: Rust format, clippy, import circles, the free-threaded 3.14 compile, ruff (lint and format), import contracts, mypy (also at 3.10), stubtest, the generated model stubs, pyright.
+# Every static check: Rust format, clippy, import circles, the core's pub items, the free-threaded 3.14 compile, ruff (lint and format), import contracts, mypy (also at 3.10), stubtest, the generated model stubs, pyright.
 lint:
     @echo "== cargo fmt --check"
     cargo fmt --check
@@ -26,6 +26,8 @@ lint:
     cargo clippy --workspace --all-targets -- -D warnings
     @echo "== import circles between Rust files"
     python3 scripts/check_circles
+    @echo "== the core's front door: at most 180 pub items (scripts/check_front_door)"
+    python3 scripts/check_front_door
     @echo "== free-threaded CPython 3.14: the binding compiles (PYO3_CONFIG_FILE, Py_GIL_DISABLED, gil_used = false)"
     bash scripts/check_free_threaded
     @echo "== ruff"

@@ -57,7 +57,7 @@ impl Client {
 
     /// The pace this client keeps after 429s: its `RateLimit`'s (shared by every client given
     /// it), else its own (shared with its clones and `with_config` children).
-    pub fn pacing(&self) -> &crate::pacing::Pacing {
+    pub(crate) fn pacing(&self) -> &crate::pacing::Pacing {
         match &self.config().rate_limit {
             Some(rl) => &rl.pacing,
             None => &self.pacing,

@@ -79,14 +79,16 @@ impl Pacing {
         Self::default()
     }
 
-    /// The pace now, in requests per second (`None`: not paced).
-    pub fn rate(&self) -> Option<f64> {
+    /// The pace now, in requests per second (`None`: not paced); read by the tests.
+    #[cfg(test)]
+    pub(crate) fn rate(&self) -> Option<f64> {
         let r = f64::from_bits(self.rate.load(Ordering::Acquire));
         (r > 0.0).then_some(r)
     }
 
-    /// `(429s seen, times the pace was lowered)`.
-    pub fn counts(&self) -> (u64, u64) {
+    /// `(429s seen, times the pace was lowered)`; read by the tests.
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> (u64, u64) {
         (
             self.throttled.load(Ordering::Relaxed),
             self.lowerings.load(Ordering::Relaxed),
@@ -98,7 +100,7 @@ impl Pacing {
     /// a new pace applies at once to every request waiting, and the requests a slow pace held
     /// back never come as a burst. `false` (at once, nothing taken) when the turn would come
     /// after `end`.
-    pub async fn turn(&self, end: Option<Instant>) -> bool {
+    pub(crate) async fn turn(&self, end: Option<Instant>) -> bool {
         loop {
             let now = nanos(Instant::now());
             let hold = self.hold.load(Ordering::Acquire);
@@ -132,7 +134,7 @@ impl Pacing {
 
     /// Holds every request for `retry_after` (1 s without one, at most 60 s), stretched by a
     /// random 0 to 50 %.
-    pub fn hold_for(&self, retry_after: Option<Duration>) {
+    pub(crate) fn hold_for(&self, retry_after: Option<Duration>) {
         let wait = retry_after.unwrap_or(HOLD_DEFAULT).min(HOLD_MAX);
         let until = nanos(Instant::now() + wait.mul_f64(jitter()));
         self.hold.fetch_max(until, Ordering::AcqRel);
@@ -140,7 +142,7 @@ impl Pacing {
 
     /// An answer to a request sent at `sent`: a 429 lowers the pace (once per congestion),
     /// any other raises it.
-    pub fn answered(&self, status: u16, sent: Instant) {
+    pub(crate) fn answered(&self, status: u16, sent: Instant) {
         let now = nanos(Instant::now());
         if status != 429 {
             self.accept(now);

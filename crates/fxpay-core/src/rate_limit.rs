@@ -36,7 +36,7 @@ pub(crate) const SHARED_RETRY: Duration = Duration::from_secs(1);
 /// The most requests per second a rate limit may allow (more is no limit at all).
 pub(crate) const MAX_PER_SECOND: f64 = 1e9;
 /// The fewest requests per second a rate limit may allow (one every 1,000 s).
-pub const MIN_PER_SECOND: f64 = 0.001;
+pub(crate) const MIN_PER_SECOND: f64 = 0.001;
 
 /// Whether `per_second` is a rate: finite, at least [`MIN_PER_SECOND`] and at most
 /// [`MAX_PER_SECOND`]. A `ConfigurationError` naming `name` otherwise.

@@ -19,7 +19,7 @@ use crate::models::FieldError;
 use crate::runtime::fork::PerProcess;
 use bytes::Bytes;
 use http::header::{HeaderMap, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
-pub use http::header::{HeaderName, HeaderValue};
+pub(crate) use http::header::{HeaderName, HeaderValue};
 use http::{Method, Uri};
 use rustls::pki_types::CertificateDer;
 use std::time::{Duration, Instant};

@@ -70,9 +70,9 @@ impl Observer for Seen {
 
 /// A store in one process that takes no lock.
 #[derive(Default)]
-struct MemoryStore(Mutex<HashMap<String, Token>>);
+struct MemoryTokenStore(Mutex<HashMap<String, Token>>);
 
-impl TokenStore for MemoryStore {
+impl TokenStore for MemoryTokenStore {
     fn load<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Token>>> {
         Box::pin(async move { Ok(self.0.lock().ok().and_then(|m| m.get(key).cloned())) })
     }
@@ -161,9 +161,9 @@ async fn a_token_on_token_refused_is_offered_again_before_use() {
 
 /// A session holding an expired `t0` (refresh token `r0`) over a store holding `stored`,
 /// and a token endpoint that would answer `t1`.
-async fn shared(stored: Token) -> (UserSession, TokenServer, Arc<Offers>, Arc<MemoryStore>) {
+async fn shared(stored: Token) -> (UserSession, TokenServer, Arc<Offers>, Arc<MemoryTokenStore>) {
     let server = TokenServer::start(vec![(200, token_body("t1", Some("r1"), None))]).await;
-    let store = Arc::new(MemoryStore::default());
+    let store = Arc::new(MemoryTokenStore::default());
     store.save(KEY, &stored).await.expect("save");
     let offers = Arc::new(Offers::default());
     let session = UserSession::new(
@@ -191,7 +191,7 @@ async fn a_newer_token_in_the_shared_store_is_adopted_without_a_refresh() {
 async fn refreshed_with_its_own(
     session: UserSession,
     server: TokenServer,
-    store: Arc<MemoryStore>,
+    store: Arc<MemoryTokenStore>,
 ) {
     assert_eq!(name(&session.token(None).await.expect("t1")), "t1");
     assert_eq!(server.forms().len(), 1);

@@ -20,7 +20,9 @@ use super::bridge::guard;
 use super::bridge::ready;
 use super::convert::{int, opt_text, seconds};
 use super::errors::{closed_error, Failure, Fallible};
-use fxpay_core::{lost_answer_named_by_sender, Cassette, Client as Core, Error, Store, TokenStore};
+use fxpay_core::{
+    lost_answer_named_by_sender, Cassette, Client as Core, Error, JournalStore, TokenStore,
+};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -54,25 +56,26 @@ struct Open {
     core: Core,
     store: Option<Arc<dyn TokenStore>>,
     cassette: Option<Arc<Cassette>>,
-    journal: Option<Arc<dyn Store>>,
+    journal: Option<Arc<dyn JournalStore>>,
 }
 
-/// A creating call's idempotency key and the journal it is kept in.
-type Keyed = Option<(Arc<dyn Store>, String)>;
+/// A creating call's idempotency key and the journal it is kept in (None without a key).
+type KeyAndJournal = Option<(Arc<dyn JournalStore>, String)>;
 
-/// A creating call made once: with a key, through the journal (`journaled`: a repeat of the
-/// key is answered from it), else sent as it is (`direct`); `args` go to the one it makes.
-async fn once<'a, A, T, J, D>(
-    keyed: &'a Keyed,
+/// A creating call, journaled or direct: with a key, through the journal (`journaled`, the
+/// core's keyed call: a repeat of the key is answered from it), else sent as it is
+/// (`direct`); `args` go to the one it makes.
+async fn journaled_or_direct<'a, A, T, J, D>(
+    key_and_journal: &'a KeyAndJournal,
     args: A,
-    journaled: impl FnOnce(&'a Arc<dyn Store>, &'a str, A) -> J,
+    journaled: impl FnOnce(&'a Arc<dyn JournalStore>, &'a str, A) -> J,
     direct: impl FnOnce(A) -> D,
 ) -> Result<T, Error>
 where
     J: Future<Output = Result<(T, bool), Error>>,
     D: Future<Output = Result<T, Error>>,
 {
-    match keyed {
+    match key_and_journal {
         // An outcome made unknown by this call's own lost answer names the request it sent.
         Some((j, key)) => Ok(journaled(j, key, args)
             .await
@@ -85,7 +88,7 @@ where
 impl Client {
     /// The journal and key of a creating call given `idempotency_key` (None without one);
     /// a key on a client without a journal is a `ConfigurationError`.
-    fn keyed(&self, key: Option<&Bound<'_, PyAny>>) -> Fallible<Keyed> {
+    fn key_and_journal(&self, key: Option<&Bound<'_, PyAny>>) -> Fallible<KeyAndJournal> {
         let Some(key) = opt_text(key, "idempotency_key")? else {
             return Ok(None);
         };

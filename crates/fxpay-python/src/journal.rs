@@ -1,5 +1,5 @@
 //! The idempotency journal as Python sees it: a Python journal (`fxpay.SqliteJournal`,
-//! `RedisJournal`, `MemoryJournal` or a user's own) adapted to the core's `Store`.
+//! `RedisJournal`, `MemoryJournal` or a user's own) adapted to the core's `JournalStore`.
 //! `fxpay.JournalEntry` is in `journal/entry.rs`; the hand operations the Python journals
 //! share (resolve, unknown, complete a spot deal), which are the core's, in
 //! `journal/operations.rs` (which registers both with the module).
@@ -9,7 +9,7 @@ pub mod operations;
 use entry::JournalEntry;
 
 use super::convert::type_name;
-use fxpay_core::{Entry, Error, HolderCheck, LeaseOnly, LocalProcesses, Result, Store};
+use fxpay_core::{Entry, Error, HolderCheck, JournalStore, LeaseOnly, LocalProcesses, Result};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -25,7 +25,7 @@ pub struct PyJournal {
 
 impl PyJournal {
     /// `obj` if it has the journal methods; anything else is a `TypeError` naming `name`.
-    pub fn from_py(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Arc<dyn Store>> {
+    pub fn from_py(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Arc<dyn JournalStore>> {
         for m in ["get", "claim", "swap", "find"] {
             if !obj.hasattr(m)? {
                 return Err(PyTypeError::new_err(format!(
@@ -95,7 +95,7 @@ fn opt_entry(obj: &Bound<'_, PyAny>) -> PyResult<Option<Entry>> {
     }
 }
 
-impl Store for PyJournal {
+impl JournalStore for PyJournal {
     fn get(&self, key: &str) -> Result<Option<Entry>> {
         self.call("get", |py| PyTuple::new(py, [key]), opt_entry)
     }

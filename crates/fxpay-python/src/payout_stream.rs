@@ -10,7 +10,8 @@ use super::models::out::Out;
 use super::observe::observer;
 use super::payout_rows::{record_from_py, refused};
 use fxpay_core::{
-    check_journal_key as check_key, pay_row, Client as Core, Error, PayoutOutcome as Outcome, Store,
+    check_journal_key as check_key, pay_row, Client as Core, Error, JournalStore,
+    PayoutOutcome as Outcome,
 };
 use pyo3::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,7 +24,7 @@ use tokio::sync::{watch, Mutex};
 #[pyclass(module = "fxpay._fxpay", frozen)]
 pub struct PayoutStream {
     core: Core,
-    journal: Arc<dyn Store>,
+    journal: Arc<dyn JournalStore>,
     funding_source: String,
     done: UnboundedSender<(usize, Outcome)>,
     ended: Arc<Mutex<UnboundedReceiver<(usize, Outcome)>>>,
@@ -34,7 +35,7 @@ pub struct PayoutStream {
 }
 
 impl PayoutStream {
-    pub fn new(core: Core, journal: Arc<dyn Store>, funding_source: String) -> Self {
+    pub fn new(core: Core, journal: Arc<dyn JournalStore>, funding_source: String) -> Self {
         let (done, ended) = unbounded_channel();
         PayoutStream {
             core,

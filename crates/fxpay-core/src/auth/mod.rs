@@ -8,4 +8,4 @@ pub(crate) mod user_session;
 
 pub(crate) use store::TokenStore;
 pub(crate) use token_cache::TokenCache;
-pub use user_session::UserSession;
+pub(crate) use user_session::UserSession;

@@ -2,14 +2,14 @@
 //! complete a spot deal's entry when its `DealCreated` arrives.
 use super::entry::{now_ms, Entry, State};
 use super::machine;
-use super::store::Store;
+use super::store::JournalStore;
 use crate::error::{Error, Result};
 
 const TRIES: usize = 16;
 
 /// Settles `key`: `Some(id)` created as that id (later calls return it), `None` not created
 /// (the key is released). Only an unknown key, or a pending one whose holder is gone.
-pub fn resolve(store: &dyn Store, key: &str, result: Option<String>) -> Result<Entry> {
+pub fn resolve(store: &dyn JournalStore, key: &str, result: Option<String>) -> Result<Entry> {
     for _ in 0..TRIES {
         let Some(cur) = store.get(key)? else {
             return Err(Error::invalid(format!("the journal holds no key {key:?}")));
@@ -26,7 +26,7 @@ pub fn resolve(store: &dyn Store, key: &str, result: Option<String>) -> Result<E
 
 /// Of `candidates` (a store's pending and unknown entries), the unknown ones: a pending
 /// entry whose holder is gone is marked unknown here.
-pub fn unknown(store: &dyn Store, candidates: Vec<Entry>) -> Result<Vec<Entry>> {
+pub fn unknown(store: &dyn JournalStore, candidates: Vec<Entry>) -> Result<Vec<Entry>> {
     let mut out = Vec::new();
     for e in candidates {
         let now = now_ms();
@@ -65,7 +65,11 @@ fn early_key(process_id: &str) -> String {
 /// Records `deal_id` on the spot deal whose process id is `process_id`; the entry, or None
 /// when the journal holds no such spot deal yet (a note is left for `adopt_early`, which the
 /// spot deal's call runs once it has recorded its process id).
-pub fn complete_spot(store: &dyn Store, process_id: &str, deal_id: &str) -> Result<Option<Entry>> {
+pub fn complete_spot(
+    store: &dyn JournalStore,
+    process_id: &str,
+    deal_id: &str,
+) -> Result<Option<Entry>> {
     if let Some(e) = record_deal_id(store, process_id, deal_id)? {
         return Ok(Some(e));
     }
@@ -89,7 +93,7 @@ pub fn complete_spot(store: &dyn Store, process_id: &str, deal_id: &str) -> Resu
 }
 
 /// Takes a `DealCreated` that arrived before the spot deal `process_id` was recorded.
-pub(crate) fn adopt_early(store: &dyn Store, process_id: &str) -> Result<Option<Entry>> {
+pub(crate) fn adopt_early(store: &dyn JournalStore, process_id: &str) -> Result<Option<Entry>> {
     match store.get(&early_key(process_id))? {
         Some(note) => match note.deal_id {
             Some(deal_id) => record_deal_id(store, process_id, &deal_id),
@@ -99,7 +103,11 @@ pub(crate) fn adopt_early(store: &dyn Store, process_id: &str) -> Result<Option<
     }
 }
 
-fn record_deal_id(store: &dyn Store, process_id: &str, deal_id: &str) -> Result<Option<Entry>> {
+fn record_deal_id(
+    store: &dyn JournalStore,
+    process_id: &str,
+    deal_id: &str,
+) -> Result<Option<Entry>> {
     for _ in 0..TRIES {
         let Some(cur) = store.find(process_id)? else {
             return Ok(None);
@@ -124,13 +132,13 @@ fn record_deal_id(store: &dyn Store, process_id: &str, deal_id: &str) -> Result<
 #[cfg(test)]
 mod tests {
     use super::super::machine;
-    use super::super::store::memory::MemoryStore;
-    use super::super::store::Store;
+    use super::super::store::memory::MemoryJournalStore;
+    use super::super::store::JournalStore;
     use super::{adopt_early, complete_spot};
 
     #[test]
     fn a_deal_created_that_overtakes_its_spot_deal_is_kept_until_the_entry_is_there() {
-        let store = MemoryStore::default();
+        let store = MemoryJournalStore::default();
         // The notification first: no entry holds its process id yet, so a note is left.
         assert!(complete_spot(&store, "pid-1", "deal-1")
             .expect("complete")

@@ -1,8 +1,8 @@
 //! The four creating calls under an idempotency key: each one's fingerprint, what is kept
 //! of its result, and how a replay rebuilds it.
 use super::entry::Entry;
-use super::once::{once, Keyed};
-use super::store::Store;
+use super::keyed_call::{keyed_call, KeyedRequest};
+use super::store::JournalStore;
 use crate::auth::authorize::random_token;
 use crate::client::{Client, WithRaw};
 use crate::error::{Error, Result};
@@ -46,9 +46,15 @@ fn result_of(e: &Entry) -> Result<String> {
 /// goes to (`base_url`, `client_id`) as well as the request: a journal shared by clients of
 /// two accounts (tenants, say) or two services (the sandbox and production) must never answer
 /// one's call with the other's result, sending nothing; the key is refused instead.
-fn keyed(c: &Client, key: &str, operation: &'static str, body: &[u8], extra: &[u8]) -> Keyed {
+fn keyed_request(
+    c: &Client,
+    key: &str,
+    operation: &'static str,
+    body: &[u8],
+    extra: &[u8],
+) -> KeyedRequest {
     let (service, account) = (&c.config().base_url, &c.config().client_id);
-    Keyed {
+    KeyedRequest {
         key: key.to_string(),
         operation,
         fingerprint: fingerprint(
@@ -73,15 +79,15 @@ pub fn check_key(key: &str) -> Result<()> {
 
 pub async fn create_quote(
     c: &Client,
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn JournalStore>,
     key: &str,
     req: &QuoteRequest,
     obs: Option<&dyn Observer>,
 ) -> Result<(WithRaw<String>, bool)> {
     check_key(key)?;
-    once(
+    keyed_call(
         store,
-        keyed(c, key, "create_quote", &wire(req)?, b""),
+        keyed_request(c, key, "create_quote", &wire(req)?, b""),
         |_| c.create_quote(req, obs),
         |(id, raw)| (id.clone(), Some(raw.to_string())),
         |e| {
@@ -94,16 +100,16 @@ pub async fn create_quote(
 
 pub async fn create_beneficiary(
     c: &Client,
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn JournalStore>,
     key: &str,
     b: &Beneficiary,
     obs: Option<&dyn Observer>,
 ) -> Result<(WithRaw<String>, bool)> {
     check_key(key)?;
     b.check()?;
-    once(
+    keyed_call(
         store,
-        keyed(c, key, "create_beneficiary", &wire(b)?, b""),
+        keyed_request(c, key, "create_beneficiary", &wire(b)?, b""),
         |_| c.create_beneficiary(b, obs),
         |(id, raw)| (id.clone(), Some(raw.to_string())),
         |e| {
@@ -116,7 +122,7 @@ pub async fn create_beneficiary(
 
 pub async fn create_deal(
     c: &Client,
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn JournalStore>,
     key: &str,
     req: DealRequest,
     obs: Option<&dyn Observer>,
@@ -124,9 +130,9 @@ pub async fn create_deal(
     check_key(key)?;
     req.check()?;
     let for_replay = req.clone();
-    once(
+    keyed_call(
         store,
-        keyed(c, key, "create_deal", &wire(&req)?, b""),
+        keyed_request(c, key, "create_deal", &wire(&req)?, b""),
         |_| c.create_deal(req, obs),
         |(deal, raw)| (deal.deal_id.clone(), Some(raw.to_string())),
         |e| {
@@ -140,7 +146,7 @@ pub async fn create_deal(
 
 pub async fn create_spot_deal(
     c: &Client,
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn JournalStore>,
     key: &str,
     req: DealRequest,
     callback_url: Option<String>,
@@ -156,11 +162,11 @@ pub async fn create_spot_deal(
         (_, n) => n,
     };
     let url = callback_url.clone().unwrap_or_default();
-    let mut k = keyed(c, key, "create_spot_deal", &wire(&req)?, url.as_bytes());
+    let mut k = keyed_request(c, key, "create_spot_deal", &wire(&req)?, url.as_bytes());
     k.nonce = nonce.clone();
     let index = nonce.clone();
     let sent_url = callback_url.clone();
-    let out = once(
+    let out = keyed_call(
         store,
         k,
         |claim| {

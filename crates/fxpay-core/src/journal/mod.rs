@@ -6,7 +6,8 @@
 //! - `machine`: the states and every transition (pure);
 //! - `holder`: who holds a claim, and whether it is gone;
 //! - `store`: what a storage must do (the binding adapts Python journals to it);
-//! - `once`: one call under a key; `calls`: the four creating calls;
+//! - `keyed_call`: one creating call under a key (claim, send, record), given the request as
+//!   the journal sees it (`KeyedRequest`); `calls`: the four creating calls;
 //! - `undo`: a claim the call gave up on (its deadline passed while the journal was slow)
 //!   is undone once the journal answers;
 //! - `admin`: resolve, list the unknown, complete a spot deal;
@@ -18,13 +19,11 @@ pub(crate) mod background;
 pub(crate) mod calls;
 pub(crate) mod entry;
 pub(crate) mod holder;
+pub(crate) mod keyed_call;
 pub(crate) mod machine;
-pub(crate) mod once;
 pub(crate) mod payout;
 pub(crate) mod settle;
 pub(crate) mod store;
 pub(crate) mod undo;
 
-pub use background::drain;
-pub use entry::{Entry, State};
-pub use store::Store;
+pub(crate) use entry::State;

@@ -4,7 +4,7 @@
 //! table run again resumes (booked rows replay, nothing is sent).
 use super::calls;
 use super::entry::State;
-use super::store::{blocking, Store};
+use super::store::{blocking, JournalStore};
 use crate::client::Client;
 use crate::deadline::scope;
 use crate::error::{Error, IdempotencyKind, Result};
@@ -46,17 +46,6 @@ pub enum Status {
     Refused,
 }
 
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Booked => "booked",
-            Status::Replayed => "replayed",
-            Status::Unknown => "unknown",
-            Status::Refused => "refused",
-        }
-    }
-}
-
 /// What a row gave: the ids it reached, and how it ended.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
@@ -80,7 +69,7 @@ pub(crate) const RATE_LIMITED_FOR: Duration = Duration::from_secs(600);
 /// turn would come past its own deadline ([`RATE_LIMITED_FOR`] after its first 429).
 pub async fn pay_row(
     c: &Client,
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn JournalStore>,
     row: Row,
     obs: Option<&dyn Observer>,
 ) -> Outcome {
@@ -149,7 +138,7 @@ async fn turn(paced: &Paced<'_>, end: Option<Instant>, what: &str) -> Result<()>
 /// already holds for that quote, read from the journal alone: a resumed table sends nothing
 /// for it (not even the quote's read).
 async fn already_booked(
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn JournalStore>,
     key: &str,
     quote_id: &str,
 ) -> Result<Option<Outcome>> {
@@ -184,7 +173,7 @@ async fn already_booked(
 
 async fn steps(
     c: &Client,
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn JournalStore>,
     row: Row,
     o: &mut Outcome,
     paced: &Paced<'_>,

@@ -6,7 +6,7 @@
 //! person, and a notification can never release or overwrite a booked deal.
 use super::entry::{now_ms, Entry, State};
 use super::machine::{self, ByEvent};
-use super::store::Store;
+use super::store::JournalStore;
 use crate::error::{Error, Result};
 use sha2::{Digest, Sha256};
 
@@ -25,7 +25,7 @@ fn nonce_key(nonce: &str) -> String {
 /// `DealCreated` and settle the key even when the deal's answer was lost. A nonce is issued
 /// to one claim: one already issued to another key, or to an earlier claim of this key, is an
 /// `InvalidRequest` (the claim is then released, and nothing is sent).
-pub(crate) fn index_nonce(store: &dyn Store, nonce: &str, claim: &Entry) -> Result<()> {
+pub(crate) fn index_nonce(store: &dyn JournalStore, nonce: &str, claim: &Entry) -> Result<()> {
     let index = Entry {
         state: State::Done,
         result: Some(claim.key.clone()),
@@ -69,7 +69,7 @@ fn same_claim(index: &Entry, claim: &Entry) -> bool {
 
 /// The spot deal entry whose callback nonce is `nonce`, if the journal issued it (the
 /// nonces compared in constant time).
-pub fn issued(store: &dyn Store, nonce: &str) -> Result<Option<Entry>> {
+pub fn issued(store: &dyn JournalStore, nonce: &str) -> Result<Option<Entry>> {
     if nonce.is_empty() {
         return Ok(None);
     }
@@ -115,7 +115,7 @@ pub struct Settled {
 /// [`machine::by_event`]): what it made of the entry, or None when the journal holds no spot
 /// deal under `key`.
 pub fn settle_spot(
-    store: &dyn Store,
+    store: &dyn JournalStore,
     key: &str,
     ok: bool,
     process_id: &str,

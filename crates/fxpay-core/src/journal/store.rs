@@ -9,7 +9,7 @@ use std::sync::Arc;
 /// A journal's storage. Calls block (a disk or network round trip); the core makes them
 /// off the runtime's workers. An error is `Error::Idempotency` of kind `Journal`: the call
 /// fails closed, nothing is sent.
-pub trait Store: Send + Sync {
+pub trait JournalStore: Send + Sync {
     /// The entry under `key`.
     fn get(&self, key: &str) -> Result<Option<Entry>>;
     /// Stores `entry` if nothing is stored under its key, atomically; returns `None` when
@@ -25,10 +25,10 @@ pub trait Store: Send + Sync {
 }
 
 /// Runs `f` on a store off the runtime's workers (a thread of the blocking pool).
-pub(crate) async fn blocking<T, F>(store: &Arc<dyn Store>, f: F) -> Result<T>
+pub(crate) async fn blocking<T, F>(store: &Arc<dyn JournalStore>, f: F) -> Result<T>
 where
     T: Send + 'static,
-    F: FnOnce(&dyn Store) -> Result<T> + Send + 'static,
+    F: FnOnce(&dyn JournalStore) -> Result<T> + Send + 'static,
 {
     let s = store.clone();
     match tokio::task::spawn_blocking(move || f(&*s)).await {
@@ -37,7 +37,7 @@ where
     }
 }
 
-/// A store kept in memory, for the journal's unit tests: the one `tests/journal_once.rs` uses.
+/// A store kept in memory, for the journal's unit tests: the one `tests/journal_keyed_call.rs` uses.
 #[cfg(test)]
-#[path = "../../tests/support/memory_store.rs"]
+#[path = "../../tests/support/memory_journal_store.rs"]
 pub(crate) mod memory;

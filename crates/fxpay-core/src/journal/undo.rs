@@ -12,7 +12,7 @@
 //! the key is another caller's and is left alone.
 use super::entry::{now_ms, Entry};
 use super::machine::{self, Settle};
-use super::store::{blocking, Store};
+use super::store::{blocking, JournalStore};
 use crate::error::Result;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -35,7 +35,7 @@ enum Stage {
 /// Marks the claim abandoned when the waiting future is dropped before it took the answer.
 struct Waiter {
     stage: Arc<Mutex<Stage>>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn JournalStore>,
     mine: Entry,
 }
 
@@ -61,14 +61,14 @@ impl Drop for Waiter {
 /// gave up (deadline or cancel) before taking the answer, or `op` failed, `mine` is undone
 /// once the journal answers.
 pub(crate) async fn guarded<T, F>(
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn JournalStore>,
     mine: &Entry,
     op: F,
     stored: fn(&T) -> bool,
 ) -> Result<T>
 where
     T: Send + 'static,
-    F: FnOnce(&dyn Store) -> Result<T> + Send + 'static,
+    F: FnOnce(&dyn JournalStore) -> Result<T> + Send + 'static,
 {
     let stage = Arc::new(Mutex::new(Stage::Waiting));
     let waiter = Waiter {
@@ -121,14 +121,14 @@ where
 }
 
 /// Undoes `mine` on a thread of its own, trying again (backing off) while the journal fails.
-fn spawn_undo(store: Arc<dyn Store>, mine: Entry) {
+fn spawn_undo(store: Arc<dyn JournalStore>, mine: Entry) {
     super::background::spawn("fxpay-journal-undo", move || {
         super::background::retry(|| undo(&*store, &mine));
     });
 }
 
 /// Leaves `mine`'s key absent or released, unless another caller's entry is there.
-pub(crate) fn undo(store: &dyn Store, mine: &Entry) -> Result<()> {
+pub(crate) fn undo(store: &dyn JournalStore, mine: &Entry) -> Result<()> {
     let released = machine::failed(
         mine,
         Settle::Released,

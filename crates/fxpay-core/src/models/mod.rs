@@ -11,14 +11,14 @@ pub(crate) mod field_error;
 pub(crate) mod quote;
 pub(crate) mod token;
 
-pub use account::VirtualAccount;
-pub use authorization::AuthorizationRequest;
-pub use beneficiary::{Address, BankDetails, Beneficiary};
-pub use deal::{Deal, DealBeneficiary, DealRequest, SpotDeal};
-pub use event::{is_uuid, DealCreated, EventStatus};
-pub use field_error::FieldError;
-pub use quote::{Freebies, Quote, QuoteRequest};
-pub use token::Token;
+pub(crate) use account::VirtualAccount;
+pub(crate) use authorization::AuthorizationRequest;
+pub(crate) use beneficiary::Beneficiary;
+pub(crate) use deal::{Deal, DealBeneficiary, DealRequest, SpotDeal};
+pub(crate) use event::{is_uuid, DealCreated, EventStatus};
+pub(crate) use field_error::FieldError;
+pub(crate) use quote::{Quote, QuoteRequest};
+pub(crate) use token::Token;
 
 // The nested models and the event's status may be the type of another model's field.
 impl model::FieldType for quote::Freebies {}

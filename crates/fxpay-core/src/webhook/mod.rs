@@ -29,7 +29,7 @@
 //! verifies the nonce, `schema.rs` checks the fields, `duplicates.rs` is the duplicate-key
 //! visitor, `tests.rs` holds the tests.
 mod duplicates;
-mod nonce;
+pub(crate) mod nonce;
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -38,7 +38,7 @@ use crate::error::{Error, Result};
 use crate::models::DealCreated;
 use serde_json::Value;
 
-pub use nonce::{verify_nonce, NONCE_HEADER};
+pub(crate) use nonce::{verify_nonce, NONCE_HEADER};
 
 /// The largest body accepted: 1 MiB.
 pub const MAX_BODY_BYTES: usize = 1_048_576;

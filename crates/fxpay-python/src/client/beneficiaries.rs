@@ -1,5 +1,5 @@
 //! The client's beneficiaries: `create_beneficiary` and its `_async` twin.
-use super::{once, Client};
+use super::{journaled_or_direct, Client};
 use crate::models::beneficiary_from_py;
 use crate::models::out::Out;
 use crate::twin::{self, Obs, Start};
@@ -20,11 +20,14 @@ impl Client {
     ) -> PyResult<impl Start> {
         let c = self.core()?.clone();
         let b = self::beneficiary(beneficiary)?;
-        let keyed = self.keyed(idempotency_key)?;
+        let key_and_journal = self.key_and_journal(idempotency_key)?;
         Ok(move |obs: Obs| async move {
             let obs = obs.as_deref();
             let journaled = |j, key, b| journaled_create_beneficiary(&c, j, key, b, obs);
-            let (id, _) = once(&keyed, &b, journaled, |b| c.create_beneficiary(b, obs)).await?;
+            let (id, _) = journaled_or_direct(&key_and_journal, &b, journaled, |b| {
+                c.create_beneficiary(b, obs)
+            })
+            .await?;
             Ok(Out::Str(id))
         })
     }

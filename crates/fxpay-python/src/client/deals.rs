@@ -1,6 +1,6 @@
 //! The client's deals: `create_deal` (booked at once) and `create_spot_deal` (its outcome a
 //! `DealCreated` notification), with their `_async` twins.
-use super::{once, Client};
+use super::{journaled_or_direct, Client};
 use crate::convert::{opt_text, text};
 use crate::errors::Fallible;
 use crate::models::deal_beneficiaries_from_py;
@@ -41,11 +41,14 @@ impl Client {
     ) -> PyResult<impl Start> {
         let c = self.core()?.clone();
         let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
-        let keyed = self.keyed(idempotency_key)?;
+        let key_and_journal = self.key_and_journal(idempotency_key)?;
         Ok(move |obs: Obs| async move {
             let obs = obs.as_deref();
             let journaled = |j, key, req| journaled_create_deal(&c, j, key, req, obs);
-            let deal = once(&keyed, req, journaled, |req| c.create_deal(req, obs)).await?;
+            let deal = journaled_or_direct(&key_and_journal, req, journaled, |req| {
+                c.create_deal(req, obs)
+            })
+            .await?;
             Ok(Out::Deal(Box::new(deal)))
         })
     }
@@ -65,14 +68,15 @@ impl Client {
         let c = self.core()?.clone();
         let req = deal_request(quote_id, funding_source, beneficiaries, channel)?;
         let callback = Self::spot_args(callback_url, callback_nonce)?;
-        let keyed = self.keyed(idempotency_key)?;
+        let key_and_journal = self.key_and_journal(idempotency_key)?;
         Ok(move |obs: Obs| async move {
             let obs = obs.as_deref();
             let journaled = |j, key, (req, (url, nonce))| {
                 journaled_create_spot_deal(&c, j, key, req, url, nonce, obs)
             };
             let direct = |(req, (url, nonce))| c.create_spot_deal(req, url, nonce, obs);
-            let spot = once(&keyed, (req, callback), journaled, direct).await?;
+            let spot =
+                journaled_or_direct(&key_and_journal, (req, callback), journaled, direct).await?;
             Ok(Out::Spot(Box::new(spot)))
         })
     }

@@ -1,5 +1,5 @@
 //! The client's quotes: `create_quote` and `get_quote`, with their `_async` twins.
-use super::{default, once, Client};
+use super::{default, journaled_or_direct, Client};
 use crate::convert::{amount_text, int, text};
 use crate::errors::Fallible;
 use crate::models::out::Out;
@@ -21,11 +21,14 @@ impl Client {
         let c = self.core()?.clone();
         let beneficiaries = beneficiaries.bind(py);
         let req = Self::quote_request(buy_currency, buy_amount, sell_currency, beneficiaries)?;
-        let keyed = self.keyed(idempotency_key)?;
+        let key_and_journal = self.key_and_journal(idempotency_key)?;
         Ok(move |obs: Obs| async move {
             let obs = obs.as_deref();
             let journaled = |j, key, req| journaled_create_quote(&c, j, key, req, obs);
-            let (id, _) = once(&keyed, &req, journaled, |req| c.create_quote(req, obs)).await?;
+            let (id, _) = journaled_or_direct(&key_and_journal, &req, journaled, |req| {
+                c.create_quote(req, obs)
+            })
+            .await?;
             Ok(Out::Str(id))
         })
     }

@@ -1,26 +1,26 @@
 //! The journal's state machine end to end, in plain Rust: the core's `Client` against the
 //! sandbox crate over loopback HTTP, with a store kept in memory.
-#[path = "support/memory_store.rs"]
-mod memory_store;
+#[path = "support/memory_journal_store.rs"]
+mod memory_journal_store;
 
 use std::sync::Arc;
 
 use fxpay_core::{
     journaled_create_deal, resolve_entry, Beneficiary, Client, ClientConfig, DealBeneficiary,
-    DealRequest, EntryState as State, Error, IdempotencyKind, QuoteRequest, Store,
+    DealRequest, EntryState as State, Error, IdempotencyKind, JournalStore, QuoteRequest,
 };
 use fxpay_sandbox::{Sandbox, SandboxConfig};
-use memory_store::MemoryStore;
+use memory_journal_store::MemoryJournalStore;
 use serde_json::json;
 
-async fn setup() -> (Sandbox, Client, Arc<dyn Store>) {
+async fn setup() -> (Sandbox, Client, Arc<dyn JournalStore>) {
     let sb = Sandbox::start(SandboxConfig::default())
         .await
         .expect("the sandbox starts");
     let config = ClientConfig::new(sb.client_id(), sb.client_secret(), &sb.base_url())
         .expect("a loopback base URL is accepted");
     let client = Client::new(config, None).expect("client");
-    (sb, client, Arc::new(MemoryStore::default()))
+    (sb, client, Arc::new(MemoryJournalStore::default()))
 }
 
 fn beneficiary() -> Beneficiary {

@@ -2,7 +2,7 @@
 //! record. A repeat replays, refuses or reports an unknown outcome, as `machine.rs` decides.
 use super::entry::{now_ms, Entry, State};
 use super::machine::{self, Found, Settle};
-use super::store::{blocking, Store};
+use super::store::{blocking, JournalStore};
 use super::undo::guarded;
 use crate::error::{Error, Result};
 use std::future::Future;
@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// A creating request as the journal sees it.
-pub(crate) struct Keyed {
+pub(crate) struct KeyedRequest {
     pub key: String,
     pub operation: &'static str,
     pub fingerprint: String,
@@ -27,9 +27,9 @@ const TRIES: usize = 16;
 ///
 /// `call` is given the claim it runs under. `record` gives what to keep of a result (its id and the answer's JSON text); `replay`
 /// rebuilds a result from a done entry.
-pub(crate) async fn once<T, F, Fut>(
-    store: &Arc<dyn Store>,
-    keyed: Keyed,
+pub(crate) async fn keyed_call<T, F, Fut>(
+    store: &Arc<dyn JournalStore>,
+    keyed: KeyedRequest,
     call: F,
     record: impl FnOnce(&T) -> (String, Option<String>),
     replay: impl FnOnce(&Entry) -> Result<T>,
@@ -101,7 +101,7 @@ enum Begun {
 }
 
 /// Claims `keyed.key`, or says what the entry already there means.
-async fn begin(store: &Arc<dyn Store>, keyed: &Keyed) -> Result<Begun> {
+async fn begin(store: &Arc<dyn JournalStore>, keyed: &KeyedRequest) -> Result<Begun> {
     let me = super::holder::me();
     for _ in 0..TRIES {
         let now = now_ms();
@@ -161,14 +161,14 @@ async fn begin(store: &Arc<dyn Store>, keyed: &Keyed) -> Result<Begun> {
 /// A claim this call holds. Dropped before it is settled (the call was cancelled, or its
 /// process interrupted), it marks the key unknown: the request may have been sent.
 struct Hold {
-    store: Arc<dyn Store>,
+    store: Arc<dyn JournalStore>,
     /// The entry as claimed.
     claimed: Box<Entry>,
     current: Arc<Mutex<Option<Entry>>>,
 }
 
 impl Hold {
-    fn new(store: Arc<dyn Store>, entry: Entry) -> Self {
+    fn new(store: Arc<dyn JournalStore>, entry: Entry) -> Self {
         Hold {
             store,
             claimed: Box::new(entry.clone()),
@@ -228,7 +228,11 @@ impl Hold {
 /// Records `to` over `cur` (the entry this holder last stored); the saved entry, or None
 /// when the key is now another's (or settled by what knows the outcome). An error: the
 /// journal failed, and nothing is known of the write.
-fn record(s: &dyn Store, mut cur: Entry, to: &dyn Fn(&Entry) -> Entry) -> Result<Option<Entry>> {
+fn record(
+    s: &dyn JournalStore,
+    mut cur: Entry,
+    to: &dyn Fn(&Entry) -> Entry,
+) -> Result<Option<Entry>> {
     for _ in 0..TRIES {
         let new = to(&cur);
         if s.swap(&cur, &new)? {
@@ -255,7 +259,7 @@ fn record(s: &dyn Store, mut cur: Entry, to: &dyn Fn(&Entry) -> Entry) -> Result
 
 /// Records `to` over `cur` on a thread of its own, trying again while the journal fails.
 fn record_later(
-    store: Arc<dyn Store>,
+    store: Arc<dyn JournalStore>,
     cur: Entry,
     to: Arc<dyn Fn(&Entry) -> Entry + Send + Sync + 'static>,
 ) {
@@ -293,9 +297,9 @@ impl Drop for Hold {
 mod tests {
     use super::super::entry::State;
     use super::super::machine::{LEASE_MS, RENEW_EVERY_MS};
-    use super::super::store::memory::MemoryStore;
-    use super::super::store::Store;
-    use super::{once, Keyed};
+    use super::super::store::memory::MemoryJournalStore;
+    use super::super::store::JournalStore;
+    use super::{keyed_call, KeyedRequest};
     use crate::error::Error;
     use std::sync::Arc;
 
@@ -305,8 +309,8 @@ mod tests {
     /// order of their timers.
     #[tokio::test(start_paused = true)]
     async fn a_call_longer_than_its_lease_keeps_renewing_it() {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
-        let keyed = Keyed {
+        let store: Arc<dyn JournalStore> = Arc::new(MemoryJournalStore::default());
+        let keyed = KeyedRequest {
             key: "long".into(),
             operation: "create_beneficiary",
             fingerprint: "f".into(),
@@ -331,7 +335,7 @@ mod tests {
             }
             Ok::<_, Error>(leases)
         };
-        let (leases, replayed) = once(
+        let (leases, replayed) = keyed_call(
             &store,
             keyed,
             call,

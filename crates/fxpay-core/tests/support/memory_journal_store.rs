@@ -1,15 +1,15 @@
-//! A journal store kept in memory: `tests/journal_once.rs` uses it, and so do the journal's
+//! A journal store kept in memory: `tests/journal_keyed_call.rs` uses it, and so do the journal's
 //! unit tests (`src/journal/store.rs` compiles this file as its test module `memory`, where
 //! `fxpay_core` names the crate itself), so it reaches the core by its front door only.
-use fxpay_core::{Entry, HolderCheck, LocalProcesses, Result, Store};
+use fxpay_core::{Entry, HolderCheck, JournalStore, LocalProcesses, Result};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// Entries by key, as their JSON text (as a real store keeps them).
 #[derive(Default)]
-pub(crate) struct MemoryStore(Mutex<HashMap<String, String>>);
+pub(crate) struct MemoryJournalStore(Mutex<HashMap<String, String>>);
 
-impl Store for MemoryStore {
+impl JournalStore for MemoryJournalStore {
     fn get(&self, key: &str) -> Result<Option<Entry>> {
         let map = self.0.lock().expect("lock");
         Ok(map.get(key).map(|t| Entry::from_json(t).expect("valid")))
