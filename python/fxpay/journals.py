@@ -42,7 +42,7 @@ from ._fxpay import (
 )
 from ._later import RETRY_DELAY, _Later
 from ._payouts import PayoutProgress
-from .errors import ConfigurationError, JournalError
+from .errors import ConfigurationError, InvalidRequestError, JournalError
 
 if TYPE_CHECKING:
     import sqlite3
@@ -348,7 +348,7 @@ class MemoryJournal(JournalBase):
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
         o, n = _check_entry(old, "old"), _check_entry(new, "new")
         if o.key != n.key:
-            raise ValueError("old and new must have the same key")
+            raise InvalidRequestError(f"{type(self).__name__}.swap(): old and new must have the same key")
         with self._lock:
             if self._entries.get(o.key) != o.to_json():
                 return False
@@ -854,7 +854,7 @@ class SqliteJournal(JournalBase):
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
         o, n = _check_entry(old, "old"), _check_entry(new, "new")
         if o.key != n.key:
-            raise ValueError("old and new must have the same key")
+            raise InvalidRequestError(f"{type(self).__name__}.swap(): old and new must have the same key")
         old_text, text = o.to_json(), n.to_json()
         # A call's result (its pending claim made done) rides the next group commit.
         if _Later.may_wait(o, n) and self._later.defer(o.key, old_text, n, text):
@@ -1371,7 +1371,7 @@ class RedisJournal(JournalBase):
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
         o, n = _check_entry(old, "old"), _check_entry(new, "new")
         if o.key != n.key:
-            raise ValueError("old and new must have the same key")
+            raise InvalidRequestError(f"{type(self).__name__}.swap(): old and new must have the same key")
         old_text, text = o.to_json(), n.to_json()
         # A call's result (its pending claim made done) rides the next claim's round trip.
         if _Later.may_wait(o, n) and self._later.defer(o.key, old_text, n, text):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 import threading
@@ -396,3 +397,39 @@ def test_sqlite_journal_is_private_and_durable(tmp_path: Path) -> None:
     conn.close()
     assert j._connection().execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     assert repr(j) == f"SqliteJournal({str(tmp_path / 'j.db')!r})"
+
+
+def test_a_swap_of_two_keys_is_one_error_in_every_journal(journal: fxpay.Journal) -> None:
+    """A swap whose old and new entries are of different keys is a wrong value: the same
+    ``fxpay.InvalidRequestError`` (a ``ValueError`` too) from every journal, and nothing
+    changes."""
+    assert journal.claim(_entry("a")) is None
+    assert journal.claim(_entry("b")) is None
+    a, b = journal.get("a"), journal.get("b")
+    assert a is not None
+    assert b is not None
+    with pytest.raises(fxpay.InvalidRequestError, match="same key"):
+        journal.swap(a, b)
+    assert (journal.get("a"), journal.get("b")) == (a, b)
+
+
+def _entry(key: str) -> fxpay.JournalEntry:
+    return fxpay.JournalEntry.from_json(
+        json.dumps(
+            {
+                "key": key,
+                "operation": "create_quote",
+                "state": "pending",
+                "result": None,
+                "deal_id": None,
+                "created_at": 1_700_000_000_000,
+                "updated_at": 1_700_000_000_000,
+                "error": None,
+                "holder": "another-host~boot/4242/tok",
+                "lease_until": 4_102_444_800_000,
+                "fingerprint": "00" * 32,
+                "response": None,
+                "nonce": None,
+            }
+        )
+    )
