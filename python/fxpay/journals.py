@@ -192,6 +192,31 @@ class JournalBase:
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
         raise NotImplementedError
 
+    def _waiting(self) -> _Later | None:
+        """The results of this process's keyed calls waiting for this journal's next commit
+        (a durable journal's; None: every write is at once)."""
+        return None
+
+    def _write_waiting(self) -> None:
+        """Writes the results waiting now (a durable journal's)."""
+
+    def _swap_ready(self, old: JournalEntry, new: JournalEntry) -> tuple[JournalEntry, JournalEntry, str, str] | None:
+        """What every swap starts with: the entries checked, and a call's own result left to
+        ride the next commit (None: done so). Else ``(old, new, old text, new text)`` for the
+        store to swap, once a result of the key still waiting is written first."""
+        o, n = _check_entry(old, "old"), _check_entry(new, "new")
+        if o.key != n.key:
+            raise InvalidRequestError(f"{type(self).__name__}.swap(): old and new must have the same key")
+        old_text, text = o.to_json(), n.to_json()
+        later = self._waiting()
+        if later is not None:
+            if _Later.may_wait(o, n) and later.defer(o.key, old_text, n, text):
+                _Later.wake(self)
+                return None
+            if later.get(o.key) is not None:
+                self._write_waiting()
+        return o, n, old_text, text
+
     def find(self, result: str) -> JournalEntry | None:
         raise NotImplementedError
 
@@ -346,9 +371,9 @@ class MemoryJournal(JournalBase):
         return JournalEntry.from_json(text)
 
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
-        o, n = _check_entry(old, "old"), _check_entry(new, "new")
-        if o.key != n.key:
-            raise InvalidRequestError(f"{type(self).__name__}.swap(): old and new must have the same key")
+        ready = self._swap_ready(old, new)
+        assert ready is not None  # nothing waits in memory
+        o, n, _, _ = ready
         with self._lock:
             if self._entries.get(o.key) != o.to_json():
                 return False
@@ -784,6 +809,12 @@ class SqliteJournal(JournalBase):
                 new.result,
             )
 
+    def _waiting(self) -> _Later:
+        return self._later
+
+    def _write_waiting(self) -> None:
+        self._write("", ())  # the group commit carries them
+
     def _flush_results(self) -> None:
         """Writes the results waiting now (the flusher's, and exit's, commit)."""
         if not self._later.results:
@@ -852,16 +883,10 @@ class SqliteJournal(JournalBase):
 
     @_fails_closed("swap")
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
-        o, n = _check_entry(old, "old"), _check_entry(new, "new")
-        if o.key != n.key:
-            raise InvalidRequestError(f"{type(self).__name__}.swap(): old and new must have the same key")
-        old_text, text = o.to_json(), n.to_json()
-        # A call's result (its pending claim made done) rides the next group commit.
-        if _Later.may_wait(o, n) and self._later.defer(o.key, old_text, n, text):
-            _Later.wake(self)
+        ready = self._swap_ready(old, new)  # a call's result rides the next group commit
+        if ready is None:
             return True
-        if self._later.get(o.key) is not None:
-            self._write("", ())  # what waits for this key is written first
+        o, n, old_text, text = ready
         count = self._write(
             "UPDATE fxpay_journal SET state = ?, result = ?, data = ? WHERE key = ? AND data = ?",
             (n.state, n.result, text, o.key, old_text),
@@ -1302,6 +1327,12 @@ class RedisJournal(JournalBase):
                 new.result,
             )
 
+    def _waiting(self) -> _Later:
+        return self._later
+
+    def _write_waiting(self) -> None:
+        self._flush_results()
+
     def _flush_results(self) -> None:
         """Writes the results waiting now in one round trip (the flusher's, and exit's)."""
         if not self._later.results:
@@ -1369,16 +1400,10 @@ class RedisJournal(JournalBase):
 
     @_fails_closed("swap")
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
-        o, n = _check_entry(old, "old"), _check_entry(new, "new")
-        if o.key != n.key:
-            raise InvalidRequestError(f"{type(self).__name__}.swap(): old and new must have the same key")
-        old_text, text = o.to_json(), n.to_json()
-        # A call's result (its pending claim made done) rides the next claim's round trip.
-        if _Later.may_wait(o, n) and self._later.defer(o.key, old_text, n, text):
-            _Later.wake(self)
+        ready = self._swap_ready(old, new)  # a call's result rides the next claim's round trip
+        if ready is None:
             return True
-        if self._later.get(o.key) is not None:
-            self._flush_results()  # what waits for this key is written first
+        o, n, old_text, text = ready
         keys, args = self._swap_args(o.key, old_text, n, text, o.result)
         return bool(self._scripted(self._swap, keys, args) == 1)
 

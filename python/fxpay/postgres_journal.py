@@ -28,7 +28,7 @@ from typing import Any
 
 from ._fxpay import JournalEntry
 from ._later import RETRY_DELAY, _Later
-from .errors import ConfigurationError, InvalidRequestError, JournalError
+from .errors import ConfigurationError, JournalError
 from .journals import JournalBase, logger
 
 __all__ = ["DEFAULT_TABLE", "IDENTITY_KEY", "PostgresJournal", "conninfo_of", "table_ddl"]
@@ -550,18 +550,10 @@ class PostgresJournal(JournalBase):
         raise JournalError(f"the entry of key {entry.key!r} kept vanishing while it was claimed")
 
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
-        for name, e in (("old", old), ("new", new)):
-            if not isinstance(e, JournalEntry):
-                raise TypeError(f"{name} must be a fxpay.JournalEntry, not {type(e).__name__}")
-        if old.key != new.key:
-            raise InvalidRequestError("PostgresJournal.swap(): old and new must have the same key")
-        old_text, text = old.to_json(), new.to_json()
-        # A call's result (its pending claim made done) waits for the next commit.
-        if _Later.may_wait(old, new) and self._later.defer(old.key, old_text, new, text):
-            _Later.wake(self)
+        ready = self._swap_ready(old, new)  # a call's result waits for the next commit
+        if ready is None:
             return True
-        if self._later.get(old.key) is not None:
-            self._flush_results()  # what waits for this key is written first
+        old, new, old_text, text = ready
         st = self._open("swap")
         n, _ = self._run("swap", (st.swap, (new.state, new.result, text, old.key, old_text)))
         return n == 1
@@ -588,6 +580,12 @@ class PostgresJournal(JournalBase):
             self._later.missed(left)
             _Later.wake(self)
         return bool(inserted)
+
+    def _waiting(self) -> _Later:
+        return self._later
+
+    def _write_waiting(self) -> None:
+        self._flush_results()
 
     def _flush_results(self) -> None:
         """Writes every result waiting in one statement (one commit, one WAL flush): the
