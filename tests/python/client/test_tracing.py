@@ -934,6 +934,36 @@ def test_spans_have_ended_when_the_call_returns(spans: InMemorySpanExporter, san
         assert [s.name for s in client_spans(spans)] == ["POST /v1/oauth/token", "POST /v1/payments/quotes"]
 
 
+def test_spans_end_on_the_callers_thread_or_the_loops(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:
+    """No runtime thread takes the GIL to end a span: an awaitable's spans end on its event
+    loop's thread, a blocking call's on the calling thread (issue 55: the observer of an
+    awaitable knows it is one)."""
+    ended_on: list[tuple[str, int]] = []
+
+    class Where(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            # (The token's request is shared by the calls that wait for it, and runs apart.)
+            if span.kind == SpanKind.CLIENT and "oauth" not in span.name:
+                ended_on.append((span.name, threading.get_ident()))
+
+    provider = trace.get_tracer_provider()
+    provider.add_span_processor(Where())  # type: ignore[attr-defined]
+
+    async def main() -> int:
+        async with sandbox.client() as c:
+            qid = await c.create_quote_async(buy_currency="AUD", buy_amount="100.00", sell_currency="USD")
+            await asyncio.gather(*(c.get_quote_async(qid) for _ in range(4)))
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    with sandbox.client() as c:
+        new_quote(c)
+    me = threading.get_ident()
+    assert len(ended_on) == 1 + 4 + 1, ended_on
+    assert {t for _, t in ended_on[:5]} == {loop_thread}, ended_on
+    assert {t for _, t in ended_on[5:]} == {me}, ended_on
+
+
 def test_the_provider_in_force_at_each_call_is_used(recorder: str) -> None:
     """fxpay keeps the tracer of the last provider it saw: a new provider (or a no-op one)
     takes effect from the next call."""
