@@ -76,6 +76,10 @@ def _w3c_parts(textmap: object) -> tuple[bool, Any]:
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     if type(textmap) is CompositePropagator:
+        # A private name of the API (issue 55): a composite's parts have no public accessor,
+        # and the default global propagator (tracecontext + baggage) is a composite. Read
+        # once per global propagator; without it every attempt asks ``inject`` (see
+        # CHANGELOG, issue 55, for the measured cost). Anything unexpected means "not W3C's".
         parts = getattr(textmap, "_propagators", None)
         if not isinstance(parts, (list, tuple)):
             return False, None
