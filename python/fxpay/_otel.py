@@ -78,8 +78,10 @@ def _w3c_parts(textmap: object) -> tuple[bool, Any]:
     if type(textmap) is CompositePropagator:
         # A private name of the API (issue 55): a composite's parts have no public accessor,
         # and the default global propagator (tracecontext + baggage) is a composite. Read
-        # once per global propagator; without it every attempt asks ``inject`` (see
-        # CHANGELOG, issue 55, for the measured cost). Anything unexpected means "not W3C's".
+        # once per global propagator; without it every attempt asks ``inject``: a traced
+        # blocking get_quote took 15,199 more instructions with a do-nothing tracer (97,597
+        # -> 112,796) and 28,856 more with the SDK (284,376 -> 313,232; release build,
+        # callgrind). Anything unexpected means "not W3C's" (``inject`` is asked).
         parts = getattr(textmap, "_propagators", None)
         if not isinstance(parts, (list, tuple)):
             return False, None
