@@ -1,14 +1,15 @@
 """OpenTelemetry spans for fxpay's calls (extra ``fxpay[otel]``: ``opentelemetry-api``).
 
-The Rust core (``fxpay._fxpay``, its ``trace`` module) makes the spans; this module holds
-the few pieces it asks Python for. Per call, while the caller holds the GIL (in the calling
-thread or task), the core finds whether a tracer provider is configured, asking
-:func:`tracer` once per provider (and :func:`_w3c_parts` once per global propagator), and
-captures the current context as the parent (:func:`call_trace` does all that in Python,
-for a provider that only the environment names). Per attempt the core starts a ``CLIENT``
-span with ``tracer.start_span`` (attributes built in Rust, as one dict), writes the W3C
+The binding (``crates/fxpay-python/src/observe/``) makes the spans; this module holds the
+few pieces it asks Python for. Per call, while the caller holds the GIL (in the calling
+thread or task), the binding asks ``trace.get_tracer_provider()`` whether a tracer provider
+is configured, asking :func:`tracer` once per provider (and :func:`_w3c_parts` once per
+global propagator), and captures ``context.get_current()`` as the parent (:func:`call_trace`
+is the same in Python). Per attempt the binding starts a ``CLIENT`` span with
+``tracer.start_span`` (attributes built in Rust, as one dict), writes the W3C
 ``traceparent`` (and ``tracestate``) itself from the span's context when the global
-propagator is W3C's (else it asks :func:`inject`), and ends the span with :func:`end`.
+propagator is W3C's (else it asks :func:`inject`), and ends the span itself
+(``set_attributes``, ``set_status`` for an error, ``end``).
 
 Attributes follow the HTTP semantic conventions and never carry a secret: the method, the
 route template, the host, the port, the status, the error's type and the resend count.
@@ -28,13 +29,11 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer
 
-__all__ = ["baggage_headers", "call_trace", "client_kind", "end", "inject", "receiving", "tracer"]
+__all__ = ["baggage_headers", "call_trace", "inject", "receiving", "tracer"]
 
 #: Set when a tracer provider may come from the environment even before anyone imports
 #: ``opentelemetry.trace``.
 _ENV_PROVIDER = bool(os.environ.get("OTEL_PYTHON_TRACER_PROVIDER"))
-
-_UNSET = object()
 
 #: The last provider seen and its tracer: getting a tracer is not free.
 _tracer_of: tuple[object, Tracer] | None = None
@@ -54,11 +53,6 @@ def tracer() -> Tracer | None:
     """fxpay's tracer, or ``None`` when no tracer provider is configured."""
     trace = _trace_module()
     if trace is None:
-        return None
-    # The global provider as the API keeps it: None until one is set. Reading it spares the
-    # common "API imported, no provider" case the environment look-up get_tracer_provider()
-    # makes on every call; any other value goes through the public function.
-    if getattr(trace, "_TRACER_PROVIDER", _UNSET) is None and not _ENV_PROVIDER:
         return None
     provider = trace.get_tracer_provider()
     if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
@@ -82,6 +76,12 @@ def _w3c_parts(textmap: object) -> tuple[bool, Any]:
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     if type(textmap) is CompositePropagator:
+        # A private name of the API (issue 55): a composite's parts have no public accessor,
+        # and the default global propagator (tracecontext + baggage) is a composite. Read
+        # once per global propagator; without it every attempt asks ``inject``: a traced
+        # blocking get_quote took 15,199 more instructions with a do-nothing tracer (97,597
+        # -> 112,796) and 28,856 more with the SDK (284,376 -> 313,232; release build,
+        # callgrind). Anything unexpected means "not W3C's" (``inject`` is asked).
         parts = getattr(textmap, "_propagators", None)
         if not isinstance(parts, (list, tuple)):
             return False, None
@@ -132,13 +132,6 @@ def call_trace() -> tuple[Tracer, Context, list[tuple[str, str]] | None] | None:
     return t, parent, _fixed_headers(parent)
 
 
-def client_kind() -> object:
-    """``SpanKind.CLIENT``, for the core."""
-    from opentelemetry.trace import SpanKind
-
-    return SpanKind.CLIENT
-
-
 def inject(span: Span, parent: Context) -> list[tuple[str, str]]:
     """The headers that carry ``span``, from the global propagator (when it is not W3C's only)."""
     from opentelemetry import propagate, trace
@@ -146,23 +139,6 @@ def inject(span: Span, parent: Context) -> list[tuple[str, str]]:
     carrier: dict[str, str] = {}
     propagate.inject(carrier, context=trace.set_span_in_context(span, parent))
     return list(carrier.items())
-
-
-def end(span: Span, status: int | None, error_type: str | None, end_time: int, request_id: str | None = None) -> None:
-    """Ends an attempt's span with its answer's status or its error, at ``end_time`` (ns since
-    the epoch, taken when the attempt ended: the core may end it a little later). The
-    answer's request id is ``http.response.header.x-request-id`` (a list of one string, as
-    the semantic conventions spell header attributes)."""
-    if status is not None:
-        span.set_attribute("http.response.status_code", status)
-    if request_id is not None:
-        span.set_attribute("http.response.header.x-request-id", [request_id])
-    if error_type is not None:
-        from opentelemetry.trace import Status, StatusCode
-
-        span.set_attribute("error.type", error_type)
-        span.set_status(Status(StatusCode.ERROR))
-    span.end(end_time=end_time)
 
 
 @contextmanager

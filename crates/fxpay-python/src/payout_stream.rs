@@ -7,7 +7,7 @@ use super::bridge::block;
 use super::bridge::call;
 use super::errors::Fallible;
 use super::models::out::Out;
-use super::observe::observer;
+use super::observe::{observer, Waited};
 use super::payout_rows::{record_from_py, refused};
 use fxpay_core::{
     check_journal_key as check_key, pay_row, Client as Core, Error, JournalStore,
@@ -110,7 +110,7 @@ impl PayoutStream {
         };
         let (c, journal, done) = (self.core.clone(), self.journal.clone(), self.done.clone());
         // The row's calls are traced under the caller's current span, as `pay_out`'s are.
-        let obs = observer(py);
+        let obs = observer(py, Waited::Blocking);
         let running = self.running.clone();
         running.fetch_add(1, Ordering::AcqRel);
         let mut abandoned = self.abandon.subscribe();

@@ -60,7 +60,7 @@ pub fn on_token_callback(cb: Py<PyAny>) -> OnToken {
     let cb = Arc::new(cb);
     Arc::new(move |t| {
         let (cb, t) = (cb.clone(), t.clone());
-        if fxpay_core::blocking_here() {
+        if crate::bridge::blocking::here() {
             return Box::pin(std::future::ready(call_on_token(&cb, &t)));
         }
         Box::pin(async move {

@@ -9,6 +9,7 @@ use super::bridge::block as block_now;
 use super::bridge::call as call_later;
 use super::bridge::CallFuture;
 use super::models::out::Out;
+use super::observe::{observer, Waited};
 use fxpay_core::{Error, Observer};
 use pyo3::prelude::*;
 use std::sync::Arc;
@@ -41,7 +42,8 @@ pub fn call(
     start: impl FnOnce(Obs) -> CallFuture + Send + 'static,
 ) -> PyResult<Py<PyAny>> {
     let raw = super::raw::take_armed();
-    call_later(py, name, move |obs| {
+    call_later(py, name, move |py| {
+        let obs = observer(py, Waited::Awaited);
         Box::pin(fxpay_core::raw_scope(
             raw,
             fxpay_core::deadline_scope(deadline, start(obs)),
@@ -76,7 +78,7 @@ pub fn blocking(
     deadline: Option<Duration>,
     call: impl Start,
 ) -> PyResult<Py<PyAny>> {
-    let obs = super::observe::observer(py);
+    let obs = observer(py, Waited::Blocking);
     block(py, deadline, call.start(obs))
 }
 

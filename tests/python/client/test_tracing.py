@@ -934,6 +934,36 @@ def test_spans_have_ended_when_the_call_returns(spans: InMemorySpanExporter, san
         assert [s.name for s in client_spans(spans)] == ["POST /v1/oauth/token", "POST /v1/payments/quotes"]
 
 
+def test_spans_end_on_the_callers_thread_or_the_loops(spans: InMemorySpanExporter, sandbox: Sandbox) -> None:
+    """No runtime thread takes the GIL to end a span: an awaitable's spans end on its event
+    loop's thread, a blocking call's on the calling thread (issue 55: the observer of an
+    awaitable knows it is one)."""
+    ended_on: list[tuple[str, int]] = []
+
+    class Where(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            # (The token's request is shared by the calls that wait for it, and runs apart.)
+            if span.kind == SpanKind.CLIENT and "oauth" not in span.name:
+                ended_on.append((span.name, threading.get_ident()))
+
+    provider = trace.get_tracer_provider()
+    provider.add_span_processor(Where())  # type: ignore[attr-defined]
+
+    async def main() -> int:
+        async with sandbox.client() as c:
+            qid = await c.create_quote_async(buy_currency="AUD", buy_amount="100.00", sell_currency="USD")
+            await asyncio.gather(*(c.get_quote_async(qid) for _ in range(4)))
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    with sandbox.client() as c:
+        new_quote(c)
+    me = threading.get_ident()
+    assert len(ended_on) == 1 + 4 + 1, ended_on
+    assert {t for _, t in ended_on[:5]} == {loop_thread}, ended_on
+    assert {t for _, t in ended_on[5:]} == {me}, ended_on
+
+
 def test_the_provider_in_force_at_each_call_is_used(recorder: str) -> None:
     """fxpay keeps the tracer of the last provider it saw: a new provider (or a no-op one)
     takes effect from the next call."""
@@ -1044,12 +1074,12 @@ def stub_spans() -> Iterator[list[Any]]:
         _reset_global_provider()
 
 
-def test_the_apis_own_objects_are_read_without_their_python_code(
-    stub_spans: list[Any], recorder: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # With the API's own context runtime, span context and Context, fxpay reads the current
-    # context, the span context's fields and the baggage key directly (bench/: a frame per
-    # Python function), and what it sends is what the API would give.
+def test_the_api_is_read_through_its_public_functions_only(stub_spans: list[Any], recorder: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # fxpay reads the current context, the global propagator, the baggage, a span context's
+    # fields and the trace state's size through the API's public functions and properties
+    # (issue 55: no private name of the API), once per call (the context, the propagator,
+    # the baggage) or per attempt (the span context, the trace state), and sends what the
+    # API gives.
     from opentelemetry import baggage, context
     from opentelemetry.trace import SpanContext
 
@@ -1064,14 +1094,12 @@ def test_the_apis_own_objects_are_read_without_their_python_code(
     for name in ("trace_id", "span_id", "trace_flags", "trace_state"):
         prop = getattr(SpanContext, name)
         monkeypatch.setattr(SpanContext, name, property(lambda s, p=prop, n=name: read.append(n) or p.fget(s)))
-    # The global propagator and the trace state's size too (no `get_global_textmap` or
-    # `TraceState.__len__` runs).
     called: list[str] = []
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         code = frame.f_code
         if event == "call" and code.co_name in ("get_global_textmap", "__len__") and "opentelemetry" in code.co_filename:
-            called.append(f"{code.co_filename}:{code.co_name}")
+            called.append(code.co_name)
 
     sys.setprofile(profile)
     try:
@@ -1080,7 +1108,10 @@ def test_the_apis_own_objects_are_read_without_their_python_code(
     finally:
         sys.setprofile(None)
         context.detach(token)
-    assert (get_current.calls, get_all.calls, read, called) == (0, 0, [], [])
+    # One call (the token's request and the quote's are its two attempts).
+    assert (get_current.calls, get_all.calls) == (1, 1)
+    assert read == ["trace_id", "span_id", "trace_flags", "trace_state"] * 2
+    assert called == ["get_global_textmap", "__len__", "__len__"]
     # Each attempt's parent is the context current at the call.
     assert [p.get(key) for p in stub_spans] == ["outer", "outer"]
     for _, _, headers in Recorder.seen:
@@ -1146,8 +1177,8 @@ def test_another_context_runtime_and_span_context_go_through_the_public_api(
 def test_an_api_without_the_runtime_context_name_still_traces(
     stub_spans: list[Any], recorder: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # fxpay reads `opentelemetry.context._RUNTIME_CONTEXT`, a private name: an API without it
-    # is asked through `get_current()`, and the calls are traced as before.
+    # fxpay reads no private name of the API (issue 55; it read `_RUNTIME_CONTEXT` before):
+    # an API without it is asked through `get_current()`, and the calls are traced as before.
     from opentelemetry import context
 
     key = context.create_key("test")

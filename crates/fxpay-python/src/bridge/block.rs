@@ -24,30 +24,39 @@ where
 
 /// Polls `fut` on this thread until it ends. A signal abandons it (dropped inside the
 /// runtime).
-fn wait(py: Python<'_>, mut fut: CallFuture) -> PyResult<Result<Out, Error>> {
+fn wait(py: Python<'_>, fut: CallFuture) -> PyResult<Result<Out, Error>> {
     let rt = fxpay_core::runtime();
+    // None once abandoned.
+    let mut fut = Some(fut);
     loop {
+        let Some(polled) = fut.as_mut() else {
+            return Err(to_pyerr(Error::Internal("the call was abandoned".into())));
+        };
         let waited = py.detach(|| {
-            let _here = fxpay_core::Blocking::enter();
+            let _here = super::blocking::enter();
             // On a runtime worker (a Python hook run there makes a blocking call), the worker
             // first hands its other work to another thread; elsewhere this only runs `f`.
             tokio::task::block_in_place(|| {
-                rt.block_on(async { tokio::time::timeout(SIGNAL_CHECK, &mut fut).await.ok() })
+                rt.block_on(async { tokio::time::timeout(SIGNAL_CHECK, polled).await.ok() })
             })
         });
-        // The spans of the attempts that ended meanwhile (their ends wait for the GIL).
-        crate::observe::spans::flush_ended(py);
-        let Some(result) = waited else {
-            if let Err(e) = py.check_signals() {
-                // Its sockets and timers are released where they were registered.
-                let _inside = rt.enter();
-                drop(fut);
-                crate::observe::logging::flush_deferred(py);
-                return Err(e);
-            }
-            continue;
+        let outcome = match waited {
+            Some(result) => Some(Ok(result)),
+            None => match py.check_signals() {
+                Err(e) => {
+                    // Its sockets and timers are released where they were registered.
+                    let _inside = rt.enter();
+                    drop(fut.take());
+                    Some(Err(e))
+                }
+                Ok(()) => None,
+            },
         };
-        crate::observe::logging::flush_deferred(py);
-        return Ok(result);
+        // What the attempts that ended meanwhile left for this thread (their spans' ends,
+        // the DEBUG lines of calls made from inside this one): they wait for the GIL.
+        crate::observe::flush(py);
+        if let Some(outcome) = outcome {
+            return outcome;
+        }
     }
 }

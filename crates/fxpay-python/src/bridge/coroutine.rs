@@ -2,21 +2,21 @@
 //! `await` take it like the coroutine of an `async def`.
 //!
 //! Nothing starts when the method is called (after its arguments are converted): on its
-//! first step, inside the awaiting task, the call learns its tracing observer (so its parent
-//! span is that task's), starts as a task of the shared runtime and yields a waiter
+//! first step, inside the awaiting task, the call is made (with the GIL: its tracing
+//! observer, made there, takes that task's span as its parent), starts as a task of the
+//! shared runtime and yields a waiter
 //! (`super::waiter`) that its loop's port resolves (`super::port`), as `await future` does.
 use super::guarded::{guarded, CallFuture};
 use super::port::spawn;
 use super::waiter::Waiter;
-use crate::observe::observer;
-use fxpay_core::Observer;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyType;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
-/// Makes the call's future once its observer is known.
-pub type Start = Box<dyn FnOnce(Option<Arc<dyn Observer>>) -> CallFuture + Send>;
+/// Makes the call's future, on the coroutine's first step (with the GIL, in the awaiting
+/// task).
+pub type Start = Box<dyn FnOnce(Python<'_>) -> CallFuture + Send>;
 
 enum Step {
     /// Not stepped yet.
@@ -39,7 +39,7 @@ pub struct Call {
 pub fn call(
     py: Python<'_>,
     name: &'static str,
-    start: impl FnOnce(Option<Arc<dyn Observer>>) -> CallFuture + Send + 'static,
+    start: impl FnOnce(Python<'_>) -> CallFuture + Send + 'static,
 ) -> PyResult<Py<PyAny>> {
     let c = Call {
         name,
@@ -91,7 +91,7 @@ impl Call {
                 }
                 // Yielded to the task, which waits on it, as `await future` does. The port
                 // resolves it on the loop's own thread, later: it cannot be done yet.
-                let waiter = spawn(py, guarded(start(observer(py))))?;
+                let waiter = spawn(py, guarded(start(py)))?;
                 self.put(Step::Waiting(waiter.clone_ref(py)));
                 Ok(waiter.into_any())
             }

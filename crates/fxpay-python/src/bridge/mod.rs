@@ -16,8 +16,13 @@
 //!   port resolves every queued future, and each task takes its result.
 //!
 //! The one decision is the bell, taken once per loop. No runtime thread ever waits for the
-//! GIL, and a panic in a call becomes its error (`guarded`).
+//! GIL, and a panic in a call becomes its error (`guarded`). Whether a thread is inside a
+//! blocking wait is asked of [`blocking`] only. Each time a thread holds the GIL again after
+//! waiting (a blocking wait waking, a loop's drain), it hands `crate::observe::flush` what the
+//! calls left for it (spans to end, DEBUG lines to write): the bridge's one door into
+//! `observe`.
 mod block;
+pub mod blocking;
 mod coroutine;
 mod guarded;
 mod port;

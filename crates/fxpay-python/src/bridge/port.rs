@@ -149,7 +149,7 @@ impl LoopDrain {
         // sends a new wake-up, so none is ever left waiting.
         let items = self.inbox.pending.take();
         // The spans of the attempts that ended, before their calls' results are seen.
-        crate::observe::spans::flush_loop_ended(py);
+        crate::observe::flush(py);
         let mut first = Ok(());
         for (waiter, result) in items {
             let outcome = result
@@ -271,8 +271,9 @@ where
     let waiter = Waiter::new(py, event_loop.unbind())?;
     let target = waiter.clone_ref(py);
     let task = fxpay_core::runtime().spawn(async move {
-        // Spans of its attempts are ended by the drain, on the loop's thread.
-        let result = crate::observe::spans::ended_on_loop(fut).await;
+        // Spans of its attempts are ended by the drain, on the loop's thread (its observer
+        // knows it is awaited: `crate::observe::Waited`).
+        let result = fut.await;
         inbox.push((target, result));
     });
     waiter

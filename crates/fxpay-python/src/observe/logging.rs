@@ -6,69 +6,31 @@ use pyo3::sync::PyOnceLock;
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// The `fxpay` logger, and whether its class answers `isEnabledFor` with `logging.Logger`'s
-/// own method (then its answer can be read from the logger's cache, see [`debug_on`]).
-struct Logger {
-    logger: Py<PyAny>,
-    stock: bool,
-}
-
-static LOGGER: PyOnceLock<Logger> = PyOnceLock::new();
+static LOGGER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 const DEBUG: i32 = 10;
 
 /// The `fxpay` logger, or None while nothing has imported `logging` (then no logger can have
 /// DEBUG on, and a cold start does not pay for importing it).
-fn logger(py: Python<'_>) -> PyResult<Option<&Logger>> {
+fn logger(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyAny>>> {
     if let Some(l) = LOGGER.get(py) {
-        return Ok(Some(l));
+        return Ok(Some(l.bind(py)));
     }
     let Some(logging) = super::imported::imported(py, pyo3::intern!(py, "logging"))? else {
         return Ok(None);
     };
     let l = LOGGER.get_or_try_init(py, || {
-        let logger = logging.call_method1("getLogger", ("fxpay",))?;
-        let method = pyo3::intern!(py, "isEnabledFor");
-        let stock = logger
-            .get_type()
-            .getattr(method)?
-            .is(&logging.getattr("Logger")?.getattr(method)?);
-        Ok::<_, PyErr>(Logger {
-            logger: logger.unbind(),
-            stock,
-        })
+        Ok::<_, PyErr>(logging.call_method1("getLogger", ("fxpay",))?.unbind())
     })?;
-    Ok(Some(l))
+    Ok(Some(l.bind(py)))
 }
 
-/// What `logger.isEnabledFor(DEBUG)` answers. For a stock `logging.Logger` that is its
-/// `disabled` flag, then its `_cache` of answers per level, which `logging` empties whenever
-/// a level or `logging.disable` changes: read without running Python code. The method is
-/// called when the cache has no answer yet (it stores one), and for any other class.
-fn debug_on(py: Python<'_>, l: &Logger) -> bool {
-    let logger = l.logger.bind(py);
-    if l.stock {
-        if let Some(answer) = cached_answer(py, logger) {
-            return answer;
-        }
-    }
+/// `logger.isEnabledFor(DEBUG)`, the public question (`logging.disable`, the `disabled`
+/// flag, the levels of the logger and its parents, a logger class of the user's own).
+fn debug_on(py: Python<'_>, logger: &Bound<'_, PyAny>) -> bool {
     logger
         .call_method1(pyo3::intern!(py, "isEnabledFor"), (DEBUG,))
         .and_then(|r| r.is_truthy())
         .unwrap_or(false)
-}
-
-/// The answer a stock logger's cache holds for DEBUG, if any.
-fn cached_answer(py: Python<'_>, logger: &Bound<'_, PyAny>) -> Option<bool> {
-    if logger
-        .getattr(pyo3::intern!(py, "disabled"))
-        .and_then(|d| d.is_truthy())
-        .ok()?
-    {
-        return Some(false);
-    }
-    let cache = logger.getattr(pyo3::intern!(py, "_cache")).ok()?;
-    let cache = cache.cast::<pyo3::types::PyDict>().ok()?;
-    cache.get_item(DEBUG).ok()??.is_truthy().ok()
 }
 
 /// One DEBUG line's arguments, owned.
@@ -109,7 +71,7 @@ impl Line {
 
     fn emit(&self, py: Python<'_>) {
         let Ok(Some(logger)) = logger(py) else { return };
-        let _ = logger.logger.bind(py).call_method1(
+        let _ = logger.call_method1(
             "debug",
             (
                 "%s /v1%s -> %s (attempt %d, %.1f ms%s)%s",
@@ -157,7 +119,7 @@ thread_local! {
 }
 
 /// Writes the lines of the calls this thread made from inside another call.
-pub fn flush_deferred(py: Python<'_>) {
+pub(super) fn flush_deferred(py: Python<'_>) {
     let pending = DEFERRED
         .try_with(|d| std::mem::take(&mut *d.borrow_mut()))
         .unwrap_or_default();
@@ -170,7 +132,7 @@ pub fn flush_deferred(py: Python<'_>) {
 }
 
 /// An observer when the `fxpay` logger has DEBUG on, else None.
-pub fn observer(py: Python<'_>) -> Option<Arc<dyn Observer>> {
+pub(super) fn observer(py: Python<'_>) -> Option<Arc<dyn Observer>> {
     let enabled = match logger(py) {
         Ok(Some(l)) => debug_on(py, l),
         _ => false,
@@ -178,7 +140,7 @@ pub fn observer(py: Python<'_>) -> Option<Arc<dyn Observer>> {
     if !enabled {
         return None;
     }
-    if fxpay_core::blocking_here() {
+    if crate::bridge::blocking::here() {
         let deferred = Arc::new(DeferredLog::default());
         let _ = DEFERRED.try_with(|d| d.borrow_mut().push(deferred.clone()));
         return Some(deferred);

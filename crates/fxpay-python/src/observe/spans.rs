@@ -10,7 +10,7 @@
 //! before the loop's drain delivers the results (so no runtime thread waits for the GIL to
 //! end a span). When the sampler does not record the call's first span, its later attempts
 //! reuse its headers with no Python at all.
-use super::otel::{otel, typed};
+use super::otel::{otel, span_context_fields, trace_api, typed};
 use fxpay_core::{
     span_end, span_start, traceparent, AttemptLog, AttemptStart, ExtraHeaders, HeaderName,
     HeaderValue, Observer, PerProcess, SpanEnd, SpanStart,
@@ -22,7 +22,11 @@ use std::cell::RefCell;
 use std::sync::{Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// `SpanKind.CLIENT`, every attempt's span's kind.
 static CLIENT_KIND: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+/// `Status(StatusCode.ERROR)`, the status of an attempt that ended in an error (a `Status`
+/// holds no state of a span: one serves them all).
+static ERROR_STATUS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 thread_local! {
     /// Spans of blocking calls driven on this thread whose attempts are over: ended by
@@ -41,29 +45,22 @@ struct Ended {
 }
 
 impl Ended {
+    /// Ends the span: its answer's status and request id, or its error (`error.type` and the
+    /// `ERROR` status), then `span.end(at)`. The one place a span of fxpay's calls ends,
+    /// whichever thread or queue it waited in ([`ENDED`], [`LOOP_ENDED`], or none).
     fn finish(self, py: Python<'_>) {
-        if self.end.error_type.is_none() {
-            // The common end, an answer that is not an error: its attributes are one dict
-            // built here, and no Python function of fxpay runs.
-            let _ = self.end_answered(py);
-            return;
-        }
-        let Ok(otel) = otel(py) else { return };
-        let _ = otel.call_method1(
-            pyo3::intern!(py, "end"),
-            (
-                self.span,
-                self.end.status,
-                self.end.error_type,
-                self.at,
-                self.end.request_id,
-            ),
-        );
+        let described = self.describe(py);
+        // Ended even when the span refused its attributes or its status.
+        let at = self
+            .at
+            .into_pyobject(py)
+            .unwrap_or_else(|never| match never {});
+        let ended = call_one(self.span.bind(py), pyo3::intern!(py, "end"), at.as_any());
+        let _ = (described, ended);
     }
 
-    /// `span.set_attributes({...})` and `span.end(at)`, as `fxpay._otel.end` does for an
-    /// answer that is not an error.
-    fn end_answered(&self, py: Python<'_>) -> PyResult<()> {
+    /// `span.set_attributes({...})`, and `span.set_status(StatusCode.ERROR)` for an error.
+    fn describe(&self, py: Python<'_>) -> PyResult<()> {
         use pyo3::intern;
         let span = self.span.bind(py);
         let attributes = PyDict::new(py);
@@ -77,14 +74,20 @@ impl Ended {
                 PyList::new(py, [id])?,
             )?;
         }
+        if let Some(error) = &self.end.error_type {
+            attributes.set_item(intern!(py, "error.type"), error)?;
+        }
         if !attributes.is_empty() {
             call_one(span, intern!(py, "set_attributes"), attributes.as_any())?;
         }
-        call_one(
-            span,
-            intern!(py, "end"),
-            self.at.into_pyobject(py)?.as_any(),
-        )
+        if self.end.error_type.is_some() {
+            let error = ERROR_STATUS.get_or_try_init(py, || {
+                let code = trace_api(py)?.getattr("StatusCode")?.getattr("ERROR")?;
+                Ok::<_, PyErr>(trace_api(py)?.getattr("Status")?.call1((code,))?.unbind())
+            })?;
+            call_one(span, intern!(py, "set_status"), error.bind(py))?;
+        }
+        Ok(())
     }
 }
 
@@ -118,9 +121,21 @@ fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// Ends the spans this thread's blocking calls left to end (see [`ENDED`]).
-pub fn flush_ended(py: Python<'_>) {
-    let pending = ENDED
+/// Spans of awaitables' attempts that are over, ended on an event loop's thread by
+/// [`flush_ended`] (the loop's drain calls it before the results of the calls are delivered),
+/// or by the next attempt to start a span, on any thread.
+/// Per process: the runtime's workers push here without the GIL, and a lock one of them held
+/// when the process forked would stay held in the child (the parent's spans are left behind).
+static LOOP_ENDED: PerProcess<Mutex<Vec<Ended>>> = PerProcess::empty();
+
+fn loop_ended() -> &'static Mutex<Vec<Ended>> {
+    LOOP_ENDED.get_or_make(|| Mutex::new(Vec::new()))
+}
+
+/// Ends the spans whose attempts are over and that wait for a thread holding the GIL: this
+/// thread's blocking calls' ([`ENDED`]) and awaitables' ([`LOOP_ENDED`]).
+pub(super) fn flush_ended(py: Python<'_>) {
+    let mine = ENDED
         .try_with(|e| {
             let mut e = e.borrow_mut();
             if e.is_empty() {
@@ -130,37 +145,8 @@ pub fn flush_ended(py: Python<'_>) {
             }
         })
         .unwrap_or_default();
-    for ended in pending {
-        ended.finish(py);
-    }
-}
-
-tokio::task_local! {
-    /// Set for an awaitable's task whose result the event loop's drain delivers
-    /// (`crate::bridge`): the spans of its attempts wait in [`LOOP_ENDED`] for that drain.
-    static ON_LOOP: bool;
-}
-
-/// Spans of awaitables' attempts that are over, ended on an event loop's thread by
-/// [`flush_loop_ended`] before the results of the calls are delivered (or by the next
-/// attempt to start a span, on any thread).
-/// Per process: the runtime's workers push here without the GIL, and a lock one of them held
-/// when the process forked would stay held in the child (the parent's spans are left behind).
-static LOOP_ENDED: PerProcess<Mutex<Vec<Ended>>> = PerProcess::empty();
-
-fn loop_ended() -> &'static Mutex<Vec<Ended>> {
-    LOOP_ENDED.get_or_make(|| Mutex::new(Vec::new()))
-}
-
-/// Runs an awaitable's call so that its spans are ended on the loop's thread.
-pub async fn ended_on_loop<F: std::future::Future>(fut: F) -> F::Output {
-    ON_LOOP.scope(true, fut).await
-}
-
-/// Ends the spans of awaitables' attempts that are over (see [`LOOP_ENDED`]).
-pub fn flush_loop_ended(py: Python<'_>) {
-    let pending = std::mem::take(&mut *loop_ended().lock().unwrap_or_else(PoisonError::into_inner));
-    for ended in pending {
+    let awaited = std::mem::take(&mut *loop_ended().lock().unwrap_or_else(PoisonError::into_inner));
+    for ended in mine.into_iter().chain(awaited) {
         ended.finish(py);
     }
 }
@@ -180,6 +166,9 @@ pub(super) struct PyTraceObserver {
     /// `Some` when this module writes `traceparent`/`tracestate` (the global propagator is
     /// W3C's): the other headers to send (`baggage`). `None`: `fxpay._otel.inject` is asked.
     fixed: Option<ExtraHeaders>,
+    /// An awaitable's call, whose result the event loop's drain delivers (`crate::bridge`):
+    /// its attempts' spans wait in [`LOOP_ENDED`] for that drain.
+    awaited: bool,
     state: Mutex<State>,
 }
 
@@ -210,7 +199,12 @@ impl PyTraceObserver {
             attributes.set_item(intern!(py, "http.request.resend_count"), s.resend_count)?;
         }
         let kind = CLIENT_KIND.get_or_try_init(py, || {
-            Ok::<_, PyErr>(otel(py)?.call_method0("client_kind")?.unbind())
+            Ok::<_, PyErr>(
+                trace_api(py)?
+                    .getattr("SpanKind")?
+                    .getattr("CLIENT")?
+                    .unbind(),
+            )
         })?;
         let kwargs = PyDict::new(py);
         kwargs.set_item(intern!(py, "context"), self.parent.bind(py))?;
@@ -268,7 +262,7 @@ impl PyTraceObserver {
 fn w3c_headers(py: Python<'_>, span: &Bound<'_, PyAny>) -> PyResult<ExtraHeaders> {
     use pyo3::intern;
     let context = span.call_method0(intern!(py, "get_span_context"))?;
-    let (trace_id, span_id, flags, state) = super::otel_reads::span_context_fields(py, &context)?;
+    let (trace_id, span_id, flags, state) = span_context_fields(&context)?;
     if trace_id == 0 && span_id == 0 {
         return Ok(Vec::new());
     }
@@ -276,7 +270,8 @@ fn w3c_headers(py: Python<'_>, span: &Bound<'_, PyAny>) -> PyResult<ExtraHeaders
     if let Ok(value) = HeaderValue::from_bytes(&traceparent(trace_id, span_id, flags)) {
         headers.push((HeaderName::from_static("traceparent"), value));
     }
-    if super::otel_reads::trace_state_has_entries(py, &state)? {
+    // `bool(state)`, what W3C's propagator asks before it writes `tracestate`.
+    if state.is_truthy()? {
         let text: String = state.call_method0(intern!(py, "to_header"))?.extract()?;
         // A trace state the API let through that HTTP does not allow is left out.
         if let Ok(value) = HeaderValue::from_str(&text) {
@@ -296,7 +291,6 @@ impl Observer for PyTraceObserver {
         crate::exit_gate::attach(|py| {
             // The previous attempt's span, when its end was deferred.
             flush_ended(py);
-            flush_loop_ended(py);
             match self.start_span(py, &s) {
                 Ok((span, headers, recording)) => {
                     let mut state = self.state();
@@ -315,9 +309,8 @@ impl Observer for PyTraceObserver {
 
     fn attempt(&self, log: &AttemptLog<'_>) {
         let end = span_end(log);
-        let driving = fxpay_core::blocking_here();
-        let on_loop = !driving && ON_LOOP.try_with(|on| *on).unwrap_or(false);
-        if !driving && !on_loop {
+        let driving = crate::bridge::blocking::here();
+        if !driving && !self.awaited {
             return self.end_now(end);
         }
         let Some(ended) = self.take_ended(end) else {
@@ -349,11 +342,17 @@ impl Drop for PyTraceObserver {
 
 impl PyTraceObserver {
     /// The observer of one call's attempts (see `super::otel::call_trace`).
-    pub(super) fn new(tracer: Py<PyAny>, parent: Py<PyAny>, fixed: Option<ExtraHeaders>) -> Self {
+    pub(super) fn new(
+        tracer: Py<PyAny>,
+        parent: Py<PyAny>,
+        fixed: Option<ExtraHeaders>,
+        awaited: bool,
+    ) -> Self {
         PyTraceObserver {
             tracer,
             parent,
             fixed,
+            awaited,
             state: Mutex::new(State::default()),
         }
     }
