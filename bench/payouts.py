@@ -294,7 +294,9 @@ def main() -> int:
         if kind == "SQLite":
             return fxpay.SqliteJournal(folder / f"j{counter[0]}.db")
         if kind == "Redis":
-            return fxpay.RedisJournal(rurl, prefix=f"b{counter[0]}:")
+            rj = fxpay.RedisJournal(rurl, prefix=f"b{counter[0]}:")
+            rj.create()  # a shared journal is made once before use (issue 52)
+            return rj
         if kind == "PostgreSQL":
             j = fxpay.PostgresJournal(pg.conninfo, table=f"b{counter[0]}")
             j.create_table()
@@ -329,6 +331,8 @@ def main() -> int:
         def go(rows: list[dict[str, Any]]) -> object:
             counter[0] += 1
             where = str(folder / f"w{counter[0]}.db") if kind == "SQLite" else rurl
+            if kind == "Redis":
+                fxpay.RedisJournal(rurl, prefix=f"w{counter[0]}:").create()  # once, before the workers
             start_at = time.time() + 3.0  # each process imports fxpay and gets its token first
             procs = []
             for i in range(n):
