@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 
 import fxpay
-import fxpay.contrib._receive as receive
+import fxpay.contrib.receiver as receive
 from fxpay.seen import RedisSeenSet
 from fxpay.testing import Sandbox
 

@@ -115,7 +115,7 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_payouts.py",
         "tests/python/client/test_twins.py",
     ],
-    "contrib/_receive.py": [
+    "contrib/receiver.py": [
         "tests/python/webhooks/test_webhooks.py",
         "tests/python/webhooks/test_receivers_once.py",
         "tests/python/webhooks/test_webhooks_e2e.py",

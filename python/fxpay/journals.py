@@ -55,6 +55,8 @@ __all__ = [
     "RedisJournal",
     "SqliteJournal",
     "settle_deal_created",
+    "settle_spot_key",
+    "verify_deal_created",
 ]
 
 _T = TypeVar("_T")
@@ -1447,6 +1449,15 @@ def settle_spot_key(journal: Journal, key: str, event: DealCreated) -> JournalEn
     return entry
 
 
+def verify_deal_created(journal: Journal, body: bytes | str, headers: Mapping[str, str]) -> tuple[DealCreated, str]:
+    """Verifies a ``DealCreated`` notification against the callback nonces ``journal`` issued
+    to keyed spot deals, and returns the event and the key whose claim its nonce was issued
+    to; settles nothing (:func:`settle_spot_key` does, :func:`settle_deal_created` does both).
+    Raises as :func:`settle_deal_created` does."""
+    event, key = _journal_verify_deal_created(journal, body, headers)
+    return event, key
+
+
 def settle_deal_created(body: bytes | str, headers: Mapping[str, str], *, journal: Journal) -> DealCreated:
     """Verifies a ``DealCreated`` notification against the callback nonces ``journal`` issued
     to keyed spot deals, settles that spot deal's key, and returns the event: for a receiver
@@ -1471,6 +1482,6 @@ def settle_deal_created(body: bytes | str, headers: Mapping[str, str], *, journa
     (answer 503, so the service delivers again). Run ``on_event``-like work after it, once per
     ``processId`` (:class:`fxpay.seen.SeenSet`).
     """
-    event, key = _journal_verify_deal_created(journal, body, headers)
+    event, key = verify_deal_created(journal, body, headers)
     settle_spot_key(journal, key, event)
     return event

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 
 from ..journals import Journal
 from ..seen import SeenSet
-from . import _receive
+from . import receiver
 
 __all__ = ["deal_created_view"]
 
@@ -81,8 +81,8 @@ def deal_created_view(
     are logged on the ``fxpay.webhooks`` logger and leave the ``processId`` unseen, so the
     sender retries.
     """
-    _receive.check_journal(journal)
-    conf = _receive.settings(
+    receiver.check_journal(journal)
+    conf = receiver.settings(
         nonce=nonce,
         nonce_for=nonce_for,
         nonce_for_ref=nonce_for_ref,
@@ -92,18 +92,18 @@ def deal_created_view(
         journal=journal,
     )
 
-    def make(call: _receive.Call) -> Any:
+    def make(call: receiver.Call) -> Any:
         return _run(call.fn, *call.args)
 
     @csrf_exempt
     @require_POST
     def receive_deal_created(request: HttpRequest) -> JsonResponse:
         # Continues the sender's trace when a traceparent came (and tracing is on).
-        with _receive.traced(request.headers):
+        with receiver.traced(request.headers):
             # One byte past the limit is enough for the parser to refuse the body.
-            body = request.read(_receive.MAX_BODY_BYTES + 1)
-            answer = _receive.drive(_receive.flow(conf, journal, body, request.headers, request.GET), make)
-        return JsonResponse(answer[1], status=answer[0], headers=_receive.headers_of(answer))
+            body = request.read(receiver.MAX_BODY_BYTES + 1)
+            answer = receiver.drive(receiver.flow(conf, journal, body, request.headers, request.GET), make)
+        return JsonResponse(answer[1], status=answer[0], headers=receiver.headers_of(answer))
 
     return receive_deal_created
 

@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ..journals import Journal
 from ..seen import SeenSet
-from . import _receive
+from . import receiver
 
 __all__ = ["deal_created_router"]
 
@@ -40,7 +40,7 @@ async def _read_body(request: Request) -> bytes:
     async for chunk in request.stream():
         chunks.append(chunk)
         size += len(chunk)
-        if size > _receive.MAX_BODY_BYTES:
+        if size > receiver.MAX_BODY_BYTES:
             break
     return b"".join(chunks)
 
@@ -92,8 +92,8 @@ def deal_created_router(
     """
     if not isinstance(path, str):
         raise TypeError(f"path must be a str, not {type(path).__name__}")
-    _receive.check_journal(journal)
-    conf = _receive.settings(
+    receiver.check_journal(journal)
+    conf = receiver.settings(
         nonce=nonce,
         nonce_for=nonce_for,
         nonce_for_ref=nonce_for_ref,
@@ -104,7 +104,7 @@ def deal_created_router(
     )
     router = APIRouter()
 
-    async def make(call: _receive.Call) -> Any:
+    async def make(call: receiver.Call) -> Any:
         if call.seen and conf.seen_inline:
             return call.fn(*call.args)
         return await _call(call.fn, *call.args)
@@ -112,10 +112,10 @@ def deal_created_router(
     @router.post(path, name="fxpay_deal_created")
     async def receive_deal_created(request: Request) -> JSONResponse:
         # Continues the sender's trace when a traceparent came (and tracing is on).
-        with _receive.traced(request.headers):
+        with receiver.traced(request.headers):
             body = await _read_body(request)
-            steps = _receive.flow(conf, journal, body, request.headers, request.query_params)
-            answer = await _receive.drive_async(steps, make)
-        return JSONResponse(answer[1], status_code=answer[0], headers=_receive.headers_of(answer))
+            steps = receiver.flow(conf, journal, body, request.headers, request.query_params)
+            answer = await receiver.drive_async(steps, make)
+        return JSONResponse(answer[1], status_code=answer[0], headers=receiver.headers_of(answer))
 
     return router

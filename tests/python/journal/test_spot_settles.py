@@ -151,6 +151,10 @@ def test_settle_deal_created_serves_a_receiver_written_by_hand(fxpay_sandbox: An
         assert journal.get("hand").state == "unknown"  # type: ignore[union-attr]
         with pytest.raises(fxpay.WebhookPayloadError):
             fxpay.settle_deal_created(b"[]", {"Callback-Nonce": nonce}, journal=journal)
+        # Verified alone (what the receivers of fxpay.contrib build on): the key, nothing settled.
+        verified, key = fxpay.journals.verify_deal_created(journal, body, {"Callback-Nonce": nonce})
+        assert (verified.process_id, key) == (deal["processId"], "hand")
+        assert journal.get("hand").state == "unknown"  # type: ignore[union-attr]
         ev = fxpay.settle_deal_created(body, {"Callback-Nonce": nonce}, journal=journal)
         assert (ev.process_id, ev.deal_id) == (deal["processId"], deal["dealId"])
         entry = journal.get("hand")

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 import fxpay
-import fxpay.contrib._receive
+import fxpay.contrib.receiver
 from fxpay.seen import Claim, MemorySeenSet
 
 import webhook_support as tw
@@ -196,7 +196,7 @@ def test_a_seen_set_outage_is_a_503_the_sandbox_waits_out(
 ) -> None:
     # Issue 23 item 8: with 500s, a 2 s outage outlasted the sender's retries and the event
     # was lost. A 503 with Retry-After makes the sender wait until the seen-set is back.
-    monkeypatch.setattr(fxpay.contrib._receive, "SEEN_RETRY_AFTER", 3, raising=False)
+    monkeypatch.setattr(fxpay.contrib.receiver, "SEEN_RETRY_AFTER", 3, raising=False)
     base, app = receiver
     c = fxpay_sandbox.client()
     s = spot(fxpay_sandbox, c, f"{base}/hooks/outage", app=app)

@@ -1,4 +1,4 @@
-"""What every receiver shares: the settings, the answers, and the receive flow itself.
+"""What the receivers of :mod:`fxpay.contrib` (FastAPI, Django) share: the settings, the answers, and the receive flow itself.
 
 The flow (:func:`flow`) is written once, with no I/O: a generator that yields each call it
 needs made (a nonce lookup, the journal, the seen-set, ``on_event``) as a :class:`Call` and
@@ -15,10 +15,9 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._fxpay import _journal_verify_deal_created
 from .._otel import receiving as traced
 from ..errors import ConfigurationError, WebhookPayloadError, WebhookVerificationError
-from ..journals import settle_spot_key
+from ..journals import settle_spot_key, verify_deal_created
 from ..models import DealCreated
 from ..seen import MemorySeenSet, SeenSet
 from ..webhooks import MAX_BODY_BYTES, parse_deal_created
@@ -213,7 +212,7 @@ def by_journal(journal: Any, body: bytes, headers: Mapping[str, str]) -> Generat
     """Verifies a notification against the nonces ``journal`` issued and settles its spot
     deal's key; returns the event, or the answer when it cannot be handled."""
     try:
-        verified = yield Call(_journal_verify_deal_created, (journal, body, headers))
+        verified = yield Call(verify_deal_created, (journal, body, headers))
         event: DealCreated = verified[0]
         key: str = verified[1]
     except WebhookVerificationError as e:
