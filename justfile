@@ -74,6 +74,11 @@ chaos *args:
     @echo "== chaos: 10,000 keys, 50 faults (tests/chaos/chaos_support.py)"
     {{ py }} tests/chaos/chaos_support.py --keys 10000 --faults 50 "$@"
 
+# The fork stress harness at full size (tests/stress/README.md): 3,000 forks on each journal (memory, SQLite, redis-server, PostgreSQL) while 8 threads make keyed calls; fails if any child hangs or fails (arguments go to it: `just stress --journal redis --forks 500`).
+stress *args:
+    @echo "== stress: 3,000 forks per journal, 8 threads making keyed calls (tests/stress/fork_stress.py)"
+    nice -n 10 {{ py }} tests/stress/fork_stress.py --forks 3000 "$@"
+
 # Builds the docs site into site/ (mkdocs, strict).
 docs:
     @echo "== docs"

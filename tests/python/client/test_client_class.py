@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import gc
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,64 @@ def test_async_methods_return_coroutines(sb: Sandbox) -> None:
     assert asyncio.run(spent).id == qid
     with pytest.raises(RuntimeError, match="reuse"):
         spent.send(None)
+
+
+def _thrown(coro: Any, *args: Any) -> BaseException:
+    """What ``coro.throw(*args)`` raises (the two- and three-argument forms are deprecated
+    since 3.12, and still taken)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            coro.throw(*args)
+        except BaseException as e:
+            return e
+    raise AssertionError(f"{coro!r}.throw{args!r} raised nothing")
+
+
+def test_throw_raises_what_a_python_coroutine_raises(sb: Sandbox) -> None:
+    """Each form of ``throw``: the class alone, with None, with a value to build it from,
+    with an instance of it, an instance alone. An awaited call's coroutine raises what the
+    coroutine of an ``async def`` raises: the same class, arguments and, for an instance
+    given, the same object."""
+    c = sb.client()
+
+    async def native() -> None:
+        pass
+
+    given = ValueError("given")
+    forms: list[tuple[Any, ...]] = [(ValueError,), (ValueError, None), (ValueError, "boom"), (ValueError, given), (given,)]
+    for form in forms:
+        want = _thrown(native(), *form)
+        got = _thrown(c.get_quote_async(UUID), *form)
+        assert type(got) is type(want), (form, got, want)
+        assert got.args == want.args, (form, got.args, want.args)
+        if given in form:
+            assert got is given, form
+
+
+def test_a_closed_or_thrown_call_cannot_be_started_later(sb: Sandbox) -> None:
+    """``close()`` and ``throw()`` end a call's coroutine before its first step as they end
+    an ``async def``'s: a later step raises "cannot reuse", and nothing is sent."""
+    c = sb.client()
+    before = sb.stats()["requests"]
+    closed = c.get_quote_async(UUID)
+    closed.close()
+    thrown = c.get_quote_async(UUID)
+    _thrown(thrown, ValueError)
+    for call in (closed, thrown):
+
+        async def step(call: Any = call) -> None:
+            call.send(None)
+
+        with pytest.raises(RuntimeError, match="cannot reuse already awaited coroutine"):
+            asyncio.run(step())
+    assert sb.stats()["requests"] == before
+
+
+def test_a_calls_coroutine_says_which_call_it_is(sb: Sandbox) -> None:
+    call = sb.client().get_quote_async(UUID)
+    assert repr(call) == "<fxpay call get_quote_async>"
+    call.close()
 
 
 # -- from_env ---------------------------------------------------------------------------------

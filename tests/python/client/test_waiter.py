@@ -212,3 +212,40 @@ def test_a_loop_that_moves_between_threads_keeps_its_calls(sb: Sandbox, make: An
             assert loop.run_until_complete(asyncio.wait_for(last(), 30)) == qid
     finally:
         loop.close()
+
+
+def test_closing_a_started_calls_coroutine_abandons_the_call(sb: Sandbox) -> None:
+    """A coroutine closed after its first step (a task that let go of it) abandons its call:
+    the waiter it yielded is cancelled at once, its task aborted, and a later step raises."""
+
+    async def main() -> None:
+        async with sb.client() as c:
+            coro: Any = c.get_quote_async("3f2b6a1e-9c1d-4d7a-8b0e-2f6f1c2d3e4f")
+            waiter = coro.send(None)
+            assert not waiter.done()  # resolved only on this loop's thread, which has not run yet
+            assert repr(waiter) == "<fxpay waiter done=false>"
+            coro.close()
+            assert waiter.done()
+            assert waiter.cancelled()
+            assert repr(waiter) == "<fxpay waiter done=true>"
+            with pytest.raises(RuntimeError, match="cannot reuse"):
+                coro.send(None)
+
+    asyncio.run(main())
+
+
+def test_the_waiter_keeps_asyncios_blocking_flag(sb: Sandbox) -> None:
+    """``_asyncio_future_blocking`` as an asyncio future keeps it: set when the coroutine
+    yields the waiter, cleared by the task that takes it (a waiter a task finds not set was
+    yielded by a bare ``yield``, which the task refuses)."""
+
+    async def main() -> None:
+        async with sb.client() as c:
+            coro: Any = c.get_quote_async("3f2b6a1e-9c1d-4d7a-8b0e-2f6f1c2d3e4f")
+            waiter = coro.send(None)
+            assert waiter._asyncio_future_blocking is True
+            waiter._asyncio_future_blocking = False
+            assert waiter._asyncio_future_blocking is False
+            coro.close()
+
+    asyncio.run(main())
