@@ -355,6 +355,20 @@ class MemoryJournal(JournalBase):
     def __init__(self) -> None:
         self._entries: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._fork_held = False
+        _live.add(self)
+
+    def _before_fork(self) -> None:
+        # A fork made while another thread holds the lock would leave it held for ever in
+        # the child (found by tests/stress: 1 child hung in 3,000 forks).
+        self._fork_held = self._lock.acquire(timeout=5.0)
+
+    def _after_fork(self, *, child: bool) -> None:
+        if child:
+            self._lock = threading.Lock()
+        elif self._fork_held:
+            self._lock.release()
+        self._fork_held = False
 
     def get(self, key: str) -> JournalEntry | None:
         with self._lock:

@@ -18,8 +18,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import fxpay
 
 
@@ -65,11 +63,6 @@ def _child_call_with_lock_held(journal: Any, lock: Any, sandbox: Any) -> int | N
         t.join(10)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="MemoryJournal's lock is not made anew in a forked child (it is not in journals.py's fork registry); "
-    "found by tests/stress, left to the journals package of issue 55",
-)
 def test_a_child_forked_while_a_thread_holds_the_memory_journals_lock_does_not_hang(fxpay_sandbox: Any) -> None:
     journal = fxpay.MemoryJournal()
     assert _child_call_with_lock_held(journal, journal._lock, fxpay_sandbox) == 0, "the child hung on the parent's lock"
