@@ -202,6 +202,19 @@ class JournalBase:
     def _write_waiting(self) -> None:
         """Writes the results waiting now (a durable journal's)."""
 
+    def _not_recorded(self, where: str, key: str, result: str | None) -> None:
+        """Logs a result that found its key changed otherwise, with the id for :meth:`resolve`."""
+        logger.error(
+            "%s %r: the result of key %r (%s) could not be recorded: the key changed meanwhile; "
+            "if it reads unknown, settle it with journal.resolve(%r, result=%r)",
+            type(self).__name__,
+            where,
+            key,
+            result,
+            key,
+            result,
+        )
+
     def _swap_ready(self, old: JournalEntry, new: JournalEntry) -> tuple[JournalEntry, JournalEntry, str, str] | None:
         """What every swap starts with: the entries checked, and a call's own result left to
         ride the next commit (None: done so). Else ``(old, new, old text, new text)`` for the
@@ -815,15 +828,7 @@ class SqliteJournal(JournalBase):
                 )
                 if n == 1:
                     continue
-            logger.error(
-                "SqliteJournal %r: the result of key %r (%s) could not be recorded: the key changed meanwhile; "
-                "if it reads unknown, settle it with journal.resolve(%r, result=%r)",
-                self.path,
-                key,
-                new.result,
-                key,
-                new.result,
-            )
+            self._not_recorded(self.path, key, new.result)
 
     def _waiting(self) -> _Later:
         return self._later
@@ -1333,15 +1338,7 @@ class RedisJournal(JournalBase):
                 keys, args = self._swap_args(key, _text(raw), new, text, stored.result)
                 if self._scripted(self._swap, keys, args) == 1:
                     continue
-            logger.error(
-                "RedisJournal %r: the result of key %r (%s) could not be recorded: the key changed meanwhile; "
-                "if it reads unknown, settle it with journal.resolve(%r, result=%r)",
-                self.prefix,
-                key,
-                new.result,
-                key,
-                new.result,
-            )
+            self._not_recorded(self.prefix, key, new.result)
 
     def _waiting(self) -> _Later:
         return self._later

@@ -621,15 +621,7 @@ class PostgresJournal(JournalBase):
             n, _ = self._run("swap", (st.swap, (new.state, new.result, text, key, rows[0][0])))
             if n == 1:
                 return
-        logger.error(
-            "PostgresJournal %r: the result of key %r (%s) could not be recorded: the key changed meanwhile; "
-            "if it reads unknown, settle it with journal.resolve(%r, result=%r)",
-            self.table,
-            key,
-            new.result,
-            key,
-            new.result,
-        )
+        self._not_recorded(self.table, key, new.result)
 
     def find(self, result: str) -> JournalEntry | None:
         if not isinstance(result, str):
