@@ -402,11 +402,11 @@ class MemoryJournal(JournalBase):
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
         ready = self._swap_ready(old, new)
         assert ready is not None  # nothing waits in memory
-        o, n, _, _ = ready
+        o, _, old_text, text = ready  # each entry serialised once per swap (issue 56, item 3)
         with self._lock:
-            if self._entries.get(o.key) != o.to_json():
+            if self._entries.get(o.key) != old_text:
                 return False
-            self._entries[o.key] = n.to_json()
+            self._entries[o.key] = text
             return True
 
     def find(self, result: str) -> JournalEntry | None:
