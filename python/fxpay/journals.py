@@ -39,6 +39,7 @@ from ._fxpay import (
     _journal_settle_spot,
     _journal_unknown,
     _journal_verify_deal_created,
+    _MemoryStore,
 )
 from ._later import RETRY_DELAY, _Later
 from ._payouts import PayoutProgress
@@ -361,74 +362,64 @@ def _check_entry(entry: object, name: str = "entry") -> JournalEntry:
 
 
 class MemoryJournal(JournalBase):
-    """A journal in this process's memory, for tests: it ends with the process."""
+    """A journal in this process's memory, for tests: it ends with the process.
+
+    Its entries live in Rust (``fxpay._fxpay._MemoryStore``): a client given a
+    ``MemoryJournal`` makes its keyed calls without a climb into Python. A subclass that
+    overrides ``get``, ``claim``, ``swap`` or ``find`` is called through those methods, as
+    any journal is. A child forked with ``os.fork()`` (or multiprocessing) starts with a copy
+    of the entries taken by the forking thread; neither sees the other's later ones."""
 
     single_host = True
 
     def __init__(self) -> None:
-        self._entries: dict[str, str] = {}
-        self._lock = threading.Lock()
-        self._fork_held = False
+        self._store = _MemoryStore()
         _live.add(self)
 
+    @property
+    def _native_store(self) -> _MemoryStore | None:
+        """The store the client uses directly, unless a subclass changed how it is used."""
+        cls = type(self)
+        if all(getattr(cls, m) is getattr(MemoryJournal, m) for m in ("get", "claim", "swap", "find")):
+            return self._store
+        return None
+
     def _before_fork(self) -> None:
-        # A fork made while another thread holds the lock would leave it held for ever in
-        # the child (found by tests/stress: 1 child hung in 3,000 forks).
-        self._fork_held = self._lock.acquire(timeout=5.0)
+        # The copy a child starts from, taken by this (the forking) thread: the child never
+        # inherits a lock another thread held at the fork (tests/stress found that hang).
+        self._store.before_fork()
 
     def _after_fork(self, *, child: bool) -> None:
-        if child:
-            self._lock = threading.Lock()
-        elif self._fork_held:
-            self._lock.release()
-        self._fork_held = False
+        if not child:
+            self._store.after_fork_in_parent()
 
     def get(self, key: str) -> JournalEntry | None:
-        with self._lock:
-            text = self._entries.get(_check_key(key))
-        return None if text is None else JournalEntry.from_json(text)
+        return self._store.get(_check_key(key))
 
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
-        e = _check_entry(entry)
-        with self._lock:
-            text = self._entries.get(e.key)
-            if text is None:
-                self._entries[e.key] = e.to_json()
-                return None
         # Whatever is stored is another call's, even if equal to `entry`: two calls of one
         # process that claim a key in the same millisecond make equal entries.
-        return JournalEntry.from_json(text)
+        return self._store.claim(_check_entry(entry))
 
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
         ready = self._swap_ready(old, new)
         assert ready is not None  # nothing waits in memory
-        o, _, old_text, text = ready  # each entry serialised once per swap (issue 56, item 3)
-        with self._lock:
-            if self._entries.get(o.key) != old_text:
-                return False
-            self._entries[o.key] = text
-            return True
+        o, n, _, _ = ready
+        return self._store.swap(o, n)
 
     def find(self, result: str) -> JournalEntry | None:
-        with self._lock:
-            texts = list(self._entries.values())
-        for text in texts:
-            e = JournalEntry.from_json(text)
-            if e.result == result:
-                return e
-        return None
+        if not isinstance(result, str):
+            raise TypeError(f"result must be a str, not {type(result).__name__}")
+        return self._store.find(result)
 
     def candidates(self) -> list[JournalEntry]:
-        with self._lock:
-            texts = list(self._entries.values())
-        entries = [JournalEntry.from_json(t) for t in texts]
-        return [e for e in entries if e.state in ("pending", "unknown")]
+        return [e for e in self._store.entries() if e.state in ("pending", "unknown")]
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._store.entries())
 
     def __repr__(self) -> str:
-        return f"MemoryJournal(keys={len(self._entries)})"
+        return f"MemoryJournal(keys={len(self)})"
 
 
 class _Write:

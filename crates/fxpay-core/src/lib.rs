@@ -86,6 +86,7 @@ pub use journal::calls::{
 };
 pub use journal::entry::{Entry, State as EntryState};
 pub use journal::holder::{HolderCheck, LeaseOnly, LocalProcesses};
+pub use journal::memory::MemoryStore;
 pub use journal::payout::{
     pay_row, Outcome as PayoutOutcome, Row as PayoutRow, RowBeneficiary as PayoutRowBeneficiary,
     Status as PayoutStatus,

@@ -1,9 +1,11 @@
 //! The idempotency journal as Python sees it: a Python journal (`fxpay.SqliteJournal`,
-//! `RedisJournal`, `MemoryJournal` or a user's own) adapted to the core's `JournalStore`.
-//! `fxpay.JournalEntry` is in `journal/entry.rs`; the hand operations the Python journals
-//! share (resolve, unknown, complete a spot deal), which are the core's, in
-//! `journal/operations.rs` (which registers both with the module).
+//! `RedisJournal` or a user's own) adapted to the core's `JournalStore`; `MemoryJournal`
+//! hands the core its store (`journal/memory.rs`) instead. `fxpay.JournalEntry` is in
+//! `journal/entry.rs`; the hand operations the Python journals share (resolve, unknown,
+//! complete a spot deal), which are the core's, in `journal/operations.rs` (which registers
+//! the classes with the module).
 pub mod entry;
+pub mod memory;
 pub mod operations;
 
 use entry::JournalEntry;
@@ -26,6 +28,12 @@ pub struct PyJournal {
 impl PyJournal {
     /// `obj` if it has the journal methods; anything else is a `TypeError` naming `name`.
     pub fn from_py(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Arc<dyn JournalStore>> {
+        // fxpay's MemoryJournal offers its store to the core: no climb into Python per call.
+        if let Ok(native) = obj.getattr("_native_store") {
+            if let Ok(store) = native.cast::<memory::PyMemoryStore>() {
+                return Ok(store.get().0.clone());
+            }
+        }
         for m in ["get", "claim", "swap", "find"] {
             if !obj.hasattr(m)? {
                 return Err(PyTypeError::new_err(format!(

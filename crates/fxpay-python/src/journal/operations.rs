@@ -138,6 +138,7 @@ pub fn _journal_settle_spot(
 /// Adds `fxpay.JournalEntry` and these functions to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<JournalEntry>()?;
+    m.add_class::<super::memory::PyMemoryStore>()?;
     m.add_function(wrap_pyfunction!(_journal_verify_deal_created, m)?)?;
     m.add_function(wrap_pyfunction!(_journal_settle_spot, m)?)?;
     m.add_function(wrap_pyfunction!(_journal_resolve, m)?)?;
