@@ -101,8 +101,10 @@ fn process_token() -> &'static str {
 }
 
 /// This process as a holder.
-pub(crate) fn me() -> String {
-    format!("{}/{}/{}", host_id(), std::process::id(), process_token())
+pub(crate) fn me() -> &'static str {
+    // Made once per process (a forked child has its own pid and token).
+    static ME: PerProcess<String> = PerProcess::empty();
+    ME.get_or_make(|| format!("{}/{}/{}", host_id(), std::process::id(), process_token()))
 }
 
 #[cfg(test)]
@@ -111,7 +113,7 @@ mod tests {
 
     #[test]
     fn this_process_is_alive() {
-        assert!(!LocalProcesses.is_dead(&me()));
+        assert!(!LocalProcesses.is_dead(me()));
     }
 
     #[test]

@@ -105,15 +105,16 @@ async fn begin(store: &Arc<dyn JournalStore>, keyed: &KeyedRequest) -> Result<Be
     let me = super::holder::me();
     for _ in 0..TRIES {
         let now = now_ms();
-        let mine = machine::claim(
+        // Shared, not copied: the store call, its undo and the hold read the same claim.
+        let mine = Arc::new(machine::claim(
             &keyed.key,
             keyed.operation,
             &keyed.fingerprint,
-            &me,
+            me,
             keyed.nonce.clone(),
             keyed.request.clone(),
             now,
-        );
+        ));
         let m = mine.clone();
         let Some(existing) = guarded(store, &mine, move |s| s.claim(&m), Option::is_none).await?
         else {
@@ -163,20 +164,21 @@ async fn begin(store: &Arc<dyn JournalStore>, keyed: &KeyedRequest) -> Result<Be
 struct Hold {
     store: Arc<dyn JournalStore>,
     /// The entry as claimed.
-    claimed: Box<Entry>,
-    current: Arc<Mutex<Option<Entry>>>,
+    claimed: Arc<Entry>,
+    /// The entry as this holder last stored it (renewed), until the call settles it.
+    current: Arc<Mutex<Option<Arc<Entry>>>>,
 }
 
 impl Hold {
-    fn new(store: Arc<dyn JournalStore>, entry: Entry) -> Self {
+    fn new(store: Arc<dyn JournalStore>, entry: Arc<Entry>) -> Self {
         Hold {
             store,
-            claimed: Box::new(entry.clone()),
+            claimed: entry.clone(),
             current: Arc::new(Mutex::new(Some(entry))),
         }
     }
 
-    fn current(&self) -> Option<Entry> {
+    fn current(&self) -> Option<Arc<Entry>> {
         self.current
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -190,7 +192,7 @@ impl Hold {
             let Some(cur) = self.current() else {
                 continue;
             };
-            let new = machine::renewed(&cur, now_ms());
+            let new = Arc::new(machine::renewed(&cur, now_ms()));
             let (old, next) = (cur, new.clone());
             if let Ok(true) = blocking(&self.store, move |s| s.swap(&old, &next)).await {
                 let mut slot = self.current.lock().unwrap_or_else(PoisonError::into_inner);
@@ -215,7 +217,7 @@ impl Hold {
         let (store, seen) = (self.store.clone(), cur.clone());
         let to = Arc::new(to);
         let first = to.clone();
-        match blocking(&self.store, move |s| record(s, cur, &*first)).await {
+        match blocking(&self.store, move |s| record(s, &cur, &*first)).await {
             Ok(saved) => saved,
             Err(_) => {
                 record_later(store, seen, to);
@@ -230,12 +232,14 @@ impl Hold {
 /// journal failed, and nothing is known of the write.
 fn record(
     s: &dyn JournalStore,
-    mut cur: Entry,
+    first: &Entry,
     to: &dyn Fn(&Entry) -> Entry,
 ) -> Result<Option<Entry>> {
+    let mut read: Option<Entry> = None; // what the store held instead of `first`, if read
     for _ in 0..TRIES {
-        let new = to(&cur);
-        if s.swap(&cur, &new)? {
+        let cur = read.as_ref().unwrap_or(first);
+        let new = to(cur);
+        if s.swap(cur, &new)? {
             return Ok(Some(new));
         }
         // A renewal still in flight, or another caller that found the lease lapsed and
@@ -249,7 +253,7 @@ fn record(
                     && stored.created_at == cur.created_at
                     && matches!(stored.state, State::Pending | State::Unknown) =>
             {
-                cur = stored
+                read = Some(stored)
             }
             _ => return Ok(None),
         }
@@ -260,11 +264,11 @@ fn record(
 /// Records `to` over `cur` on a thread of its own, trying again while the journal fails.
 fn record_later(
     store: Arc<dyn JournalStore>,
-    cur: Entry,
+    cur: Arc<Entry>,
     to: Arc<dyn Fn(&Entry) -> Entry + Send + Sync + 'static>,
 ) {
     super::background::spawn("fxpay-journal-record", move || {
-        super::background::retry(|| record(&*store, cur.clone(), &*to).map(|_| ()));
+        super::background::retry(|| record(&*store, &cur, &*to).map(|_| ()));
     });
 }
 

@@ -36,7 +36,7 @@ enum Stage {
 struct Waiter {
     stage: Arc<Mutex<Stage>>,
     store: Arc<dyn JournalStore>,
-    mine: Entry,
+    mine: Arc<Entry>,
 }
 
 impl Drop for Waiter {
@@ -62,7 +62,7 @@ impl Drop for Waiter {
 /// once the journal answers.
 pub(crate) async fn guarded<T, F>(
     store: &Arc<dyn JournalStore>,
-    mine: &Entry,
+    mine: &Arc<Entry>,
     op: F,
     stored: fn(&T) -> bool,
 ) -> Result<T>
@@ -121,7 +121,7 @@ where
 }
 
 /// Undoes `mine` on a thread of its own, trying again (backing off) while the journal fails.
-fn spawn_undo(store: Arc<dyn JournalStore>, mine: Entry) {
+fn spawn_undo(store: Arc<dyn JournalStore>, mine: Arc<Entry>) {
     super::background::spawn("fxpay-journal-undo", move || {
         super::background::retry(|| undo(&*store, &mine));
     });
