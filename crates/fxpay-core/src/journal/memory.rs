@@ -19,7 +19,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// The entries, with the order their keys were first claimed in.
 #[derive(Clone, Default)]
 struct Entries {
-    by_key: HashMap<String, (u64, Entry)>,
+    /// foldhash, not SipHash: cheaper per lookup, and seeded at random per process.
+    by_key: HashMap<String, (u64, Entry), foldhash::fast::RandomState>,
     next: u64,
 }
 
