@@ -128,6 +128,10 @@ impl JournalStore for MemoryStore {
     fn holders(&self) -> &dyn HolderCheck {
         &LocalProcesses
     }
+
+    fn answers_at_once(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

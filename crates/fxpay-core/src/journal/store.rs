@@ -22,14 +22,23 @@ pub trait JournalStore: Send + Sync {
     fn find(&self, result: &str) -> Result<Option<Entry>>;
     /// How to tell that a pending entry's holder is gone before its lease lapses.
     fn holders(&self) -> &dyn HolderCheck;
+    /// Whether its calls answer at once (a store in this process's memory): the core then
+    /// makes them where it runs, not on a thread of the blocking pool.
+    fn answers_at_once(&self) -> bool {
+        false
+    }
 }
 
-/// Runs `f` on a store off the runtime's workers (a thread of the blocking pool).
+/// Runs `f` on a store off the runtime's workers (a thread of the blocking pool), or here
+/// for a store that answers at once.
 pub(crate) async fn blocking<T, F>(store: &Arc<dyn JournalStore>, f: F) -> Result<T>
 where
     T: Send + 'static,
     F: FnOnce(&dyn JournalStore) -> Result<T> + Send + 'static,
 {
+    if store.answers_at_once() {
+        return f(&**store);
+    }
     let s = store.clone();
     match tokio::task::spawn_blocking(move || f(&*s)).await {
         Ok(r) => r,
