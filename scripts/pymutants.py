@@ -14,6 +14,8 @@ Mutations (one at a time, on each function and method):
 - a statement that calls or assigns replaced by `pass`.
 
 Usage: python scripts/pymutants.py [--only FILE ...] [--jobs N] [--timeout S] [--report PATH] [--missed-in REPORT]
+                                   [--lines FIRST-LAST ...]
+`--lines` keeps the mutants of those lines only (a part of a file too big for one sitting).
 Exit status: 0 when no mutant is missed (caught or timed out), 1 otherwise.
 
 `--jobs N` runs N mutants at a time. Each job has its own copy of the package
@@ -108,6 +110,21 @@ TESTS: dict[str, list[str]] = {
     "_otel.py": ["tests/python/client/test_tracing.py"],
     "_raw.py": ["tests/python/client/test_raw_response.py", "tests/python/client/test_request_ids.py"],
     "_redis.py": ["tests/python/oauth/test_redis_store.py", "tests/python/journal/test_journal_calls.py"],
+    # The journals (issue 55): the test files that run their code and each take seconds,
+    # not the Celery, Dask, Django or subprocess-heavy chaos files.
+    "_later.py": [
+        "tests/python/journal/test_journal_one_flush.py",
+        "tests/python/journal/test_journal_races.py",
+        "tests/python/journal/test_journal_fork_locks.py",
+    ],
+    "journals.py": [
+        "tests/python/journal/test_journal_one_flush.py",
+        "tests/python/journal/test_journal_calls.py",
+        "tests/python/journal/test_journal_races.py",
+        "tests/python/journal/test_journal_fork_locks.py",
+        "tests/python/journal/test_journal_holes.py::test_a_wrong_timeout_is_a_configuration_error",
+        "tests/python/journal/test_journal_holes.py::test_wrong_types_of_the_new_settings_are_type_errors",
+    ],
     "postgres_journal.py": ["tests/python/journal/test_journal_postgres.py", "tests/python/journal/test_postgres_sqlalchemy.py"],
     "__init__.py": ["tests/python/client/test_lazy_import.py"],
     "_payouts.py": [
@@ -317,22 +334,29 @@ def main() -> int:
     ap.add_argument("--report", default=str(ROOT / "target" / "pymutants.json"))
     ap.add_argument("--list", action="store_true", help="only list the mutants")
     ap.add_argument("--missed-in", metavar="REPORT", help="only the mutants an earlier report (its JSON) lists as missed")
+    ap.add_argument("--lines", nargs="*", default=[], metavar="FIRST-LAST", help="only the mutants of these lines (each range inclusive)")
     args = ap.parse_args()
     again: set[tuple[object, object, object]] | None = None
     if args.missed_in:
         earlier = json.loads(Path(args.missed_in).read_text())["mutants"]
         again = {(r["file"], r["line"], r["mutation"]) for r in earlier if r["outcome"] == "missed"}
+    spans = [tuple(int(n) for n in span.split("-", 1)) for span in args.lines]
+
+    def wanted(m: Mutant) -> bool:
+        if spans and not any(first <= m.line <= last for first, last in spans):
+            return False
+        return again is None or (m.file, m.line, m.what) in again
 
     if args.list:
         for name in args.only:
             for m in mutants_of(PKG / name):
-                if again is None or (m.file, m.line, m.what) in again:
+                if wanted(m):
                     print(f"{m.file}:{m.line}: {m.what}")
         return 0
 
     results: list[dict[str, object]] = []
     for name in args.only:
-        chosen = [m for m in mutants_of(PKG / name) if again is None or (m.file, m.line, m.what) in again]
+        chosen = [m for m in mutants_of(PKG / name) if wanted(m)]
         ran = run_in_place(name, chosen, args.timeout) if args.jobs <= 0 else run_in_jobs(name, chosen, args.timeout, args.jobs)
         if ran is None:
             return 2

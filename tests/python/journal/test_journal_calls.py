@@ -373,6 +373,19 @@ def test_an_empty_sqlite_path_is_refused() -> None:
         fxpay.SqliteJournal("")
 
 
+@pytest.mark.parametrize("name", ["j\x00.db", "j\udcff.db"])
+def test_a_sqlite_path_sqlite_cannot_open_is_refused(tmp_path: Path, name: str) -> None:
+    with pytest.raises(fxpay.ConfigurationError, match="UTF-8 text without NUL"):
+        fxpay.SqliteJournal(str(tmp_path) + "/" + name)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("path", [123, None, b"j.db"])
+def test_a_sqlite_path_of_another_type_is_a_type_error_naming_it(path: object) -> None:
+    with pytest.raises(TypeError, match=f"^path must be a str or an os.PathLike, not {type(path).__name__}$"):
+        fxpay.SqliteJournal(path)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("url", ["http://127.0.0.1:6379", "redis://127.0.0.1:notaport", "nothing"])
 def test_a_redis_url_redis_py_cannot_use_is_a_configuration_error(url: str) -> None:
     need("redis")

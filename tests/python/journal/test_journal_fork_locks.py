@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -18,13 +19,23 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import fxpay
 
 
-def _child_call_with_lock_held(journal: Any, lock: Any, sandbox: Any) -> int | None:
+def _child_call_with_lock_held(journal: Any, lock: Any, sandbox: Any, *, by_this_thread: bool = False) -> int | None:
     """Forks while a parent thread holds `lock`; the child makes one keyed call on a fresh
     client with the inherited journal. The child's exit code, or None if it hung (killed
-    after 20 s)."""
+    after 20 s). `by_this_thread`: the forking thread holds it (an `RLock` held by another
+    thread of the parent may pass for the child's own: the child's first new thread can reuse
+    that thread's stack, and with it its thread id)."""
+    if by_this_thread:
+        assert lock.acquire(timeout=10)
+        try:
+            return _fork_and_call(journal, sandbox)
+        finally:
+            lock.release()
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -36,22 +47,26 @@ def _child_call_with_lock_held(journal: Any, lock: Any, sandbox: Any) -> int | N
     t.start()
     assert held.wait(10)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
-            pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                c = sandbox.client(journal=journal)
-                c.create_quote(buy_currency="USD", buy_amount=Decimal("100"), sell_currency="AUD", idempotency_key="child")
-                entry = journal.get("child")
-                code = 0 if entry is not None and entry.state == "done" else 2
-            finally:
-                os._exit(code)
-        return _wait_child(pid)
+        return _fork_and_call(journal, sandbox)
     finally:
         release.set()
         t.join(10)
+
+
+def _fork_and_call(journal: Any, sandbox: Any) -> int | None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+        pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            c = sandbox.client(journal=journal)
+            c.create_quote(buy_currency="USD", buy_amount=Decimal("100"), sell_currency="AUD", idempotency_key="child")
+            entry = journal.get("child")
+            code = 0 if entry is not None and entry.state == "done" else 2
+        finally:
+            os._exit(code)
+    return _wait_child(pid)
 
 
 def _wait_child(pid: int) -> int | None:
@@ -117,3 +132,63 @@ def test_a_memory_journals_child_starts_from_the_forking_threads_copy_while_thre
 def test_a_child_forked_while_a_thread_holds_the_sqlite_journals_lock_does_not_hang(fxpay_sandbox: Any, tmp_path: Path) -> None:
     journal = fxpay.SqliteJournal(tmp_path / "j.db")
     assert _child_call_with_lock_held(journal, journal._lock, fxpay_sandbox) == 0, "the child hung on the parent's lock"
+
+
+# The results that wait for their journal's next commit (`fxpay._later`): a child forked while a
+# parent thread holds one of their locks makes its own (issue 55, found by mutation testing:
+# without the child's fresh `_Later` state each of these hung the child).
+
+
+def test_a_child_forked_while_a_thread_holds_the_waiting_results_lock_does_not_hang(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    journal = fxpay.SqliteJournal(tmp_path / "j.db")
+    assert _child_call_with_lock_held(journal, journal._later.lock, fxpay_sandbox) == 0, "the child hung on the parent's lock"
+
+
+def test_a_child_forked_while_a_thread_holds_the_lock_that_makes_waiting_results_does_not_hang(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    from fxpay._later import _Later
+
+    journal = fxpay.SqliteJournal(tmp_path / "j.db")
+    assert _child_call_with_lock_held(journal, _Later.made, fxpay_sandbox) == 0, "the child hung on the parent's lock"
+
+
+def test_a_child_forked_while_the_forking_thread_holds_the_flushers_condition_does_not_hang(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    from fxpay._later import _Later
+
+    journal = fxpay.SqliteJournal(tmp_path / "j.db")
+    assert _child_call_with_lock_held(journal, _Later.due, fxpay_sandbox, by_this_thread=True) == 0, "the child hung on the parent's lock"
+
+
+def _closes_in_another_thread(journal: Any) -> bool:
+    """Whether ``journal.close()`` on a new thread ends within 20 s."""
+    t = threading.Thread(target=journal.close, daemon=True)
+    t.start()
+    t.join(20)
+    return not t.is_alive()
+
+
+def test_after_a_fork_another_thread_closes_a_journal_in_the_parent_and_in_the_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock the forking thread holds across a fork (against a connection closed by
+    another thread meanwhile) is taken before it and given back in the parent (no fork hook
+    fails), and made anew in the child: a journal closed on another thread afterwards does
+    not wait for it forever."""
+    journal = fxpay.SqliteJournal(tmp_path / "j.db")
+    assert journal.get("k") is None  # opens its connection
+    hook_errors: list[Any] = []  # what a failing fork hook reports
+    monkeypatch.setattr(sys, "unraisablehook", hook_errors.append)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+        pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            assert journal.get("k") is None
+            code = 0 if _closes_in_another_thread(journal) else 2
+        finally:
+            os._exit(code)
+    assert [str(e.exc_value) for e in hook_errors] == []
+    closed = _closes_in_another_thread(journal)
+    _, status = os.waitpid(pid, 0)
+    assert closed, "the parent's close waited for the fork's lock"
+    assert os.waitstatus_to_exitcode(status) == 0, "the child's close waited for the fork's lock"

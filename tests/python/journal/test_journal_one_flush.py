@@ -113,6 +113,10 @@ def test_a_result_waiting_for_its_commit_is_read_here_but_a_replay_still_claims_
             held = journal.get("held")
             assert held is not None
             assert (held.state, held.result) == ("done", got[0])  # read from where it waits
+            # Every journal of the file in this process reads it there (one waiting room per file).
+            other = fxpay.SqliteJournal(path, timeout=1.0).get("held")
+            assert other is not None
+            assert (other.state, other.result) == ("done", got[0])
             with pytest.raises(fxpay.JournalError):
                 quote(c, "held")  # the claim cannot reach the file: fails closed
             assert requests_to(fxpay_sandbox, QUOTES) == sent
@@ -262,6 +266,105 @@ POOL = textwrap.dedent(
         print(*ids)
     """
 )
+
+
+FORKS = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    import fxpay, fxpay._later
+    fxpay._later.RESULT_DELAY = 3600.0  # the parent's result still waits when it forks
+    path, base, cid, secret = sys.argv[1:5]
+    journal = fxpay.SqliteJournal(path)
+    c = fxpay.Client(cid, secret, base_url=base, journal=journal)
+    q = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key="forks")
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            child = fxpay.Client(cid, secret, base_url=base, journal=journal)
+            again = child.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key="forks")
+            code = 0 if again == q else 2
+        except BaseException as e:
+            print("child:", type(e).__name__, e, file=sys.stderr, flush=True)
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60  # a hung child is killed, not left behind
+    while not (done := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not done[0]:
+        os.kill(pid, signal.SIGKILL)
+        done = os.waitpid(pid, 0)
+    print(q, os.waitstatus_to_exitcode(done[1]), flush=True)
+    """
+)
+
+
+def test_a_forked_child_replays_the_result_its_parent_still_holds(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """The parent forks while its call's result waits for a commit (the file holds its claim,
+    ``pending``, its holder alive): the child's replay of the key returns that result and sends
+    nothing, instead of finding the parent's claim in flight."""
+    path = tmp_path / "j.db"
+    fxpay.SqliteJournal(path)
+    script = tmp_path / "forks.py"
+    script.write_text(FORKS)
+    sent = requests_to(fxpay_sandbox, QUOTES)
+    args = [str(path), fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret]
+    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    q, child = out.stdout.split()
+    assert child == "0", out.stderr
+    assert requests_to(fxpay_sandbox, QUOTES) == sent + 1  # the parent's only
+    entry = fxpay.SqliteJournal(path).get("forks")
+    assert entry is not None
+    assert (entry.state, entry.result) == ("done", q)  # the parent wrote it at its exit
+
+
+LATE = textwrap.dedent(
+    """
+    import multiprocessing, multiprocessing.util, sys
+    import fxpay, fxpay._later
+
+    def client():
+        path, base, cid, secret = sys.argv[1:5]
+        return fxpay.Client(cid, secret, base_url=base, journal=fxpay.SqliteJournal(path))
+
+    def late():
+        q = client().create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key="late")
+        print(q, flush=True)
+
+    def work(i):
+        fxpay._later.RESULT_DELAY = 3600.0  # only a write at once lands before the worker ends
+        client().create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key="first")
+        # The worker's own finalizer, after fxpay's (priority 100): a keyed call at its very end.
+        multiprocessing.util.Finalize(None, late, exitpriority=1)
+        return i
+
+    if __name__ == "__main__":
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(1, maxtasksperchild=1) as pool:
+            pool.map(work, [0])
+            pool.close()
+            pool.join()
+    """
+)
+
+
+def test_a_keyed_call_after_a_workers_exit_flush_writes_its_result_at_once(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """A keyed call made by a worker's finalizer that runs after fxpay's own exit flush: its
+    result no longer waits for a commit that nothing would make (the worker ends with
+    ``os._exit``; the flusher is a daemon thread)."""
+    path = tmp_path / "j.db"
+    script = tmp_path / "late.py"
+    script.write_text(LATE)
+    args = [str(path), fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret]
+    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip(), out.stderr
+    journal = fxpay.SqliteJournal(path)
+    entries = [journal.get(k) for k in ("first", "late")]
+    assert [e.state if e else None for e in entries] == ["done", "done"]
+    assert entries[1] is not None
+    assert entries[1].result == out.stdout.strip()
 
 
 # -- Redis: the result rides the next claim's round trip ---------------------------------------
@@ -454,3 +557,135 @@ def test_a_notification_that_settles_the_key_before_the_calls_result_lands_wins(
         assert (e.state, e.result, e.deal_id) == settled
         assert c.create_spot_deal(**args, callback_url=hook, idempotency_key="early").process_id == spot.process_id
         assert requests_to(fxpay_sandbox, "POST /v1/payments/deals/spot") == 1
+
+
+def _rewrite_waiting_claim(path: Path, key: str, **fields: object) -> None:
+    """Changes, in the file, the claim of ``key`` whose result waits in this process, as
+    another process would (the JSON entry and its ``state`` column alike)."""
+    import json
+    import sqlite3
+
+    with sqlite3.connect(path) as raw:
+        (data,) = raw.execute("SELECT data FROM fxpay_journal WHERE key = ?", (key,)).fetchone()
+        entry = json.loads(data)
+        assert entry["state"] == "pending"
+        entry.update(fields)
+        raw.execute("UPDATE fxpay_journal SET state = ?, data = ? WHERE key = ?", (entry["state"], json.dumps(entry), key))
+
+
+def test_a_waiting_result_whose_claim_lapsed_to_unknown_is_written_over_it(
+    fxpay_sandbox: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While the result waits, another process marks the key ``unknown`` (its lease lapsed):
+    the entry is still this call's claim, so the result is written over it, with no error."""
+    import logging
+
+    import fxpay._later as later
+
+    monkeypatch.setattr(later, "RESULT_DELAY", 5.0)  # what may wait surely waits
+    path = tmp_path / "j.db"
+    journal = fxpay.SqliteJournal(path)
+    with fxpay_sandbox.client(journal=journal) as c, caplog.at_level(logging.ERROR):
+        q = quote(c, "lapsed")
+        _rewrite_waiting_claim(path, "lapsed", state="unknown")
+        journal.close()  # what waits is written now: it finds its claim unknown
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    e = fxpay.SqliteJournal(path).get("lapsed")
+    assert e is not None
+    assert (e.state, e.result) == ("done", q)
+
+
+def test_a_waiting_result_whose_key_another_claim_took_is_not_written_over_it(
+    fxpay_sandbox: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While the result waits, another holder's claim replaces the key's entry: the result
+    is not written over that claim; it is logged, with its id, for ``resolve``."""
+    import logging
+
+    import fxpay._later as later
+
+    monkeypatch.setattr(later, "RESULT_DELAY", 5.0)
+    path = tmp_path / "j.db"
+    journal = fxpay.SqliteJournal(path)
+    with fxpay_sandbox.client(journal=journal) as c, caplog.at_level(logging.ERROR):
+        q = quote(c, "taken")
+        _rewrite_waiting_claim(path, "taken", holder="another-host/1/abc")
+        journal.close()
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, errors
+    assert "'taken'" in errors[0], errors
+    assert q in errors[0], errors
+    e = fxpay.SqliteJournal(path).get("taken")
+    assert e is not None
+    assert (e.state, e.holder) == ("pending", "another-host/1/abc")
+
+
+def test_one_flusher_thread_writes_the_results_of_many_calls(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """Each result waiting wakes the process's one flusher thread; none is started per call."""
+    import threading
+
+    journal = fxpay.SqliteJournal(tmp_path / "j.db")
+    with fxpay_sandbox.client(journal=journal) as c:
+        for i in range(5):
+            quote(c, f"many-{i}")
+            time.sleep(0.1)  # past RESULT_DELAY: each result wakes the flusher anew
+    flushers = [t for t in threading.enumerate() if t.name == "fxpay-journal-results"]
+    assert len(flushers) == 1, flushers
+
+
+TWICE = textwrap.dedent(
+    """
+    import json, sys
+    import fxpay, fxpay._later
+    fxpay._later.RESULT_DELAY = 3600.0  # the first result surely still waits
+    journal = fxpay.SqliteJournal(sys.argv[1])
+    claim = {
+        "key": "twice", "operation": "create_quote", "state": "pending", "result": None, "deal_id": None,
+        "created_at": 1_700_000_000_000, "updated_at": 1_700_000_000_000, "error": None,
+        "holder": "another-host~boot/4242/tok", "lease_until": 4_102_444_800_000, "fingerprint": "00" * 32,
+        "response": None, "nonce": None, "request": None,
+    }
+    assert journal.claim(fxpay.JournalEntry.from_json(json.dumps(claim))) is None
+    stored = journal.get("twice")
+    first = fxpay.JournalEntry.from_json(json.dumps({**claim, "state": "done", "result": "first"}))
+    second = fxpay.JournalEntry.from_json(json.dumps({**claim, "state": "done", "result": "second"}))
+    print(journal.swap(stored, first))  # waits for the next commit
+    found = journal.find("first")  # found where it waits
+    print(found.state if found else None)
+    print(journal.swap(stored, second))  # the claim is no longer there
+    print(journal.get("twice").result)
+    """
+)
+
+
+def test_a_second_result_for_a_claim_whose_first_result_waits_is_refused(tmp_path: Path) -> None:
+    """Through the journal's own methods: a claim's result waits for the next commit; a
+    second swap of that same claim answers False (the first is written first, and the claim
+    is gone) instead of replacing or dropping it; ``find`` sees the waiting result."""
+    path = tmp_path / "j.db"
+    script = tmp_path / "twice.py"
+    script.write_text(TWICE)
+    out = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "done", "False", "first"]
+    e = fxpay.SqliteJournal(path).get("twice")
+    assert e is not None
+    assert (e.state, e.result) == ("done", "first")
+
+
+def test_results_that_landed_leave_nothing_behind(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """A long-lived process keeps nothing per call once its results are written: no entry
+    waiting or in flight, no exit finalizer registered again for each result."""
+    import multiprocessing.util
+
+    import fxpay._later as later
+
+    journal = fxpay.SqliteJournal(tmp_path / "j.db")
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "left-0")  # the process's first result registers its one finalizer
+        registered = len(multiprocessing.util._finalizer_registry)  # type: ignore[attr-defined]
+        for i in range(1, 6):
+            quote(c, f"left-{i}")
+        later.flush_all()
+        assert journal._later.entries() == []
+        assert len(multiprocessing.util._finalizer_registry) == registered  # type: ignore[attr-defined]
