@@ -53,7 +53,10 @@ def _child_call_with_lock_held(journal: Any, lock: Any, sandbox: Any, *, by_this
         t.join(10)
 
 
-def _fork_and_call(journal: Any, sandbox: Any) -> int | None:
+def _fork_and_call(journal: Any, sandbox: Any, key: str = "child", also_done: tuple[str, ...] = ()) -> int | None:
+    """Forks; the child makes one keyed call under `key` with the inherited journal and exits
+    0 when `key` and every key of `also_done` read done there (2 otherwise, 1 if it raised).
+    The child's exit code, or None if it hung."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
         pid = os.fork()
@@ -61,9 +64,9 @@ def _fork_and_call(journal: Any, sandbox: Any) -> int | None:
         code = 1
         try:
             c = sandbox.client(journal=journal)
-            c.create_quote(buy_currency="USD", buy_amount=Decimal("100"), sell_currency="AUD", idempotency_key="child")
-            entry = journal.get("child")
-            code = 0 if entry is not None and entry.state == "done" else 2
+            c.create_quote(buy_currency="USD", buy_amount=Decimal("100"), sell_currency="AUD", idempotency_key=key)
+            entries = [journal.get(k) for k in (key, *also_done)]
+            code = 0 if all(e is not None and e.state == "done" for e in entries) else 2
         finally:
             os._exit(code)
     return _wait_child(pid)
@@ -108,19 +111,8 @@ def test_a_memory_journals_child_starts_from_the_forking_threads_copy_while_thre
         while min(made) < 3:
             time.sleep(0.01)
         for i in range(10):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
-                pid = os.fork()
-            if pid == 0:
-                code = 1
-                try:
-                    c = fxpay_sandbox.client(journal=journal)
-                    c.create_quote(buy_currency="USD", buy_amount=Decimal("100"), sell_currency="AUD", idempotency_key=f"child-{i}")
-                    mine, before = journal.get(f"child-{i}"), journal.get("before")
-                    code = 0 if mine is not None and mine.state == "done" and before is not None and before.state == "done" else 2
-                finally:
-                    os._exit(code)
-            assert _wait_child(pid) == 0, f"fork {i}: the child hung (None) or its journal was wrong (2)"
+            code = _fork_and_call(journal, fxpay_sandbox, key=f"child-{i}", also_done=("before",))
+            assert code == 0, f"fork {i}: the child hung (None) or its journal was wrong (2)"
             assert journal.get(f"child-{i}") is None, "a child's claim is its own"
     finally:
         stop.set()
