@@ -41,6 +41,7 @@ from ._fxpay import (
     _journal_verify_deal_created,
     _MemoryStore,
 )
+from ._group_commit import _Claim, _GroupCommit
 from ._later import RETRY_DELAY, _Later
 from ._payouts import PayoutProgress
 from .errors import ConfigurationError, InvalidRequestError, JournalError
@@ -1075,6 +1076,8 @@ class RedisJournal(JournalBase):
         self._r = url_or_client
         self._use_own_pool()
         self._later = _Later.of(self._where())
+        # This process's claims waiting for their round trip (made anew in a forked child).
+        self._group = _GroupCommit()
         _live.add(self)
 
     def _where(self) -> str:
@@ -1128,6 +1131,8 @@ class RedisJournal(JournalBase):
             self._inherited.append((self._r, self._claim, self._swap))
             self._use_own_pool()
             self._later = _Later.of(self._where())
+            # A leader of the parent's group commit (or its claims in flight) is not the child's.
+            self._group = _GroupCommit()
 
     def _warn_once(self, what: str, message: str, *args: Any) -> None:
         if what not in self._warned:
@@ -1375,22 +1380,9 @@ class RedisJournal(JournalBase):
         # identity is checked with every claim (a FLUSHALL under a live process is caught).
         ident = self._identity()
         keys, args = [self._k(e.key), self._open, self._id_key], [e.to_json(), e.key, ident]
-        if not self._later.results:
-            return self._later.news(self._entry(self._scripted(self._claim, keys, args)))
-        # The results waiting ride this claim's round trip (and Redis's one AOF write for it).
-        results = self._later.taken()
-
-        def queue(pipe: Any) -> None:
-            self._queue_results(pipe, results)
-            pipe.evalsha(self._claim.sha, len(keys), *keys, *args)
-
-        try:
-            replies = self._piped(queue)
-        except BaseException:
-            self._later.missed(results)
-            raise
-        claimed = replies.pop()
-        self._results_answered(results, replies)
+        # With the claims of this process's other threads waiting at once, and the results
+        # waiting: one round trip, so one AOF write and fsync (see fxpay._group_commit).
+        claimed = self._group.run(_Claim(e.key, (keys, args)), self._commit_claims).reply
         if isinstance(claimed, _redis_errors().NoScriptError):
             return self._later.news(self._entry(self._scripted(self._claim, keys, args)))  # loads it, and claims
         if isinstance(claimed, Exception):
@@ -1402,8 +1394,40 @@ class RedisJournal(JournalBase):
             raise claimed
         return self._later.news(self._entry(claimed))
 
+    def _commit_claims(self, batch: list[_Claim]) -> None:
+        """The group commit of ``batch``'s claims, with the results waiting riding it: one
+        pipeline (Redis reads it in one round and writes its AOF once). Each claim's reply is
+        its own (an error reply as its exception); a pipeline that fails fails them all."""
+        results = self._later.taken()
+        if not results and len(batch) == 1:
+            keys, args = batch[0].args
+            try:
+                batch[0].reply = self._claim(keys=keys, args=args)  # loads the script if need be
+            except Exception as e:
+                batch[0].reply = e
+        else:
+
+            def queue(pipe: Any) -> None:
+                self._queue_results(pipe, results)
+                for c in batch:
+                    keys, args = c.args
+                    pipe.evalsha(self._claim.sha, len(keys), *keys, *args)
+
+            try:
+                replies = self._piped(queue)
+            except BaseException:
+                self._later.missed(results)
+                raise
+            for c, reply in zip(batch, replies[len(results) :], strict=True):
+                c.reply = reply
+            self._results_answered(results, replies[: len(results)])
+        for c in batch:
+            c.claimed = c.reply is None  # SET NX made it: nothing stored before
+
     @_fails_closed("swap")
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
+        if isinstance(old, JournalEntry):
+            self._group.answered(old.key)  # the call's claim is settled: no longer in flight
         ready = self._swap_ready(old, new)  # a call's result rides the next claim's round trip
         if ready is None:
             return True

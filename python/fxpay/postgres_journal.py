@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._fxpay import JournalEntry
+from ._group_commit import _Claim, _GroupCommit
 from ._later import RETRY_DELAY, _Later
 from .errors import ConfigurationError, JournalError
 from .journals import JournalBase, logger
@@ -227,6 +228,8 @@ class PostgresJournal(JournalBase):
         # Results of keyed calls waiting for the next commit (one durable write per call).
         self._where = f"postgres:{self._conninfo if self._conninfo is not None else id(self._factory)}:{table}"
         self._later = _Later.of(self._where)
+        # This process's claims waiting for their commit (made anew in a forked child).
+        self._group = _GroupCommit()
         _JOURNALS.add(self)
 
     # -- the connection ------------------------------------------------------------------
@@ -237,6 +240,7 @@ class PostgresJournal(JournalBase):
         self._lock = threading.Condition()
         self._set_aside()
         self._later = _Later.of(self._where)
+        self._group = _GroupCommit()  # a leader of the parent's commit is not the child's
 
     def _set_aside(self) -> None:
         for c in self._mine:
@@ -530,14 +534,18 @@ class PostgresJournal(JournalBase):
         # identity is checked with every claim (a TRUNCATE under a live process is caught).
         st = self._open("claim")
         claim_args = (entry.key, entry.state, entry.result, entry.to_json(), IDENTITY_KEY, st.ident)
-        if self._later.results and self._claim_riding(st, claim_args):
-            return None
-        for _ in range(16):
+        for attempt in range(16):
             # Inserted only where this journal's identity row still is (one statement: a
             # TRUNCATE, or a DROP and a new journal, under a live process is caught here).
-            n, _rows = self._run("claim", (st.claim, claim_args))
-            if n == 1:
-                return None
+            # First with the claims of this process's other threads waiting at once and the
+            # results waiting: one statement, one commit, one WAL flush (fxpay._group_commit).
+            if attempt == 0:
+                if self._group.run(_Claim(entry.key, (st, claim_args[:4])), self._commit_claims).claimed:
+                    return None
+            else:
+                n, _rows = self._run("claim", (st.claim, claim_args))
+                if n == 1:
+                    return None
             # Whatever is stored is another call's, even if equal to `entry`.
             _, rows = self._run("claim", (st.get_two, ([entry.key, IDENTITY_KEY],)))
             found = {str(k): str(v) for k, v in rows}
@@ -550,6 +558,8 @@ class PostgresJournal(JournalBase):
         raise JournalError(f"the entry of key {entry.key!r} kept vanishing while it was claimed")
 
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
+        if isinstance(old, JournalEntry):
+            self._group.answered(old.key)  # the call's claim is settled: no longer in flight
         ready = self._swap_ready(old, new)  # a call's result waits for the next commit
         if ready is None:
             return True
@@ -558,28 +568,42 @@ class PostgresJournal(JournalBase):
         n, _ = self._run("swap", (st.swap, (new.state, new.result, text, old.key, old_text)))
         return n == 1
 
-    def _claim_riding(self, st: _Statements, claim_args: tuple[Any, ...]) -> bool:
-        """The claim, with the results waiting riding it: one statement, one commit, one WAL
-        flush. A result whose row is locked (or changed) is not waited for: it waits again,
-        for the flusher. True when the claim was inserted (else the caller reads why not)."""
+    def _commit_claims(self, batch: list[_Claim]) -> None:
+        """The group commit of ``batch``'s claims (one per key), with the results waiting
+        riding it: one statement, one commit, one WAL flush. The claims are inserted in key
+        order (two processes' commits never wait for each other in a circle). A result whose
+        row is locked (or changed) is not waited for: it waits again, for the flusher. Each
+        claim learns whether it was inserted (else its caller reads why not)."""
+        st: _Statements = batch[0].args[0]
+        ident = (IDENTITY_KEY, st.ident)
         results = self._later.taken()
-        if not results:
-            return False
+        if not results and len(batch) == 1:
+            n, _ = self._run("claim", (st.claim, (*batch[0].args[1], *ident)))
+            batch[0].claimed = n == 1
+            return
         values, args = _results_values(results)
+        claims = ", ".join(["(%s, %s, %s, %s)"] * len(batch))
+        claim_args = tuple(a for c in batch for a in c.args[1])
+        sql = st.claims_riding if results else st.claims
         try:
-            _, rows = self._run("claim", (st.claim_riding.replace("{values}", values), (*args, *claim_args)))
+            _, rows = self._run("claim", (sql.replace("{values}", values).replace("{claims}", claims), (*args, *claim_args, *ident)))
         except BaseException:
-            self._later.missed(results)
-            _Later.wake(self)
+            if results:
+                self._later.missed(results)
+                _Later.wake(self)
             raise
         inserted, written = rows[0]
+        mine = set(inserted or ())
+        for c in batch:
+            c.claimed = c.key in mine
+        if not results:
+            return
         landed = set(written or ())
         self._later.landed([r for r in results if r[0] in landed])
         left = [r for r in results if r[0] not in landed]
         if left:
             self._later.missed(left)
             _Later.wake(self)
-        return bool(inserted)
 
     def _waiting(self) -> _Later:
         return self._later
@@ -686,17 +710,23 @@ class _Statements:
             f" WHERE EXISTS (SELECT 1 FROM {t} WHERE key = %s AND data = %s) ON CONFLICT (key) DO NOTHING"
         )
         self.swap = f"UPDATE {t} SET state = %s, result = %s, data = %s, updated_at = now() WHERE key = %s AND data = %s"
-        # The claim with the results waiting (`{values}`), in one statement: a result's row
-        # that is locked is skipped, not waited for. Its row: whether the claim was
-        # inserted, and the keys of the results written.
-        self.claim_riding = (
+        # Many claims in one statement (`{claims}`: a row of four placeholders per claim, one
+        # per key), inserted in key order where the identity row still is; with the results
+        # waiting (`{values}`) as above. Its row: the keys inserted, and the results' keys
+        # written.
+        many = (
+            f" ins AS (INSERT INTO {t} (key, state, result, data) SELECT c.key, c.state, c.result, c.data"
+            " FROM (VALUES {claims}) AS c(key, state, result, data)"
+            f" WHERE EXISTS (SELECT 1 FROM {t} WHERE key = %s AND data = %s) ORDER BY c.key"
+            " ON CONFLICT (key) DO NOTHING RETURNING key)"
+        )
+        self.claims = f"WITH{many} SELECT ARRAY(SELECT key FROM ins), NULL::text[]"
+        self.claims_riding = (
             "WITH v(key, old, state, result, data) AS (VALUES {values}),"
             f" free AS (SELECT j.key FROM {t} AS j JOIN v ON j.key = v.key AND j.data = v.old FOR UPDATE OF j SKIP LOCKED),"
             f" done AS (UPDATE {t} AS j SET state = v.state, result = v.result, data = v.data, updated_at = now()"
-            " FROM v WHERE j.key = v.key AND j.key IN (SELECT key FROM free) RETURNING j.key),"
-            f" ins AS (INSERT INTO {t} (key, state, result, data) SELECT %s, %s, %s, %s"
-            f" WHERE EXISTS (SELECT 1 FROM {t} WHERE key = %s AND data = %s) ON CONFLICT (key) DO NOTHING RETURNING 1)"
-            " SELECT (SELECT count(*) FROM ins), ARRAY(SELECT key FROM done)"
+            f" FROM v WHERE j.key = v.key AND j.key IN (SELECT key FROM free) RETURNING j.key),{many}"
+            " SELECT ARRAY(SELECT key FROM ins), ARRAY(SELECT key FROM done)"
         )
         # Many swaps in one statement (`{values}`: a row of five placeholders per swap):
         # the keys it wrote.
