@@ -22,9 +22,11 @@ class RedisServer:
     """A redis-server on a Unix socket of its own, that a test can stop and start again: with
     AOF (appendfsync always) unless `aof=False`, as RedisJournal requires by default."""
 
-    def __init__(self, folder: Path, *, aof: bool = True, extra: tuple[str, ...] = ()) -> None:
+    def __init__(self, folder: Path, *, aof: bool = True, extra: tuple[str, ...] = (), wrap: tuple[str, ...] = ()) -> None:
+        """``wrap``: a command the server runs under (strace, to count its fsyncs)."""
         self.folder = folder
         self.extra = extra
+        self.wrap = wrap
         self.sock = folder / "redis.sock"
         self.url = f"unix://{self.sock}?db=0"
         self.aof = aof
@@ -35,7 +37,7 @@ class RedisServer:
         args = [need_program("redis-server"), "--port", "0", "--unixsocket", str(self.sock), "--dir", str(self.folder), "--save", ""]
         args += ["--appendonly", "yes", "--appendfsync", "always"] if self.aof else ["--appendonly", "no"]
         args += self.extra
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen([*self.wrap, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         probe = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + 30
         while True:
