@@ -11,7 +11,7 @@ import contextlib
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -211,17 +211,20 @@ def test_a_child_forked_while_a_thread_holds_the_group_commits_lock_does_not_han
     assert _child_call_with_lock_held(journal, journal._group._lock, fxpay_sandbox) == 0, "the child hung on the parent's lock"
 
 
-def _joined_while_in_flight(c: fxpay.Client, journal: Any, sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[float, float]:
+def _joined_while_in_flight(
+    c: fxpay.Client, journal: Any, sandbox: Any, monkeypatch: pytest.MonkeyPatch, then: Callable[[], None] = lambda: None
+) -> tuple[float, float]:
     """Keyed call ``a`` is in flight (its answer held 5 s by the sandbox); keyed call ``b``
     claims meanwhile and, leading its commit, waits for ``a`` (in flight) to claim again;
-    keyed call ``c`` (standing for it) claims while ``b`` waits. The wall-clock window from
-    before ``b`` to after ``b`` and ``c`` returned. The delay is made long when it is not 0
+    keyed call ``c`` (standing for it) claims while ``b`` waits; ``then()`` runs once ``b``
+    and ``c`` returned, ``a`` still in flight. The wall-clock window from before ``b`` to
+    after ``b`` and ``c`` returned. The delay is made long when it is not 0
     (what counts here is that a leader waits, not for how long), and the results wait for
     their flusher long enough not to be written inside the window."""
     import fxpay._later as later
 
     monkeypatch.setattr(group_commit, "COMMIT_DELAY", group_commit.COMMIT_DELAY and 30.0)
-    monkeypatch.setattr(later, "RESULT_DELAY", 10.0)
+    monkeypatch.setattr(later, "RESULT_DELAY", 60.0)
     quote(c, "warm-up")
     sandbox.delay_next(QUOTES, 5.0)
     got: dict[str, str] = {}
@@ -240,6 +243,7 @@ def _joined_while_in_flight(c: fxpay.Client, journal: Any, sandbox: Any, monkeyp
     got["c"] = quote(c, "c")
     b.join(30)
     t1 = time.time()
+    then()
     a.join(30)
     assert sorted(got) == ["a", "b", "c"]
     return t0, t1
@@ -265,10 +269,15 @@ def test_a_postgres_leader_waits_for_a_keyed_call_in_flight(
     share their ``xmin`` (two transactions without the commit delay)."""
     psycopg = need("psycopg")
     journal = _postgres(postgres_server)
+    claims: dict[str, tuple[str, str]] = {}
+
+    def read() -> None:  # while the results wait: the rows are still the claims
+        with psycopg.connect(postgres_server.conninfo, autocommit=True) as conn:
+            rows = conn.execute(f'SELECT key, xmin::text, state FROM "{journal.table}" WHERE key IN (%s, %s, %s)', ("a", "b", "c"))
+            claims.update({k: (x, state) for k, x, state in rows.fetchall()})
+
     with fxpay_sandbox.client(journal=journal) as c:
-        _joined_while_in_flight(c, journal, fxpay_sandbox, monkeypatch)
+        _joined_while_in_flight(c, journal, fxpay_sandbox, monkeypatch, then=read)
         journal.close()  # writes the results waiting
-    with psycopg.connect(postgres_server.conninfo, autocommit=True) as conn:
-        rows = conn.execute(f'SELECT key, xmin::text FROM "{journal.table}" WHERE key IN (%s, %s, %s)', ("a", "b", "c")).fetchall()
-    xmin = dict(rows)
-    assert xmin["b"] == xmin["c"] != xmin["a"], xmin
+    assert {k: state for k, (_, state) in claims.items()} == {"a": "pending", "b": "pending", "c": "pending"}
+    assert claims["b"][0] == claims["c"][0] != claims["a"][0], claims
