@@ -25,7 +25,7 @@ __all__ = ["COMMIT_DELAY", "IN_FLIGHT_HORIZON"]
 
 #: How long a leader waits at most for more claims to join its commit, when other keyed calls
 #: of this process are in flight (seconds). 0: no waiting.
-COMMIT_DELAY = 0.002
+COMMIT_DELAY = 0.003
 
 #: A keyed call claimed longer ago than this is no longer counted as in flight: it is not
 #: about to claim again soon (and a call that ended without its result, an interrupt, is
