@@ -21,7 +21,7 @@ from typing import Any
 
 from .errors import JournalError
 
-__all__ = ["COMMIT_DELAY", "IN_FLIGHT_HORIZON"]
+__all__ = ["COMMIT_DELAY", "IN_FLIGHT_HORIZON", "UNANSWERED"]
 
 #: How long a leader waits at most for more claims to join its commit, when other keyed calls
 #: of this process are in flight (seconds). 0: no waiting.
@@ -33,9 +33,14 @@ COMMIT_DELAY = 0.003
 IN_FLIGHT_HORIZON = 1.0
 
 
+#: A claim's ``reply`` until its commit gave one: never taken for a claim made.
+UNANSWERED: Any = object()
+
+
 class _Claim:
     """One claim waiting for a group commit, and what came of it: ``reply`` (the journal's
-    own), ``claimed`` (the journal set it: the claim was stored), or ``error``."""
+    own; :data:`UNANSWERED` until set), ``claimed`` (the journal set it: the claim was
+    stored), or ``error``."""
 
     __slots__ = ("args", "claimed", "done", "error", "key", "reply")
 
@@ -43,7 +48,7 @@ class _Claim:
         self.key, self.args = key, args
         self.done = False
         self.claimed = False
-        self.reply: Any = None
+        self.reply: Any = UNANSWERED
         self.error: BaseException | None = None
 
 

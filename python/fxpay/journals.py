@@ -41,7 +41,7 @@ from ._fxpay import (
     _journal_verify_deal_created,
     _MemoryStore,
 )
-from ._group_commit import _Claim, _GroupCommit
+from ._group_commit import UNANSWERED, _Claim, _GroupCommit
 from ._later import RETRY_DELAY, _Later
 from ._payouts import PayoutProgress
 from .errors import ConfigurationError, InvalidRequestError, JournalError
@@ -1399,6 +1399,8 @@ class RedisJournal(JournalBase):
         # With the claims of this process's other threads waiting at once, and the results
         # waiting: one round trip, so one AOF write and fsync (see fxpay._group_commit).
         claimed = self._group.run(_Claim(e.key, (keys, args)), self._commit_claims).reply
+        if claimed is UNANSWERED:  # no reply is never a claim made (SET NX's own is None)
+            raise JournalError(f"RedisJournal.claim(): the commit gave no answer for key {e.key!r}; nothing was sent")
         if isinstance(claimed, _redis_errors().NoScriptError):
             return self._later.news(self._entry(self._scripted(self._claim, keys, args)))  # loads it, and claims
         if isinstance(claimed, Exception):

@@ -282,3 +282,83 @@ def test_a_postgres_leader_waits_for_a_keyed_call_in_flight(
         journal.close()  # writes the results waiting
     assert {k: state for k, (_, state) in claims.items()} == {"a": "pending", "b": "pending", "c": "pending"}
     assert claims["b"][0] == claims["c"][0] != claims["a"][0], claims
+
+
+def _fail_together(c: fxpay.Client, journal: Any, sandbox: Any, monkeypatch: pytest.MonkeyPatch, break_store: Callable[[], None]) -> None:
+    """As above, ``b`` leads a commit that waits for ``a`` (in flight), and ``c`` joins it;
+    but the store breaks before ``c`` claims: the one commit of ``b`` and ``c`` fails, and
+    both calls fail closed (:class:`fxpay.JournalError`), nothing sent."""
+    monkeypatch.setattr(group_commit, "COMMIT_DELAY", group_commit.COMMIT_DELAY and 30.0)
+    quote(c, "warm-up")
+    sent = requests_to(sandbox, QUOTES)
+    sandbox.delay_next(QUOTES, 3.0)
+    a = threading.Thread(target=lambda: quote(c, "a"))
+    a.start()
+    deadline = time.monotonic() + 30
+    while getattr(journal.get("a"), "state", None) != "pending":
+        assert time.monotonic() < deadline, "a's claim never reached the store"
+        time.sleep(0.005)
+    failed: list[BaseException] = []
+
+    def call_b() -> None:
+        try:
+            quote(c, "b")
+        except BaseException as e:  # looked at below
+            failed.append(e)
+
+    b = threading.Thread(target=call_b)
+    b.start()
+    while not journal._group._gathering:
+        assert time.monotonic() < deadline, "b did not wait for a (in flight)"
+        time.sleep(0.005)
+    break_store()
+    with pytest.raises(fxpay.JournalError):
+        quote(c, "c")
+    b.join(30)
+    assert len(failed) == 1, failed
+    assert isinstance(failed[0], fxpay.JournalError), failed
+    a.join(30)
+    assert requests_to(sandbox, QUOTES) == sent + 1  # a's: neither b nor c was sent
+
+
+def _never_sent(journal: Any, *keys: str) -> None:
+    """The keys are absent, or ``released`` (fxpay-core's undo of a claim whose store call
+    failed, once the store answers again: journal/undo.rs), never pending nor done."""
+    for key in keys:
+        assert getattr(journal.get(key), "state", None) in (None, "released"), journal.get(key)
+
+
+def test_a_failed_redis_group_commit_fails_every_claim_in_it_closed(
+    fxpay_sandbox: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        journal = _redis(server)
+        with fxpay_sandbox.client(journal=journal) as c:
+            _fail_together(c, journal, fxpay_sandbox, monkeypatch, server.stop)
+            server.start()  # the same data (AOF): a's result can land
+            journal.close()
+            assert getattr(journal.get("a"), "state", None) == "done"
+            _never_sent(journal, "b", "c")
+    finally:
+        server.stop()
+
+
+def test_a_failed_postgres_group_commit_fails_every_claim_in_it_closed(
+    fxpay_sandbox: Any, postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table renamed away while ``b`` waits (its statements fail), and back after."""
+    psycopg = need("psycopg")
+    journal = _postgres(postgres_server)
+
+    def rename(old: str, new: str) -> None:
+        with psycopg.connect(postgres_server.conninfo, autocommit=True) as conn:
+            conn.execute(f'ALTER TABLE "{old}" RENAME TO "{new}"')
+
+    with fxpay_sandbox.client(journal=journal) as c:
+        _fail_together(c, journal, fxpay_sandbox, monkeypatch, lambda: rename(journal.table, journal.table + "x"))
+        rename(journal.table + "x", journal.table)
+        journal.close()
+        assert getattr(journal.get("a"), "state", None) == "done"
+        _never_sent(journal, "b", "c")
