@@ -92,6 +92,7 @@ pub use journal::payout::{
     Status as PayoutStatus,
 };
 pub use journal::settle::{issued as issued_spot, settle_spot, Settled};
+pub use journal::sqlite::{SqliteHooks, SqliteStore};
 pub use journal::store::JournalStore;
 pub use lost_answer::named_by_sender as lost_answer_named_by_sender;
 
