@@ -625,12 +625,12 @@ class SqliteJournal(JournalBase):
     def _flush_results(self) -> None:
         """Writes the results waiting now (a payout's end, and the exit's)."""
         with contextlib.suppress(Exception):
-            self._store.flush(_Later.exiting)
+            self._store.flush()
 
     @property
     def _writes_waiting(self) -> int:
         """How many writes wait for the next group commit in this process."""
-        return self._store.waiting()[0]
+        return int(self._store.diagnostic("writes_waiting"))
 
     @_fails_closed("get")
     def get(self, key: str) -> JournalEntry | None:

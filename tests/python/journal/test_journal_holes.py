@@ -205,8 +205,8 @@ def test_a_full_disk_names_the_disk_not_the_rollback(tmp_path: Path) -> None:
     """SQLite rolls a transaction back itself when the disk is full; the ROLLBACK that
     followed failed with "cannot rollback" and hid why."""
     j = fxpay.SqliteJournal(tmp_path / "j.db")
-    pages = int(j._store.pragma("page_count"))
-    j._store.pragma("max_page_count", pages)  # a disk with no room left
+    pages = int(j._store.diagnostic("page_count"))
+    j._store.diagnostic("max_page_count", pages)  # a disk with no room left
     big = "x" * 100000
     entry = fxpay.JournalEntry.from_json(
         '{"key":"k","operation":"create_quote","fingerprint":"f","state":"pending","result":null,'

@@ -685,5 +685,5 @@ def test_results_that_landed_leave_nothing_behind(fxpay_sandbox: Any, tmp_path: 
         for i in range(1, 6):
             quote(c, f"left-{i}")
         later.flush_all()
-        assert journal._store.waiting() == (0, 0)  # no write queued, no result waiting
+        assert (journal._store.diagnostic("writes_waiting"), journal._store.diagnostic("results_waiting")) == ("0", "0")
         assert len(multiprocessing.util._finalizer_registry) == registered  # type: ignore[attr-defined]

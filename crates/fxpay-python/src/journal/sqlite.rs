@@ -3,7 +3,7 @@
 //! storage methods) uses the store directly: a keyed call never climbs into Python.
 use super::entry::JournalEntry;
 use crate::errors::Fallible;
-use fxpay_core::{JournalStore, SqliteHooks, SqliteStore};
+use fxpay_core::{JournalStore, SqliteStore};
 use pyo3::prelude::*;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,32 +11,6 @@ use std::time::Duration;
 /// A journal's storage in an SQLite file (private: `fxpay.SqliteJournal` wraps it).
 #[pyclass(module = "fxpay._fxpay", name = "_SqliteStore", frozen)]
 pub struct PySqliteStore(pub Arc<SqliteStore>);
-
-/// The journal's two callbacks into Python, rare by design: once per process when its first
-/// result waits (the exit's flush is registered), and for a result that could not be
-/// recorded (logged).
-struct Hooks {
-    result_waits: Py<PyAny>,
-    not_recorded: Py<PyAny>,
-}
-
-impl SqliteHooks for Hooks {
-    fn result_waits(&self) {
-        crate::exit_gate::attach(|py| {
-            if let Err(e) = self.result_waits.call0(py) {
-                e.write_unraisable(py, None);
-            }
-        });
-    }
-
-    fn not_recorded(&self, key: &str, result: Option<&str>) {
-        crate::exit_gate::attach(|py| {
-            if let Err(e) = self.not_recorded.call1(py, (key, result)) {
-                e.write_unraisable(py, None);
-            }
-        });
-    }
-}
 
 fn out(e: Option<fxpay_core::Entry>) -> Option<JournalEntry> {
     e.map(JournalEntry)
@@ -56,13 +30,34 @@ impl PySqliteStore {
         result_waits: Py<PyAny>,
         not_recorded: Py<PyAny>,
     ) -> Fallible<Self> {
-        let hooks = Arc::new(Hooks {
-            result_waits,
-            not_recorded,
-        });
+        // Rare by design: once per process when its first result waits (the exit's flush is
+        // registered), and for a result that could not be recorded (logged).
+        let waits = move || {
+            crate::exit_gate::attach(|py| {
+                if let Err(e) = result_waits.call0(py) {
+                    e.write_unraisable(py, None);
+                }
+            });
+        };
+        let lost = move |key: &str, result: Option<&str>| {
+            crate::exit_gate::attach(|py| {
+                if let Err(e) = not_recorded.call1(py, (key, result)) {
+                    e.write_unraisable(py, None);
+                }
+            });
+        };
         let timeout = Duration::from_secs_f64(timeout);
         let delay = Duration::try_from_secs_f64(delay).unwrap_or(Duration::MAX / 2);
-        let store = py.detach(|| SqliteStore::open(path, (dev, ino), timeout, delay, hooks))?;
+        let store = py.detach(|| {
+            SqliteStore::open(
+                path,
+                (dev, ino),
+                timeout,
+                delay,
+                Box::new(waits),
+                Box::new(lost),
+            )
+        })?;
         Ok(PySqliteStore(store))
     }
 
@@ -88,24 +83,20 @@ impl PySqliteStore {
         Ok(all.into_iter().map(JournalEntry).collect())
     }
 
-    /// Writes the results waiting; `exiting`: every later one at once.
-    fn flush(&self, py: Python<'_>, exiting: bool) -> Fallible<()> {
-        Ok(py.detach(|| self.0.flush(exiting))?)
+    /// Writes the results waiting.
+    fn flush(&self, py: Python<'_>) -> Fallible<()> {
+        Ok(py.detach(|| self.0.flush())?)
     }
 
     fn close(&self, py: Python<'_>) -> Fallible<()> {
         Ok(py.detach(|| self.0.close())?)
     }
 
-    /// A setting of this process's connection (`synchronous`...), set first if `value`.
+    /// What this process's side of the journal runs with (an SQLite setting, or
+    /// `writes_waiting` / `results_waiting`), set first if `value` (`max_page_count` only).
     #[pyo3(signature = (name, value=None))]
-    fn pragma(&self, py: Python<'_>, name: &str, value: Option<i64>) -> Fallible<String> {
-        Ok(py.detach(|| self.0.pragma(name, value))?)
-    }
-
-    /// How many writes wait for the next commit in this process, and how many results.
-    fn waiting(&self) -> (usize, usize) {
-        self.0.waiting()
+    fn diagnostic(&self, py: Python<'_>, name: &str, value: Option<i64>) -> Fallible<String> {
+        Ok(py.detach(|| self.0.diagnostic(name, value))?)
     }
 
     fn before_fork(&self, py: Python<'_>) {

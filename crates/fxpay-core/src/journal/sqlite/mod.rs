@@ -30,14 +30,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-/// What an SQLite journal tells its owner (the Python `SqliteJournal`).
-pub trait SqliteHooks: Send + Sync {
-    /// The first result of this process waits for a commit: the owner makes sure the
-    /// process's exit writes it (`SqliteStore::flush`).
-    fn result_waits(&self);
-    /// A result found its key changed otherwise and was not written (logged, with the id,
-    /// for `resolve`).
-    fn not_recorded(&self, key: &str, result: Option<&str>);
+/// What an SQLite journal tells its owner (the Python `SqliteJournal`), rarely: once per
+/// process when its first result waits for a commit (the owner makes sure the process's
+/// exit writes it, `SqliteStore::flush_all`), and for a result that found its key changed
+/// otherwise and was not written (logged, with the id, for `resolve`).
+struct Hooks {
+    result_waits: Box<dyn Fn() + Send + Sync>,
+    not_recorded: Box<dyn Fn(&str, Option<&str>) + Send + Sync>,
 }
 
 /// How long the flusher waits before it tries again a commit of results that failed.
@@ -120,7 +119,7 @@ pub struct SqliteStore {
     ident: (u64, u64),
     timeout: Duration,
     delay: Duration,
-    hooks: Arc<dyn SqliteHooks>,
+    hooks: Hooks,
     shared: Arc<Shared>,
     /// Whether this store's `before_fork` holds the fork gate.
     fork_held: AtomicBool,
@@ -136,8 +135,13 @@ impl SqliteStore {
         ident: (u64, u64),
         timeout: Duration,
         delay: Duration,
-        hooks: Arc<dyn SqliteHooks>,
+        result_waits: Box<dyn Fn() + Send + Sync>,
+        not_recorded: Box<dyn Fn(&str, Option<&str>) + Send + Sync>,
     ) -> Result<Arc<SqliteStore>> {
+        let hooks = Hooks {
+            result_waits,
+            not_recorded,
+        };
         let shared = {
             let by_path = lock(BY_PATH.get_or_make(Mutex::default));
             by_path.get(path).and_then(Weak::upgrade)
@@ -344,7 +348,7 @@ impl SqliteStore {
             let stored = match self.read(&w.key) {
                 Ok(s) => s,
                 Err(_) => {
-                    self.hooks.not_recorded(&w.key, w.new.result.as_deref());
+                    (self.hooks.not_recorded)(&w.key, w.new.result.as_deref());
                     continue;
                 }
             };
@@ -368,7 +372,7 @@ impl SqliteStore {
                     }
                 }
             }
-            self.hooks.not_recorded(&w.key, w.new.result.as_deref());
+            (self.hooks.not_recorded)(&w.key, w.new.result.as_deref());
         }
     }
 
@@ -378,33 +382,43 @@ impl SqliteStore {
             if let Some(me) = self.me.upgrade() {
                 lock(WAITING.get_or_make(Mutex::default)).insert(self.path.clone(), me);
             }
-            self.hooks.result_waits();
+            (self.hooks.result_waits)();
         }
         let me: Weak<dyn later::Flushes> = self.me.clone();
         later::wake(me, self.delay);
     }
 
-    /// Every entry that is `pending` or `unknown`, in the order their keys were claimed
-    /// (a key whose result waits here to be written is done, not listed).
-    pub fn candidates(&self) -> Result<Vec<Entry>> {
-        let later = &self.here().later;
-        Ok(self
-            .texts("candidates", CANDIDATES, None)?
-            .into_iter()
-            .filter(|e| later.newer(e).is_none())
-            .collect())
-    }
-
-    /// Writes the results waiting now (a payout's end, the process's exit). `exiting`: from
-    /// now on every result is written at once.
-    pub fn flush(&self, exiting: bool) -> Result<()> {
-        if exiting {
-            later::set_exiting();
+    /// What this process's side of the journal runs with, for tests and support: an SQLite
+    /// setting of its connection (`synchronous`, `journal_mode`, `page_count`,
+    /// `max_page_count`, the last settable to `value`: a full disk, for tests), or its own
+    /// counts (`writes_waiting`: writes queued for the next commit; `results_waiting`:
+    /// results waiting or being written).
+    pub fn diagnostic(&self, name: &str, value: Option<i64>) -> Result<String> {
+        let here = self.here();
+        match (name, value) {
+            ("writes_waiting", None) => return Ok(here.group.waiting().to_string()),
+            ("results_waiting", None) => return Ok(here.later.entries().len().to_string()),
+            ("synchronous" | "journal_mode" | "page_count" | "max_page_count", None)
+            | ("max_page_count", Some(_)) => {}
+            _ => {
+                return Err(Error::InvalidRequest(format!(
+                    "SqliteJournal: {name:?} cannot be read or set here"
+                )))
+            }
         }
-        if !self.here().later.has_results() {
-            return Ok(());
-        }
-        self.write(Op::Nothing).map(drop)
+        let sql = match value {
+            Some(v) => format!("PRAGMA {name} = {v}"),
+            None => format!("PRAGMA {name}"),
+        };
+        self.with_conn("diagnostic", |c| {
+            c.query_row(&sql, [], |r| {
+                Ok(match r.get_ref(0)? {
+                    rusqlite::types::ValueRef::Integer(i) => i.to_string(),
+                    rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                    _ => String::new(),
+                })
+            })
+        })
     }
 
     /// Writes the results waiting in every store of this process (the exit's flush; a
@@ -418,71 +432,7 @@ impl SqliteStore {
             .cloned()
             .collect();
         for store in all {
-            let _ = store.flush(exiting);
-        }
-    }
-
-    /// Writes the results waiting, then closes this process's connection (made again on
-    /// next use).
-    pub fn close(&self) -> Result<()> {
-        let flushed = self.flush(false);
-        let here = self.here();
-        let _in = fork_gate::enter();
-        drop(lock(&here.conn).take());
-        flushed
-    }
-
-    /// This process's connection's setting `name` (`synchronous`, `journal_mode`,
-    /// `page_count` or `max_page_count`), set to `value` first if given (`max_page_count`
-    /// only: a full disk, for tests). Diagnostics: what the journal runs with.
-    pub fn pragma(&self, name: &str, value: Option<i64>) -> Result<String> {
-        let settable = name == "max_page_count";
-        if !matches!(
-            name,
-            "synchronous" | "journal_mode" | "page_count" | "max_page_count"
-        ) || (value.is_some() && !settable)
-        {
-            return Err(Error::InvalidRequest(format!(
-                "SqliteJournal: the setting {name:?} cannot be read or set here"
-            )));
-        }
-        let sql = match value {
-            Some(v) => format!("PRAGMA {name} = {v}"),
-            None => format!("PRAGMA {name}"),
-        };
-        self.with_conn("pragma", |c| {
-            c.query_row(&sql, [], |r| {
-                Ok(match r.get_ref(0)? {
-                    rusqlite::types::ValueRef::Integer(i) => i.to_string(),
-                    rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
-                    _ => String::new(),
-                })
-            })
-        })
-    }
-
-    /// How many writes wait for the next commit in this process, and how many results
-    /// (waiting, or being written).
-    pub fn waiting(&self) -> (usize, usize) {
-        let here = self.here();
-        (here.group.waiting(), here.later.entries().len())
-    }
-
-    /// Run by the thread about to fork: takes what the child inherits (the results waiting,
-    /// to read), and holds the fork gate (at most the timeout) so that no thread is inside
-    /// SQLite at the fork.
-    pub fn before_fork(&self) {
-        let copy = self.here().later.for_child();
-        *lock(&self.shared.forked) = Some(copy);
-        let held = fork_gate::before_fork(self.timeout);
-        self.fork_held.store(held, Ordering::Release);
-    }
-
-    /// The parent, after the fork: releases what `before_fork` held.
-    pub fn after_fork_in_parent(&self) {
-        lock(&self.shared.forked).take();
-        if self.fork_held.swap(false, Ordering::AcqRel) {
-            fork_gate::after_fork_in_parent();
+            let _ = store.flush();
         }
     }
 }
@@ -584,4 +534,54 @@ impl JournalStore for SqliteStore {
     fn holders(&self) -> &dyn HolderCheck {
         &LocalProcesses
     }
+
+    /// Every entry that is `pending` or `unknown`, in the order their keys were claimed
+    /// (a key whose result waits here to be written is done, not listed).
+    fn candidates(&self) -> Result<Vec<Entry>> {
+        let later = &self.here().later;
+        Ok(self
+            .texts("candidates", CANDIDATES, None)?
+            .into_iter()
+            .filter(|e| later.newer(e).is_none())
+            .collect())
+    }
+
+    /// Writes the results waiting now (a payout's end, the process's exit).
+    fn flush(&self) -> Result<()> {
+        if !self.here().later.has_results() {
+            return Ok(());
+        }
+        self.write(Op::Nothing).map(drop)
+    }
+
+    /// Writes the results waiting, then closes this process's connection (made again on
+    /// next use).
+    fn close(&self) -> Result<()> {
+        let flushed = self.flush();
+        let here = self.here();
+        let _in = fork_gate::enter();
+        drop(lock(&here.conn).take());
+        flushed
+    }
+
+    /// Run by the thread about to fork: takes what the child inherits (the results waiting,
+    /// to read), and holds the fork gate (at most the timeout) so that no thread is inside
+    /// SQLite at the fork.
+    fn before_fork(&self) {
+        let copy = self.here().later.for_child();
+        *lock(&self.shared.forked) = Some(copy);
+        let held = fork_gate::before_fork(self.timeout);
+        self.fork_held.store(held, Ordering::Release);
+    }
+
+    /// The parent, after the fork: releases what `before_fork` held.
+    fn after_fork_in_parent(&self) {
+        lock(&self.shared.forked).take();
+        if self.fork_held.swap(false, Ordering::AcqRel) {
+            fork_gate::after_fork_in_parent();
+        }
+    }
 }
+
+#[cfg(test)]
+mod tests;
