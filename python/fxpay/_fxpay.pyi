@@ -53,8 +53,8 @@ __all__ = [
     "_journal_verify_deal_created",
     "_raw_arm",
     "_raw_disarm",
-    "parse_deal_created",
     "_sqlite_flush_all",
+    "parse_deal_created",
 ]
 
 def _journal_resolve(journal: Journal, key: str, result: str | None) -> JournalEntry: ...
@@ -493,10 +493,11 @@ class _MemoryStore:
     def after_fork_in_parent(self) -> None: ...
 
 def _sqlite_flush_all(exiting: bool) -> None: ...
+
 @final
 class _SqliteStore:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         path: str,
         dev: int,
         ino: int,
@@ -504,7 +505,7 @@ class _SqliteStore:
         delay: float,
         result_waits: Callable[[], object],
         not_recorded: Callable[[str, str | None], object],
-    ) -> None: ...
+    ) -> _SqliteStore: ...
     def get(self, key: str) -> JournalEntry | None: ...
     def claim(self, entry: JournalEntry) -> JournalEntry | None: ...
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool: ...

@@ -34,12 +34,11 @@ class Elsewhere:
     (``BEGIN IMMEDIATE`` takes the file's write lock, held until ``COMMIT``/``ROLLBACK``)."""
 
     def __init__(self, path: Path | str) -> None:
-        self._p = subprocess.Popen(
-            [sys.executable, "-c", _SERVE, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
+        self._p = subprocess.Popen([sys.executable, "-c", _SERVE, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def run(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        assert self._p.stdin is not None and self._p.stdout is not None
+        assert self._p.stdin is not None
+        assert self._p.stdout is not None
         self._p.stdin.write(json.dumps([sql, list(params)]) + "\n")
         self._p.stdin.flush()
         line = self._p.stdout.readline()

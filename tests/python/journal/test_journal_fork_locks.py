@@ -23,7 +23,9 @@ import pytest
 
 import fxpay
 
-from journal_support import RedisServer, redis_server  # noqa: F401 (a fixture)
+from journal_support import RedisServer, redis_server
+
+__all__ = ["redis_server"]
 
 
 def _child_call_with_lock_held(journal: Any, lock: Any, sandbox: Any, *, by_this_thread: bool = False) -> int | None:
@@ -155,7 +157,8 @@ def test_a_sqlite_journals_child_forked_while_threads_are_inside_sqlite_neither_
             e = journal.get(f"child-{i}")
             # Its claim is on disk; its result waited in the child, which ended with
             # `os._exit` (no exit hook ran): the key reads pending, its holder gone.
-            assert e is not None and e.state in ("pending", "done"), e
+            assert e is not None
+            assert e.state in ("pending", "done"), e
     finally:
         stop.set()
         for t in threads:
@@ -176,7 +179,9 @@ def redis_journal(redis_server: RedisServer) -> fxpay.RedisJournal:
     return journal
 
 
-def test_a_child_forked_while_a_thread_holds_the_waiting_results_lock_does_not_hang(fxpay_sandbox: Any, redis_journal: fxpay.RedisJournal) -> None:
+def test_a_child_forked_while_a_thread_holds_the_waiting_results_lock_does_not_hang(
+    fxpay_sandbox: Any, redis_journal: fxpay.RedisJournal
+) -> None:
     assert _child_call_with_lock_held(redis_journal, redis_journal._later.lock, fxpay_sandbox) == 0, "the child hung on the parent's lock"
 
 
@@ -193,7 +198,9 @@ def test_a_child_forked_while_the_forking_thread_holds_the_flushers_condition_do
 ) -> None:
     from fxpay._later import _Later
 
-    assert _child_call_with_lock_held(redis_journal, _Later.due, fxpay_sandbox, by_this_thread=True) == 0, "the child hung on the parent's lock"
+    assert _child_call_with_lock_held(redis_journal, _Later.due, fxpay_sandbox, by_this_thread=True) == 0, (
+        "the child hung on the parent's lock"
+    )
 
 
 def _closes_in_another_thread(journal: Any) -> bool:

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlite_elsewhere import Elsewhere, sql_elsewhere
 
 import fxpay
 
 from conftest import need
 from journal_support import RedisServer, requests_to
 from postgres_support import PostgresServer, postgres_server, table_name
-from sqlite_elsewhere import Elsewhere, sql_elsewhere
 
 __all__ = ["postgres_server"]  # a fixture, imported for the tests below
 

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlite_elsewhere import Elsewhere
 
 import fxpay
 
 from conftest import make_beneficiary
 from journal_support import RedisServer, deal_args, redis_server, requests_to
-from sqlite_elsewhere import Elsewhere
 
 __all__ = ["redis_server"]
 

@@ -121,10 +121,7 @@ impl Later {
     }
 
     pub(super) fn news(&self, stored: Option<Entry>) -> Option<Entry> {
-        match stored {
-            Some(s) => Some(self.newer(&s).unwrap_or(s)),
-            None => None,
-        }
+        stored.map(|s| self.newer(&s).unwrap_or(s))
     }
 
     /// Keeps `w` for the next commit; false when a result of its key already waits.

@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 /// process when its first result waits for a commit (the owner makes sure the process's
 /// exit writes it, `SqliteStore::flush_all`), and for a result that found its key changed
 /// otherwise and was not written (logged, with the id, for `resolve`).
+// The two callbacks' types are spelled out: an alias would be one more public item.
+#[allow(clippy::type_complexity)]
 struct Hooks {
     result_waits: Box<dyn Fn() + Send + Sync>,
     not_recorded: Box<dyn Fn(&str, Option<&str>) + Send + Sync>,
@@ -130,6 +132,7 @@ impl SqliteStore {
     /// The journal at `path` (an absolute path, whose file has the (device, inode) `ident`:
     /// checked before every claim), connected now. `timeout` bounds the wait for another
     /// process's write lock; `delay`, how long a result may wait for a claim's commit.
+    #[allow(clippy::type_complexity)] // see `Hooks`
     pub fn open(
         path: &str,
         ident: (u64, u64),
