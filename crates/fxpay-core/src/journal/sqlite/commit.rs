@@ -1,8 +1,23 @@
 //! Group commit: the writes of concurrent calls wait in a queue, and one of them (the leader)
 //! commits them all in one transaction, so they share one fsync. A claim is still on disk
 //! before its caller goes on.
+//!
+//! A commit delay, as PostgreSQL's `commit_delay` and `commit_siblings` (and fxpay's Redis
+//! and PostgreSQL journals, `fxpay._group_commit`): a leader that knows other keyed calls of
+//! this process are in flight (claimed here, their result not yet in: each is about to claim
+//! again, in a loop, a pool or a payout) waits up to [`COMMIT_DELAY`] for them to join its
+//! commit, and stops as soon as they have. With none in flight (a lone call) it commits at
+//! once.
 use crate::error::{Error, Result};
+use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How long a leader waits at most for the keyed calls in flight to join its commit.
+const COMMIT_DELAY: Duration = Duration::from_millis(3);
+/// A call claimed longer ago than this is no longer counted as in flight (it is not about
+/// to claim again soon, or it ended without a result).
+const IN_FLIGHT_HORIZON: Duration = Duration::from_secs(1);
 
 /// One write statement.
 pub(super) enum Op {
@@ -70,6 +85,21 @@ impl Write {
 struct Queue {
     waiting: Vec<Arc<Write>>,
     leading: bool,
+    /// A leader waits for the calls in flight to join.
+    gathering: bool,
+    /// Keys claimed here whose call has not settled them yet, with when.
+    in_flight: HashMap<String, Instant>,
+}
+
+impl Queue {
+    /// The calls in flight, those past the horizon forgotten.
+    fn others(&mut self, now: Instant) -> usize {
+        if !self.in_flight.is_empty() {
+            self.in_flight
+                .retain(|_, at| now.saturating_duration_since(*at) <= IN_FLIGHT_HORIZON);
+        }
+        self.in_flight.len()
+    }
 }
 
 /// One journal file's queue of writes, in this process.
@@ -77,6 +107,7 @@ struct Queue {
 pub(super) struct Group {
     queue: Mutex<Queue>,
     landed: Condvar,
+    joined: Condvar,
 }
 
 /// Ends a leader's turn even if its commit panicked: every write of its batch answered,
@@ -111,6 +142,9 @@ impl Group {
         let mine = Write::new(op);
         let mut q = lock(&self.queue);
         q.waiting.push(mine.clone());
+        if q.gathering {
+            self.joined.notify_one();
+        }
         loop {
             if mine.done() {
                 return (mine.outcome(), None);
@@ -120,12 +154,46 @@ impl Group {
                 continue;
             }
             q.leading = true;
+            let now = Instant::now();
+            let others = q.others(now);
+            if others > 0 {
+                let want = q.waiting.len() + others;
+                let until = now + COMMIT_DELAY;
+                q.gathering = true;
+                while q.waiting.len() < want {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    q = self
+                        .joined
+                        .wait_timeout(q, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+                q.gathering = false;
+            }
             let batch = std::mem::take(&mut q.waiting);
             drop(q);
             let turn = Turn { group: self, batch };
             let led = lead(&turn.batch);
             drop(turn);
             return (mine.outcome(), Some(led));
+        }
+    }
+
+    /// A call's claim of `key` is stored: in flight until [`Group::answered`].
+    pub(super) fn claimed(&self, key: &str) {
+        lock(&self.queue)
+            .in_flight
+            .insert(key.to_owned(), Instant::now());
+    }
+
+    /// The call of `key` is being settled (its result, an undo): no longer in flight.
+    pub(super) fn answered(&self, key: &str) {
+        let mut q = lock(&self.queue);
+        if !q.in_flight.is_empty() {
+            q.in_flight.remove(key);
         }
     }
 

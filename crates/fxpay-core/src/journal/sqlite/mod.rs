@@ -473,6 +473,7 @@ impl JournalStore for SqliteStore {
                 text: text.clone(),
             })?;
             if n == 1 {
+                self.here().group.claimed(&entry.key);
                 return Ok(None);
             }
             if let Some((_, stored)) = self.read(&entry.key)? {
@@ -493,7 +494,9 @@ impl JournalStore for SqliteStore {
             ));
         }
         let (old_text, text) = (old.to_json(), new.to_json());
-        let later = &self.here().later;
+        let here = self.here();
+        here.group.answered(&old.key);
+        let later = &here.later;
         if later::may_wait(old, new) {
             let waits = later.defer(Waiting {
                 key: old.key.clone(),
