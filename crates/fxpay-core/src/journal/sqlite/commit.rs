@@ -9,6 +9,7 @@
 //! commit, and stops as soon as they have. With none in flight (a lone call) it commits at
 //! once.
 use crate::error::{Error, Result};
+use crate::journal::entry::Entry;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -87,8 +88,9 @@ struct Queue {
     leading: bool,
     /// A leader waits for the calls in flight to join.
     gathering: bool,
-    /// Keys claimed here whose call has not settled them yet, with when.
-    in_flight: HashMap<String, Instant>,
+    /// Keys claimed here whose call has not settled them yet: when, and the claim with its
+    /// text (the call's result replaces that text: not serialised again).
+    in_flight: HashMap<String, (Instant, Entry, String)>,
 }
 
 impl Queue {
@@ -96,7 +98,7 @@ impl Queue {
     fn others(&mut self, now: Instant) -> usize {
         if !self.in_flight.is_empty() {
             self.in_flight
-                .retain(|_, at| now.saturating_duration_since(*at) <= IN_FLIGHT_HORIZON);
+                .retain(|_, (at, ..)| now.saturating_duration_since(*at) <= IN_FLIGHT_HORIZON);
         }
         self.in_flight.len()
     }
@@ -182,18 +184,24 @@ impl Group {
         }
     }
 
-    /// A call's claim of `key` is stored: in flight until [`Group::answered`].
-    pub(super) fn claimed(&self, key: &str) {
+    /// A call's claim (`entry`, stored as `text`) is stored: in flight until
+    /// [`Group::answered`].
+    pub(super) fn claimed(&self, entry: &Entry, text: String) {
         lock(&self.queue)
             .in_flight
-            .insert(key.to_owned(), Instant::now());
+            .insert(entry.key.clone(), (Instant::now(), entry.clone(), text));
     }
 
-    /// The call of `key` is being settled (its result, an undo): no longer in flight.
-    pub(super) fn answered(&self, key: &str) {
+    /// The call of `key` is being settled (its result, an undo): no longer in flight. The
+    /// text of its claim if that claim is `old`.
+    pub(super) fn answered(&self, old: &Entry) -> Option<String> {
         let mut q = lock(&self.queue);
-        if !q.in_flight.is_empty() {
-            q.in_flight.remove(key);
+        if q.in_flight.is_empty() {
+            return None;
+        }
+        match q.in_flight.remove(&old.key) {
+            Some((_, claim, text)) if claim == *old => Some(text),
+            _ => None,
         }
     }
 

@@ -279,7 +279,7 @@ impl SqliteStore {
     /// that kept the transaction from committing.
     fn commit(&self, writes: &[&Arc<Write>]) {
         let got = self.with_conn("commit", |c| {
-            c.execute_batch("BEGIN IMMEDIATE")?;
+            c.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
             let run = || -> rusqlite::Result<Vec<usize>> {
                 let mut counts = Vec::with_capacity(writes.len());
                 for w in writes {
@@ -304,7 +304,7 @@ impl SqliteStore {
                         Op::Nothing => 0,
                     });
                 }
-                c.execute_batch("COMMIT")?;
+                c.prepare_cached("COMMIT")?.execute([])?;
                 Ok(counts)
             };
             let counts = run();
@@ -473,7 +473,7 @@ impl JournalStore for SqliteStore {
                 text: text.clone(),
             })?;
             if n == 1 {
-                self.here().group.claimed(&entry.key);
+                self.here().group.claimed(entry, text);
                 return Ok(None);
             }
             if let Some((_, stored)) = self.read(&entry.key)? {
@@ -493,9 +493,9 @@ impl JournalStore for SqliteStore {
                 "SqliteJournal.swap(): old and new must have the same key".into(),
             ));
         }
-        let (old_text, text) = (old.to_json(), new.to_json());
         let here = self.here();
-        here.group.answered(&old.key);
+        let old_text = here.group.answered(old).unwrap_or_else(|| old.to_json());
+        let text = new.to_json();
         let later = &here.later;
         if later::may_wait(old, new) {
             let waits = later.defer(Waiting {
