@@ -27,6 +27,12 @@ pub trait JournalStore: Send + Sync {
     fn answers_at_once(&self) -> bool {
         false
     }
+    /// Takes the swap of `old` for `new` without a disk or network round trip if it can (a
+    /// call's result kept for the store's next commit): `true` when taken, and then the
+    /// core does not hand it to the blocking pool. `false`: call [`JournalStore::swap`].
+    fn swap_at_once(&self, _old: &Entry, _new: &Entry) -> bool {
+        false
+    }
     /// Every entry that is `pending` or `unknown`, in the order their keys were claimed
     /// (what `unknown` sorts out). A store that cannot list says so.
     fn candidates(&self) -> Result<Vec<Entry>> {

@@ -493,22 +493,13 @@ impl JournalStore for SqliteStore {
                 "SqliteJournal.swap(): old and new must have the same key".into(),
             ));
         }
+        if self.swap_at_once(old, new) {
+            return Ok(true);
+        }
         let here = self.here();
         let old_text = here.group.answered(old).unwrap_or_else(|| old.to_json());
         let text = new.to_json();
         let later = &here.later;
-        if later::may_wait(old, new) {
-            let waits = later.defer(Waiting {
-                key: old.key.clone(),
-                old: old_text.clone(),
-                new: new.clone(),
-                text: text.clone(),
-            });
-            if waits {
-                self.wake();
-                return Ok(true);
-            }
-        }
         if later.get(&old.key).is_some() {
             // A result of the key still waits: written first.
             self.write(Op::Nothing)?;
@@ -539,6 +530,28 @@ impl JournalStore for SqliteStore {
 
     fn holders(&self) -> &dyn HolderCheck {
         &LocalProcesses
+    }
+
+    /// A call's result is kept for the next commit (in memory).
+    fn swap_at_once(&self, old: &Entry, new: &Entry) -> bool {
+        if old.key != new.key || !later::may_wait(old, new) {
+            return false;
+        }
+        let here = self.here();
+        if here.later.get(&old.key).is_some() {
+            return false; // a result of the key waits: written first, by `swap`
+        }
+        let old_text = here.group.answered(old).unwrap_or_else(|| old.to_json());
+        let waits = here.later.defer(Waiting {
+            key: old.key.clone(),
+            old: old_text,
+            new: new.clone(),
+            text: new.to_json(),
+        });
+        if waits {
+            self.wake();
+        }
+        waits
     }
 
     /// Every entry that is `pending` or `unknown`, in the order their keys were claimed
