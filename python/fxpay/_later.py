@@ -167,13 +167,19 @@ class _Later:
                     self.results[key] = got
 
     @classmethod
-    def wake(cls, journal: Any) -> None:
-        """Has the flusher write ``journal``'s results within :data:`RESULT_DELAY`."""
+    def hook_exit(cls, journal: Any) -> None:
+        """Has this process's exit write ``journal``'s results (its first result waits)."""
         pid = os.getpid()
         if cls.finalizer_pid != pid:
             cls.finalizer_pid = pid
             _flush_at_exit_of_workers()
-        cls.users.add(journal)
+        if journal is not None:
+            cls.users.add(journal)
+
+    @classmethod
+    def wake(cls, journal: Any) -> None:
+        """Has the flusher write ``journal``'s results within :data:`RESULT_DELAY`."""
+        cls.hook_exit(journal)
         with cls.due:
             cls.waiting.append(journal)
             if cls.flusher is None or not cls.flusher.is_alive():
@@ -210,8 +216,11 @@ RETRY_DELAY = 0.5
 def flush_all() -> None:
     """Writes every result waiting in this process now (a payout's end: the processes that
     read the journal next, a Celery or Dask driver, read them done)."""
+    from ._fxpay import _sqlite_flush_all
+
     for j in list(_Later.users):
         j._flush_results()
+    _sqlite_flush_all(_Later.exiting)  # fxpay's SqliteJournals, whose results wait in Rust
 
 
 def _flush_results_now() -> None:

@@ -29,7 +29,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ._fxpay import (
     DealCreated,
@@ -40,14 +40,12 @@ from ._fxpay import (
     _journal_unknown,
     _journal_verify_deal_created,
     _MemoryStore,
+    _SqliteStore,
 )
 from ._group_commit import UNANSWERED, _Claim, _GroupCommit
 from ._later import RETRY_DELAY, _Later
 from ._payouts import PayoutProgress
 from .errors import ConfigurationError, InvalidRequestError, JournalError
-
-if TYPE_CHECKING:
-    import sqlite3
 
 __all__ = [
     "Journal",
@@ -423,18 +421,6 @@ class MemoryJournal(JournalBase):
         return f"MemoryJournal(keys={len(self)})"
 
 
-class _Write:
-    """One write statement waiting for a group commit, and what came of it."""
-
-    __slots__ = ("args", "done", "error", "rowcount", "sql")
-
-    def __init__(self, sql: str, args: tuple[Any, ...]) -> None:
-        self.sql, self.args = sql, args
-        self.done = False
-        self.rowcount = 0
-        self.error: Exception | None = None
-
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS fxpay_journal (
     key TEXT PRIMARY KEY,
@@ -449,8 +435,6 @@ CREATE INDEX IF NOT EXISTS fxpay_journal_state ON fxpay_journal (state);
 #: The SQLite ``application_id`` of an fxpay journal file ("fxpJ"): what tells a journal from
 #: any other SQLite database. Journals made before it was set have 0 and the journal's table.
 _APPLICATION_ID = 0x6678704A
-
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def _what_to_do(path: str) -> str:
@@ -471,6 +455,19 @@ def _is_file_name(path: str | bytes) -> bool:
     return b"\0" not in raw
 
 
+def _result_waits() -> None:
+    """A journal's first result of this process waits for a commit: the exit writes it
+    (``fxpay._later.flush_all`` writes those of every SqliteJournal, even one the client
+    alone still holds)."""
+    _Later.hook_exit(None)
+
+
+def _not_recorded(path: str, key: str, result: str | None) -> None:
+    """A result of the journal at ``path`` found its key changed otherwise (logged, even when
+    only the client still holds the journal's store)."""
+    JournalBase._not_recorded(SqliteJournal.__new__(SqliteJournal), path, key, result)
+
+
 class SqliteJournal(JournalBase):
     """A journal in an SQLite file: every process of one machine shares it.
 
@@ -488,10 +485,13 @@ class SqliteJournal(JournalBase):
     and inode): a file removed or replaced under a live process is a ``JournalError``, and
     nothing is sent.
 
-    Python's own ``sqlite3`` is used (not a Rust driver): a connection is opened per process
-    (anew after a fork, never shared across one), and a journal of your own in Python uses the
-    same protocol. A child forked while other threads of the parent were claiming or
-    committing starts with its own locks and connection.
+    Its storage is fxpay's Rust core with SQLite built in (``fxpay._fxpay._SqliteStore``): a
+    keyed call on it never climbs into Python. A connection is opened per process (anew
+    after a fork, never shared across one), and every ``SqliteJournal`` of one file in a
+    process shares it. Do not open the journal's file with another SQLite library (Python's
+    ``sqlite3`` included) in a process that uses the journal: two copies of SQLite in one
+    process do not see each other's file locks. A subclass that overrides ``get``,
+    ``claim``, ``swap`` or ``find`` is called through those methods, as any journal is.
     """
 
     single_host = True
@@ -516,46 +516,39 @@ class SqliteJournal(JournalBase):
         # changed its working directory (a daemon's chdir("/"), Celery's --workdir) would
         # otherwise open another, empty journal there and send a claimed key again.
         self.path = os.path.abspath(os.fspath(path))
-        self._new_state()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = 0
-        # The (device, inode) of the file this journal opened first: every process that uses
-        # it (a forked child reopens it) must find the same file at `path`.
-        self._ident: tuple[int, int] | None = None
-        # Connections inherited through a fork are never used or closed in the child.
-        self._inherited: list[sqlite3.Connection] = []
-        # Held across a fork by the forking thread: no thread of the parent is inside SQLite
-        # on this journal's connection when the child is made.
-        self._fork_held = False
-        with self._lock:
-            self._connection()
-        self._later = _Later.of(self.path)
+        if not os.path.lexists(self.path):
+            self._create()
+        dev, ino = self._inspect()
+        from . import _later
+
+        self._store = _SqliteStore(
+            self.path,
+            dev,
+            ino,
+            self._timeout,
+            _later.RESULT_DELAY,
+            _result_waits,
+            functools.partial(_not_recorded, self.path),
+        )
         _live.add(self)
 
-    def _new_state(self) -> None:
-        """This process's locks and group-commit state (made anew in a forked child)."""
-        self._lock = threading.Lock()
-        # Group commit: writes of concurrent calls wait in `_queue`; one of them (the leader)
-        # commits them all in one transaction, so they share one fsync.
-        self._writes = threading.Condition()
-        self._queue: list[_Write] = []
-        self._leading = False
+    @property
+    def _native_store(self) -> _SqliteStore | None:
+        """The store the client uses directly, unless a subclass changed how it is used."""
+        cls = type(self)
+        if all(getattr(cls, m) is getattr(SqliteJournal, m) for m in ("get", "claim", "swap", "find")):
+            return self._store
+        return None
 
     def _before_fork(self) -> None:
-        # Bounded: a lock this thread cannot get in time is left (the child makes its own).
-        self._fork_held = self._lock.acquire(timeout=self._timeout)
+        # What a child inherits (the results waiting, to read), and no thread inside SQLite
+        # at the fork: bounded by `timeout` (a thread stuck longer is left; the child makes
+        # its own connection).
+        self._store.before_fork()
 
     def _after_fork(self, *, child: bool) -> None:
-        if child:
-            # Another thread's commit may have been in flight: its leader flag, its queue
-            # and its locks are not this process's. The connection is reopened on next use.
-            self._new_state()
-            self._fork_held = False
-            self._later = _Later.of(self.path)
-            return
-        if self._fork_held:
-            self._fork_held = False
-            self._lock.release()
+        if not child:
+            self._store.after_fork_in_parent()
 
     def _create(self) -> None:
         """Makes a new, complete journal at ``path`` if no file is there: built under a
@@ -597,347 +590,78 @@ class SqliteJournal(JournalBase):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(leftover)
 
-    def _inspect(self) -> tuple[tuple[int, int], int]:
-        """The (device, inode) and application id of the file at ``path``, made private;
-        a :class:`JournalError` when it is not an SQLite file with content."""
+    def _inspect(self) -> tuple[int, int]:
+        """The (device, inode) of the file at ``path``, made private; a :class:`JournalError`
+        when it is not a regular file with content. By its name only: a descriptor of the
+        journal's file closed in a process whose SQLite has it open would drop SQLite's locks
+        (the store checks what the file holds)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            st = os.stat(self.path)
         except FileNotFoundError:
-            raise
+            raise JournalError(
+                f"SqliteJournal's file {self.path!r} was removed while the journal was in use; nothing was sent. "
+                "A new file there would be an empty journal that sends every key again: restore the journal "
+                "(from the file this process still has open, or a backup) before any keyed call."
+            ) from None
         except OSError as e:
             raise JournalError(f"SqliteJournal cannot open {self.path!r}: {e}") from e
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise JournalError(f"SqliteJournal: {self.path!r} is not a regular file, so not a journal")
-            if st.st_size == 0:
-                raise JournalError(
-                    f"SqliteJournal found {self.path!r} empty (0 bytes): that is not an fxpay journal, "
-                    "and it was not made into a new one. " + _what_to_do(self.path)
-                )
-            header = os.pread(fd, 100, 0)
-            if not header.startswith(_SQLITE_MAGIC) or len(header) < 100:
-                raise JournalError(
-                    f"SqliteJournal found {self.path!r} holding {st.st_size} bytes that are not an SQLite database, "
-                    "so not an fxpay journal; it was left as it is. " + _what_to_do(self.path)
-                )
-            if stat.S_IMODE(st.st_mode) & 0o077:
-                try:
-                    os.fchmod(fd, 0o600)
-                except PermissionError:
-                    logger.warning("SqliteJournal cannot make %r private (mode 0600): not its owner", self.path)
-        finally:
-            os.close(fd)
-        for side in (self.path + "-wal", self.path + "-shm"):
-            try:
-                if stat.S_IMODE(os.stat(side).st_mode) & 0o077:
-                    os.chmod(side, 0o600)
-            except (FileNotFoundError, PermissionError):
-                pass
-        return (st.st_dev, st.st_ino), int.from_bytes(header[68:72], "big")
-
-    def _connection(self) -> sqlite3.Connection:
-        """This process's connection (the caller holds ``_lock``)."""
-        if self._conn is not None and self._pid == os.getpid():
-            return self._conn
-        import sqlite3
-
-        if self._conn is not None:
-            self._inherited.append(self._conn)
-            self._conn = None
-        if self._ident is None and not os.path.lexists(self.path):
-            self._create()
-        try:
-            ident, app_id = self._inspect()
-        except FileNotFoundError:
-            raise JournalError(self._gone_message()) from None
-        if self._ident is not None and ident != self._ident:
-            raise JournalError(self._replaced_message())
-        if app_id not in (0, _APPLICATION_ID):
-            raise JournalError(
-                f"SqliteJournal found {self.path!r} to be another program's SQLite database "
-                f"(application_id {app_id:#x}), not an fxpay journal; it was left as it is. " + _what_to_do(self.path)
-            )
-        uri = "file:" + self.path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=rw"
-        # A journal's own writes never wait on SQLite's WAL switch (it was set when the file
-        # was made); a journal of an older fxpay is switched here, which takes an exclusive
-        # lock that SQLite does not wait for: processes that open it together retry.
-        deadline = time.monotonic() + max(self._timeout, 1.0)
-        while True:
-            try:
-                conn = sqlite3.connect(uri, uri=True, timeout=self._timeout, isolation_level=None, check_same_thread=False)
-                try:
-                    has_table = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'fxpay_journal'").fetchone()
-                    if not has_table:
-                        raise JournalError(
-                            f"SqliteJournal found {self.path!r} to be an SQLite database without an fxpay journal "
-                            "table, so not a journal; it was left as it is. " + _what_to_do(self.path)
-                        )
-                    conn.execute("PRAGMA journal_mode=WAL")
-                    conn.execute("PRAGMA synchronous=FULL")
-                    conn.executescript(_SCHEMA)
-                    if app_id == 0:
-                        conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
-                except BaseException:
-                    conn.close()
-                    raise
-                break
-            except sqlite3.OperationalError as e:
-                if "locked" in str(e) and time.monotonic() < deadline:
-                    time.sleep(0.01)
-                    continue
-                raise JournalError(f"SqliteJournal cannot open {self.path!r}: {type(e).__name__}: {e}") from e
-            except sqlite3.Error as e:
-                raise JournalError(f"SqliteJournal cannot open {self.path!r}: {type(e).__name__}: {e}") from e
-        # The file SQLite opened is still the one inspected (not replaced in between).
-        if self._identity() != ident:
-            conn.close()
-            raise JournalError(self._replaced_message())
-        self._ident = ident
-        self._conn, self._pid = conn, os.getpid()
-        return conn
-
-    def _identity(self) -> tuple[int, int] | None:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        return (st.st_dev, st.st_ino)
-
-    def _gone_message(self) -> str:
-        return (
-            f"SqliteJournal's file {self.path!r} was removed while the journal was in use; nothing was sent. "
-            "A new file there would be an empty journal that sends every key again: restore the journal "
-            "(from the file this process still has open, or a backup) before any keyed call."
-        )
-
-    def _replaced_message(self) -> str:
-        return (
-            f"SqliteJournal's file {self.path!r} was replaced by another file while the journal was in use; "
-            "nothing was sent. Two files would split the journal, and each would send the other's keys again: "
-            "put the journal back, or restart every process on the new file once it holds every key."
-        )
-
-    def _check_file(self) -> None:
-        """Before a claim: ``path`` still names the file this journal opened, with content."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            raise JournalError(self._gone_message()) from None
-        if (st.st_dev, st.st_ino) != self._ident:
-            raise JournalError(self._replaced_message())
+        if not stat.S_ISREG(st.st_mode):
+            raise JournalError(f"SqliteJournal: {self.path!r} is not a regular file, so not a journal")
         if st.st_size == 0:
             raise JournalError(
-                f"SqliteJournal found {self.path!r} emptied (0 bytes) while in use; nothing was sent. " + _what_to_do(self.path)
+                f"SqliteJournal found {self.path!r} empty (0 bytes): that is not an fxpay journal, "
+                "and it was not made into a new one. " + _what_to_do(self.path)
             )
-
-    def _run(self, sql: str, args: tuple[Any, ...]) -> tuple[int, list[Any]]:
-        """Runs one statement: its rowcount and rows. A write lock that another process holds
-        is waited for up to ``timeout`` (SQLite's own busy handler does not cover every case
-        in WAL mode: a lock met while a snapshot is open is answered at once)."""
-        deadline = time.monotonic() + self._timeout
-        while True:
+        for name in (self.path, self.path + "-wal", self.path + "-shm"):
             try:
-                with self._lock:
-                    cur = self._connection().execute(sql, args)
-                    try:
-                        return cur.rowcount, cur.fetchall()
-                    finally:
-                        # Inside the lock: a cursor freed after it resets its statement in
-                        # SQLite with the GIL released, holding SQLite's own mutexes, where
-                        # a fork (which waits for this lock, not for that) could land; the
-                        # child then hung in its first SQLite call (1 of 8 forks, once in CI).
-                        cur.close()
-            except Exception as e:
-                if "locked" in str(e) and time.monotonic() < deadline:
-                    time.sleep(0.005)
-                    continue
-                raise
-
-    def _write(self, sql: str, args: tuple[Any, ...]) -> int:
-        """Runs one write statement in the next commit and returns its rowcount once that
-        commit is on disk. Writes queued by other threads meanwhile share the commit (and
-        its fsync): a claim is still durable before its request is sent."""
-        mine = _Write(sql, args)
-        with self._writes:
-            self._queue.append(mine)
-            while not mine.done:
-                if self._leading:
-                    self._writes.wait()
-                    continue
-                self._leading = True
-                batch, self._queue = self._queue, []
-                break
-        if not mine.done:
-            # The results waiting ride this commit (and its fsync).
-            results = self._later.taken()
-            late = [
-                _Write(
-                    "UPDATE fxpay_journal SET state = ?, result = ?, data = ? WHERE key = ? AND data = ?",
-                    (n.state, n.result, text, key, old),
-                )
-                for key, old, n, text in results
-            ]
-            try:
-                if late or any(w.sql for w in batch):
-                    self._commit(batch + late)
-            except BaseException:
-                self._later.missed(results)
-                raise
-            finally:
-                with self._writes:
-                    for w in batch:
-                        w.done = True
-                    self._leading = False
-                    self._writes.notify_all()
-            self._results_landed(results, late)
-        if mine.error is not None:
-            raise mine.error
-        return mine.rowcount
-
-    def _results_landed(self, results: list[tuple[str, str, JournalEntry, str]], late: list[_Write]) -> None:
-        """After a commit that carried results: those written leave :class:`_Later`. One whose
-        entry changed meanwhile (its lease lapsed and another process marked the key
-        ``unknown``) is written over that entry if it is still this call's claim; else it is
-        logged, with the id, for :meth:`resolve`. A commit that failed keeps them waiting."""
-        if not late:
-            return
-        if any(w.error is not None for w in late):
-            self._later.missed(results)
-            return
-        self._later.landed(results)
-        for (key, _old, new, text), w in zip(results, late, strict=True):
-            if w.rowcount == 1:
-                continue
-            _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (key,))
-            stored = JournalEntry.from_json(rows[0][0]) if rows else None
-            if (stored is not None and rows[0][0] == text) or _Later.written_otherwise(stored, new):
-                continue
-            if _Later.still_its_claim(stored, new):
-                n = self._write(
-                    "UPDATE fxpay_journal SET state = ?, result = ?, data = ? WHERE key = ? AND data = ?",
-                    (new.state, new.result, text, key, rows[0][0]),
-                )
-                if n == 1:
-                    continue
-            self._not_recorded(self.path, key, new.result)
-
-    def _waiting(self) -> _Later:
-        return self._later
-
-    def _write_waiting(self) -> None:
-        self._write("", ())  # the group commit carries them
+                if stat.S_IMODE(os.stat(name).st_mode) & 0o077:
+                    os.chmod(name, 0o600)
+            except FileNotFoundError:
+                pass
+            except PermissionError:
+                if name == self.path:
+                    logger.warning("SqliteJournal cannot make %r private (mode 0600): not its owner", self.path)
+        return st.st_dev, st.st_ino
 
     def _flush_results(self) -> None:
-        """Writes the results waiting now (the flusher's, and exit's, commit)."""
-        if not self._later.results:
-            return
+        """Writes the results waiting now (a payout's end, and the exit's)."""
         with contextlib.suppress(Exception):
-            self._write("", ())
-        if self._later.results and not _Later.exiting:
-            # The commit failed (another process held the write lock past `timeout`, a full
-            # disk): they stay waiting, readable here, and are tried again in a while.
-            time.sleep(RETRY_DELAY)
-            _Later.wake(self)
+            self._store.flush()
 
-    def _commit(self, batch: list[_Write]) -> None:
-        """Runs `batch` in one transaction; each write gets its rowcount, or everyone the
-        error that kept the transaction from committing."""
-        deadline = time.monotonic() + self._timeout
-        while True:
-            try:
-                with self._lock:
-                    conn = self._connection()
-                    conn.execute("BEGIN IMMEDIATE")
-                    try:
-                        for w in batch:
-                            if w.sql:
-                                w.rowcount = conn.execute(w.sql, w.args).rowcount
-                        conn.execute("COMMIT")
-                    except BaseException:
-                        # SQLite may have rolled back already (a full disk, an I/O error):
-                        # the ROLLBACK's own "no transaction is active" must not hide why.
-                        if conn.in_transaction:
-                            try:
-                                conn.execute("ROLLBACK")
-                            except Exception:
-                                logger.debug("SqliteJournal: ROLLBACK after a failed commit failed", exc_info=True)
-                        raise
-                return
-            except Exception as e:
-                if "locked" in str(e) and time.monotonic() < deadline:
-                    time.sleep(0.005)
-                    continue
-                for w in batch:
-                    w.error = e
-                return
+    @property
+    def _writes_waiting(self) -> int:
+        """How many writes wait for the next group commit in this process."""
+        return int(self._store.diagnostic("writes_waiting"))
 
     @_fails_closed("get")
     def get(self, key: str) -> JournalEntry | None:
-        _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (_check_key(key),))
-        return self._later.news(JournalEntry.from_json(rows[0][0]) if rows else None)
+        return self._store.get(_check_key(key))
 
     @_fails_closed("claim")
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
-        e = _check_entry(entry)
-        self._check_file()
-        for _ in range(16):
-            n = self._write(
-                "INSERT INTO fxpay_journal (key, state, result, data) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
-                (e.key, e.state, e.result, e.to_json()),
-            )
-            if n == 1:
-                return None
-            _, rows = self._run("SELECT data FROM fxpay_journal WHERE key = ?", (e.key,))
-            if rows:
-                # A result of this process still on its way to the file is the key's news.
-                return self._later.news(JournalEntry.from_json(rows[0][0]))
-        raise JournalError(f"the entry of key {e.key!r} kept vanishing while it was claimed")
+        return self._store.claim(_check_entry(entry))
 
     @_fails_closed("swap")
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
-        ready = self._swap_ready(old, new)  # a call's result rides the next group commit
-        if ready is None:
-            return True
-        o, n, old_text, text = ready
-        count = self._write(
-            "UPDATE fxpay_journal SET state = ?, result = ?, data = ? WHERE key = ? AND data = ?",
-            (n.state, n.result, text, o.key, old_text),
-        )
-        return count == 1
+        o, n = _check_entry(old, "old"), _check_entry(new, "new")
+        if o.key != n.key:
+            raise InvalidRequestError("SqliteJournal.swap(): old and new must have the same key")
+        return self._store.swap(o, n)
 
     @_fails_closed("find")
     def find(self, result: str) -> JournalEntry | None:
-        for n in self._later.entries():
-            if n.result == result:  # on its way: what the key reads (the store may be ahead)
-                got = self.get(n.key)
-                if got is not None and got.result == result:
-                    return got
-        _, rows = self._run("SELECT data FROM fxpay_journal WHERE result = ? ORDER BY rowid LIMIT 1", (result,))
-        return JournalEntry.from_json(rows[0][0]) if rows else None
+        if not isinstance(result, str):
+            raise TypeError(f"result must be a str, not {type(result).__name__}")
+        return self._store.find(result)
 
     @_fails_closed("candidates")
     def candidates(self) -> list[JournalEntry]:
-        _, rows = self._run("SELECT data FROM fxpay_journal WHERE state IN ('pending', 'unknown') ORDER BY rowid", ())
-        entries = [JournalEntry.from_json(r[0]) for r in rows]
-        return [e for e in entries if self._later.news(e) is e]  # a result on its way: done
+        return self._store.candidates()
 
     def close(self) -> None:
         """Writes the results waiting, then closes this process's connection (the journal
         reopens it on next use)."""
-        self._flush_results()
-        with _closing, self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
-
-    def __del__(self) -> None:
-        # Never while a fork is being made (see `_closing`); a connection inherited from the
-        # parent is not this process's to close.
-        conn = getattr(self, "_conn", None)
-        if conn is not None and getattr(self, "_pid", None) == os.getpid():
-            with _closing:
-                conn.close()
+        self._store.close()
 
     def __repr__(self) -> str:
         return f"SqliteJournal({self.path!r})"

@@ -69,7 +69,7 @@ pub use models::{
     authorization::AuthorizationRequest,
     beneficiary::{Address, BankDetails, Beneficiary},
     deal::{Deal, DealBeneficiary, DealRequest, SpotDeal},
-    event::{is_uuid, DealCreated, EventStatus},
+    event::{DealCreated, EventStatus},
     field_error::FieldError,
     quote::{Freebies, Quote, QuoteRequest},
     token::Token,
@@ -92,6 +92,7 @@ pub use journal::payout::{
     Status as PayoutStatus,
 };
 pub use journal::settle::{issued as issued_spot, settle_spot, Settled};
+pub use journal::sqlite::SqliteStore;
 pub use journal::store::JournalStore;
 pub use lost_answer::named_by_sender as lost_answer_named_by_sender;
 

@@ -1,12 +1,14 @@
 //! The idempotency journal as Python sees it: a Python journal (`fxpay.SqliteJournal`,
 //! `RedisJournal` or a user's own) adapted to the core's `JournalStore`; `MemoryJournal`
-//! hands the core its store (`journal/memory.rs`) instead. `fxpay.JournalEntry` is in
+//! and `SqliteJournal` hand the core their stores (`journal/memory.rs`, `journal/sqlite.rs`)
+//! instead. `fxpay.JournalEntry` is in
 //! `journal/entry.rs`; the hand operations the Python journals share (resolve, unknown,
 //! complete a spot deal), which are the core's, in `journal/operations.rs` (which registers
 //! the classes with the module).
 pub mod entry;
 pub mod memory;
 pub mod operations;
+pub mod sqlite;
 
 use entry::JournalEntry;
 
@@ -31,6 +33,9 @@ impl PyJournal {
         // fxpay's MemoryJournal offers its store to the core: no climb into Python per call.
         if let Ok(native) = obj.getattr("_native_store") {
             if let Ok(store) = native.cast::<memory::PyMemoryStore>() {
+                return Ok(store.get().0.clone());
+            }
+            if let Ok(store) = native.cast::<sqlite::PySqliteStore>() {
                 return Ok(store.get().0.clone());
             }
         }

@@ -408,7 +408,7 @@ def test_sqlite_journal_is_private_and_durable(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "j.db")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
-    assert j._connection().execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert j._store.diagnostic("synchronous") == "2"  # FULL: the journal's own connection's
     assert repr(j) == f"SqliteJournal({str(tmp_path / 'j.db')!r})"
 
 

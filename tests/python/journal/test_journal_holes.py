@@ -164,17 +164,14 @@ def test_two_processes_creating_one_journal_never_see_it_half_made(tmp_path: Pat
 def test_an_existing_journal_is_made_private_when_opened(tmp_path: Path) -> None:
     path = tmp_path / "j.db"
     j = fxpay.SqliteJournal(path)
-    j.get("x")
-    keep = sqlite3.connect(path)  # keeps -wal and -shm there
-    keep.execute("SELECT count(*) FROM fxpay_journal").fetchone()
-    j.close()
+    j.get("x")  # its open connection keeps -wal and -shm there (no second SQLite in this process)
     sides = [p for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
     assert len(sides) == 3
     for p in sides:
         os.chmod(p, 0o644)
     fxpay.SqliteJournal(path).get("x")
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in sides} == {p.name: 0o600 for p in sides}
-    keep.close()
+    j.close()
 
 
 @pytest.mark.parametrize(
@@ -208,9 +205,8 @@ def test_a_full_disk_names_the_disk_not_the_rollback(tmp_path: Path) -> None:
     """SQLite rolls a transaction back itself when the disk is full; the ROLLBACK that
     followed failed with "cannot rollback" and hid why."""
     j = fxpay.SqliteJournal(tmp_path / "j.db")
-    conn = j._connection()
-    pages = conn.execute("PRAGMA page_count").fetchone()[0]
-    conn.execute(f"PRAGMA max_page_count = {pages}")  # a disk with no room left
+    pages = int(j._store.diagnostic("page_count"))
+    j._store.diagnostic("max_page_count", pages)  # a disk with no room left
     big = "x" * 100000
     entry = fxpay.JournalEntry.from_json(
         '{"key":"k","operation":"create_quote","fingerprint":"f","state":"pending","result":null,'

@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlite_elsewhere import Elsewhere
 
 import fxpay
 
@@ -116,15 +116,15 @@ def test_a_locked_sqlite_journal_fails_closed_and_sends_nothing(fxpay_sandbox: A
     journal = fxpay.SqliteJournal(path, timeout=0.2)
     with fxpay_sandbox.client(journal=journal) as c:
         args = deal_args(c)
-        other = sqlite3.connect(path, isolation_level=None)
-        other.execute("BEGIN EXCLUSIVE")  # another process's long write
+        other = Elsewhere(path)
+        other.run("BEGIN EXCLUSIVE")  # another process's long write
         before = fxpay_sandbox.stats()["requests"]
         started = time.monotonic()
         with pytest.raises(fxpay.JournalError, match="locked"):
             c.create_deal(**args, idempotency_key="locked")
         assert time.monotonic() - started < 5
         assert fxpay_sandbox.stats()["requests"] == before
-        other.execute("ROLLBACK")
+        other.run("ROLLBACK")
         other.close()
         c.create_deal(**args, idempotency_key="locked")
         assert requests_to(fxpay_sandbox, DEALS) == 1
@@ -193,8 +193,8 @@ def test_calls_of_many_threads_waiting_for_a_locked_sqlite_journal_all_complete(
 
     path = tmp_path / "journal.db"
     journal = fxpay.SqliteJournal(path, timeout=120)
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")
+    other = Elsewhere(path)
+    other.run("BEGIN IMMEDIATE")
     results: dict[int, str] = {}
     errors: list[BaseException] = []
     with fxpay_sandbox.client(journal=journal) as c:
@@ -211,11 +211,11 @@ def test_calls_of_many_threads_waiting_for_a_locked_sqlite_journal_all_complete(
             t.start()
         # The queue of writes waiting for the leader's commit: the one place this waits on.
         deadline = time.monotonic() + 60
-        while len(journal._queue) < 5:
-            assert time.monotonic() < deadline, f"{len(journal._queue)} writes queued behind the locked one, not 5"
+        while journal._writes_waiting < 5:
+            assert time.monotonic() < deadline, f"{journal._writes_waiting} writes queued behind the locked one, not 5"
             time.sleep(0.01)
         assert requests_to_beneficiaries(fxpay_sandbox) == 0  # nothing is sent before its claim is on disk
-        other.execute("COMMIT")
+        other.run("COMMIT")
         other.close()
         for t in threads:
             t.join(120)

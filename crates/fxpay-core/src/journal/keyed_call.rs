@@ -214,6 +214,11 @@ impl Hold {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         let cur = taken?;
+        let new = to(&cur);
+        if self.store.swap_at_once(&cur, &new) {
+            // Kept for the store's next commit, in memory: no blocking-pool hand-off.
+            return Some(new);
+        }
         let (store, seen) = (self.store.clone(), cur.clone());
         let to = Arc::new(to);
         let first = to.clone();

@@ -4,7 +4,7 @@
 //!
 //! Fork: a forked child takes a copy of the entries, never the parent's lock (a thread of
 //! the parent may hold it at the fork, and that thread does not exist in the child). The
-//! copy is the one [`MemoryStore::before_fork`] took in the forking thread (Python's
+//! copy is the one [`JournalStore::before_fork`] took in the forking thread (Python's
 //! `os.register_at_fork` hook runs it for `os.fork()` and multiprocessing); a child forked
 //! without it starts with no entries. Entries end with their process anyway, and a child
 //! shares none of its parent's later ones.
@@ -35,18 +35,14 @@ pub struct MemoryStore {
 
 impl Default for MemoryStore {
     fn default() -> Self {
-        MemoryStore::new()
-    }
-}
-
-impl MemoryStore {
-    pub fn new() -> Self {
         MemoryStore {
             here: PerProcess::empty(),
             forked: Mutex::new(None),
         }
     }
+}
 
+impl MemoryStore {
     fn entries(&self) -> MutexGuard<'_, Entries> {
         let here = self.here.get_or_make(|| {
             // Made once per process: the first, or a child (from its parent's copy). Only
@@ -54,17 +50,6 @@ impl MemoryStore {
             Mutex::new(take(&self.forked).unwrap_or_default())
         });
         lock(here)
-    }
-
-    /// Takes the copy a child forked next starts from (run by the thread about to fork).
-    pub fn before_fork(&self) {
-        let copy = self.entries().clone();
-        *lock(&self.forked) = Some(copy);
-    }
-
-    /// Drops the copy `before_fork` took (the parent, after the fork).
-    pub fn after_fork_in_parent(&self) {
-        take(&self.forked);
     }
 
     /// Every entry, in the order their keys were first claimed.
@@ -132,6 +117,17 @@ impl JournalStore for MemoryStore {
     fn answers_at_once(&self) -> bool {
         true
     }
+
+    /// Takes the copy a child forked next starts from (run by the thread about to fork).
+    fn before_fork(&self) {
+        let copy = self.entries().clone();
+        *lock(&self.forked) = Some(copy);
+    }
+
+    /// Drops the copy `before_fork` took (the parent, after the fork).
+    fn after_fork_in_parent(&self) {
+        take(&self.forked);
+    }
 }
 
 #[cfg(test)]
@@ -160,7 +156,7 @@ mod tests {
 
     #[test]
     fn a_key_is_claimed_once_and_swapped_only_from_what_is_stored() {
-        let s = MemoryStore::new();
+        let s = MemoryStore::default();
         let a = entry("k", State::Pending, None);
         assert_eq!(s.claim(&a).expect("memory"), None);
         assert_eq!(
@@ -185,7 +181,7 @@ mod tests {
 
     #[test]
     fn a_swap_to_another_key_is_refused() {
-        let s = MemoryStore::new();
+        let s = MemoryStore::default();
         let a = entry("k", State::Pending, None);
         s.claim(&a).expect("memory");
         assert!(!s
@@ -197,7 +193,7 @@ mod tests {
 
     #[test]
     fn entries_come_in_claim_order() {
-        let s = MemoryStore::new();
+        let s = MemoryStore::default();
         for (k, st) in [
             ("c", State::Unknown),
             ("a", State::Done),
@@ -216,7 +212,7 @@ mod tests {
 
     #[test]
     fn the_first_result_claimed_is_found_first() {
-        let s = MemoryStore::new();
+        let s = MemoryStore::default();
         s.claim(&entry("z", State::Done, Some("r")))
             .expect("memory");
         s.claim(&entry("a", State::Done, Some("r")))
@@ -231,7 +227,7 @@ mod tests {
     #[test]
     fn a_child_forked_while_a_thread_holds_the_lock_reads_the_copy_and_does_not_hang() {
         use std::sync::mpsc;
-        let s = std::sync::Arc::new(MemoryStore::new());
+        let s = std::sync::Arc::new(MemoryStore::default());
         s.claim(&entry("before", State::Done, Some("q")))
             .expect("memory");
         s.before_fork(); // the forking thread's copy, as Python's fork hook takes it

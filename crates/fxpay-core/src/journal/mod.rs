@@ -7,6 +7,7 @@
 //! - `holder`: who holds a claim, and whether it is gone;
 //! - `store`: what a storage must do (the binding adapts Python journals to it);
 //! - `memory`: a storage in this process's memory (`fxpay.MemoryJournal`'s);
+//! - `sqlite`: a storage in an SQLite file (`fxpay.SqliteJournal`'s);
 //! - `keyed_call`: one creating call under a key (claim, send, record), given the request as
 //!   the journal sees it (`KeyedRequest`); `calls`: the four creating calls;
 //! - `undo`: a claim the call gave up on (its deadline passed while the journal was slow)
@@ -25,6 +26,7 @@ pub(crate) mod machine;
 pub(crate) mod memory;
 pub(crate) mod payout;
 pub(crate) mod settle;
+pub(crate) mod sqlite;
 pub(crate) mod store;
 pub(crate) mod undo;
 

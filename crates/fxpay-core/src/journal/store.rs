@@ -27,6 +27,30 @@ pub trait JournalStore: Send + Sync {
     fn answers_at_once(&self) -> bool {
         false
     }
+    /// Takes the swap of `old` for `new` without a disk or network round trip if it can (a
+    /// call's result kept for the store's next commit): `true` when taken, and then the
+    /// core does not hand it to the blocking pool. `false`: call [`JournalStore::swap`].
+    fn swap_at_once(&self, _old: &Entry, _new: &Entry) -> bool {
+        false
+    }
+    /// Every entry that is `pending` or `unknown`, in the order their keys were claimed
+    /// (what `unknown` sorts out). A store that cannot list says so.
+    fn candidates(&self) -> Result<Vec<Entry>> {
+        Err(Error::journal("this journal cannot list its entries"))
+    }
+    /// Writes what waits for a later commit (a payout's end, the process's exit).
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Writes what waits, then lets go of this process's connection (made again on next use).
+    fn close(&self) -> Result<()> {
+        self.flush()
+    }
+    /// Run by the thread about to fork (Python's `os.register_at_fork` hook): what a store
+    /// keeps per process is made ready for the child.
+    fn before_fork(&self) {}
+    /// The parent, after the fork: gives back what `before_fork` held.
+    fn after_fork_in_parent(&self) {}
 }
 
 /// Runs `f` on a store off the runtime's workers (a thread of the blocking pool), or here

@@ -26,7 +26,7 @@ model! {
 }
 
 /// A UUID in the 36-character hyphenated form (`8-4-4-4-12` hex digits, either case).
-pub fn is_uuid(s: &str) -> bool {
+pub(crate) fn is_uuid(s: &str) -> bool {
     s.len() == 36 && uuid::Uuid::try_parse(s).is_ok()
 }
 

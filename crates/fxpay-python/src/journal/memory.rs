@@ -18,7 +18,7 @@ fn out(e: Option<fxpay_core::Entry>) -> Option<JournalEntry> {
 impl PyMemoryStore {
     #[new]
     fn new() -> Self {
-        PyMemoryStore(Arc::new(MemoryStore::new()))
+        PyMemoryStore(Arc::new(MemoryStore::default()))
     }
 
     fn get(&self, key: &str) -> Option<JournalEntry> {

@@ -1,0 +1,212 @@
+//! Group commit: the writes of concurrent calls wait in a queue, and one of them (the leader)
+//! commits them all in one transaction, so they share one fsync. A claim is still on disk
+//! before its caller goes on.
+//!
+//! A commit delay, as PostgreSQL's `commit_delay` and `commit_siblings` (and fxpay's Redis
+//! and PostgreSQL journals, `fxpay._group_commit`): a leader that knows other keyed calls of
+//! this process are in flight (claimed here, their result not yet in: each is about to claim
+//! again, in a loop, a pool or a payout) waits up to [`COMMIT_DELAY`] for them to join its
+//! commit, and stops as soon as they have. With none in flight (a lone call) it commits at
+//! once.
+use crate::error::{Error, Result};
+use crate::journal::entry::Entry;
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How long a leader waits at most for the keyed calls in flight to join its commit.
+const COMMIT_DELAY: Duration = Duration::from_millis(3);
+/// A call claimed longer ago than this is no longer counted as in flight (it is not about
+/// to claim again soon, or it ended without a result).
+const IN_FLIGHT_HORIZON: Duration = Duration::from_secs(1);
+
+/// One write statement.
+pub(super) enum Op {
+    /// Inserts the entry unless its key is stored.
+    Claim {
+        key: String,
+        state: &'static str,
+        result: Option<String>,
+        text: String,
+    },
+    /// Replaces the entry stored as `old` (text).
+    Swap {
+        key: String,
+        state: &'static str,
+        result: Option<String>,
+        text: String,
+        old: String,
+    },
+    /// No statement: the commit carries the results waiting.
+    Nothing,
+}
+
+/// A write waiting for its commit, and what came of it (its row count).
+pub(super) struct Write {
+    pub op: Op,
+    outcome: Mutex<Option<std::result::Result<usize, String>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Each value behind these locks is replaced whole.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Write {
+    pub(super) fn new(op: Op) -> Arc<Write> {
+        Arc::new(Write {
+            op,
+            outcome: Mutex::new(None),
+        })
+    }
+
+    /// Sets what came of it (the leader, once per write).
+    pub(super) fn answer(&self, outcome: std::result::Result<usize, String>) {
+        let mut o = lock(&self.outcome);
+        if o.is_none() {
+            *o = Some(outcome);
+        }
+    }
+
+    fn done(&self) -> bool {
+        lock(&self.outcome).is_some()
+    }
+
+    /// The row count, or the error that kept its commit from landing.
+    pub(super) fn outcome(&self) -> Result<usize> {
+        match &*lock(&self.outcome) {
+            Some(Ok(n)) => Ok(*n),
+            Some(Err(e)) => Err(Error::journal(e.clone())),
+            None => Err(Error::journal("the journal's commit never ran")),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Arc<Write>>,
+    leading: bool,
+    /// A leader waits for the calls in flight to join.
+    gathering: bool,
+    /// Keys claimed here whose call has not settled them yet: when, and the claim with its
+    /// text (the call's result replaces that text: not serialised again).
+    in_flight: HashMap<String, (Instant, Entry, String)>,
+}
+
+impl Queue {
+    /// The calls in flight, those past the horizon forgotten.
+    fn others(&mut self, now: Instant) -> usize {
+        if !self.in_flight.is_empty() {
+            self.in_flight
+                .retain(|_, (at, ..)| now.saturating_duration_since(*at) <= IN_FLIGHT_HORIZON);
+        }
+        self.in_flight.len()
+    }
+}
+
+/// One journal file's queue of writes, in this process.
+#[derive(Default)]
+pub(super) struct Group {
+    queue: Mutex<Queue>,
+    landed: Condvar,
+    joined: Condvar,
+}
+
+/// Ends a leader's turn even if its commit panicked: every write of its batch answered,
+/// the next leader free to start.
+struct Turn<'a> {
+    group: &'a Group,
+    batch: Vec<Arc<Write>>,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        for w in &self.batch {
+            w.answer(Err("the journal's commit failed".into()));
+        }
+        let mut q = lock(&self.group.queue);
+        q.leading = false;
+        drop(q);
+        self.group.landed.notify_all();
+    }
+}
+
+impl Group {
+    /// Runs `op` in the next commit and returns its row count once that commit is on disk.
+    /// The caller that finds no leader leads: `lead` commits the batch (every write waiting
+    /// then, answered each), and what it returns comes back here with the row count, to be
+    /// handled once the turn has ended.
+    pub(super) fn write<R>(
+        &self,
+        op: Op,
+        lead: impl FnOnce(&[Arc<Write>]) -> R,
+    ) -> (Result<usize>, Option<R>) {
+        let mine = Write::new(op);
+        let mut q = lock(&self.queue);
+        q.waiting.push(mine.clone());
+        if q.gathering {
+            self.joined.notify_one();
+        }
+        loop {
+            if mine.done() {
+                return (mine.outcome(), None);
+            }
+            if q.leading {
+                q = self.landed.wait(q).unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            q.leading = true;
+            let now = Instant::now();
+            let others = q.others(now);
+            if others > 0 {
+                let want = q.waiting.len() + others;
+                let until = now + COMMIT_DELAY;
+                q.gathering = true;
+                while q.waiting.len() < want {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    q = self
+                        .joined
+                        .wait_timeout(q, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+                q.gathering = false;
+            }
+            let batch = std::mem::take(&mut q.waiting);
+            drop(q);
+            let turn = Turn { group: self, batch };
+            let led = lead(&turn.batch);
+            drop(turn);
+            return (mine.outcome(), Some(led));
+        }
+    }
+
+    /// A call's claim (`entry`, stored as `text`) is stored: in flight until
+    /// [`Group::answered`].
+    pub(super) fn claimed(&self, entry: &Entry, text: String) {
+        lock(&self.queue)
+            .in_flight
+            .insert(entry.key.clone(), (Instant::now(), entry.clone(), text));
+    }
+
+    /// The call of `key` is being settled (its result, an undo): no longer in flight. The
+    /// text of its claim if that claim is `old`.
+    pub(super) fn answered(&self, old: &Entry) -> Option<String> {
+        let mut q = lock(&self.queue);
+        if q.in_flight.is_empty() {
+            return None;
+        }
+        match q.in_flight.remove(&old.key) {
+            Some((_, claim, text)) if claim == *old => Some(text),
+            _ => None,
+        }
+    }
+
+    /// How many writes wait for the next commit.
+    pub(super) fn waiting(&self) -> usize {
+        lock(&self.queue).waiting.len()
+    }
+}

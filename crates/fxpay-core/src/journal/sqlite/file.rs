@@ -1,0 +1,209 @@
+//! The journal's file: that its path still names the file the journal opened first (device
+//! and inode), with content, and a connection to it made the journal's way (WAL,
+//! `synchronous=FULL`, the table checked, never created here: `fxpay.SqliteJournal` makes a
+//! new journal complete before anything opens it).
+use crate::error::{Error, Result};
+use rusqlite::{Connection, OpenFlags};
+use std::time::{Duration, Instant};
+
+/// The SQLite `application_id` of an fxpay journal file ("fxpJ").
+pub(super) const APPLICATION_ID: i64 = 0x6678_704A;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS fxpay_journal (
+    key TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    result TEXT,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS fxpay_journal_result ON fxpay_journal (result);
+CREATE INDEX IF NOT EXISTS fxpay_journal_state ON fxpay_journal (state);
+";
+
+/// A path as Python's `repr` shows it (the journal's messages name it so).
+pub(super) fn shown(path: &str) -> String {
+    let mut s = String::with_capacity(path.len() + 2);
+    s.push('\'');
+    for c in path.chars() {
+        match c {
+            '\\' => s.push_str("\\\\"),
+            '\'' => s.push_str("\\'"),
+            c => s.push(c),
+        }
+    }
+    s.push('\'');
+    s
+}
+
+fn what_to_do(path: &str) -> String {
+    format!(
+        "If {p} is a journal that was emptied or damaged (a restore gone wrong, a bad copy, a full disk), \
+         restore it from a backup: a journal started afresh would send every key it held again. \
+         If it is not a journal, give SqliteJournal another path.",
+        p = shown(path)
+    )
+}
+
+fn gone(path: &str) -> Error {
+    Error::journal(format!(
+        "SqliteJournal's file {} was removed while the journal was in use; nothing was sent. \
+         A new file there would be an empty journal that sends every key again: restore the journal \
+         (from the file this process still has open, or a backup) before any keyed call.",
+        shown(path)
+    ))
+}
+
+fn replaced(path: &str) -> Error {
+    Error::journal(format!(
+        "SqliteJournal's file {} was replaced by another file while the journal was in use; \
+         nothing was sent. Two files would split the journal, and each would send the other's keys again: \
+         put the journal back, or restart every process on the new file once it holds every key.",
+        shown(path)
+    ))
+}
+
+/// A file's (device, inode).
+#[cfg(unix)]
+pub(super) fn identity(st: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (st.dev(), st.ino())
+}
+
+/// A file's identity where there is no inode: its creation time only.
+#[cfg(not(unix))]
+pub(super) fn identity(st: &std::fs::Metadata) -> (u64, u64) {
+    let made = st
+        .created()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    (0, made)
+}
+
+/// Before a claim: `path` still names the file with identity `ident`, with content.
+pub(super) fn check(path: &str, ident: (u64, u64)) -> Result<()> {
+    let st = match std::fs::metadata(path) {
+        Ok(st) => st,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(gone(path)),
+        Err(e) => {
+            return Err(Error::journal(format!(
+                "SqliteJournal cannot open {}: {e}",
+                shown(path)
+            )))
+        }
+    };
+    if identity(&st) != ident {
+        return Err(replaced(path));
+    }
+    if st.len() == 0 {
+        return Err(Error::journal(format!(
+            "SqliteJournal found {} emptied (0 bytes) while in use; nothing was sent. {}",
+            shown(path),
+            what_to_do(path)
+        )));
+    }
+    Ok(())
+}
+
+/// Whether an SQLite error is a lock another connection holds (tried again until the
+/// journal's timeout).
+pub(super) fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// An SQLite error as the journal reports it.
+pub(super) fn failed(what: &str, e: &rusqlite::Error) -> Error {
+    let text = e.to_string();
+    let full = e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull);
+    Error::journal(if full && !text.contains("full") {
+        format!("SqliteJournal.{what}() failed: the disk is full: {text}")
+    } else {
+        format!("SqliteJournal.{what}() failed: {text}")
+    })
+}
+
+fn cannot_open(path: &str, e: &rusqlite::Error) -> Error {
+    Error::journal(format!("SqliteJournal cannot open {}: {e}", shown(path)))
+}
+
+/// A connection to the journal at `path` (identity `ident`), made the journal's way.
+pub(super) fn connect(path: &str, ident: (u64, u64), timeout: Duration) -> Result<Connection> {
+    check(path, ident)?;
+    // Never created here: a missing file is an error (`check` saw it a moment ago).
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_EXRESCODE;
+    let deadline = Instant::now() + timeout.max(Duration::from_secs(1));
+    let conn = loop {
+        match open(path, flags, timeout) {
+            Ok(c) => break c,
+            Err(Fail::Sqlite(e)) if is_busy(&e) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(Fail::Sqlite(e))
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) =>
+            {
+                let size = std::fs::metadata(path).map_or(0, |m| m.len());
+                return Err(Error::journal(format!(
+                    "SqliteJournal found {} holding {size} bytes that are not an SQLite database, \
+                     so not an fxpay journal; it was left as it is. {}",
+                    shown(path),
+                    what_to_do(path)
+                )));
+            }
+            Err(Fail::Sqlite(e)) => return Err(cannot_open(path, &e)),
+            Err(Fail::Journal(e)) => return Err(e),
+        }
+    };
+    // The file SQLite opened is still the one checked (not replaced in between).
+    check(path, ident)?;
+    Ok(conn)
+}
+
+enum Fail {
+    Sqlite(rusqlite::Error),
+    Journal(Error),
+}
+
+impl From<rusqlite::Error> for Fail {
+    fn from(e: rusqlite::Error) -> Self {
+        Fail::Sqlite(e)
+    }
+}
+
+fn open(path: &str, flags: OpenFlags, timeout: Duration) -> std::result::Result<Connection, Fail> {
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(timeout)?;
+    let app_id: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    if app_id != 0 && app_id != APPLICATION_ID {
+        return Err(Fail::Journal(Error::journal(format!(
+            "SqliteJournal found {} to be another program's SQLite database (application_id {app_id:#x}), \
+             not an fxpay journal; it was left as it is. {}",
+            shown(path),
+            what_to_do(path)
+        ))));
+    }
+    let has_table: bool = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'fxpay_journal'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )? > 0;
+    if !has_table {
+        return Err(Fail::Journal(Error::journal(format!(
+            "SqliteJournal found {} to be an SQLite database without an fxpay journal table, \
+             so not a journal; it was left as it is. {}",
+            shown(path),
+            what_to_do(path)
+        ))));
+    }
+    let _mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    conn.execute_batch("PRAGMA synchronous=FULL")?;
+    conn.execute_batch(SCHEMA)?;
+    if app_id == 0 {
+        conn.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))?;
+    }
+    Ok(conn)
+}

@@ -1,0 +1,606 @@
+//! `fxpay.SqliteJournal`'s storage, below the `JournalStore` port: a keyed call on an SQLite
+//! journal never climbs into Python (issue 55's decision, issue 56's cost).
+//!
+//! - `file`: the file's identity, and a connection made the journal's way;
+//! - `commit`: the group commit (concurrent writes share one transaction and one fsync);
+//! - `later`: a call's result rides the next commit (one durable write per keyed call);
+//! - `fork_gate`: no thread is inside SQLite when the process forks.
+//!
+//! The file format is the Python journal's, byte for byte (one table, an entry's JSON text
+//! per key): fxpay versions, and processes of either, share a journal file.
+//!
+//! Per process: a connection, a queue of writes and the results waiting, shared by every
+//! store of the same path in the process; a forked child makes its own on first use and
+//! never touches its parent's (it reads the results its parent held when it forked).
+mod commit;
+mod file;
+mod fork_gate;
+mod later;
+
+use super::entry::Entry;
+use super::holder::{HolderCheck, LocalProcesses};
+use super::store::JournalStore;
+use crate::error::{Error, Result};
+use crate::runtime::fork::PerProcess;
+use commit::{Group, Op, Write};
+use later::{Later, Waiting};
+use rusqlite::{Connection, OptionalExtension};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+/// What an SQLite journal tells its owner (the Python `SqliteJournal`), rarely: once per
+/// process when its first result waits for a commit (the owner makes sure the process's
+/// exit writes it, `SqliteStore::flush_all`), and for a result that found its key changed
+/// otherwise and was not written (logged, with the id, for `resolve`).
+// The two callbacks' types are spelled out: an alias would be one more public item.
+#[allow(clippy::type_complexity)]
+struct Hooks {
+    result_waits: Box<dyn Fn() + Send + Sync>,
+    not_recorded: Box<dyn Fn(&str, Option<&str>) + Send + Sync>,
+}
+
+/// How long the flusher waits before it tries again a commit of results that failed.
+const RETRY_DELAY: Duration = Duration::from_millis(500);
+/// How many times a claim is tried when its entry keeps vanishing under it.
+const TRIES: usize = 16;
+
+const GET: &str = "SELECT data FROM fxpay_journal WHERE key = ?1";
+const CLAIM: &str = "INSERT INTO fxpay_journal (key, state, result, data) VALUES (?1, ?2, ?3, ?4) \
+                     ON CONFLICT (key) DO NOTHING";
+const SWAP: &str =
+    "UPDATE fxpay_journal SET state = ?1, result = ?2, data = ?3 WHERE key = ?4 AND data = ?5";
+const FIND: &str = "SELECT data FROM fxpay_journal WHERE result = ?1 ORDER BY rowid LIMIT 1";
+const CANDIDATES: &str =
+    "SELECT data FROM fxpay_journal WHERE state IN ('pending', 'unknown') ORDER BY rowid";
+
+/// One process's side of a journal file.
+struct Here {
+    conn: Mutex<Option<Connection>>,
+    group: Group,
+    later: Later,
+    /// Whether `SqliteHooks::result_waits` was called in this process.
+    hooked: AtomicBool,
+}
+
+/// What every store of one path shares in a process.
+struct Shared {
+    here: PerProcess<Here>,
+    /// The results a child forked next inherits, taken by the forking thread.
+    forked: Mutex<Option<HashMap<String, Entry>>>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            here: PerProcess::empty(),
+            forked: Mutex::new(None),
+        }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Closed inside the gate: never while the process forks.
+        let here = self.here.get_or_make(|| Here::new(HashMap::new()));
+        let _in = fork_gate::enter();
+        drop(lock(&here.conn).take());
+    }
+}
+
+impl Here {
+    fn new(inherited: HashMap<String, Entry>) -> Here {
+        Here {
+            conn: Mutex::new(None),
+            group: Group::default(),
+            later: Later::with_inherited(inherited),
+            hooked: AtomicBool::new(false),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The values behind these locks are replaced whole.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The stores of this process by path (a child starts with none).
+static BY_PATH: PerProcess<Mutex<HashMap<String, Weak<Shared>>>> = PerProcess::empty();
+
+/// A store of each file that had a result waiting in this process (for `flush_all`), held:
+/// a result outlives the journal and the client that made it (a worker's task returns, its
+/// client is dropped, and its process's exit still writes the result). One per file: the
+/// results wait per file, and any store of it writes them.
+static WAITING: PerProcess<Mutex<HashMap<String, Arc<SqliteStore>>>> = PerProcess::empty();
+
+/// A journal's storage in an SQLite file; `single_host` (a pending key whose holder process
+/// exited is gone at once).
+pub struct SqliteStore {
+    path: String,
+    ident: (u64, u64),
+    timeout: Duration,
+    delay: Duration,
+    hooks: Hooks,
+    shared: Arc<Shared>,
+    /// Whether this store's `before_fork` holds the fork gate.
+    fork_held: AtomicBool,
+    me: Weak<SqliteStore>,
+}
+
+impl SqliteStore {
+    /// The journal at `path` (an absolute path, whose file has the (device, inode) `ident`:
+    /// checked before every claim), connected now. `timeout` bounds the wait for another
+    /// process's write lock; `delay`, how long a result may wait for a claim's commit.
+    #[allow(clippy::type_complexity)] // see `Hooks`
+    pub fn open(
+        path: &str,
+        ident: (u64, u64),
+        timeout: Duration,
+        delay: Duration,
+        result_waits: Box<dyn Fn() + Send + Sync>,
+        not_recorded: Box<dyn Fn(&str, Option<&str>) + Send + Sync>,
+    ) -> Result<Arc<SqliteStore>> {
+        let hooks = Hooks {
+            result_waits,
+            not_recorded,
+        };
+        let shared = {
+            let by_path = lock(BY_PATH.get_or_make(Mutex::default));
+            by_path.get(path).and_then(Weak::upgrade)
+        };
+        let shared = match shared {
+            Some(s) => s,
+            None => {
+                let s = Arc::new(Shared::default());
+                let mut by_path = lock(BY_PATH.get_or_make(Mutex::default));
+                by_path.retain(|_, w| w.strong_count() > 0);
+                by_path.insert(path.to_owned(), Arc::downgrade(&s));
+                s
+            }
+        };
+        let store = Arc::new_cyclic(|me| SqliteStore {
+            path: path.to_owned(),
+            ident,
+            timeout,
+            delay,
+            hooks,
+            shared,
+            fork_held: AtomicBool::new(false),
+            me: me.clone(),
+        });
+        store.with_conn("open", |_| Ok(()))?;
+        Ok(store)
+    }
+
+    fn here(&self) -> &Here {
+        self.shared
+            .here
+            .get_or_make(|| Here::new(lock(&self.shared.forked).take().unwrap_or_default()))
+    }
+
+    /// Runs `f` on this process's connection (made on first use), inside the fork gate;
+    /// a lock another process holds is waited for up to the timeout.
+    fn with_conn<T>(
+        &self,
+        what: &str,
+        mut f: impl FnMut(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T> {
+        let deadline = Instant::now() + self.timeout;
+        let here = self.here();
+        loop {
+            let got = {
+                let _in = fork_gate::enter();
+                let mut conn = lock(&here.conn);
+                if conn.is_none() {
+                    *conn = Some(file::connect(&self.path, self.ident, self.timeout)?);
+                }
+                match conn.as_ref() {
+                    Some(c) => f(c),
+                    None => return Err(Error::journal("the journal's connection is gone")),
+                }
+            };
+            match got {
+                Ok(v) => return Ok(v),
+                Err(e) if file::is_busy(&e) && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(file::failed(what, &e)),
+            }
+        }
+    }
+
+    /// The stored text and entry of `key`.
+    fn read(&self, key: &str) -> Result<Option<(String, Entry)>> {
+        let text: Option<String> = self.with_conn("get", |c| {
+            c.prepare_cached(GET)?
+                .query_row([key], |r| r.get(0))
+                .optional()
+        })?;
+        text.map(|t| Entry::from_json(&t).map(|e| (t, e)).map_err(Error::journal))
+            .transpose()
+    }
+
+    fn texts(&self, what: &str, sql: &str, arg: Option<&str>) -> Result<Vec<Entry>> {
+        let texts: Vec<String> = self.with_conn(what, |c| {
+            let mut s = c.prepare_cached(sql)?;
+            let params: &[&dyn rusqlite::ToSql] = match &arg {
+                Some(a) => &[a],
+                None => &[],
+            };
+            let rows = s.query_map(params, |r| r.get(0))?;
+            rows.collect()
+        })?;
+        texts
+            .iter()
+            .map(|t| Entry::from_json(t).map_err(Error::journal))
+            .collect()
+    }
+
+    /// Runs `op` in the next group commit; its row count once on disk.
+    fn write(&self, op: Op) -> Result<usize> {
+        let (n, led) = self.here().group.write(op, |batch| self.lead(batch));
+        if let Some((results, late)) = led {
+            self.results_landed(&results, &late);
+        }
+        n
+    }
+
+    /// A leader's turn: `batch` and the results waiting, in one transaction.
+    fn lead(&self, batch: &[Arc<Write>]) -> (Vec<Waiting>, Vec<Arc<Write>>) {
+        let results = self.here().later.taken();
+        let late: Vec<Arc<Write>> = results
+            .iter()
+            .map(|w| {
+                Write::new(Op::Swap {
+                    key: w.key.clone(),
+                    state: w.new.state.as_str(),
+                    result: w.new.result.clone(),
+                    text: w.text.clone(),
+                    old: w.old.clone(),
+                })
+            })
+            .collect();
+        let all: Vec<&Arc<Write>> = batch
+            .iter()
+            .chain(late.iter())
+            .filter(|w| !matches!(w.op, Op::Nothing))
+            .collect();
+        if !all.is_empty() {
+            self.commit(&all);
+        }
+        for w in batch {
+            w.answer(Ok(0)); // a `Nothing` (the others are answered)
+        }
+        (results, late)
+    }
+
+    /// Runs `writes` in one transaction; each gets its row count, or every one the error
+    /// that kept the transaction from committing.
+    fn commit(&self, writes: &[&Arc<Write>]) {
+        let got = self.with_conn("commit", |c| {
+            c.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+            let run = || -> rusqlite::Result<Vec<usize>> {
+                let mut counts = Vec::with_capacity(writes.len());
+                for w in writes {
+                    counts.push(match &w.op {
+                        Op::Claim {
+                            key,
+                            state,
+                            result,
+                            text,
+                        } => c
+                            .prepare_cached(CLAIM)?
+                            .execute(rusqlite::params![key, state, result, text])?,
+                        Op::Swap {
+                            key,
+                            state,
+                            result,
+                            text,
+                            old,
+                        } => c
+                            .prepare_cached(SWAP)?
+                            .execute(rusqlite::params![state, result, text, key, old])?,
+                        Op::Nothing => 0,
+                    });
+                }
+                c.prepare_cached("COMMIT")?.execute([])?;
+                Ok(counts)
+            };
+            let counts = run();
+            if counts.is_err() && !c.is_autocommit() {
+                // SQLite may have rolled back already (a full disk): only if still open.
+                let _ = c.execute_batch("ROLLBACK");
+            }
+            counts
+        });
+        match got {
+            Ok(counts) => {
+                for (w, n) in writes.iter().zip(counts) {
+                    w.answer(Ok(n));
+                }
+            }
+            Err(e) => {
+                let text = e.to_string();
+                for w in writes {
+                    w.answer(Err(text.clone()));
+                }
+            }
+        }
+    }
+
+    /// After a commit that carried results: those written leave `Later`. One whose entry
+    /// changed meanwhile (its lease lapsed and another process marked the key `unknown`) is
+    /// written over that entry if it is still this call's claim; else reported, with the id,
+    /// for `resolve`. A commit that failed keeps them waiting.
+    fn results_landed(&self, results: &[Waiting], late: &[Arc<Write>]) {
+        if late.is_empty() {
+            return;
+        }
+        let later = &self.here().later;
+        let counts: Vec<Result<usize>> = late.iter().map(|w| w.outcome()).collect();
+        if counts.iter().any(Result::is_err) {
+            later.missed(results);
+            return;
+        }
+        later.landed(results);
+        for (w, n) in results.iter().zip(counts) {
+            if matches!(n, Ok(1)) {
+                continue;
+            }
+            let stored = match self.read(&w.key) {
+                Ok(s) => s,
+                Err(_) => {
+                    (self.hooks.not_recorded)(&w.key, w.new.result.as_deref());
+                    continue;
+                }
+            };
+            let entry = stored.as_ref().map(|(_, e)| e);
+            if stored.as_ref().is_some_and(|(t, _)| *t == w.text)
+                || later::written_otherwise(entry, &w.new)
+            {
+                continue;
+            }
+            if later::still_its_claim(entry, &w.new) {
+                if let Some((old, _)) = &stored {
+                    let again = self.write(Op::Swap {
+                        key: w.key.clone(),
+                        state: w.new.state.as_str(),
+                        result: w.new.result.clone(),
+                        text: w.text.clone(),
+                        old: old.clone(),
+                    });
+                    if matches!(again, Ok(1)) {
+                        continue;
+                    }
+                }
+            }
+            (self.hooks.not_recorded)(&w.key, w.new.result.as_deref());
+        }
+    }
+
+    fn wake(&self) {
+        let here = self.here();
+        if !here.hooked.swap(true, Ordering::AcqRel) {
+            if let Some(me) = self.me.upgrade() {
+                lock(WAITING.get_or_make(Mutex::default)).insert(self.path.clone(), me);
+            }
+            (self.hooks.result_waits)();
+        }
+        let me: Weak<dyn later::Flushes> = self.me.clone();
+        later::wake(me, self.delay);
+    }
+
+    /// What this process's side of the journal runs with, for tests and support: an SQLite
+    /// setting of its connection (`synchronous`, `journal_mode`, `page_count`,
+    /// `max_page_count`, the last settable to `value`: a full disk, for tests), or its own
+    /// counts (`writes_waiting`: writes queued for the next commit; `results_waiting`:
+    /// results waiting or being written).
+    pub fn diagnostic(&self, name: &str, value: Option<i64>) -> Result<String> {
+        let here = self.here();
+        match (name, value) {
+            ("writes_waiting", None) => return Ok(here.group.waiting().to_string()),
+            ("results_waiting", None) => return Ok(here.later.entries().len().to_string()),
+            ("synchronous" | "journal_mode" | "page_count" | "max_page_count", None)
+            | ("max_page_count", Some(_)) => {}
+            _ => {
+                return Err(Error::InvalidRequest(format!(
+                    "SqliteJournal: {name:?} cannot be read or set here"
+                )))
+            }
+        }
+        let sql = match value {
+            Some(v) => format!("PRAGMA {name} = {v}"),
+            None => format!("PRAGMA {name}"),
+        };
+        self.with_conn("diagnostic", |c| {
+            c.query_row(&sql, [], |r| {
+                Ok(match r.get_ref(0)? {
+                    rusqlite::types::ValueRef::Integer(i) => i.to_string(),
+                    rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                    _ => String::new(),
+                })
+            })
+        })
+    }
+
+    /// Writes the results waiting in every store of this process (the exit's flush; a
+    /// payout's end). `exiting`: from now on every result is written at once.
+    pub fn flush_all(exiting: bool) {
+        if exiting {
+            later::set_exiting();
+        }
+        let all: Vec<Arc<SqliteStore>> = lock(WAITING.get_or_make(Mutex::default))
+            .values()
+            .cloned()
+            .collect();
+        for store in all {
+            let _ = store.flush();
+        }
+    }
+}
+
+impl later::Flushes for SqliteStore {
+    fn flush_waiting(&self) {
+        let later = &self.here().later;
+        if !later.has_results() {
+            return;
+        }
+        let _ = self.write(Op::Nothing);
+        if later.has_results() {
+            // The commit failed (another process held the write lock past the timeout, a
+            // full disk): they stay waiting, readable here, and are tried again in a while.
+            std::thread::sleep(RETRY_DELAY);
+            self.wake();
+        }
+    }
+}
+
+impl JournalStore for SqliteStore {
+    fn get(&self, key: &str) -> Result<Option<Entry>> {
+        let stored = self.read(key)?.map(|(_, e)| e);
+        Ok(self.here().later.news(stored))
+    }
+
+    fn claim(&self, entry: &Entry) -> Result<Option<Entry>> {
+        file::check(&self.path, self.ident)?;
+        let text = entry.to_json();
+        for _ in 0..TRIES {
+            let n = self.write(Op::Claim {
+                key: entry.key.clone(),
+                state: entry.state.as_str(),
+                result: entry.result.clone(),
+                text: text.clone(),
+            })?;
+            if n == 1 {
+                self.here().group.claimed(entry, text);
+                return Ok(None);
+            }
+            if let Some((_, stored)) = self.read(&entry.key)? {
+                // A result of this process still on its way to the file is the key's news.
+                return Ok(self.here().later.news(Some(stored)));
+            }
+        }
+        Err(Error::journal(format!(
+            "the entry of key {:?} kept vanishing while it was claimed",
+            entry.key
+        )))
+    }
+
+    fn swap(&self, old: &Entry, new: &Entry) -> Result<bool> {
+        if old.key != new.key {
+            return Err(Error::InvalidRequest(
+                "SqliteJournal.swap(): old and new must have the same key".into(),
+            ));
+        }
+        if self.swap_at_once(old, new) {
+            return Ok(true);
+        }
+        let here = self.here();
+        let old_text = here.group.answered(old).unwrap_or_else(|| old.to_json());
+        let text = new.to_json();
+        let later = &here.later;
+        if later.get(&old.key).is_some() {
+            // A result of the key still waits: written first.
+            self.write(Op::Nothing)?;
+        }
+        let n = self.write(Op::Swap {
+            key: old.key.clone(),
+            state: new.state.as_str(),
+            result: new.result.clone(),
+            text,
+            old: old_text,
+        })?;
+        Ok(n == 1)
+    }
+
+    fn find(&self, result: &str) -> Result<Option<Entry>> {
+        for e in self.here().later.entries() {
+            if e.result.as_deref() == Some(result) {
+                // On its way: what the key reads (the store may be ahead).
+                if let Some(got) = self.get(&e.key)? {
+                    if got.result.as_deref() == Some(result) {
+                        return Ok(Some(got));
+                    }
+                }
+            }
+        }
+        Ok(self.texts("find", FIND, Some(result))?.into_iter().next())
+    }
+
+    fn holders(&self) -> &dyn HolderCheck {
+        &LocalProcesses
+    }
+
+    /// A call's result is kept for the next commit (in memory).
+    fn swap_at_once(&self, old: &Entry, new: &Entry) -> bool {
+        if old.key != new.key || !later::may_wait(old, new) {
+            return false;
+        }
+        let here = self.here();
+        if here.later.get(&old.key).is_some() {
+            return false; // a result of the key waits: written first, by `swap`
+        }
+        let old_text = here.group.answered(old).unwrap_or_else(|| old.to_json());
+        let waits = here.later.defer(Waiting {
+            key: old.key.clone(),
+            old: old_text,
+            new: new.clone(),
+            text: new.to_json(),
+        });
+        if waits {
+            self.wake();
+        }
+        waits
+    }
+
+    /// Every entry that is `pending` or `unknown`, in the order their keys were claimed
+    /// (a key whose result waits here to be written is done, not listed).
+    fn candidates(&self) -> Result<Vec<Entry>> {
+        let later = &self.here().later;
+        Ok(self
+            .texts("candidates", CANDIDATES, None)?
+            .into_iter()
+            .filter(|e| later.newer(e).is_none())
+            .collect())
+    }
+
+    /// Writes the results waiting now (a payout's end, the process's exit).
+    fn flush(&self) -> Result<()> {
+        if !self.here().later.has_results() {
+            return Ok(());
+        }
+        self.write(Op::Nothing).map(drop)
+    }
+
+    /// Writes the results waiting, then closes this process's connection (made again on
+    /// next use).
+    fn close(&self) -> Result<()> {
+        let flushed = self.flush();
+        let here = self.here();
+        let _in = fork_gate::enter();
+        drop(lock(&here.conn).take());
+        flushed
+    }
+
+    /// Run by the thread about to fork: takes what the child inherits (the results waiting,
+    /// to read), and holds the fork gate (at most the timeout) so that no thread is inside
+    /// SQLite at the fork.
+    fn before_fork(&self) {
+        let copy = self.here().later.for_child();
+        *lock(&self.shared.forked) = Some(copy);
+        let held = fork_gate::before_fork(self.timeout);
+        self.fork_held.store(held, Ordering::Release);
+    }
+
+    /// The parent, after the fork: releases what `before_fork` held.
+    fn after_fork_in_parent(&self) {
+        lock(&self.shared.forked).take();
+        if self.fork_held.swap(false, Ordering::AcqRel) {
+            fork_gate::after_fork_in_parent();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

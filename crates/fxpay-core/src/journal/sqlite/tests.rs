@@ -1,0 +1,258 @@
+//! The SQLite store on real files (a temporary folder per test).
+use super::*;
+use crate::journal::entry::State;
+use std::sync::atomic::AtomicUsize;
+
+struct Dir(std::path::PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// A new journal file, made as `fxpay.SqliteJournal` makes one.
+fn journal_file() -> (Dir, String) {
+    let dir = std::env::temp_dir().join(format!(
+        "fxpay-sqlite-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("j.db").to_string_lossy().into_owned();
+    let c = Connection::open(&path).expect("create");
+    c.execute_batch(&format!(
+        "PRAGMA application_id = {}; PRAGMA journal_mode=WAL;
+         CREATE TABLE fxpay_journal (key TEXT PRIMARY KEY, state TEXT NOT NULL, result TEXT, data TEXT NOT NULL);",
+        file::APPLICATION_ID
+    ))
+    .expect("schema");
+    drop(c);
+    (Dir(dir), path)
+}
+
+fn ident(path: &str) -> (u64, u64) {
+    file::identity(&std::fs::metadata(path).expect("stat"))
+}
+
+#[derive(Default)]
+struct Told {
+    waits: AtomicUsize,
+    lost: Mutex<Vec<String>>,
+}
+
+fn open(path: &str, delay: Duration) -> (Arc<SqliteStore>, Arc<Told>) {
+    let told = Arc::new(Told::default());
+    let (a, b) = (told.clone(), told.clone());
+    let store = SqliteStore::open(
+        path,
+        ident(path),
+        Duration::from_secs(2),
+        delay,
+        Box::new(move || {
+            a.waits.fetch_add(1, Ordering::SeqCst);
+        }),
+        Box::new(move |key, _| lock(&b.lost).push(key.to_owned())),
+    )
+    .expect("open");
+    (store, told)
+}
+
+fn entry(key: &str, state: State, result: Option<&str>) -> Entry {
+    Entry {
+        key: key.into(),
+        operation: "create_quote".into(),
+        fingerprint: "f".into(),
+        state,
+        result: result.map(Into::into),
+        deal_id: None,
+        holder: "h/1/t".into(),
+        lease_until: 2,
+        created_at: 1,
+        updated_at: 1,
+        error: None,
+        response: None,
+        nonce: None,
+        request: None,
+    }
+}
+
+/// What the file holds for `key`, read by a connection of its own.
+fn on_disk(path: &str, key: &str) -> Option<String> {
+    let c = Connection::open(path).expect("open");
+    c.query_row(
+        "SELECT state FROM fxpay_journal WHERE key = ?1",
+        [key],
+        |r| r.get(0),
+    )
+    .optional()
+    .expect("read")
+}
+
+const LONG: Duration = Duration::from_secs(3600);
+
+#[test]
+fn a_claim_is_on_disk_and_a_second_claim_gets_the_stored_entry() {
+    let (_d, path) = journal_file();
+    let (s, _) = open(&path, LONG);
+    let claim = entry("k", State::Pending, None);
+    assert_eq!(s.claim(&claim).expect("claim"), None);
+    assert_eq!(on_disk(&path, "k").as_deref(), Some("pending"));
+    assert_eq!(s.claim(&claim).expect("again"), Some(claim.clone()));
+    assert_eq!(s.get("k").expect("get"), Some(claim));
+    assert_eq!(s.get("other").expect("get"), None);
+}
+
+#[test]
+fn a_result_waits_for_the_next_commit_and_is_read_here_meanwhile() {
+    let (_d, path) = journal_file();
+    let (s, told) = open(&path, LONG);
+    let claim = entry("k", State::Pending, None);
+    s.claim(&claim).expect("claim");
+    let done = entry("k", State::Done, Some("q1"));
+    assert!(s.swap(&claim, &done).expect("swap"));
+    assert_eq!(
+        told.waits.load(Ordering::SeqCst),
+        1,
+        "the owner is told once"
+    );
+    assert_eq!(
+        on_disk(&path, "k").as_deref(),
+        Some("pending"),
+        "not written yet"
+    );
+    assert_eq!(s.get("k").expect("get"), Some(done.clone()));
+    assert_eq!(s.find("q1").expect("find"), Some(done.clone()));
+    assert!(
+        s.candidates().expect("list").is_empty(),
+        "done here, not a candidate"
+    );
+    // The next claim's commit carries it.
+    s.claim(&entry("k2", State::Pending, None))
+        .expect("claim 2");
+    assert_eq!(on_disk(&path, "k").as_deref(), Some("done"));
+    assert_eq!(s.diagnostic("results_waiting", None).expect("count"), "0");
+    assert!(lock(&told.lost).is_empty());
+}
+
+#[test]
+fn flush_writes_what_waits() {
+    let (_d, path) = journal_file();
+    let (s, _) = open(&path, LONG);
+    let claim = entry("k", State::Pending, None);
+    s.claim(&claim).expect("claim");
+    s.swap(&claim, &entry("k", State::Done, Some("q")))
+        .expect("swap");
+    s.flush().expect("flush");
+    assert_eq!(on_disk(&path, "k").as_deref(), Some("done"));
+}
+
+#[test]
+fn the_flusher_writes_a_result_after_its_delay() {
+    let (_d, path) = journal_file();
+    let (s, _) = open(&path, Duration::from_millis(20));
+    let claim = entry("k", State::Pending, None);
+    s.claim(&claim).expect("claim");
+    s.swap(&claim, &entry("k", State::Done, Some("q")))
+        .expect("swap");
+    let until = Instant::now() + Duration::from_secs(20);
+    while on_disk(&path, "k").as_deref() != Some("done") {
+        assert!(Instant::now() < until, "the flusher never wrote it");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_waiting_result_over_an_unknown_claim_is_written_and_over_another_claim_is_reported() {
+    let (_d, path) = journal_file();
+    let (s, told) = open(&path, LONG);
+    for (key, holder, expect) in [("lapsed", "h/1/t", "done"), ("taken", "x/2/y", "pending")] {
+        let claim = entry(key, State::Pending, None);
+        s.claim(&claim).expect("claim");
+        s.swap(&claim, &entry(key, State::Done, Some("q")))
+            .expect("swap");
+        // Another process rewrites the claim: lapsed to unknown (still this claim), or
+        // taken by another holder.
+        let mut other = claim.clone();
+        other.holder = holder.into();
+        other.state = if holder == "h/1/t" {
+            State::Unknown
+        } else {
+            State::Pending
+        };
+        let c = Connection::open(&path).expect("open");
+        c.execute(
+            "UPDATE fxpay_journal SET state = ?1, data = ?2 WHERE key = ?3",
+            rusqlite::params![other.state.as_str(), other.to_json(), key],
+        )
+        .expect("rewrite");
+        drop(c);
+        s.flush().expect("flush");
+        assert_eq!(on_disk(&path, key).as_deref(), Some(expect), "{key}");
+    }
+    assert_eq!(*lock(&told.lost), vec!["taken".to_owned()]);
+}
+
+#[test]
+fn a_file_removed_or_replaced_under_the_journal_refuses_every_claim() {
+    let (d, path) = journal_file();
+    let (s, _) = open(&path, LONG);
+    let moved = d.0.join("moved.db");
+    std::fs::rename(&path, &moved).expect("move");
+    let err = s
+        .claim(&entry("k", State::Pending, None))
+        .expect_err("gone");
+    assert!(err.to_string().contains("was removed"), "{err}");
+    std::fs::copy(&moved, &path).expect("copy back");
+    let err = s
+        .claim(&entry("k", State::Pending, None))
+        .expect_err("replaced");
+    assert!(err.to_string().contains("was replaced"), "{err}");
+}
+
+#[test]
+fn the_fork_gate_keeps_calls_out_until_the_parent_lets_go() {
+    let (_d, path) = journal_file();
+    let (s, _) = open(&path, LONG);
+    s.before_fork();
+    let s2 = s.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let got = s2.get("k");
+        tx.send(()).expect("send");
+        got
+    });
+    let went_in = rx.recv_timeout(Duration::from_millis(200)).is_ok();
+    s.after_fork_in_parent(); // first: a failed assertion must not leave the gate held
+    assert!(
+        !went_in,
+        "a call went into SQLite while the forking thread held the gate"
+    );
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the call went on once the gate was released");
+    assert_eq!(t.join().expect("thread").expect("get"), None);
+}
+
+#[test]
+fn stores_of_one_path_share_their_waiting_results() {
+    let (_d, path) = journal_file();
+    let (a, _) = open(&path, LONG);
+    let (b, _) = open(&path, LONG);
+    let claim = entry("k", State::Pending, None);
+    a.claim(&claim).expect("claim");
+    a.swap(&claim, &entry("k", State::Done, Some("q")))
+        .expect("swap");
+    assert_eq!(b.get("k").expect("get").map(|e| e.state), Some(State::Done));
+}
+
+#[test]
+fn an_unknown_diagnostic_is_refused() {
+    let (_d, path) = journal_file();
+    let (s, _) = open(&path, LONG);
+    assert!(s.diagnostic("cache_size", None).is_err());
+    assert!(s.diagnostic("synchronous", Some(0)).is_err());
+    assert_eq!(s.diagnostic("synchronous", None).expect("read"), "2");
+    assert_eq!(s.diagnostic("journal_mode", None).expect("read"), "wal");
+}
