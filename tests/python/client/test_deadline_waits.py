@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlite_elsewhere import Elsewhere
 
 import fxpay
 from fxpay.testing import Sandbox
@@ -129,9 +129,10 @@ def test_a_call_blocked_on_its_journal_keeps_its_deadline(sb: Sandbox, tmp_path:
     journal = fxpay.SqliteJournal(path)
     with sb.client(journal=journal) as c:
         c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key="warm")
-        holder = sqlite3.connect(path, isolation_level=None)
+        # Another process: a second SQLite in this one would not see the journal's locks.
+        holder = Elsewhere(path)
         try:
-            holder.execute("BEGIN EXCLUSIVE")
+            holder.run("BEGIN EXCLUSIVE")
             overruns = []
             for i in range(5):
                 with no_collections():
@@ -142,6 +143,6 @@ def test_a_call_blocked_on_its_journal_keeps_its_deadline(sb: Sandbox, tmp_path:
                         )
                     overruns.append(time.monotonic() - started - DEADLINE)
         finally:
-            holder.execute("ROLLBACK")
+            holder.run("ROLLBACK")
             holder.close()
     assert max(overruns) < WORST_OVERRUN, overruns

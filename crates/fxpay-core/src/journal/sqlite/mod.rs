@@ -123,7 +123,8 @@ pub struct SqliteStore {
     delay: Duration,
     hooks: Hooks,
     shared: Arc<Shared>,
-    /// Whether this store's `before_fork` holds the fork gate.
+    /// Whether this store's `before_fork` was counted by the fork gate (its
+    /// `after_fork_in_parent` then is too).
     fork_held: AtomicBool,
     me: Weak<SqliteStore>,
 }

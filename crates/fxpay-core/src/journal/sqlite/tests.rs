@@ -256,3 +256,41 @@ fn an_unknown_diagnostic_is_refused() {
     assert_eq!(s.diagnostic("synchronous", None).expect("read"), "2");
     assert_eq!(s.diagnostic("journal_mode", None).expect("read"), "wal");
 }
+
+#[test]
+fn the_journals_of_one_fork_share_the_gate_and_none_waits_for_another() {
+    // Every journal of the process has a fork hook; with a long timeout, a second journal
+    // that waited for the gate the first one holds would stall the fork for that long.
+    let (_d1, p1) = journal_file();
+    let (_d2, p2) = journal_file();
+    let told = Arc::new(Told::default());
+    let (a, b) = (told.clone(), told.clone());
+    let slow = |path: &str| {
+        let (a, b) = (a.clone(), b.clone());
+        SqliteStore::open(
+            path,
+            ident(path),
+            Duration::from_secs(60),
+            LONG,
+            Box::new(move || {
+                a.waits.fetch_add(1, Ordering::SeqCst);
+            }),
+            Box::new(move |key, _| lock(&b.lost).push(key.to_owned())),
+        )
+        .expect("open")
+    };
+    let (s1, s2) = (slow(&p1), slow(&p2));
+    let started = Instant::now();
+    s1.before_fork();
+    s2.before_fork();
+    let waited = started.elapsed();
+    s2.after_fork_in_parent();
+    s1.after_fork_in_parent();
+    assert!(
+        waited < Duration::from_secs(5),
+        "the fork hooks took {waited:?}"
+    );
+    // Given back: a call goes in.
+    assert_eq!(s1.get("k").expect("get"), None);
+    assert_eq!(s2.get("k").expect("get"), None);
+}
