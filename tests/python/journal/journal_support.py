@@ -159,3 +159,10 @@ def read_until(read: Any, want: Any, *, meanwhile: Any, timeout: float = 10.0) -
         assert got == meanwhile, f"read {got!r}: neither {want!r} nor, meanwhile, {meanwhile!r}"
         assert time.monotonic() < deadline, f"still {got!r} after {timeout} s, not {want!r}"
         time.sleep(0.01)
+
+
+QUOTES = "POST /v1/payments/quotes"
+
+
+def quote(c: fxpay.Client, key: str) -> str:
+    return c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key=key)

@@ -127,3 +127,12 @@ def make_postgres_journal(server: PostgresServer, **kwargs: object) -> fxpay.Pos
     journal = fxpay.PostgresJournal(server.conninfo, table=table_name(), **kwargs)  # type: ignore[arg-type]
     journal.create_table()
     return journal
+
+
+def wal_syncs(server: PostgresServer) -> int:
+    psycopg = need("psycopg")
+    with psycopg.connect(server.conninfo, autocommit=True) as conn:
+        time.sleep(0.2)  # the ended sessions' statistics reach the server's
+        row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
+        assert row is not None
+        return int(row[0])

@@ -16,15 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_journal_fork_locks import _child_call_with_lock_held
-from test_journal_one_flush import QUOTES, quote, wal_syncs
 
 import fxpay
 import fxpay._group_commit as group_commit
 
 from conftest import need, need_program
-from journal_support import RedisServer, requests_to
-from postgres_support import PostgresServer, postgres_server, table_name
+from fork_support import _child_call_with_lock_held
+from journal_support import QUOTES, RedisServer, quote, requests_to
+from postgres_support import PostgresServer, postgres_server, table_name, wal_syncs
 
 __all__ = ["postgres_server"]  # a fixture, imported for the tests below
 

@@ -23,13 +23,10 @@ from sqlite_elsewhere import Elsewhere, sql_elsewhere
 
 import fxpay
 
-from conftest import need
-from journal_support import RedisServer, requests_to
-from postgres_support import PostgresServer, postgres_server, table_name
+from journal_support import QUOTES, RedisServer, quote, requests_to
+from postgres_support import PostgresServer, postgres_server, table_name, wal_syncs
 
 __all__ = ["postgres_server"]  # a fixture, imported for the tests below
-
-QUOTES = "POST /v1/payments/quotes"
 
 
 def wal_commits(path: Path) -> int:
@@ -50,10 +47,6 @@ def wal_commits(path: Path) -> int:
             commits += 1
         at += 24 + page_size
     return commits
-
-
-def quote(c: fxpay.Client, key: str) -> str:
-    return c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key=key)
 
 
 def test_a_keyed_call_at_a_time_writes_the_journal_once(fxpay_sandbox: Any, tmp_path: Path) -> None:
@@ -468,15 +461,6 @@ def test_a_redis_result_killed_before_its_round_trip_stays_pending_and_one_that_
 
 
 # -- PostgreSQL: the results waiting are written in one statement ------------------------------
-
-
-def wal_syncs(server: PostgresServer) -> int:
-    psycopg = need("psycopg")
-    with psycopg.connect(server.conninfo, autocommit=True) as conn:
-        time.sleep(0.2)  # the ended sessions' statistics reach the server's
-        row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
-        assert row is not None
-        return int(row[0])
 
 
 def test_postgres_flushes_its_wal_about_once_per_keyed_call(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
