@@ -44,16 +44,19 @@ __all__ = [
     "UserSession",
     "VirtualAccount",
     "_MemoryStore",
-    "_SqliteStore",
+    "_NativeStore",
     "__version__",
     "_journal_complete_spot",
     "_journal_resolve",
     "_journal_settle_spot",
     "_journal_unknown",
     "_journal_verify_deal_created",
+    "_native_flush_all",
     "_raw_arm",
     "_raw_disarm",
-    "_sqlite_flush_all",
+    "_redis_scripts",
+    "_redis_store",
+    "_sqlite_store",
     "parse_deal_created",
 ]
 
@@ -492,25 +495,36 @@ class _MemoryStore:
     def before_fork(self) -> None: ...
     def after_fork_in_parent(self) -> None: ...
 
-def _sqlite_flush_all(exiting: bool) -> None: ...
-
+def _native_flush_all(exiting: bool) -> None: ...
+def _sqlite_store(
+    path: str,
+    dev: int,
+    ino: int,
+    timeout: float,
+    delay: float,
+    result_waits: Callable[[], object],
+    not_recorded: Callable[[str, str | None], object],
+) -> _NativeStore: ...
+def _redis_store(
+    url: str,
+    prefix: str,
+    require_persistence: bool,
+    timeout: float,
+    delay: float,
+    result_waits: Callable[[], object],
+    not_recorded: Callable[[str, str | None], object],
+    warn: Callable[[str], object],
+) -> _NativeStore: ...
+def _redis_scripts() -> tuple[str, str]: ...
 @final
-class _SqliteStore:
-    def __new__(
-        cls,
-        path: str,
-        dev: int,
-        ino: int,
-        timeout: float,
-        delay: float,
-        result_waits: Callable[[], object],
-        not_recorded: Callable[[str, str | None], object],
-    ) -> _SqliteStore: ...
+class _NativeStore:
     def get(self, key: str) -> JournalEntry | None: ...
     def claim(self, entry: JournalEntry) -> JournalEntry | None: ...
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool: ...
     def find(self, result: str) -> JournalEntry | None: ...
     def candidates(self) -> list[JournalEntry]: ...
+    def entries(self, keys: list[str] | None = None) -> list[JournalEntry]: ...
+    def create(self) -> bool: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
     def diagnostic(self, name: str, value: int | None = None) -> str: ...

@@ -216,11 +216,11 @@ RETRY_DELAY = 0.5
 def flush_all() -> None:
     """Writes every result waiting in this process now (a payout's end: the processes that
     read the journal next, a Celery or Dask driver, read them done)."""
-    from ._fxpay import _sqlite_flush_all
+    from ._fxpay import _native_flush_all
 
     for j in list(_Later.users):
         j._flush_results()
-    _sqlite_flush_all(_Later.exiting)  # fxpay's SqliteJournals, whose results wait in Rust
+    _native_flush_all(_Later.exiting)  # fxpay's journals whose results wait in Rust (SQLite, Redis from a URL)
 
 
 def _flush_results_now() -> None:

@@ -40,7 +40,10 @@ from ._fxpay import (
     _journal_unknown,
     _journal_verify_deal_created,
     _MemoryStore,
-    _SqliteStore,
+    _NativeStore,
+    _redis_scripts,
+    _redis_store,
+    _sqlite_store,
 )
 from ._group_commit import UNANSWERED, _Claim, _GroupCommit
 from ._later import RETRY_DELAY, _Later
@@ -485,7 +488,7 @@ class SqliteJournal(JournalBase):
     and inode): a file removed or replaced under a live process is a ``JournalError``, and
     nothing is sent.
 
-    Its storage is fxpay's Rust core with SQLite built in (``fxpay._fxpay._SqliteStore``): a
+    Its storage is fxpay's Rust core with SQLite built in (``fxpay._fxpay._sqlite_store``): a
     keyed call on it never climbs into Python. A connection is opened per process (anew
     after a fork, never shared across one), and every ``SqliteJournal`` of one file in a
     process shares it. Do not open the journal's file with another SQLite library (Python's
@@ -521,7 +524,7 @@ class SqliteJournal(JournalBase):
         dev, ino = self._inspect()
         from . import _later
 
-        self._store = _SqliteStore(
+        self._store = _sqlite_store(
             self.path,
             dev,
             ino,
@@ -533,7 +536,7 @@ class SqliteJournal(JournalBase):
         _live.add(self)
 
     @property
-    def _native_store(self) -> _SqliteStore | None:
+    def _native_store(self) -> _NativeStore | None:
         """The store the client uses directly, unless a subclass changed how it is used."""
         cls = type(self)
         if all(getattr(cls, m) is getattr(SqliteJournal, m) for m in ("get", "claim", "swap", "find")):
@@ -671,41 +674,9 @@ class SqliteJournal(JournalBase):
 # process opened (flushed, restarted empty, created again): the claim or swap is not made.
 _NOT_THIS_JOURNAL = "FXPAYJOURNAL"
 
-# KEYS: entry key, open-keys set, identity key. ARGV: entry text, key, identity. Claims with
-# SET NX, in the journal this process opened only.
-_CLAIM = """
-local id = redis.call('GET', KEYS[3])
-if id ~= ARGV[3] then
-  return redis.error_reply('FXPAYJOURNAL ' .. (id or ''))
-end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
-  redis.call('SADD', KEYS[2], ARGV[2])
-  return false
-end
-return redis.call('GET', KEYS[1])
-"""
-
-# KEYS: entry key, open-keys set, result index key (or ''), identity key. ARGV: old text, new
-# text, key, new state, identity.
-_SWAP = """
-local id = redis.call('GET', KEYS[4])
-if id ~= ARGV[5] then
-  return redis.error_reply('FXPAYJOURNAL ' .. (id or ''))
-end
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
-end
-redis.call('SET', KEYS[1], ARGV[2])
-if ARGV[4] == 'pending' or ARGV[4] == 'unknown' then
-  redis.call('SADD', KEYS[2], ARGV[3])
-else
-  redis.call('SREM', KEYS[2], ARGV[3])
-end
-if KEYS[3] ~= '' then
-  redis.call('SET', KEYS[3], ARGV[3])
-end
-return 1
-"""
+# The claim and swap scripts every Redis journal runs (the core's, crates/fxpay-core/src/journal/redis/texts.rs):
+# SET NX, and compare-and-set, each only where the identity key holds the journal this process opened.
+_CLAIM, _SWAP = _redis_scripts()
 
 
 def _text(v: Any) -> str:
@@ -748,6 +719,16 @@ def _one_write(connection_class: type[Any]) -> type[Any]:
 
     OneWrite.__name__ = OneWrite.__qualname__ = connection_class.__name__
     return OneWrite
+
+
+def _redis_not_recorded(prefix: str, key: str, result: str | None) -> None:
+    """A result of the Redis journal under ``prefix`` found its key changed otherwise."""
+    JournalBase._not_recorded(RedisJournal.__new__(RedisJournal), prefix, key, result)
+
+
+def _redis_warning(message: str) -> None:
+    """A warning about a Redis journal's server (each kind once per journal)."""
+    logger.warning("%s", message)
 
 
 class _ServerRefused(Exception):
@@ -796,15 +777,33 @@ class RedisJournal(JournalBase):
         if not isinstance(require_persistence, bool):
             raise TypeError(f"require_persistence must be a bool, not {type(require_persistence).__name__}")
         socket_timeout = _seconds("socket_timeout", socket_timeout)
+        self.prefix = prefix
+        self._open = prefix + "open"
+        self._id_key = prefix + "journal"
+        # A journal made from a URL keeps its storage in fxpay's Rust core: a keyed call on it
+        # never climbs into Python. One over a client given (or a TLS URL) runs here, on redis-py.
+        self._store: _NativeStore | None = None
+        if isinstance(url_or_client, str) and url_or_client.startswith(("redis://", "unix://")):
+            from . import _later
+
+            self._store = _redis_store(
+                url_or_client,
+                prefix,
+                require_persistence,
+                socket_timeout,
+                _later.RESULT_DELAY,
+                _result_waits,
+                functools.partial(_redis_not_recorded, prefix),
+                _redis_warning,
+            )
+            _live.add(self)
+            return
         if isinstance(url_or_client, str):
             from ._redis import client_from_url
 
             url_or_client = client_from_url("RedisJournal", url_or_client, socket_timeout)
         elif not (hasattr(url_or_client, "register_script") and hasattr(url_or_client, "get")):
             raise TypeError(f"url_or_client must be a redis URL or a redis.Redis, not {type(url_or_client).__name__}")
-        self.prefix = prefix
-        self._open = prefix + "open"
-        self._id_key = prefix + "journal"
         self._require_persistence = require_persistence
         # The identity of the journal this process opened (read on first use, or made by
         # `create()`); every claim and swap runs only where it is still the one stored.
@@ -819,6 +818,19 @@ class RedisJournal(JournalBase):
         # This process's claims waiting for their round trip (made anew in a forked child).
         self._group = _GroupCommit()
         _live.add(self)
+
+    @property
+    def _native_store(self) -> _NativeStore | None:
+        """The store the client uses directly (a journal made from a URL), unless a subclass
+        changed how it is used."""
+        cls = type(self)
+        if self._store is not None and all(getattr(cls, m) is getattr(RedisJournal, m) for m in ("get", "claim", "swap", "find")):
+            return self._store
+        return None
+
+    def _before_fork(self) -> None:
+        if self._store is not None:
+            self._store.before_fork()
 
     def _where(self) -> str:
         """This journal's place (server and prefix): the results waiting for it in this
@@ -860,6 +872,10 @@ class RedisJournal(JournalBase):
         self._scripts_loaded = False
 
     def _after_fork(self, *, child: bool) -> None:
+        if self._store is not None:
+            if not child:
+                self._store.after_fork_in_parent()
+            return
         if child:
             self._check_lock = threading.Lock()
             # redis-py's pool makes itself anew in a child on first use, but (8.x) first takes
@@ -934,6 +950,8 @@ class RedisJournal(JournalBase):
     def _identity(self) -> str:
         """The identity of the journal this process opened: read on first use. A Redis that
         holds none is a :class:`JournalError`."""
+        if self._store is not None:
+            return self._store.diagnostic("identity")
         if self._id is not None:
             return self._id
         with self._check_lock:
@@ -973,6 +991,8 @@ class RedisJournal(JournalBase):
         every key the old one held could be sent again. It does nothing where this journal
         exists already, and is safe to run from many processes at once (``SET NX``). True
         when it made the journal, False when the journal was there."""
+        if self._store is not None:
+            return self._store.create()
         try:
             made = bool(self._r.set(self._id_key, _new_identity(), nx=True))
             stored = self._r.get(self._id_key)
@@ -1009,6 +1029,8 @@ class RedisJournal(JournalBase):
 
     @_fails_closed("get")
     def get(self, key: str) -> JournalEntry | None:
+        if self._store is not None:
+            return self._store.get(_check_key(key))
         k = self._k(_check_key(key))
         self._identity()
         return self._later.news(self._entry(self._r.get(k)))
@@ -1016,6 +1038,8 @@ class RedisJournal(JournalBase):
     @_fails_closed("entries")
     def entries(self, keys: Iterable[str]) -> dict[str, JournalEntry]:
         wanted = [_check_key(k) for k in keys]
+        if self._store is not None:
+            return {e.key: e for e in self._store.entries(wanted)}
         self._check_still_here()
         out = {}
         for start in range(0, len(wanted), 1000):  # one MGET per 1,000 keys
@@ -1084,6 +1108,10 @@ class RedisJournal(JournalBase):
 
     def _flush_results(self) -> None:
         """Writes the results waiting now in one round trip (the flusher's, and exit's)."""
+        if self._store is not None:
+            with contextlib.suppress(Exception):
+                self._store.flush()
+            return
         if not self._later.results:
             return
         results = self._later.taken()
@@ -1100,6 +1128,9 @@ class RedisJournal(JournalBase):
         """Writes the results of this process's keyed calls that wait for their commit (a
         process about to end with ``os._exit``, which skips the exit's own writing). The
         connections stay: the client's or the pool's own."""
+        if self._store is not None:
+            self._store.flush()
+            return
         self._flush_results()
 
     def _check_still_here(self) -> None:
@@ -1116,6 +1147,8 @@ class RedisJournal(JournalBase):
     @_fails_closed("claim")
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
         e = _check_entry(entry)
+        if self._store is not None:
+            return self._store.claim(e)
         # The claim reaches Redis even when this process holds the key's result: the
         # identity is checked with every claim (a FLUSHALL under a live process is caught).
         ident = self._identity()
@@ -1168,6 +1201,11 @@ class RedisJournal(JournalBase):
 
     @_fails_closed("swap")
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
+        if self._store is not None:
+            o, n = _check_entry(old, "old"), _check_entry(new, "new")
+            if o.key != n.key:
+                raise InvalidRequestError("RedisJournal.swap(): old and new must have the same key")
+            return self._store.swap(o, n)
         if isinstance(old, JournalEntry):
             self._group.answered(old.key)  # the call's claim is settled: no longer in flight
         ready = self._swap_ready(old, new)  # a call's result rides the next claim's round trip
@@ -1179,6 +1217,10 @@ class RedisJournal(JournalBase):
 
     @_fails_closed("find")
     def find(self, result: str) -> JournalEntry | None:
+        if self._store is not None:
+            if not isinstance(result, str):
+                raise TypeError(f"result must be a str, not {type(result).__name__}")
+            return self._store.find(result)
         for n in self._later.entries():
             if n.result == result:  # on its way: what the key reads (the store may be ahead)
                 got = self.get(n.key)
@@ -1192,6 +1234,8 @@ class RedisJournal(JournalBase):
 
     @_fails_closed("candidates")
     def candidates(self) -> list[JournalEntry]:
+        if self._store is not None:
+            return self._store.candidates()
         self._check_still_here()
         keys = sorted(k.decode() if isinstance(k, bytes) else k for k in self._r.smembers(self._open))
         out = []

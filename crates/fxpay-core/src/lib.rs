@@ -84,6 +84,7 @@ pub use journal::calls::{
     create_deal as journaled_create_deal, create_quote as journaled_create_quote,
     create_spot_deal as journaled_create_spot_deal,
 };
+pub use journal::durable::flush_all as flush_journals;
 pub use journal::entry::{Entry, State as EntryState};
 pub use journal::holder::{HolderCheck, LeaseOnly, LocalProcesses};
 pub use journal::memory::MemoryStore;
@@ -91,6 +92,7 @@ pub use journal::payout::{
     pay_row, Outcome as PayoutOutcome, Row as PayoutRow, RowBeneficiary as PayoutRowBeneficiary,
     Status as PayoutStatus,
 };
+pub use journal::redis::{redis_scripts, redis_store};
 pub use journal::settle::{issued as issued_spot, settle_spot, Settled};
 pub use journal::sqlite::SqliteStore;
 pub use journal::store::JournalStore;

@@ -1,13 +1,15 @@
 //! The idempotency journal as Python sees it: a Python journal (`fxpay.SqliteJournal`,
-//! `RedisJournal` or a user's own) adapted to the core's `JournalStore`; `MemoryJournal`
-//! and `SqliteJournal` hand the core their stores (`journal/memory.rs`, `journal/sqlite.rs`)
-//! instead. `fxpay.JournalEntry` is in
+//! `RedisJournal` or a user's own) adapted to the core's `JournalStore`; `MemoryJournal`,
+//! `SqliteJournal` and a `RedisJournal` made from a URL hand the core their stores
+//! (`journal/memory.rs`, `journal/native.rs`) instead. `fxpay.JournalEntry` is in
 //! `journal/entry.rs`; the hand operations the Python journals share (resolve, unknown,
 //! complete a spot deal), which are the core's, in `journal/operations.rs` (which registers
 //! the classes with the module).
 pub mod entry;
 pub mod memory;
+pub mod native;
 pub mod operations;
+pub mod redis;
 pub mod sqlite;
 
 use entry::JournalEntry;
@@ -35,7 +37,7 @@ impl PyJournal {
             if let Ok(store) = native.cast::<memory::PyMemoryStore>() {
                 return Ok(store.get().0.clone());
             }
-            if let Ok(store) = native.cast::<sqlite::PySqliteStore>() {
+            if let Ok(store) = native.cast::<native::PyNativeStore>() {
                 return Ok(store.get().0.clone());
             }
         }

@@ -112,7 +112,11 @@ def test_a_sqlite_journals_child_forked_while_threads_are_inside_sqlite_neither_
 
 @pytest.fixture
 def redis_journal(redis_server: RedisServer) -> fxpay.RedisJournal:
-    journal = fxpay.RedisJournal(redis_server.url, prefix=f"forks{time.monotonic_ns()}:")
+    """Over a redis-py client: its results wait in `fxpay._later` (one made from a URL keeps
+    them in Rust, per process: tests/python/journal/test_journal_one_flush.py)."""
+    import redis
+
+    journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=f"forks{time.monotonic_ns()}:")
     journal.create()
     return journal
 

@@ -156,8 +156,13 @@ def test_eight_threads_share_postgres_wal_flushes(fxpay_sandbox: Any, postgres_s
     _all_done(fxpay.PostgresJournal(postgres_server.conninfo, table=journal.table), ids)
 
 
-def _redis(server: RedisServer) -> fxpay.Journal:
-    journal = fxpay.RedisJournal(server.url, prefix=f"lone{time.monotonic_ns()}:")
+def _redis(server: RedisServer, prefix: str = "") -> fxpay.RedisJournal:
+    """A RedisJournal over a redis-py client: Python's group commit (``fxpay._group_commit``,
+    whose delay and state these tests set and read). One made from a URL keeps its storage
+    in Rust, with the SQLite journal's group commit (``test_eight_threads_share_redis_flushes``)."""
+    import redis
+
+    journal = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix=prefix or f"lone{time.monotonic_ns()}:")
     journal.create()
     return journal
 
@@ -254,7 +259,8 @@ def test_a_redis_leader_waits_for_a_keyed_call_in_flight(
 ) -> None:
     """``b`` and ``c`` claim in one round: one fsync of Redis's AOF for both (two without the
     commit delay: ``b`` alone, then ``c``)."""
-    server, journal = redis_journal
+    server, _ = redis_journal
+    journal = _redis(server, "group:")
     with fxpay_sandbox.client(journal=journal) as c:
         t0, t1 = _joined_while_in_flight(c, journal, fxpay_sandbox, monkeypatch)
         journal.close()  # writes the results waiting

@@ -43,21 +43,13 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
-    fn entries(&self) -> MutexGuard<'_, Entries> {
+    fn map(&self) -> MutexGuard<'_, Entries> {
         let here = self.here.get_or_make(|| {
             // Made once per process: the first, or a child (from its parent's copy). Only
             // the forking thread's `before_fork` holds `forked`, and not across the fork.
             Mutex::new(take(&self.forked).unwrap_or_default())
         });
         lock(here)
-    }
-
-    /// Every entry, in the order their keys were first claimed.
-    pub fn entries_in_order(&self) -> Vec<Entry> {
-        let map = self.entries();
-        let mut all: Vec<&(u64, Entry)> = map.by_key.values().collect();
-        all.sort_by_key(|(order, _)| *order);
-        all.into_iter().map(|(_, e)| e.clone()).collect()
     }
 }
 
@@ -72,12 +64,26 @@ fn take<T>(m: &Mutex<Option<T>>) -> Option<T> {
 }
 
 impl JournalStore for MemoryStore {
+    /// The entries of `keys`, or every entry in the order their keys were first claimed.
+    fn entries(&self, keys: Option<&[String]>) -> Result<Vec<Entry>> {
+        let map = self.map();
+        if let Some(keys) = keys {
+            return Ok(keys
+                .iter()
+                .filter_map(|k| map.by_key.get(k).map(|(_, e)| e.clone()))
+                .collect());
+        }
+        let mut all: Vec<&(u64, Entry)> = map.by_key.values().collect();
+        all.sort_by_key(|(order, _)| *order);
+        Ok(all.into_iter().map(|(_, e)| e.clone()).collect())
+    }
+
     fn get(&self, key: &str) -> Result<Option<Entry>> {
-        Ok(self.entries().by_key.get(key).map(|(_, e)| e.clone()))
+        Ok(self.map().by_key.get(key).map(|(_, e)| e.clone()))
     }
 
     fn claim(&self, entry: &Entry) -> Result<Option<Entry>> {
-        let mut map = self.entries();
+        let mut map = self.map();
         if let Some((_, stored)) = map.by_key.get(&entry.key) {
             // Whatever is stored is another call's, even if equal to `entry`.
             return Ok(Some(stored.clone()));
@@ -89,7 +95,7 @@ impl JournalStore for MemoryStore {
     }
 
     fn swap(&self, old: &Entry, new: &Entry) -> Result<bool> {
-        let mut map = self.entries();
+        let mut map = self.map();
         match map.by_key.get_mut(&old.key) {
             Some((_, stored)) if stored == old && new.key == old.key => {
                 *stored = new.clone();
@@ -100,7 +106,7 @@ impl JournalStore for MemoryStore {
     }
 
     fn find(&self, result: &str) -> Result<Option<Entry>> {
-        let map = self.entries();
+        let map = self.map();
         let mut found: Vec<&(u64, Entry)> = map
             .by_key
             .values()
@@ -120,7 +126,7 @@ impl JournalStore for MemoryStore {
 
     /// Takes the copy a child forked next starts from (run by the thread about to fork).
     fn before_fork(&self) {
-        let copy = self.entries().clone();
+        let copy = self.map().clone();
         *lock(&self.forked) = Some(copy);
     }
 
@@ -206,7 +212,12 @@ mod tests {
             &entry("a", State::Released, None),
         )
         .expect("memory");
-        let keys: Vec<String> = s.entries_in_order().into_iter().map(|e| e.key).collect();
+        let keys: Vec<String> = s
+            .entries(None)
+            .expect("memory")
+            .into_iter()
+            .map(|e| e.key)
+            .collect();
         assert_eq!(keys, ["c", "a", "b"]);
     }
 
@@ -238,7 +249,7 @@ mod tests {
             let s = s.clone();
             let (tell, wait) = (held.0, release.1);
             std::thread::spawn(move || {
-                let _locked = s.entries();
+                let _locked = s.map();
                 tell.send(()).expect("memory");
                 let _ = wait.recv();
             })

@@ -8,6 +8,10 @@
 //! - `store`: what a storage must do (the binding adapts Python journals to it);
 //! - `memory`: a storage in this process's memory (`fxpay.MemoryJournal`'s);
 //! - `sqlite`: a storage in an SQLite file (`fxpay.SqliteJournal`'s);
+//! - `redis`: a storage in Redis (`fxpay.RedisJournal`'s, made from a URL);
+//! - `durable`: what the durable stores share around their commit;
+//! - `group_commit`: the writes of concurrent calls share one commit (one flush), with a
+//!   commit delay; `later`: a call's result rides the next commit (the durable stores');
 //! - `keyed_call`: one creating call under a key (claim, send, record), given the request as
 //!   the journal sees it (`KeyedRequest`); `calls`: the four creating calls;
 //! - `undo`: a claim the call gave up on (its deadline passed while the journal was slow)
@@ -19,12 +23,16 @@
 pub(crate) mod admin;
 pub(crate) mod background;
 pub(crate) mod calls;
+pub(crate) mod durable;
 pub(crate) mod entry;
+pub(crate) mod group_commit;
 pub(crate) mod holder;
 pub(crate) mod keyed_call;
+pub(crate) mod later;
 pub(crate) mod machine;
 pub(crate) mod memory;
 pub(crate) mod payout;
+pub(crate) mod redis;
 pub(crate) mod settle;
 pub(crate) mod sqlite;
 pub(crate) mod store;

@@ -38,6 +38,33 @@ pub trait JournalStore: Send + Sync {
     fn candidates(&self) -> Result<Vec<Entry>> {
         Err(Error::journal("this journal cannot list its entries"))
     }
+    /// The entries of `keys` that exist, each as this process reads it (a payout's
+    /// progress); with `None`, every entry in the order the keys were claimed (a store
+    /// that cannot list says so).
+    fn entries(&self, keys: Option<&[String]>) -> Result<Vec<Entry>> {
+        match keys {
+            Some(keys) => Ok(keys
+                .iter()
+                .map(|k| self.get(k))
+                .collect::<Result<Vec<_>>>()?
+                .into_iter()
+                .flatten()
+                .collect()),
+            None => Err(Error::journal("this journal cannot list its entries")),
+        }
+    }
+    /// Makes the journal where its storage holds none (a shared journal's identity): true
+    /// when made, false when it was there. A store made with its journal says so.
+    fn create(&self) -> Result<bool> {
+        Ok(false)
+    }
+    /// What this process's side of the store runs with, for tests and support (each
+    /// store names its own), set first to `value` where the store allows it.
+    fn diagnostic(&self, name: &str, _value: Option<i64>) -> Result<String> {
+        Err(Error::InvalidRequest(format!(
+            "this journal has no {name:?} to read"
+        )))
+    }
     /// Writes what waits for a later commit (a payout's end, the process's exit).
     fn flush(&self) -> Result<()> {
         Ok(())

@@ -41,7 +41,8 @@ impl PyMemoryStore {
     /// Every entry, in the order their keys were first claimed.
     fn entries(&self) -> Vec<JournalEntry> {
         self.0
-            .entries_in_order()
+            .entries(None)
+            .unwrap_or_default()
             .into_iter()
             .map(JournalEntry)
             .collect()

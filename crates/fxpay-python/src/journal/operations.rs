@@ -139,8 +139,11 @@ pub fn _journal_settle_spot(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<JournalEntry>()?;
     m.add_class::<super::memory::PyMemoryStore>()?;
-    m.add_class::<super::sqlite::PySqliteStore>()?;
-    m.add_function(wrap_pyfunction!(super::sqlite::_sqlite_flush_all, m)?)?;
+    m.add_class::<super::native::PyNativeStore>()?;
+    m.add_function(wrap_pyfunction!(super::native::_native_flush_all, m)?)?;
+    m.add_function(wrap_pyfunction!(super::sqlite::_sqlite_store, m)?)?;
+    m.add_function(wrap_pyfunction!(super::redis::_redis_store, m)?)?;
+    m.add_function(wrap_pyfunction!(super::redis::_redis_scripts, m)?)?;
     m.add_function(wrap_pyfunction!(_journal_verify_deal_created, m)?)?;
     m.add_function(wrap_pyfunction!(_journal_settle_spot, m)?)?;
     m.add_function(wrap_pyfunction!(_journal_resolve, m)?)?;

@@ -2,9 +2,9 @@
 //! journal never climbs into Python (issue 55's decision, issue 56's cost).
 //!
 //! - `file`: the file's identity, and a connection made the journal's way;
-//! - `commit`: the group commit (concurrent writes share one transaction and one fsync);
-//! - `later`: a call's result rides the next commit (one durable write per keyed call);
-//! - `fork_gate`: no thread is inside SQLite when the process forks.
+//! - `fork_gate`: no thread is inside SQLite when the process forks;
+//! - the journal's `group_commit` (concurrent writes share one transaction and one fsync)
+//!   and `later` (a call's result rides the next commit), shared with the Redis store.
 //!
 //! The file format is the Python journal's, byte for byte (one table, an entry's JSON text
 //! per key): fxpay versions, and processes of either, share a journal file.
@@ -12,18 +12,17 @@
 //! Per process: a connection, a queue of writes and the results waiting, shared by every
 //! store of the same path in the process; a forked child makes its own on first use and
 //! never touches its parent's (it reads the results its parent held when it forked).
-mod commit;
 mod file;
 mod fork_gate;
-mod later;
 
+use super::durable::{self, Durable};
 use super::entry::Entry;
+use super::group_commit::{Group, Op, Write};
 use super::holder::{HolderCheck, LocalProcesses};
+use super::later::{self, Later, Waiting};
 use super::store::JournalStore;
 use crate::error::{Error, Result};
 use crate::runtime::fork::PerProcess;
-use commit::{Group, Op, Write};
-use later::{Later, Waiting};
 use rusqlite::{Connection, OptionalExtension};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,7 +31,7 @@ use std::time::{Duration, Instant};
 
 /// What an SQLite journal tells its owner (the Python `SqliteJournal`), rarely: once per
 /// process when its first result waits for a commit (the owner makes sure the process's
-/// exit writes it, `SqliteStore::flush_all`), and for a result that found its key changed
+/// exit writes it, `flush_journals`), and for a result that found its key changed
 /// otherwise and was not written (logged, with the id, for `resolve`).
 // The two callbacks' types are spelled out: an alias would be one more public item.
 #[allow(clippy::type_complexity)]
@@ -41,8 +40,6 @@ struct Hooks {
     not_recorded: Box<dyn Fn(&str, Option<&str>) + Send + Sync>,
 }
 
-/// How long the flusher waits before it tries again a commit of results that failed.
-const RETRY_DELAY: Duration = Duration::from_millis(500);
 /// How many times a claim is tried when its entry keeps vanishing under it.
 const TRIES: usize = 16;
 
@@ -242,7 +239,7 @@ impl SqliteStore {
     fn write(&self, op: Op) -> Result<usize> {
         let (n, led) = self.here().group.write(op, |batch| self.lead(batch));
         if let Some((results, late)) = led {
-            self.results_landed(&results, &late);
+            durable::results_landed(self, &results, &late);
         }
         n
     }
@@ -250,18 +247,7 @@ impl SqliteStore {
     /// A leader's turn: `batch` and the results waiting, in one transaction.
     fn lead(&self, batch: &[Arc<Write>]) -> (Vec<Waiting>, Vec<Arc<Write>>) {
         let results = self.here().later.taken();
-        let late: Vec<Arc<Write>> = results
-            .iter()
-            .map(|w| {
-                Write::new(Op::Swap {
-                    key: w.key.clone(),
-                    state: w.new.state.as_str(),
-                    result: w.new.result.clone(),
-                    text: w.text.clone(),
-                    old: w.old.clone(),
-                })
-            })
-            .collect();
+        let late = durable::late_writes(&results);
         let all: Vec<&Arc<Write>> = batch
             .iter()
             .chain(late.iter())
@@ -330,56 +316,6 @@ impl SqliteStore {
         }
     }
 
-    /// After a commit that carried results: those written leave `Later`. One whose entry
-    /// changed meanwhile (its lease lapsed and another process marked the key `unknown`) is
-    /// written over that entry if it is still this call's claim; else reported, with the id,
-    /// for `resolve`. A commit that failed keeps them waiting.
-    fn results_landed(&self, results: &[Waiting], late: &[Arc<Write>]) {
-        if late.is_empty() {
-            return;
-        }
-        let later = &self.here().later;
-        let counts: Vec<Result<usize>> = late.iter().map(|w| w.outcome()).collect();
-        if counts.iter().any(Result::is_err) {
-            later.missed(results);
-            return;
-        }
-        later.landed(results);
-        for (w, n) in results.iter().zip(counts) {
-            if matches!(n, Ok(1)) {
-                continue;
-            }
-            let stored = match self.read(&w.key) {
-                Ok(s) => s,
-                Err(_) => {
-                    (self.hooks.not_recorded)(&w.key, w.new.result.as_deref());
-                    continue;
-                }
-            };
-            let entry = stored.as_ref().map(|(_, e)| e);
-            if stored.as_ref().is_some_and(|(t, _)| *t == w.text)
-                || later::written_otherwise(entry, &w.new)
-            {
-                continue;
-            }
-            if later::still_its_claim(entry, &w.new) {
-                if let Some((old, _)) = &stored {
-                    let again = self.write(Op::Swap {
-                        key: w.key.clone(),
-                        state: w.new.state.as_str(),
-                        result: w.new.result.clone(),
-                        text: w.text.clone(),
-                        old: old.clone(),
-                    });
-                    if matches!(again, Ok(1)) {
-                        continue;
-                    }
-                }
-            }
-            (self.hooks.not_recorded)(&w.key, w.new.result.as_deref());
-        }
-    }
-
     fn wake(&self) {
         let here = self.here();
         if !here.hooked.swap(true, Ordering::AcqRel) {
@@ -392,45 +328,9 @@ impl SqliteStore {
         later::wake(me, self.delay);
     }
 
-    /// What this process's side of the journal runs with, for tests and support: an SQLite
-    /// setting of its connection (`synchronous`, `journal_mode`, `page_count`,
-    /// `max_page_count`, the last settable to `value`: a full disk, for tests), or its own
-    /// counts (`writes_waiting`: writes queued for the next commit; `results_waiting`:
-    /// results waiting or being written).
-    pub fn diagnostic(&self, name: &str, value: Option<i64>) -> Result<String> {
-        let here = self.here();
-        match (name, value) {
-            ("writes_waiting", None) => return Ok(here.group.waiting().to_string()),
-            ("results_waiting", None) => return Ok(here.later.entries().len().to_string()),
-            ("synchronous" | "journal_mode" | "page_count" | "max_page_count", None)
-            | ("max_page_count", Some(_)) => {}
-            _ => {
-                return Err(Error::InvalidRequest(format!(
-                    "SqliteJournal: {name:?} cannot be read or set here"
-                )))
-            }
-        }
-        let sql = match value {
-            Some(v) => format!("PRAGMA {name} = {v}"),
-            None => format!("PRAGMA {name}"),
-        };
-        self.with_conn("diagnostic", |c| {
-            c.query_row(&sql, [], |r| {
-                Ok(match r.get_ref(0)? {
-                    rusqlite::types::ValueRef::Integer(i) => i.to_string(),
-                    rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
-                    _ => String::new(),
-                })
-            })
-        })
-    }
-
-    /// Writes the results waiting in every store of this process (the exit's flush; a
-    /// payout's end). `exiting`: from now on every result is written at once.
-    pub fn flush_all(exiting: bool) {
-        if exiting {
-            later::set_exiting();
-        }
+    /// Writes the results waiting in every SQLite store of this process (the exit's flush;
+    /// a payout's end).
+    pub(crate) fn flush_every_store() {
         let all: Vec<Arc<SqliteStore>> = lock(WAITING.get_or_make(Mutex::default))
             .values()
             .cloned()
@@ -443,17 +343,33 @@ impl SqliteStore {
 
 impl later::Flushes for SqliteStore {
     fn flush_waiting(&self) {
-        let later = &self.here().later;
-        if !later.has_results() {
-            return;
-        }
-        let _ = self.write(Op::Nothing);
-        if later.has_results() {
-            // The commit failed (another process held the write lock past the timeout, a
-            // full disk): they stay waiting, readable here, and are tried again in a while.
-            std::thread::sleep(RETRY_DELAY);
-            self.wake();
-        }
+        durable::flush_waiting(self);
+    }
+}
+
+impl Durable for SqliteStore {
+    fn group(&self) -> &Group {
+        &self.here().group
+    }
+
+    fn later(&self) -> &Later {
+        &self.here().later
+    }
+
+    fn read(&self, key: &str) -> Result<Option<(String, Entry)>> {
+        self.read(key)
+    }
+
+    fn write(&self, op: Op) -> Result<usize> {
+        self.write(op)
+    }
+
+    fn wake(&self) {
+        self.wake();
+    }
+
+    fn not_recorded(&self, key: &str, result: Option<&str>) {
+        (self.hooks.not_recorded)(key, result);
     }
 }
 
@@ -489,42 +405,12 @@ impl JournalStore for SqliteStore {
     }
 
     fn swap(&self, old: &Entry, new: &Entry) -> Result<bool> {
-        if old.key != new.key {
-            return Err(Error::InvalidRequest(
-                "SqliteJournal.swap(): old and new must have the same key".into(),
-            ));
-        }
-        if self.swap_at_once(old, new) {
-            return Ok(true);
-        }
-        let here = self.here();
-        let old_text = here.group.answered(old).unwrap_or_else(|| old.to_json());
-        let text = new.to_json();
-        let later = &here.later;
-        if later.get(&old.key).is_some() {
-            // A result of the key still waits: written first.
-            self.write(Op::Nothing)?;
-        }
-        let n = self.write(Op::Swap {
-            key: old.key.clone(),
-            state: new.state.as_str(),
-            result: new.result.clone(),
-            text,
-            old: old_text,
-        })?;
-        Ok(n == 1)
+        durable::swap(self, "SqliteJournal", old, new)
     }
 
     fn find(&self, result: &str) -> Result<Option<Entry>> {
-        for e in self.here().later.entries() {
-            if e.result.as_deref() == Some(result) {
-                // On its way: what the key reads (the store may be ahead).
-                if let Some(got) = self.get(&e.key)? {
-                    if got.result.as_deref() == Some(result) {
-                        return Ok(Some(got));
-                    }
-                }
-            }
+        if let Some(got) = durable::find_waiting(self, result, |k| self.get(k))? {
+            return Ok(Some(got));
         }
         Ok(self.texts("find", FIND, Some(result))?.into_iter().next())
     }
@@ -535,24 +421,7 @@ impl JournalStore for SqliteStore {
 
     /// A call's result is kept for the next commit (in memory).
     fn swap_at_once(&self, old: &Entry, new: &Entry) -> bool {
-        if old.key != new.key || !later::may_wait(old, new) {
-            return false;
-        }
-        let here = self.here();
-        if here.later.get(&old.key).is_some() {
-            return false; // a result of the key waits: written first, by `swap`
-        }
-        let old_text = here.group.answered(old).unwrap_or_else(|| old.to_json());
-        let waits = here.later.defer(Waiting {
-            key: old.key.clone(),
-            old: old_text,
-            new: new.clone(),
-            text: new.to_json(),
-        });
-        if waits {
-            self.wake();
-        }
-        waits
+        durable::swap_at_once(self, old, new)
     }
 
     /// Every entry that is `pending` or `unknown`, in the order their keys were claimed
@@ -568,10 +437,40 @@ impl JournalStore for SqliteStore {
 
     /// Writes the results waiting now (a payout's end, the process's exit).
     fn flush(&self) -> Result<()> {
-        if !self.here().later.has_results() {
-            return Ok(());
+        durable::flush(self)
+    }
+
+    /// What this process's side of the journal runs with, for tests and support: an SQLite
+    /// setting of its connection (`synchronous`, `journal_mode`, `page_count`,
+    /// `max_page_count`, the last settable to `value`: a full disk, for tests), or its own
+    /// counts (`writes_waiting`: writes queued for the next commit; `results_waiting`:
+    /// results waiting or being written).
+    fn diagnostic(&self, name: &str, value: Option<i64>) -> Result<String> {
+        let here = self.here();
+        match (name, value) {
+            ("writes_waiting", None) => return Ok(here.group.waiting().to_string()),
+            ("results_waiting", None) => return Ok(here.later.entries().len().to_string()),
+            ("synchronous" | "journal_mode" | "page_count" | "max_page_count", None)
+            | ("max_page_count", Some(_)) => {}
+            _ => {
+                return Err(Error::InvalidRequest(format!(
+                    "SqliteJournal: {name:?} cannot be read or set here"
+                )))
+            }
         }
-        self.write(Op::Nothing).map(drop)
+        let sql = match value {
+            Some(v) => format!("PRAGMA {name} = {v}"),
+            None => format!("PRAGMA {name}"),
+        };
+        self.with_conn("diagnostic", |c| {
+            c.query_row(&sql, [], |r| {
+                Ok(match r.get_ref(0)? {
+                    rusqlite::types::ValueRef::Integer(i) => i.to_string(),
+                    rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                    _ => String::new(),
+                })
+            })
+        })
     }
 
     /// Writes the results waiting, then closes this process's connection (made again on

@@ -21,7 +21,7 @@ const COMMIT_DELAY: Duration = Duration::from_millis(3);
 const IN_FLIGHT_HORIZON: Duration = Duration::from_secs(1);
 
 /// One write statement.
-pub(super) enum Op {
+pub(crate) enum Op {
     /// Inserts the entry unless its key is stored.
     Claim {
         key: String,
@@ -42,7 +42,7 @@ pub(super) enum Op {
 }
 
 /// A write waiting for its commit, and what came of it (its row count).
-pub(super) struct Write {
+pub(crate) struct Write {
     pub op: Op,
     outcome: Mutex<Option<std::result::Result<usize, String>>>,
 }
@@ -53,7 +53,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Write {
-    pub(super) fn new(op: Op) -> Arc<Write> {
+    pub(crate) fn new(op: Op) -> Arc<Write> {
         Arc::new(Write {
             op,
             outcome: Mutex::new(None),
@@ -61,7 +61,7 @@ impl Write {
     }
 
     /// Sets what came of it (the leader, once per write).
-    pub(super) fn answer(&self, outcome: std::result::Result<usize, String>) {
+    pub(crate) fn answer(&self, outcome: std::result::Result<usize, String>) {
         let mut o = lock(&self.outcome);
         if o.is_none() {
             *o = Some(outcome);
@@ -73,7 +73,7 @@ impl Write {
     }
 
     /// The row count, or the error that kept its commit from landing.
-    pub(super) fn outcome(&self) -> Result<usize> {
+    pub(crate) fn outcome(&self) -> Result<usize> {
         match &*lock(&self.outcome) {
             Some(Ok(n)) => Ok(*n),
             Some(Err(e)) => Err(Error::journal(e.clone())),
@@ -106,7 +106,7 @@ impl Queue {
 
 /// One journal file's queue of writes, in this process.
 #[derive(Default)]
-pub(super) struct Group {
+pub(crate) struct Group {
     queue: Mutex<Queue>,
     landed: Condvar,
     joined: Condvar,
@@ -136,7 +136,7 @@ impl Group {
     /// The caller that finds no leader leads: `lead` commits the batch (every write waiting
     /// then, answered each), and what it returns comes back here with the row count, to be
     /// handled once the turn has ended.
-    pub(super) fn write<R>(
+    pub(crate) fn write<R>(
         &self,
         op: Op,
         lead: impl FnOnce(&[Arc<Write>]) -> R,
@@ -186,7 +186,7 @@ impl Group {
 
     /// A call's claim (`entry`, stored as `text`) is stored: in flight until
     /// [`Group::answered`].
-    pub(super) fn claimed(&self, entry: &Entry, text: String) {
+    pub(crate) fn claimed(&self, entry: &Entry, text: String) {
         lock(&self.queue)
             .in_flight
             .insert(entry.key.clone(), (Instant::now(), entry.clone(), text));
@@ -194,7 +194,7 @@ impl Group {
 
     /// The call of `key` is being settled (its result, an undo): no longer in flight. The
     /// text of its claim if that claim is `old`.
-    pub(super) fn answered(&self, old: &Entry) -> Option<String> {
+    pub(crate) fn answered(&self, old: &Entry) -> Option<String> {
         let mut q = lock(&self.queue);
         if q.in_flight.is_empty() {
             return None;
@@ -206,7 +206,7 @@ impl Group {
     }
 
     /// How many writes wait for the next commit.
-    pub(super) fn waiting(&self) -> usize {
+    pub(crate) fn waiting(&self) -> usize {
         lock(&self.queue).waiting.len()
     }
 }

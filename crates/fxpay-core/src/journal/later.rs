@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 /// A result waiting: the entry it replaces (as stored, text), the result and its text.
 #[derive(Clone)]
-pub(super) struct Waiting {
+pub(crate) struct Waiting {
     pub key: String,
     pub old: String,
     pub new: Entry,
@@ -26,14 +26,14 @@ pub(super) struct Waiting {
 /// Set at exit (after the last flush): results are written at once from then on.
 static EXITING: AtomicBool = AtomicBool::new(false);
 
-pub(super) fn set_exiting() {
+pub(crate) fn set_exiting() {
     EXITING.store(true, Ordering::Release);
 }
 
 /// Whether the swap of `old` for `new` may wait for the next commit: a call's own result
 /// only (its `pending` claim made `done`). A notification's settle (its `deal_id` set) is
 /// written at once: its sender is answered only once it is on disk. At exit, nothing waits.
-pub(super) fn may_wait(old: &Entry, new: &Entry) -> bool {
+pub(crate) fn may_wait(old: &Entry, new: &Entry) -> bool {
     new.state == State::Done
         && old.state == State::Pending
         && new.deal_id.is_none()
@@ -41,7 +41,7 @@ pub(super) fn may_wait(old: &Entry, new: &Entry) -> bool {
 }
 
 /// Whether two entries of a key are one claim (its holder, its start, its request).
-pub(super) fn same_claim(a: &Entry, b: &Entry) -> bool {
+pub(crate) fn same_claim(a: &Entry, b: &Entry) -> bool {
     a.holder == b.holder && a.created_at == b.created_at && a.fingerprint == b.fingerprint
 }
 
@@ -51,13 +51,13 @@ fn open(e: &Entry) -> bool {
 
 /// Whether a result that found its claim changed needs nothing more: the key is done with
 /// the same result for the same claim (its spot deal's notification settled it first).
-pub(super) fn written_otherwise(stored: Option<&Entry>, new: &Entry) -> bool {
+pub(crate) fn written_otherwise(stored: Option<&Entry>, new: &Entry) -> bool {
     stored.is_some_and(|s| s.state == State::Done && s.result == new.result && same_claim(s, new))
 }
 
 /// Whether `stored` is still the claim the result `new` settles (`pending`, or `unknown`
 /// once its lease lapsed while the result waited): written over.
-pub(super) fn still_its_claim(stored: Option<&Entry>, new: &Entry) -> bool {
+pub(crate) fn still_its_claim(stored: Option<&Entry>, new: &Entry) -> bool {
     stored.is_some_and(|s| open(s) && same_claim(s, new))
 }
 
@@ -71,7 +71,7 @@ struct Held {
 /// The results of one journal file waiting in this process; a forked child's also reads the
 /// results its parent held when it forked (the parent writes them).
 #[derive(Default)]
-pub(super) struct Later {
+pub(crate) struct Later {
     held: Mutex<Held>,
     inherited: HashMap<String, Entry>,
 }
@@ -82,14 +82,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Later {
-    pub(super) fn with_inherited(inherited: HashMap<String, Entry>) -> Self {
+    pub(crate) fn with_inherited(inherited: HashMap<String, Entry>) -> Self {
         Later {
             held: Mutex::default(),
             inherited,
         }
     }
 
-    pub(super) fn get(&self, key: &str) -> Option<Entry> {
+    pub(crate) fn get(&self, key: &str) -> Option<Entry> {
         let h = lock(&self.held);
         h.results
             .get(key)
@@ -97,7 +97,7 @@ impl Later {
             .map(|w| w.new.clone())
     }
 
-    pub(super) fn has_results(&self) -> bool {
+    pub(crate) fn has_results(&self) -> bool {
         !lock(&self.held).results.is_empty()
     }
 
@@ -105,7 +105,7 @@ impl Later {
     /// claim that a result of this process replaces, that result; in a forked child, its
     /// parent's result for the parent's claim the store holds `pending`; else `None` (what
     /// the store holds stands: a notification that settled the key first is newer).
-    pub(super) fn newer(&self, stored: &Entry) -> Option<Entry> {
+    pub(crate) fn newer(&self, stored: &Entry) -> Option<Entry> {
         if !open(stored) {
             return None;
         }
@@ -120,12 +120,12 @@ impl Later {
         }
     }
 
-    pub(super) fn news(&self, stored: Option<Entry>) -> Option<Entry> {
+    pub(crate) fn news(&self, stored: Option<Entry>) -> Option<Entry> {
         stored.map(|s| self.newer(&s).unwrap_or(s))
     }
 
     /// Keeps `w` for the next commit; false when a result of its key already waits.
-    pub(super) fn defer(&self, w: Waiting) -> bool {
+    pub(crate) fn defer(&self, w: Waiting) -> bool {
         let mut h = lock(&self.held);
         if h.results.contains_key(&w.key) || h.flying.contains_key(&w.key) {
             return false;
@@ -135,7 +135,7 @@ impl Later {
     }
 
     /// The results waiting now, for one commit to carry.
-    pub(super) fn taken(&self) -> Vec<Waiting> {
+    pub(crate) fn taken(&self) -> Vec<Waiting> {
         let mut h = lock(&self.held);
         if h.results.is_empty() {
             return Vec::new();
@@ -147,7 +147,7 @@ impl Later {
         taken
     }
 
-    pub(super) fn landed(&self, written: &[Waiting]) {
+    pub(crate) fn landed(&self, written: &[Waiting]) {
         let mut h = lock(&self.held);
         for w in written {
             h.flying.remove(&w.key);
@@ -155,7 +155,7 @@ impl Later {
     }
 
     /// The commit that carried them failed: they wait for the next one.
-    pub(super) fn missed(&self, written: &[Waiting]) {
+    pub(crate) fn missed(&self, written: &[Waiting]) {
         let mut h = lock(&self.held);
         for w in written {
             if let Some(got) = h.flying.remove(&w.key) {
@@ -165,7 +165,7 @@ impl Later {
     }
 
     /// Every result waiting or being written.
-    pub(super) fn entries(&self) -> Vec<Entry> {
+    pub(crate) fn entries(&self) -> Vec<Entry> {
         let h = lock(&self.held);
         h.results
             .values()
@@ -175,7 +175,7 @@ impl Later {
     }
 
     /// What a child forked now inherits: its parent's results, to read.
-    pub(super) fn for_child(&self) -> HashMap<String, Entry> {
+    pub(crate) fn for_child(&self) -> HashMap<String, Entry> {
         let h = lock(&self.held);
         let mut all = self.inherited.clone();
         for w in h.flying.values().chain(h.results.values()) {
@@ -186,7 +186,7 @@ impl Later {
 }
 
 /// What the flusher writes: a journal with results waiting.
-pub(super) trait Flushes: Send + Sync {
+pub(crate) trait Flushes: Send + Sync {
     fn flush_waiting(&self);
 }
 
@@ -206,7 +206,7 @@ struct Flusher {
 static FLUSHER: PerProcess<Flusher> = PerProcess::empty();
 
 /// Has the flusher write `journal`'s results in `delay`.
-pub(super) fn wake(journal: Weak<dyn Flushes>, delay: Duration) {
+pub(crate) fn wake(journal: Weak<dyn Flushes>, delay: Duration) {
     let f = FLUSHER.get_or_make(Flusher::default);
     let mut due = lock(&f.due);
     due.waiting.push((Instant::now() + delay, journal));

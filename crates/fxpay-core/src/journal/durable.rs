@@ -1,0 +1,187 @@
+//! What fxpay's durable stores (SQLite, Redis) share around their own commit: a keyed call's
+//! result kept for the next commit (`later`), the claims of concurrent calls in one commit
+//! (`group_commit`), and a result that found its key changed written over it or reported.
+//! Each store says how it reads a key and runs a write; the rest is here, once.
+use super::entry::Entry;
+use super::group_commit::{Group, Op, Write};
+use super::later::{self, Later, Waiting};
+use crate::error::{Error, Result};
+use std::sync::Arc;
+
+/// A durable store, as its keyed calls' results need it.
+pub(crate) trait Durable {
+    /// This process's queue of writes.
+    fn group(&self) -> &Group;
+    /// This process's results waiting.
+    fn later(&self) -> &Later;
+    /// The stored text and entry of `key`.
+    fn read(&self, key: &str) -> Result<Option<(String, Entry)>>;
+    /// Runs `op` in the next group commit; its count once durable.
+    fn write(&self, op: Op) -> Result<usize>;
+    /// Has the flusher write the results waiting (and, once per process, the exit).
+    fn wake(&self);
+    /// Reports a result that could not be recorded (logged, with the id, for `resolve`).
+    fn not_recorded(&self, key: &str, result: Option<&str>);
+}
+
+/// The swap that writes `w` over the entry stored as `old`.
+fn swap_op(w: &Waiting, old: String) -> Op {
+    Op::Swap {
+        key: w.key.clone(),
+        state: w.new.state.as_str(),
+        result: w.new.result.clone(),
+        text: w.text.clone(),
+        old,
+    }
+}
+
+/// The writes of the results waiting that a leader's commit carries.
+pub(crate) fn late_writes(results: &[Waiting]) -> Vec<Arc<Write>> {
+    results
+        .iter()
+        .map(|w| Write::new(swap_op(w, w.old.clone())))
+        .collect()
+}
+
+/// After a commit that carried results: those written leave `Later`. One whose entry
+/// changed meanwhile (its lease lapsed and another process marked the key `unknown`) is
+/// written over that entry if it is still this call's claim; else reported, with the id,
+/// for `resolve`. A commit that failed keeps them waiting.
+pub(crate) fn results_landed(d: &impl Durable, results: &[Waiting], late: &[Arc<Write>]) {
+    if late.is_empty() {
+        return;
+    }
+    let counts: Vec<Result<usize>> = late.iter().map(|w| w.outcome()).collect();
+    if counts.iter().any(Result::is_err) {
+        d.later().missed(results);
+        return;
+    }
+    d.later().landed(results);
+    for (w, n) in results.iter().zip(counts) {
+        if matches!(n, Ok(1)) {
+            continue;
+        }
+        let stored = match d.read(&w.key) {
+            Ok(s) => s,
+            Err(_) => {
+                d.not_recorded(&w.key, w.new.result.as_deref());
+                continue;
+            }
+        };
+        let entry = stored.as_ref().map(|(_, e)| e);
+        if stored.as_ref().is_some_and(|(t, _)| *t == w.text)
+            || later::written_otherwise(entry, &w.new)
+        {
+            continue;
+        }
+        if later::still_its_claim(entry, &w.new) {
+            if let Some((old, _)) = stored {
+                if matches!(d.write(swap_op(w, old)), Ok(1)) {
+                    continue;
+                }
+            }
+        }
+        d.not_recorded(&w.key, w.new.result.as_deref());
+    }
+}
+
+/// A call's own result kept for the next commit (in memory): true when kept.
+pub(crate) fn swap_at_once(d: &impl Durable, old: &Entry, new: &Entry) -> bool {
+    if old.key != new.key || !later::may_wait(old, new) {
+        return false;
+    }
+    if d.later().get(&old.key).is_some() {
+        return false; // a result of the key waits: written first, by `swap`
+    }
+    let old_text = d.group().answered(old).unwrap_or_else(|| old.to_json());
+    let waits = d.later().defer(Waiting {
+        key: old.key.clone(),
+        old: old_text,
+        new: new.clone(),
+        text: new.to_json(),
+    });
+    if waits {
+        d.wake();
+    }
+    waits
+}
+
+/// Replaces `old` by `new` if the stored entry is still `old`: kept for the next commit
+/// when it may wait, else written now (after a result of the key still waiting).
+pub(crate) fn swap(d: &impl Durable, journal: &str, old: &Entry, new: &Entry) -> Result<bool> {
+    if old.key != new.key {
+        return Err(Error::InvalidRequest(format!(
+            "{journal}.swap(): old and new must have the same key"
+        )));
+    }
+    if swap_at_once(d, old, new) {
+        return Ok(true);
+    }
+    let old_text = d.group().answered(old).unwrap_or_else(|| old.to_json());
+    if d.later().get(&old.key).is_some() {
+        // A result of the key still waits: written first.
+        d.write(Op::Nothing)?;
+    }
+    let n = d.write(Op::Swap {
+        key: old.key.clone(),
+        state: new.state.as_str(),
+        result: new.result.clone(),
+        text: new.to_json(),
+        old: old_text,
+    })?;
+    Ok(n == 1)
+}
+
+/// The entry whose result is `result` among the results on their way: what its key reads
+/// (the store may be ahead of them).
+pub(crate) fn find_waiting(
+    d: &impl Durable,
+    result: &str,
+    get: impl Fn(&str) -> Result<Option<Entry>>,
+) -> Result<Option<Entry>> {
+    for e in d.later().entries() {
+        if e.result.as_deref() == Some(result) {
+            if let Some(got) = get(&e.key)? {
+                if got.result.as_deref() == Some(result) {
+                    return Ok(Some(got));
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Writes the results waiting now (a payout's end, the process's exit).
+pub(crate) fn flush(d: &impl Durable) -> Result<()> {
+    if !d.later().has_results() {
+        return Ok(());
+    }
+    d.write(Op::Nothing).map(drop)
+}
+
+/// How long the flusher waits before it tries again a commit of results that failed.
+const RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The flusher's turn: the results waiting, written. A commit that failed (another process
+/// held the write lock past the timeout, a full disk, a server gone) keeps them waiting,
+/// readable here, and they are tried again in a while.
+pub(crate) fn flush_waiting(d: &impl Durable) {
+    if !d.later().has_results() {
+        return;
+    }
+    let _ = d.write(Op::Nothing);
+    if d.later().has_results() {
+        std::thread::sleep(RETRY_DELAY);
+        d.wake();
+    }
+}
+
+/// Writes the results waiting in every durable store of this process (the exit's flush; a
+/// payout's end). `exiting`: from now on every result is written at once.
+pub fn flush_all(exiting: bool) {
+    if exiting {
+        later::set_exiting();
+    }
+    super::sqlite::SqliteStore::flush_every_store();
+    super::redis::RedisStore::flush_every_store();
+}
