@@ -28,10 +28,11 @@ use super::later::{self, Later, Waiting};
 use super::store::JournalStore;
 use crate::error::{Error, Result};
 use crate::runtime::fork::PerProcess;
+use arc_swap::ArcSwapOption;
 use connection::{Failed, Settings};
 use redis::{Client, Connection, Value};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -114,11 +115,13 @@ pub(crate) struct RedisStore {
     timeout: Duration,
     delay: Duration,
     hooks: Hooks,
-    /// The warnings given (each once).
-    warned: Mutex<Vec<&'static str>>,
+    /// The warnings given (each once; a bit per kind). No lock: a lock another thread
+    /// held at a fork would stay held in the child.
+    warned: AtomicU8,
     /// The identity of the journal this process opened (read on first use, or made by
-    /// `create`): every claim and swap runs only where it is still the one stored.
-    id: Mutex<Option<Arc<str>>>,
+    /// `create`): every claim and swap runs only where it is still the one stored. Read
+    /// and set without a lock, as `warned`.
+    id: ArcSwapOption<String>,
     shared: Arc<Shared>,
     /// This store's claims waiting for their commit, per process.
     group: PerProcess<Group>,
@@ -182,8 +185,8 @@ impl RedisStore {
                 not_recorded,
                 warn,
             },
-            warned: Mutex::new(Vec::new()),
-            id: Mutex::new(None),
+            warned: AtomicU8::new(0),
+            id: ArcSwapOption::empty(),
             shared,
             group: PerProcess::empty(),
             me: me.clone(),
@@ -197,10 +200,12 @@ impl RedisStore {
     }
 
     fn warn_once(&self, what: &'static str, message: String) {
-        let mut warned = lock(&self.warned);
-        if !warned.contains(&what) {
-            warned.push(what);
-            drop(warned);
+        let bit = match what {
+            "role" => 1,
+            "config" => 2,
+            _ => 4,
+        };
+        if self.warned.fetch_or(bit, Ordering::AcqRel) & bit == 0 {
             (self.hooks.warn)(&message);
         }
     }
@@ -208,10 +213,15 @@ impl RedisStore {
     fn failed(&self, what: &str, f: Failed) -> Error {
         match f {
             Failed::Refused(text) => Error::journal(text),
-            Failed::Redis(e) => Error::journal(format!(
-                "RedisJournal.{what}() failed: {}: {}",
-                connection::kind(&e),
+            Failed::Redis(e) if connection::is_reply(&e) => Error::journal(format!(
+                "RedisJournal.{what}() failed: ResponseError: {}",
                 connection::shown(&e)
+            )),
+            Failed::Redis(e) => Error::journal(format!(
+                "RedisJournal.{what}() failed: {}: {} (the journal's Redis at {})",
+                connection::kind(&e),
+                connection::shown(&e),
+                self.client.get_connection_info().addr()
             )),
         }
     }
@@ -278,8 +288,8 @@ impl RedisStore {
 
     /// The identity of the journal this process opened: read on first use. A Redis that
     /// holds none is refused.
-    fn identity(&self, what: &str) -> Result<Arc<str>> {
-        if let Some(id) = lock(&self.id).clone() {
+    fn identity(&self, what: &str) -> Result<Arc<String>> {
+        if let Some(id) = self.id.load_full() {
             return Ok(id);
         }
         let stored: Option<String> = self.with_conn(what, true, |c| {
@@ -290,12 +300,23 @@ impl RedisStore {
                 &self.prefix,
                 &self.id_key,
             ))),
-            Some(s) => Ok(lock(&self.id).get_or_insert_with(|| s.into()).clone()),
+            Some(s) => {
+                // The first identity read stands: another thread may have read it first.
+                let fresh = Arc::new(s);
+                let before = self
+                    .id
+                    .compare_and_swap(&None::<Arc<String>>, Some(fresh.clone()));
+                Ok((*before).clone().unwrap_or(fresh))
+            }
         }
     }
 
     fn not_this_journal(&self, found: &str) -> Error {
-        let mine = lock(&self.id).clone().unwrap_or_else(|| "".into());
+        let mine = self
+            .id
+            .load_full()
+            .map(|m| (*m).clone())
+            .unwrap_or_default();
         Error::journal(texts::not_this_journal(
             &self.prefix,
             &self.id_key,
@@ -439,7 +460,7 @@ impl RedisStore {
                     Op::Nothing => {}
                 }
             }
-            let what = if matches!(pending.first().map(|w| &w.op), Some(Op::Claim { .. })) {
+            let what = if pending.iter().any(|w| matches!(w.op, Op::Claim { .. })) {
                 "claim"
             } else {
                 "swap"
@@ -667,15 +688,14 @@ impl JournalStore for RedisStore {
                 texts::repr(&self.id_key)
             )));
         };
-        let mut id = lock(&self.id);
-        match &*id {
-            Some(mine) if **mine != *stored => {
-                drop(id);
-                return Err(self.not_this_journal(&stored));
-            }
-            _ => *id = Some(stored.into()),
+        let stored = Arc::new(stored);
+        let before = self
+            .id
+            .compare_and_swap(&None::<Arc<String>>, Some(stored.clone()));
+        match &*before {
+            Some(mine) if **mine != *stored => Err(self.not_this_journal(&stored)),
+            _ => Ok(made.is_some()),
         }
-        Ok(made.is_some())
     }
 
     /// The entries of `keys` that exist (a payout's progress, a lease check), after
@@ -698,7 +718,7 @@ impl JournalStore for RedisStore {
             "writes_waiting" => self.group.get_or_make(Group::default).waiting().to_string(),
             "results_waiting" => here.later.entries().len().to_string(),
             "connected" => u8::from(lock(&here.conn).is_some()).to_string(),
-            "identity" => self.identity("get")?.to_string(),
+            "identity" => (*self.identity("get")?).clone(),
             _ => {
                 return Err(Error::InvalidRequest(format!(
                     "RedisJournal: {name:?} cannot be read here"

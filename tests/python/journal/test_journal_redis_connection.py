@@ -1,0 +1,124 @@
+"""A RedisJournal made from a URL keeps its storage in fxpay's Rust core (fxpay-core
+``journal/redis/``): its one connection per process, closed by Redis under a live process
+(``CLIENT KILL``, a restart, its ``timeout``), is made anew before a claim goes out, and a
+claim is sent again only if none of it was written (docs/idempotency.md)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fxpay
+
+from conftest import need
+from journal_support import QUOTES, RedisServer, quote, requests_to
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _kill_clients(url: str) -> None:
+    """Redis closes every normal connection but the one asking."""
+    redis = need("redis")
+    admin = redis.Redis.from_url(url)
+    try:
+        assert admin.client_kill_filter(_type="normal", skipme=True) >= 1
+    finally:
+        admin.close()
+
+
+def test_a_connection_closed_by_redis_is_made_anew_and_the_call_goes_through(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """On a Unix socket, a write to a connection Redis closed fails before any of it is
+    written (EPIPE): the claim is sent again on a new connection, checked first. Every
+    keyed call goes through once, none twice."""
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        journal = fxpay.RedisJournal(server.url, prefix="stale:")
+        journal.create()
+        with fxpay_sandbox.client(journal=journal) as c:
+            ids = [quote(c, "k0")]
+            for i in range(1, 6):
+                journal.close()  # its result written: the claim below is the first write after the kill
+                _kill_clients(server.url)
+                ids.append(quote(c, f"k{i}"))
+            assert [quote(c, f"k{i}") for i in range(6)] == ids  # replays: nothing sent
+        assert requests_to(fxpay_sandbox, QUOTES) == 6
+        assert [journal.get(f"k{i}").state for i in range(6)] == ["done"] * 6  # type: ignore[union-attr]
+    finally:
+        server.stop()
+
+
+def test_an_idle_connection_is_checked_before_a_claim_goes_out_on_it(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """Over TCP a write to a connection Redis closed is accepted by the kernel and the loss
+    shows only on the read: the claim may have landed, so it is never sent again. What
+    keeps such a claim from going out is the check first: a connection idle for a second is
+    asked a PING, and made anew when Redis closed it."""
+    port = _free_port()
+    server = RedisServer(tmp_path, extra=("--port", str(port)))
+    server.start()
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        journal = fxpay.RedisJournal(url, prefix="idle:")
+        journal.create()
+        with fxpay_sandbox.client(journal=journal) as c:
+            quote(c, "k0")
+            for i in range(1, 3):
+                journal.close()  # its result written: the claim below is the first write after the kill
+                _kill_clients(url)
+                time.sleep(1.5)  # idle past the check's second
+                quote(c, f"k{i}")
+        assert requests_to(fxpay_sandbox, QUOTES) == 3
+        assert [journal.get(f"k{i}").state for i in range(3)] == ["done"] * 3  # type: ignore[union-attr]
+    finally:
+        server.stop()
+
+
+def test_a_redis_restarted_with_its_data_is_used_again(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """Stopped and started again on the same AOF: the journal's identity is there, the next
+    connection is checked and used, and the keys booked before replay without sending."""
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        journal = fxpay.RedisJournal(server.url, prefix="restart:")
+        journal.create()
+        with fxpay_sandbox.client(journal=journal) as c:
+            first = quote(c, "k0")
+            journal.close()  # its result written before the stop
+            server.stop()
+            with pytest.raises(fxpay.JournalError, match="the journal's Redis at"):
+                quote(c, "k1")
+            server.start()
+            assert quote(c, "k0") == first
+            quote(c, "k1")  # its claim above failed closed and was undone: sent now, once
+        assert requests_to(fxpay_sandbox, QUOTES) == 2
+    finally:
+        server.stop()
+
+
+def test_the_scripts_are_loaded_again_after_script_flush(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """``SCRIPT FLUSH`` under a live connection: a claim answered NOSCRIPT never ran, and is
+    sent again once the scripts are loaded."""
+    redis = need("redis")
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        journal = fxpay.RedisJournal(server.url, prefix="noscript:")
+        journal.create()
+        with fxpay_sandbox.client(journal=journal) as c:
+            quote(c, "k0")
+            admin = redis.Redis.from_url(server.url)
+            admin.script_flush()
+            admin.close()
+            quote(c, "k1")
+        assert requests_to(fxpay_sandbox, QUOTES) == 2
+    finally:
+        server.stop()
