@@ -2,7 +2,6 @@
 //! as a `_NativeStore` (`journal/native.rs`).
 use super::native::{hook, PyNativeStore};
 use crate::errors::Fallible;
-use fxpay_core::SqliteStore;
 use pyo3::prelude::*;
 use std::time::Duration;
 
@@ -25,7 +24,7 @@ pub fn _sqlite_store(
     let timeout = Duration::from_secs_f64(timeout);
     let delay = Duration::try_from_secs_f64(delay).unwrap_or(Duration::MAX / 2);
     let store = py.detach(|| {
-        SqliteStore::open(
+        fxpay_core::sqlite_store(
             path,
             (dev, ino),
             timeout,

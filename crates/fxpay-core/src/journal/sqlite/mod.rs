@@ -113,7 +113,7 @@ static WAITING: PerProcess<Mutex<HashMap<String, Arc<SqliteStore>>>> = PerProces
 
 /// A journal's storage in an SQLite file; `single_host` (a pending key whose holder process
 /// exited is gone at once).
-pub struct SqliteStore {
+pub(crate) struct SqliteStore {
     path: String,
     ident: (u64, u64),
     timeout: Duration,
@@ -131,7 +131,7 @@ impl SqliteStore {
     /// checked before every claim), connected now. `timeout` bounds the wait for another
     /// process's write lock; `delay`, how long a result may wait for a claim's commit.
     #[allow(clippy::type_complexity)] // see `Hooks`
-    pub fn open(
+    pub(crate) fn open(
         path: &str,
         ident: (u64, u64),
         timeout: Duration,
@@ -500,6 +500,24 @@ impl JournalStore for SqliteStore {
             fork_gate::after_fork_in_parent();
         }
     }
+}
+
+/// `fxpay.SqliteJournal`'s storage: the journal at `path` (an absolute path, whose file has
+/// the (device, inode) `ident`: checked before every claim), connected now. `timeout`
+/// bounds the wait for another process's write lock; `delay`, how long a result may wait
+/// for a claim's commit. `result_waits` is called once per process when its first result
+/// waits, `not_recorded(key, result)` for a result that found its key changed otherwise.
+#[allow(clippy::type_complexity)] // see `Hooks`
+pub fn sqlite_store(
+    path: &str,
+    ident: (u64, u64),
+    timeout: Duration,
+    delay: Duration,
+    result_waits: Box<dyn Fn() + Send + Sync>,
+    not_recorded: Box<dyn Fn(&str, Option<&str>) + Send + Sync>,
+) -> Result<Arc<dyn JournalStore>> {
+    let store = SqliteStore::open(path, ident, timeout, delay, result_waits, not_recorded)?;
+    Ok(store)
 }
 
 #[cfg(test)]
