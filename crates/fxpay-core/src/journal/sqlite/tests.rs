@@ -43,13 +43,15 @@ struct Told {
     lost: Mutex<Vec<String>>,
 }
 
-fn open(path: &str, delay: Duration) -> (Arc<SqliteStore>, Arc<Told>) {
+/// A store of `path` (`timeout` and `delay` as `SqliteStore::open` takes them) and what its
+/// hooks were told.
+fn open(path: &str, timeout: Duration, delay: Duration) -> (Arc<SqliteStore>, Arc<Told>) {
     let told = Arc::new(Told::default());
     let (a, b) = (told.clone(), told.clone());
     let store = SqliteStore::open(
         path,
         ident(path),
-        Duration::from_secs(2),
+        timeout,
         delay,
         Box::new(move || {
             a.waits.fetch_add(1, Ordering::SeqCst);
@@ -92,11 +94,12 @@ fn on_disk(path: &str, key: &str) -> Option<String> {
 }
 
 const LONG: Duration = Duration::from_secs(3600);
+const TIMEOUT: Duration = Duration::from_secs(2);
 
 #[test]
 fn a_claim_is_on_disk_and_a_second_claim_gets_the_stored_entry() {
     let (_d, path) = journal_file();
-    let (s, _) = open(&path, LONG);
+    let (s, _) = open(&path, TIMEOUT, LONG);
     let claim = entry("k", State::Pending, None);
     assert_eq!(s.claim(&claim).expect("claim"), None);
     assert_eq!(on_disk(&path, "k").as_deref(), Some("pending"));
@@ -108,7 +111,7 @@ fn a_claim_is_on_disk_and_a_second_claim_gets_the_stored_entry() {
 #[test]
 fn a_result_waits_for_the_next_commit_and_is_read_here_meanwhile() {
     let (_d, path) = journal_file();
-    let (s, told) = open(&path, LONG);
+    let (s, told) = open(&path, TIMEOUT, LONG);
     let claim = entry("k", State::Pending, None);
     s.claim(&claim).expect("claim");
     let done = entry("k", State::Done, Some("q1"));
@@ -140,7 +143,7 @@ fn a_result_waits_for_the_next_commit_and_is_read_here_meanwhile() {
 #[test]
 fn flush_writes_what_waits() {
     let (_d, path) = journal_file();
-    let (s, _) = open(&path, LONG);
+    let (s, _) = open(&path, TIMEOUT, LONG);
     let claim = entry("k", State::Pending, None);
     s.claim(&claim).expect("claim");
     s.swap(&claim, &entry("k", State::Done, Some("q")))
@@ -152,7 +155,7 @@ fn flush_writes_what_waits() {
 #[test]
 fn the_flusher_writes_a_result_after_its_delay() {
     let (_d, path) = journal_file();
-    let (s, _) = open(&path, Duration::from_millis(20));
+    let (s, _) = open(&path, TIMEOUT, Duration::from_millis(20));
     let claim = entry("k", State::Pending, None);
     s.claim(&claim).expect("claim");
     s.swap(&claim, &entry("k", State::Done, Some("q")))
@@ -167,7 +170,7 @@ fn the_flusher_writes_a_result_after_its_delay() {
 #[test]
 fn a_waiting_result_over_an_unknown_claim_is_written_and_over_another_claim_is_reported() {
     let (_d, path) = journal_file();
-    let (s, told) = open(&path, LONG);
+    let (s, told) = open(&path, TIMEOUT, LONG);
     for (key, holder, expect) in [("lapsed", "h/1/t", "done"), ("taken", "x/2/y", "pending")] {
         let claim = entry(key, State::Pending, None);
         s.claim(&claim).expect("claim");
@@ -198,7 +201,7 @@ fn a_waiting_result_over_an_unknown_claim_is_written_and_over_another_claim_is_r
 #[test]
 fn a_file_removed_or_replaced_under_the_journal_refuses_every_claim() {
     let (d, path) = journal_file();
-    let (s, _) = open(&path, LONG);
+    let (s, _) = open(&path, TIMEOUT, LONG);
     let moved = d.0.join("moved.db");
     std::fs::rename(&path, &moved).expect("move");
     let err = s
@@ -215,7 +218,7 @@ fn a_file_removed_or_replaced_under_the_journal_refuses_every_claim() {
 #[test]
 fn the_fork_gate_keeps_calls_out_until_the_parent_lets_go() {
     let (_d, path) = journal_file();
-    let (s, _) = open(&path, LONG);
+    let (s, _) = open(&path, TIMEOUT, LONG);
     s.before_fork();
     let s2 = s.clone();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -238,8 +241,8 @@ fn the_fork_gate_keeps_calls_out_until_the_parent_lets_go() {
 #[test]
 fn stores_of_one_path_share_their_waiting_results() {
     let (_d, path) = journal_file();
-    let (a, _) = open(&path, LONG);
-    let (b, _) = open(&path, LONG);
+    let (a, _) = open(&path, TIMEOUT, LONG);
+    let (b, _) = open(&path, TIMEOUT, LONG);
     let claim = entry("k", State::Pending, None);
     a.claim(&claim).expect("claim");
     a.swap(&claim, &entry("k", State::Done, Some("q")))
@@ -250,7 +253,7 @@ fn stores_of_one_path_share_their_waiting_results() {
 #[test]
 fn an_unknown_diagnostic_is_refused() {
     let (_d, path) = journal_file();
-    let (s, _) = open(&path, LONG);
+    let (s, _) = open(&path, TIMEOUT, LONG);
     assert!(s.diagnostic("cache_size", None).is_err());
     assert!(s.diagnostic("synchronous", Some(0)).is_err());
     assert_eq!(s.diagnostic("synchronous", None).expect("read"), "2");
@@ -263,22 +266,7 @@ fn the_journals_of_one_fork_share_the_gate_and_none_waits_for_another() {
     // that waited for the gate the first one holds would stall the fork for that long.
     let (_d1, p1) = journal_file();
     let (_d2, p2) = journal_file();
-    let told = Arc::new(Told::default());
-    let (a, b) = (told.clone(), told.clone());
-    let slow = |path: &str| {
-        let (a, b) = (a.clone(), b.clone());
-        SqliteStore::open(
-            path,
-            ident(path),
-            Duration::from_secs(60),
-            LONG,
-            Box::new(move || {
-                a.waits.fetch_add(1, Ordering::SeqCst);
-            }),
-            Box::new(move |key, _| lock(&b.lost).push(key.to_owned())),
-        )
-        .expect("open")
-    };
+    let slow = |path: &str| open(path, Duration::from_secs(60), LONG).0;
     let (s1, s2) = (slow(&p1), slow(&p2));
     let started = Instant::now();
     s1.before_fork();
