@@ -53,6 +53,7 @@ __all__ = [
     "_journal_verify_deal_created",
     "_raw_arm",
     "_raw_disarm",
+    "_sqlite_create",
     "_sqlite_flush_all",
     "parse_deal_created",
 ]
@@ -492,6 +493,7 @@ class _MemoryStore:
     def before_fork(self) -> None: ...
     def after_fork_in_parent(self) -> None: ...
 
+def _sqlite_create(path: str) -> None: ...
 def _sqlite_flush_all(exiting: bool) -> None: ...
 
 @final

@@ -141,6 +141,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<super::memory::PyMemoryStore>()?;
     m.add_class::<super::sqlite::PySqliteStore>()?;
     m.add_function(wrap_pyfunction!(super::sqlite::_sqlite_flush_all, m)?)?;
+    m.add_function(wrap_pyfunction!(super::sqlite::_sqlite_create, m)?)?;
     m.add_function(wrap_pyfunction!(_journal_verify_deal_created, m)?)?;
     m.add_function(wrap_pyfunction!(_journal_settle_spot, m)?)?;
     m.add_function(wrap_pyfunction!(_journal_resolve, m)?)?;

@@ -114,3 +114,10 @@ impl PySqliteStore {
 pub fn _sqlite_flush_all(py: Python<'_>, exiting: bool) {
     py.detach(|| SqliteStore::flush_all(exiting));
 }
+
+/// Makes a new journal in the file at `path` (a new temporary file `fxpay.SqliteJournal`
+/// then links into place): the schema and the application id live in the core.
+#[pyfunction]
+pub fn _sqlite_create(py: Python<'_>, path: &str) -> Fallible<()> {
+    Ok(py.detach(|| SqliteStore::create(path))?)
+}

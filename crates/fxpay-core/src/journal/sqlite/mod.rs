@@ -425,6 +425,12 @@ impl SqliteStore {
         })
     }
 
+    /// Makes a new journal in the file at `path`, a new temporary file that
+    /// `fxpay.SqliteJournal` then links into place: the schema's one home (`file::create`).
+    pub fn create(path: &str) -> Result<()> {
+        file::create(path)
+    }
+
     /// Writes the results waiting in every store of this process (the exit's flush; a
     /// payout's end). `exiting`: from now on every result is written at once.
     pub fn flush_all(exiting: bool) {

@@ -13,7 +13,7 @@ impl Drop for Dir {
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
-/// A new journal file, made as `fxpay.SqliteJournal` makes one.
+/// A new journal file, made as `fxpay.SqliteJournal` makes one (here in place, not linked).
 fn journal_file() -> (Dir, String) {
     let dir = std::env::temp_dir().join(format!(
         "fxpay-sqlite-{}-{}",
@@ -22,14 +22,7 @@ fn journal_file() -> (Dir, String) {
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("j.db").to_string_lossy().into_owned();
-    let c = Connection::open(&path).expect("create");
-    c.execute_batch(&format!(
-        "PRAGMA application_id = {}; PRAGMA journal_mode=WAL;
-         CREATE TABLE fxpay_journal (key TEXT PRIMARY KEY, state TEXT NOT NULL, result TEXT, data TEXT NOT NULL);",
-        file::APPLICATION_ID
-    ))
-    .expect("schema");
-    drop(c);
+    SqliteStore::create(&path).expect("create");
     (Dir(dir), path)
 }
 
@@ -281,4 +274,62 @@ fn the_journals_of_one_fork_share_the_gate_and_none_waits_for_another() {
     // Given back: a call goes in.
     assert_eq!(s1.get("k").expect("get"), None);
     assert_eq!(s2.get("k").expect("get"), None);
+}
+
+#[test]
+fn a_new_journal_file_is_complete_and_closed() {
+    let (d, path) = journal_file();
+    let c = Connection::open(&path).expect("open");
+    let one = |sql: &str| -> String {
+        c.query_row(sql, [], |r| {
+            Ok(match r.get_ref(0)? {
+                rusqlite::types::ValueRef::Integer(i) => i.to_string(),
+                v => String::from_utf8_lossy(v.as_bytes().unwrap_or_default()).into_owned(),
+            })
+        })
+        .expect(sql)
+    };
+    assert_eq!(
+        one("PRAGMA application_id"),
+        file::APPLICATION_ID.to_string()
+    );
+    assert_eq!(one("PRAGMA journal_mode"), "wal");
+    let names: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_master ORDER BY name")
+        .expect("prepare")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<rusqlite::Result<_>>()
+        .expect("names");
+    assert_eq!(
+        names,
+        [
+            "fxpay_journal",
+            "fxpay_journal_result",
+            "fxpay_journal_state",
+            "sqlite_autoindex_fxpay_journal_1"
+        ]
+    );
+    drop(c);
+    // Closed by its last connection: nothing waits in a WAL file beside it.
+    let mut left: Vec<String> = std::fs::read_dir(&d.0)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["j.db"]);
+}
+
+#[test]
+fn a_journal_that_cannot_be_made_is_said_as_pythons_sqlite3_says_it() {
+    let (d, _) = journal_file();
+    let path = d.0.join("no-such-folder").join("j.db");
+    let err = SqliteStore::create(&path.to_string_lossy())
+        .expect_err("a missing folder")
+        .to_string();
+    assert!(
+        err.contains("OperationalError: unable to open database file"),
+        "{err}"
+    );
+    assert!(!err.contains("no-such-folder"), "{err}");
 }
