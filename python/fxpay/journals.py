@@ -994,7 +994,8 @@ class RedisJournal(JournalBase):
     def get(self, key: str) -> JournalEntry | None:
         k = self._k(_check_key(key))
         self._identity()
-        return self._later.news(self._entry(self._r.get(k)))
+        mine = self._later.get(key)  # before the read (see _Later.news)
+        return self._later.news(self._entry(self._r.get(k)), mine)
 
     @_fails_closed("entries")
     def entries(self, keys: Iterable[str]) -> dict[str, JournalEntry]:
@@ -1003,8 +1004,9 @@ class RedisJournal(JournalBase):
         out = {}
         for start in range(0, len(wanted), 1000):  # one MGET per 1,000 keys
             part = wanted[start : start + 1000]
+            mine = self._later.waiting_now()  # before the read (see _Later.news)
             for key, raw in zip(part, self._r.mget([self._k(k) for k in part]), strict=True):
-                e = self._later.news(self._entry(raw))
+                e = self._later.news(self._entry(raw), mine.get(key))
                 if e is not None:
                     out[key] = e
         return out
