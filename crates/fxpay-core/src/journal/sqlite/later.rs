@@ -109,7 +109,16 @@ impl Later {
         if !open(stored) {
             return None;
         }
-        if let Some(mine) = self.get(&stored.key) {
+        self.newer_than(stored, self.get(&stored.key))
+    }
+
+    /// `newer`, given `mine`: this process's result of the key looked up before the store
+    /// was read.
+    fn newer_than(&self, stored: &Entry, mine: Option<Entry>) -> Option<Entry> {
+        if !open(stored) {
+            return None;
+        }
+        if let Some(mine) = mine {
             if same_claim(stored, &mine) {
                 return Some(mine);
             }
@@ -122,6 +131,12 @@ impl Later {
 
     pub(super) fn news(&self, stored: Option<Entry>) -> Option<Entry> {
         stored.map(|s| self.newer(&s).unwrap_or(s))
+    }
+
+    /// `news`, given `mine`: this process's result of the key as `get` gave it before the
+    /// store was read (one that lands in between is then in `stored`).
+    pub(super) fn news_given(&self, stored: Option<Entry>, mine: Option<Entry>) -> Option<Entry> {
+        stored.map(|s| self.newer_than(&s, mine).unwrap_or(s))
     }
 
     /// Keeps `w` for the next commit; false when a result of its key already waits.

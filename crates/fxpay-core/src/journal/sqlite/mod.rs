@@ -380,6 +380,19 @@ impl SqliteStore {
         }
     }
 
+    /// `get`, with `after_read` run once the file was read (a test lands a result there).
+    /// This process's result of the key is looked up before the file is read: one that lands
+    /// in between is in what was read. Looked up only after the read, it would be in neither,
+    /// and the key would read its claim, `pending`, though its result is on disk (the fork
+    /// stress found the same order in `RedisJournal.get()`).
+    fn get_then(&self, key: &str, after_read: impl FnOnce()) -> Result<Option<Entry>> {
+        let later = &self.here().later;
+        let mine = later.get(key);
+        let stored = self.read(key)?.map(|(_, e)| e);
+        after_read();
+        Ok(later.news_given(stored, mine))
+    }
+
     fn wake(&self) {
         let here = self.here();
         if !here.hooked.swap(true, Ordering::AcqRel) {
@@ -465,8 +478,7 @@ impl later::Flushes for SqliteStore {
 
 impl JournalStore for SqliteStore {
     fn get(&self, key: &str) -> Result<Option<Entry>> {
-        let stored = self.read(key)?.map(|(_, e)| e);
-        Ok(self.here().later.news(stored))
+        self.get_then(key, || {})
     }
 
     fn claim(&self, entry: &Entry) -> Result<Option<Entry>> {

@@ -333,3 +333,19 @@ fn a_journal_that_cannot_be_made_is_said_as_pythons_sqlite3_says_it() {
     );
     assert!(!err.contains("no-such-folder"), "{err}");
 }
+
+#[test]
+fn a_result_that_lands_while_get_reads_the_file_reads_done() {
+    // The fork stress found it in RedisJournal.get(): the file read (the claim), the result
+    // landed, and only then the result looked up here: in neither, the key read pending.
+    let (_d, path) = journal_file();
+    let (s, _) = open(&path, TIMEOUT, LONG);
+    let claim = entry("k", State::Pending, None);
+    s.claim(&claim).expect("claim");
+    let done = entry("k", State::Done, Some("q1"));
+    assert!(s.swap(&claim, &done).expect("swap"));
+    assert_eq!(on_disk(&path, "k").as_deref(), Some("pending"));
+    let got = s.get_then("k", || s.flush().expect("flush")).expect("get");
+    assert_eq!(on_disk(&path, "k").as_deref(), Some("done"), "landed");
+    assert_eq!(got, Some(done));
+}
