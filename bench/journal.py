@@ -278,23 +278,28 @@ class Redis:
         self.strace = folder / "strace.log"
         args = [exe, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(folder), "--save", ""]
         args += ["--appendonly", "yes", "--appendfsync", "always"]
-        self.proc = subprocess.Popen([*strace_prefix(self.strace), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = _start_traced([*strace_prefix(self.strace), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        import redis
-
-        def ping() -> None:
-            r = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2)
-            try:
-                r.ping()
-            finally:
-                r.close()
-
-        _wait(ping, self.proc, "redis-server")
         self.prefix = "fxpay-bench:"
-        _journal_create(self.url, "--prefix", self.prefix)
+        try:
+            import redis
+
+            def ping() -> None:
+                r = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2)
+                try:
+                    r.ping()
+                finally:
+                    r.close()
+
+            _wait(ping, self.proc, "redis-server")
+            _journal_create(self.url, "--prefix", self.prefix)
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
-        _stop(self.proc)
+        # SIGTERM to redis-server (a shutdown that fsyncs the AOF and exits); strace ends with it.
+        _stop_traced(self.proc, signal.SIGTERM)
 
 
 class Postgres:
@@ -311,33 +316,57 @@ class Postgres:
         self.strace: Path = self.server.folder / "strace.log"
         self.log: Path = self.server.folder / "server.log"
         cmd = [*strace_prefix(self.strace), *self.server._as, _bin("postgres"), "-D", str(self.server.data)]
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=self.server.folder)
-        import psycopg
-
-        _wait(lambda: psycopg.connect(self.server.conninfo, connect_timeout=2).close(), self.proc, "postgres", self.log)
         self.url = self.server.url
         self.table = "fxpay_bench_journal"
-        _journal_create(self.url, "--table", self.table)
+        try:
+            with self.log.open("wb") as out:
+                self.proc = _start_traced(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=self.server.folder)
+            import psycopg
+
+            _wait(lambda: psycopg.connect(self.server.conninfo, connect_timeout=2).close(), self.proc, "postgres", self.log)
+            _journal_create(self.url, "--table", self.table)
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
-        # A fast shutdown of the postmaster (strace, its parent, then ends with it).
-        with contextlib.suppress(OSError, ValueError):
-            os.kill(int((self.server.data / "postmaster.pid").read_text().split()[0]), signal.SIGINT)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(60)
-        _stop(self.proc)
+        if hasattr(self, "proc"):
+            # SIGINT, a fast shutdown, to the postmaster (its backends are process groups of their
+            # own); strace and runuser end with it.
+            postmaster = None
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                postmaster = int((self.server.data / "postmaster.pid").read_text().split()[0])
+            _stop_traced(self.proc, signal.SIGINT, postmaster, timeout=60)
         shutil.rmtree(self.server.folder, ignore_errors=True)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def _start_traced(cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``cmd`` (strace running a server) as the leader of a process group of its own: the group
+    is what :func:`_stop_traced` signals."""
+    return subprocess.Popen(cmd, start_new_session=True, **kwargs)
+
+
+def _stop_traced(proc: subprocess.Popen[bytes], sig: signal.Signals, pid: int | None = None, timeout: float = 30) -> None:
+    """Stops a server started by :func:`_start_traced` under strace, and strace.
+
+    strace running a program with ``-o`` blocks the fatal signals (its ``-I 3``), so a signal to
+    strace alone would never reach the server (and a SIGKILL to strace would leave the server
+    running, detached: how redis-server outlived the bench). So ``sig`` goes to the server: to
+    ``pid``, or else to the whole group strace leads (strace ignores it); strace exits when the
+    server has (strace -f waits for every process it traces). If strace is still running after
+    ``timeout`` seconds, the whole group gets SIGKILL."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        if pid is not None:
+            os.kill(pid, sig)
+        else:
+            os.killpg(proc.pid, sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # strace still runs, so its group exists
+        proc.wait()
 
 
 # -- the disk --------------------------------------------------------------------------------------
@@ -646,6 +675,15 @@ def _list(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
     return parse
 
 
+def _exit_on_signal(signum: int, frame: object) -> None:
+    """SIGTERM or SIGHUP: leave through ``run``'s ``finally``, which stops the servers the bench
+    started (SIGINT does it already, as KeyboardInterrupt). A second signal while they stop is
+    ignored. SIGKILL cannot be caught: servers it leaves run on (in a process group of their own)."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--worker"]:
@@ -676,6 +714,8 @@ def main(argv: list[str] | None = None) -> int:
     args.rounds = args.rounds or (QUICK_ROUNDS if q else DEFAULT_ROUNDS)
     args.disk_seconds = args.disk_seconds or (QUICK_DISK_SECONDS if q else DISK_SECONDS)
     out = args.out or (HERE / "results" / "quick" / "journal" if q else HERE / "results" / "journal")
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _exit_on_signal)
     doc = run(args)
     for path in args.merge or []:
         merge(doc, path)

@@ -56,6 +56,7 @@ __all__ = [
     "_raw_disarm",
     "_redis_scripts",
     "_redis_store",
+    "_sqlite_create",
     "_sqlite_store",
     "parse_deal_created",
 ]
@@ -516,6 +517,7 @@ def _redis_store(
     warn: Callable[[str], object],
 ) -> _NativeStore: ...
 def _redis_scripts() -> tuple[str, str]: ...
+def _sqlite_create(path: str) -> None: ...
 @final
 class _NativeStore:
     def get(self, key: str) -> JournalEntry | None: ...

@@ -24,6 +24,13 @@ if TYPE_CHECKING:
 __all__ = ["RESULT_DELAY", "RETRY_DELAY", "flush_all"]
 
 
+class _After:
+    """:meth:`_Later.news` given no result looked up before the store was read."""
+
+
+_AFTER = _After()
+
+
 class _Later:
     """The results of this process's keyed calls that wait for the next group commit of one
     SqliteJournal file (one durable write per keyed call: only the claim must be on disk
@@ -93,15 +100,30 @@ class _Later:
             got = self.results.get(key) or self.flying.get(key)
         return None if got is None else got[1]
 
-    def news(self, stored: JournalEntry | None) -> JournalEntry | None:
+    def waiting_now(self) -> dict[str, JournalEntry]:
+        """Every result of this process on its way, by key (for :meth:`news`, taken before
+        the store is read)."""
+        if not self.results and not self.flying:
+            return {}
+        with self.lock:
+            return {k: v[1] for k, v in (*self.flying.items(), *self.results.items())}
+
+    def news(self, stored: JournalEntry | None, mine: JournalEntry | _After | None = _AFTER) -> JournalEntry | None:
         """What the key reads, given what the store holds now: while the store still holds the
         claim (``pending``, or ``unknown`` once its lease lapsed) that a result of this process
         replaces, that result on its way; in a forked child, its parent's result for the
         parent's claim the store holds ``pending``; else what the store holds (a notification
-        that settled the key first is newer than the call's own result)."""
+        that settled the key first is newer than the call's own result).
+
+        ``mine``: this process's result of the key as :meth:`get` (or :meth:`waiting_now`)
+        gave it *before* the store was read. A result that lands in between is then in what
+        was read; looked up only after the read it would be in neither, and the key would
+        read its claim, ``pending``, though its result is on disk (found by the fork stress:
+        a child's own key read ``pending`` right after its call returned)."""
         if stored is None or stored.state not in ("pending", "unknown"):
             return stored
-        mine = self.get(stored.key)
+        if isinstance(mine, _After):
+            mine = self.get(stored.key)
         if mine is not None and _same_claim(stored, mine):
             return mine
         parents = self.inherited.get(stored.key) if self.inherited else None

@@ -43,6 +43,7 @@ from ._fxpay import (
     _NativeStore,
     _redis_scripts,
     _redis_store,
+    _sqlite_create,
     _sqlite_store,
 )
 from ._group_commit import UNANSWERED, _Claim, _GroupCommit
@@ -424,22 +425,6 @@ class MemoryJournal(JournalBase):
         return f"MemoryJournal(keys={len(self)})"
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS fxpay_journal (
-    key TEXT PRIMARY KEY,
-    state TEXT NOT NULL,
-    result TEXT,
-    data TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS fxpay_journal_result ON fxpay_journal (result);
-CREATE INDEX IF NOT EXISTS fxpay_journal_state ON fxpay_journal (state);
-"""
-
-#: The SQLite ``application_id`` of an fxpay journal file ("fxpJ"): what tells a journal from
-#: any other SQLite database. Journals made before it was set have 0 and the journal's table.
-_APPLICATION_ID = 0x6678704A
-
-
 def _what_to_do(path: str) -> str:
     return (
         f"If {path!r} is a journal that was emptied or damaged (a restore gone wrong, a bad copy, a full disk), "
@@ -556,9 +541,8 @@ class SqliteJournal(JournalBase):
     def _create(self) -> None:
         """Makes a new, complete journal at ``path`` if no file is there: built under a
         temporary name in the same folder, then hard-linked into place (which fails if a file
-        appeared meanwhile: another process's new journal is then used)."""
-        import sqlite3
-
+        appeared meanwhile: another process's new journal is then used). The file's schema and
+        application id are the core's (``_sqlite_create``), which knows them once."""
         folder = os.path.dirname(self.path)
         try:
             fd, tmp = tempfile.mkstemp(prefix=".fxpay-journal-", suffix=".tmp", dir=folder)  # mode 0600
@@ -566,14 +550,13 @@ class SqliteJournal(JournalBase):
             raise JournalError(f"SqliteJournal cannot create {self.path!r}: {e}") from e
         os.close(fd)
         try:
-            conn = sqlite3.connect(tmp, isolation_level=None)
             try:
-                conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
-                conn.executescript(_SCHEMA)
-            finally:
-                conn.close()  # the last connection: WAL checkpointed into the file, -wal removed
+                # The application id, WAL, synchronous=FULL, the table and its indexes; closed by
+                # the last connection: WAL checkpointed into the file, -wal removed. Its error
+                # names SQLite's as Python's sqlite3 does ("OperationalError: disk I/O error").
+                _sqlite_create(tmp)
+            except JournalError as e:
+                raise JournalError(f"SqliteJournal cannot create {self.path!r}: {e}") from e
             fd = os.open(tmp, os.O_RDONLY)
             try:
                 os.fsync(fd)
@@ -586,7 +569,7 @@ class SqliteJournal(JournalBase):
                 os.fsync(dfd)
             finally:
                 os.close(dfd)
-        except (OSError, sqlite3.Error) as e:
+        except OSError as e:
             raise JournalError(f"SqliteJournal cannot create {self.path!r}: {type(e).__name__}: {e}") from e
         finally:
             for leftover in (tmp, tmp + "-wal", tmp + "-shm", tmp + "-journal"):
@@ -1033,7 +1016,8 @@ class RedisJournal(JournalBase):
             return self._store.get(_check_key(key))
         k = self._k(_check_key(key))
         self._identity()
-        return self._later.news(self._entry(self._r.get(k)))
+        mine = self._later.get(key)  # before the read (see _Later.news)
+        return self._later.news(self._entry(self._r.get(k)), mine)
 
     @_fails_closed("entries")
     def entries(self, keys: Iterable[str]) -> dict[str, JournalEntry]:
@@ -1044,8 +1028,9 @@ class RedisJournal(JournalBase):
         out = {}
         for start in range(0, len(wanted), 1000):  # one MGET per 1,000 keys
             part = wanted[start : start + 1000]
+            mine = self._later.waiting_now()  # before the read (see _Later.news)
             for key, raw in zip(part, self._r.mget([self._k(k) for k in part]), strict=True):
-                e = self._later.news(self._entry(raw))
+                e = self._later.news(self._entry(raw), mine.get(key))
                 if e is not None:
                     out[key] = e
         return out

@@ -500,8 +500,9 @@ class PostgresJournal(JournalBase):
         if not isinstance(key, str):
             raise TypeError(f"key must be a str, not {type(key).__name__}")
         st = self._open("get")
+        mine = self._later.get(key)  # before the read (see _Later.news)
         _, rows = self._run("get", (st.get, (key,)))
-        return self._later.news(JournalEntry.from_json(rows[0][0]) if rows else None)
+        return self._later.news(JournalEntry.from_json(rows[0][0]) if rows else None, mine)
 
     def entries(self, keys: Iterable[str]) -> dict[str, JournalEntry]:
         wanted = list(keys)
@@ -511,10 +512,11 @@ class PostgresJournal(JournalBase):
         st = self._still_here("entries")
         out = {}
         for start in range(0, len(wanted), 1000):  # one query per 1,000 keys
+            mine = self._later.waiting_now()  # before the read (see _Later.news)
             _, rows = self._run("entries", (st.get_many, (wanted[start : start + 1000],)))
             for (data,) in rows:
                 e = JournalEntry.from_json(data)
-                out[e.key] = self._later.news(e) or e
+                out[e.key] = self._later.news(e, mine.get(e.key)) or e
         return out
 
     def _still_here(self, what: str) -> _Statements:

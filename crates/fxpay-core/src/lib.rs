@@ -94,7 +94,7 @@ pub use journal::payout::{
 };
 pub use journal::redis::{redis_scripts, redis_store};
 pub use journal::settle::{issued as issued_spot, settle_spot, Settled};
-pub use journal::sqlite::sqlite_store;
+pub use journal::sqlite::{create_sqlite_journal, sqlite_store};
 pub use journal::store::JournalStore;
 pub use lost_answer::named_by_sender as lost_answer_named_by_sender;
 

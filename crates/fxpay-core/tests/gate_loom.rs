@@ -13,7 +13,7 @@ use loom::thread;
 #[test]
 fn nobody_is_inside_once_the_closer_has_seen_the_gate_empty() {
     loom::model(|| {
-        let gate = Arc::new(Gate::new());
+        let gate = Arc::new(Gate::default());
         let finalized = Arc::new(AtomicBool::new(false));
         let user = {
             let (gate, finalized) = (gate.clone(), finalized.clone());

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -28,51 +29,46 @@ from journal_support import RedisServer, redis_server
 __all__ = ["redis_server"]
 
 
-def test_a_memory_journals_child_starts_from_the_forking_threads_copy_while_threads_make_keyed_calls(fxpay_sandbox: Any) -> None:
-    """MemoryJournal's entries live in Rust (issue 56): its lock is not a Python object to
-    hold here. A child never takes that lock over: it makes its own from the copy the
-    forking thread took in the fork hook (fxpay-core's `journal/memory.rs` test forks while
-    a thread holds the lock, every time). Here: the hook is wired (the child reads the
-    parent's entries from before the fork), and forks made while two threads keep making
-    keyed calls on the journal neither hang nor lose the child's own call."""
-    journal = fxpay.MemoryJournal()
-    parent = fxpay_sandbox.client(journal=journal)
-    parent.create_quote(buy_currency="USD", buy_amount=Decimal("100"), sell_currency="AUD", idempotency_key="before")
-    stop = threading.Event()
-    made = [0, 0]
-
-    def calls(n: int) -> None:
-        while not stop.is_set():
-            parent.create_quote(buy_currency="USD", buy_amount=Decimal("100"), sell_currency="AUD", idempotency_key=f"t{n}-{made[n]}")
-            made[n] += 1
-
-    threads = [threading.Thread(target=calls, args=(n,), daemon=True) for n in (0, 1)]
-    for t in threads:
-        t.start()
-    try:
-        while min(made) < 3:
-            time.sleep(0.01)
-        for i in range(10):
-            code = _fork_and_call(journal, fxpay_sandbox, key=f"child-{i}", also_done=("before",))
-            assert code == 0, f"fork {i}: the child hung (None) or its journal was wrong (2)"
-            assert journal.get(f"child-{i}") is None, "a child's claim is its own"
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(30)
-    assert min(made) >= 3
+def _memory_journal(tmp_path: Path) -> fxpay.MemoryJournal:
+    return fxpay.MemoryJournal()
 
 
-def test_a_sqlite_journals_child_forked_while_threads_are_inside_sqlite_neither_hangs_nor_loses_its_call(
-    fxpay_sandbox: Any, tmp_path: Path
+def _sqlite_journal(tmp_path: Path) -> fxpay.SqliteJournal:
+    return fxpay.SqliteJournal(tmp_path / "j.db")
+
+
+def _memory_child_key_is_its_own(e: Any) -> None:
+    assert e is None, "a child's claim is its own"
+
+
+def _sqlite_child_key_is_on_disk(e: Any) -> None:
+    # Its claim is on disk; its result waited in the child, which ended with
+    # `os._exit` (no exit hook ran): the key reads pending, its holder gone.
+    assert e is not None
+    assert e.state in ("pending", "done"), e
+
+
+@pytest.mark.parametrize(
+    ("make_journal", "check_child_key"),
+    [
+        pytest.param(_memory_journal, _memory_child_key_is_its_own, id="MemoryJournal"),
+        pytest.param(_sqlite_journal, _sqlite_child_key_is_on_disk, id="SqliteJournal"),
+    ],
+)
+def test_a_journals_child_forked_while_threads_make_keyed_calls_neither_hangs_nor_loses_its_call(
+    fxpay_sandbox: Any, tmp_path: Path, make_journal: Callable[[Path], Any], check_child_key: Callable[[Any], None]
 ) -> None:
-    """SqliteJournal's storage is Rust (issue 56): its connection and group commit are not
-    Python locks to hold here. A child never uses its parent's connection, queue or waiting
-    results: it makes its own, and no thread of the parent is inside SQLite at the fork (the
-    fork gate, fxpay-core's `journal/sqlite/fork_gate.rs`). Here: forks made while two threads
-    keep making keyed calls on the journal neither hang nor lose the child's own call, and the
-    child reads what the parent wrote before the fork."""
-    journal = fxpay.SqliteJournal(tmp_path / "j.db")
+    """Both journals keep their state in Rust (issue 56): their locks are not Python objects to
+    hold here. MemoryJournal: a child never takes the parent's lock over, it makes its own from
+    the copy the forking thread took in the fork hook (fxpay-core's `journal/memory.rs` test
+    forks while a thread holds the lock, every time); the child's claims are its own.
+    SqliteJournal: a child never uses its parent's connection, queue or waiting results, it
+    makes its own, and no thread of the parent is inside SQLite at the fork (the fork gate,
+    fxpay-core's `journal/sqlite/fork_gate.rs`); the child's claim is on the shared file. Here:
+    the fork hook is wired (the child reads what the parent wrote before the fork), and forks
+    made while two threads keep making keyed calls on the journal neither hang nor lose the
+    child's own call."""
+    journal = make_journal(tmp_path)
     parent = fxpay_sandbox.client(journal=journal)
     parent.create_quote(buy_currency="USD", buy_amount=Decimal("100"), sell_currency="AUD", idempotency_key="before")
     stop = threading.Event()
@@ -92,11 +88,7 @@ def test_a_sqlite_journals_child_forked_while_threads_are_inside_sqlite_neither_
         for i in range(10):
             code = _fork_and_call(journal, fxpay_sandbox, key=f"child-{i}", also_done=("before",))
             assert code == 0, f"fork {i}: the child hung (None) or its journal was wrong (2)"
-            e = journal.get(f"child-{i}")
-            # Its claim is on disk; its result waited in the child, which ended with
-            # `os._exit` (no exit hook ran): the key reads pending, its holder gone.
-            assert e is not None
-            assert e.state in ("pending", "done"), e
+            check_child_key(journal.get(f"child-{i}"))
     finally:
         stop.set()
         for t in threads:

@@ -7,6 +7,7 @@ sent again. Real SQLite files, the sandbox over loopback, real processes killed.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import struct
@@ -23,7 +24,7 @@ from sqlite_elsewhere import Elsewhere, sql_elsewhere
 
 import fxpay
 
-from journal_support import QUOTES, RedisServer, quote, requests_to
+from journal_support import QUOTES, RedisServer, quote, read_until, requests_to
 from postgres_support import PostgresServer, postgres_server, table_name, wal_syncs
 
 __all__ = ["postgres_server"]  # a fixture, imported for the tests below
@@ -671,3 +672,42 @@ def test_results_that_landed_leave_nothing_behind(fxpay_sandbox: Any, tmp_path: 
         later.flush_all()
         assert (journal._store.diagnostic("writes_waiting"), journal._store.diagnostic("results_waiting")) == ("0", "0")
         assert len(multiprocessing.util._finalizer_registry) == registered  # type: ignore[attr-defined]
+
+
+def test_a_redis_result_that_lands_while_get_reads_the_store_reads_done(
+    fxpay_sandbox: Any, redis_journal: tuple[RedisServer, fxpay.RedisJournal], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the fork stress (tests/stress/README.md, 1 child in 3,000): a child's own key
+    read ``pending`` right after its call returned. ``get`` read the store (the claim), the
+    flusher landed the result, and only then ``get`` looked for the result waiting here:
+    gone from both. The result is looked up before the store is read. Here the result lands
+    inside that read, every time."""
+    from fxpay._later import _Later
+
+    _, journal = redis_journal
+    c = fxpay_sandbox.client(journal=journal)
+    quote(c, "first")
+    read_until(lambda: getattr(journal.get("first"), "state", None), "done", meanwhile=lambda: None)
+    done = json.loads(journal.get("first").to_json())  # type: ignore[union-attr]
+    done["key"] = "second"
+    claim = fxpay.JournalEntry.from_json(json.dumps({**done, "state": "pending", "result": None}))
+    result = fxpay.JournalEntry.from_json(json.dumps(done))
+    real_get = journal._r.get
+    landed = []
+
+    def get_then_land(name: Any) -> Any:
+        raw = real_get(name)
+        if not landed:
+            landed.append(True)
+            journal._flush_results()  # the flusher's turn, between the read and the look-up
+        return raw
+
+    with _Later.due:  # the flusher thread cannot take the result meanwhile (this thread can: an RLock)
+        assert journal.claim(claim) is None
+        assert journal.swap(claim, result)
+        assert journal._later.get("second") is not None, "the result waits for the next commit"
+        monkeypatch.setattr(journal._r, "get", get_then_land)
+        got = journal.get("second")
+    assert landed
+    assert got is not None
+    assert got.state == "done", got

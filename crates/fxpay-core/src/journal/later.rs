@@ -101,15 +101,17 @@ impl Later {
         !lock(&self.held).results.is_empty()
     }
 
-    /// What the key reads, given what the store holds: while the store still holds the
-    /// claim that a result of this process replaces, that result; in a forked child, its
-    /// parent's result for the parent's claim the store holds `pending`; else `None` (what
-    /// the store holds stands: a notification that settled the key first is newer).
-    pub(crate) fn newer(&self, stored: &Entry) -> Option<Entry> {
+    /// What the key reads, given what the store holds and `mine` (this process's result of
+    /// the key, looked up before the store was read: one that lands in between is then in
+    /// `stored`): while the store still holds the claim that `mine` replaces, `mine`; in a
+    /// forked child, its parent's result for the parent's claim the store holds `pending`;
+    /// else `None` (what the store holds stands: a notification that settled the key first
+    /// is newer).
+    pub(crate) fn newer_than(&self, stored: &Entry, mine: Option<Entry>) -> Option<Entry> {
         if !open(stored) {
             return None;
         }
-        if let Some(mine) = self.get(&stored.key) {
+        if let Some(mine) = mine {
             if same_claim(stored, &mine) {
                 return Some(mine);
             }
@@ -120,8 +122,9 @@ impl Later {
         }
     }
 
-    pub(crate) fn news(&self, stored: Option<Entry>) -> Option<Entry> {
-        stored.map(|s| self.newer(&s).unwrap_or(s))
+    /// What the key reads: `stored`, or the result of this process that `newer_than` finds.
+    pub(crate) fn news_given(&self, stored: Option<Entry>, mine: Option<Entry>) -> Option<Entry> {
+        stored.map(|s| self.newer_than(&s, mine).unwrap_or(s))
     }
 
     /// Keeps `w` for the next commit; false when a result of its key already waits.

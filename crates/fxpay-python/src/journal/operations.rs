@@ -142,6 +142,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<super::native::PyNativeStore>()?;
     m.add_function(wrap_pyfunction!(super::native::_native_flush_all, m)?)?;
     m.add_function(wrap_pyfunction!(super::sqlite::_sqlite_store, m)?)?;
+    m.add_function(wrap_pyfunction!(super::sqlite::_sqlite_create, m)?)?;
     m.add_function(wrap_pyfunction!(super::redis::_redis_store, m)?)?;
     m.add_function(wrap_pyfunction!(super::redis::_redis_scripts, m)?)?;
     m.add_function(wrap_pyfunction!(_journal_verify_deal_created, m)?)?;

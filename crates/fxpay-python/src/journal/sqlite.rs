@@ -35,3 +35,10 @@ pub fn _sqlite_store(
     })?;
     Ok(PyNativeStore(store))
 }
+
+/// Makes a new journal in the file at `path` (a new temporary file `fxpay.SqliteJournal`
+/// then links into place): the schema and the application id live in the core.
+#[pyfunction]
+pub fn _sqlite_create(py: Python<'_>, path: &str) -> Fallible<()> {
+    Ok(py.detach(|| fxpay_core::create_sqlite_journal(path))?)
+}

@@ -357,6 +357,9 @@ impl RedisStore {
         let later = &self.here().later;
         let mut out = Vec::new();
         for part in keys.chunks(MGET_CHUNK) {
+            // This process's results, looked up before the read: one that lands in between
+            // is in what was read (after it, it would be in neither, and read pending).
+            let mine: Vec<Option<Entry>> = part.iter().map(|k| later.get(k)).collect();
             let texts: Vec<Option<String>> = self.with_conn(what, true, |c| {
                 let mut cmd = redis::cmd("MGET");
                 for key in part {
@@ -364,8 +367,10 @@ impl RedisStore {
                 }
                 Ok(cmd.query(c)?)
             })?;
-            for t in texts.into_iter().flatten() {
-                out.extend(later.news(Some(Self::entry(&t)?)));
+            for (t, mine) in texts.into_iter().zip(mine) {
+                if let Some(t) = t {
+                    out.extend(later.news_given(Some(Self::entry(&t)?), mine));
+                }
             }
         }
         Ok(out)
@@ -590,9 +595,13 @@ impl Durable for RedisStore {
 }
 
 impl JournalStore for RedisStore {
+    /// This process's result of the key is looked up before Redis is read: one that lands
+    /// in between is in what was read.
     fn get(&self, key: &str) -> Result<Option<Entry>> {
+        let later = &self.here().later;
+        let mine = later.get(key);
         let stored = self.read(key)?.map(|(_, e)| e);
-        Ok(self.here().later.news(stored))
+        Ok(later.news_given(stored, mine))
     }
 
     /// The claim reaches Redis even when this process holds the key's result: the
@@ -609,9 +618,11 @@ impl JournalStore for RedisStore {
             self.group.get_or_make(Group::default).claimed(entry, text);
             return Ok(None);
         }
+        let later = &self.here().later;
+        let mine = later.get(&entry.key); // before the read, as `get`
         match self.read(&entry.key)? {
             // A result of this process still on its way to Redis is the key's news.
-            Some((_, stored)) => Ok(self.here().later.news(Some(stored))),
+            Some((_, stored)) => Ok(later.news_given(Some(stored), mine)),
             None => Err(Error::journal(format!(
                 "RedisJournal.claim(): the entry of key {:?} vanished while it was claimed; nothing was sent",
                 entry.key

@@ -1,7 +1,9 @@
-//! The journal's file: that its path still names the file the journal opened first (device
-//! and inode), with content, and a connection to it made the journal's way (WAL,
-//! `synchronous=FULL`, the table checked, never created here: `fxpay.SqliteJournal` makes a
-//! new journal complete before anything opens it).
+//! The journal's file: a new one made complete (the one place that knows the schema and the
+//! application id), that its path still names the file the journal opened first (device and
+//! inode), with content, and a connection to it made the journal's way (WAL,
+//! `synchronous=FULL`, the table checked, never created by a connection: `fxpay.SqliteJournal`
+//! makes a new journal complete under a temporary name, with [`create`], and links it into
+//! place before anything opens it).
 use crate::error::{Error, Result};
 use rusqlite::{Connection, OpenFlags};
 use std::time::{Duration, Instant};
@@ -103,6 +105,67 @@ pub(super) fn check(path: &str, ident: (u64, u64)) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Makes a new journal in the file at `path`: a new, empty temporary file of
+/// `fxpay.SqliteJournal`'s, which links it into place once made (never a journal's own path).
+/// The application id, WAL, `synchronous=FULL`, the table and its indexes; then closed, the
+/// last connection: the WAL checkpointed into the file and removed. Opened as Python's
+/// `sqlite3.connect` opens a file (created if missing, a 5 s busy timeout), and an error is
+/// named as `sqlite3` names it (`OperationalError: disk I/O error`): the journal made its new
+/// files with `sqlite3` before, and its message is the same.
+pub(super) fn create(path: &str) -> Result<()> {
+    let made = || -> rusqlite::Result<()> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_EXRESCODE;
+        let conn = Connection::open_with_flags(path, flags)?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))?;
+        let _mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        conn.execute_batch("PRAGMA synchronous=FULL")?;
+        conn.execute_batch(SCHEMA)?;
+        conn.close().map_err(|(_, e)| e)
+    };
+    made().map_err(|e| Error::journal(as_sqlite3_says(path, &e)))
+}
+
+/// `e` as Python's `sqlite3` reports it: its exception's name (by the primary result code,
+/// as `_pysqlite_seterror` picks it), then SQLite's message.
+fn as_sqlite3_says(path: &str, e: &rusqlite::Error) -> String {
+    use rusqlite::ffi;
+    let Some(code) = e.sqlite_error_code().map(|_| match e {
+        rusqlite::Error::SqliteFailure(f, _) => f.extended_code & 0xff,
+        _ => ffi::SQLITE_ERROR,
+    }) else {
+        return format!("DatabaseError: {e}");
+    };
+    let name = match code {
+        ffi::SQLITE_INTERNAL | ffi::SQLITE_NOTFOUND => "InternalError",
+        ffi::SQLITE_NOMEM => "MemoryError",
+        ffi::SQLITE_ERROR
+        | ffi::SQLITE_PERM
+        | ffi::SQLITE_ABORT
+        | ffi::SQLITE_BUSY
+        | ffi::SQLITE_LOCKED
+        | ffi::SQLITE_READONLY
+        | ffi::SQLITE_INTERRUPT
+        | ffi::SQLITE_IOERR
+        | ffi::SQLITE_FULL
+        | ffi::SQLITE_CANTOPEN
+        | ffi::SQLITE_PROTOCOL
+        | ffi::SQLITE_EMPTY
+        | ffi::SQLITE_SCHEMA => "OperationalError",
+        ffi::SQLITE_TOOBIG => "DataError",
+        ffi::SQLITE_CONSTRAINT | ffi::SQLITE_MISMATCH => "IntegrityError",
+        ffi::SQLITE_MISUSE | ffi::SQLITE_RANGE => "InterfaceError",
+        _ => "DatabaseError",
+    };
+    let text = e.to_string();
+    // rusqlite adds the path to a file it cannot open; `sqlite3` does not.
+    let text = text.strip_suffix(&format!(": {path}")).unwrap_or(&text);
+    format!("{name}: {text}")
 }
 
 /// Whether an SQLite error is a lock another connection holds (tried again until the

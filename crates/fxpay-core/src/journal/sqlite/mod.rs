@@ -316,6 +316,19 @@ impl SqliteStore {
         }
     }
 
+    /// `get`, with `after_read` run once the file was read (a test lands a result there).
+    /// This process's result of the key is looked up before the file is read: one that lands
+    /// in between is in what was read. Looked up only after the read, it would be in neither,
+    /// and the key would read its claim, `pending`, though its result is on disk (the fork
+    /// stress found the same order in `RedisJournal.get()`).
+    fn get_then(&self, key: &str, after_read: impl FnOnce()) -> Result<Option<Entry>> {
+        let later = &self.here().later;
+        let mine = later.get(key);
+        let stored = self.read(key)?.map(|(_, e)| e);
+        after_read();
+        Ok(later.news_given(stored, mine))
+    }
+
     fn wake(&self) {
         let here = self.here();
         if !here.hooked.swap(true, Ordering::AcqRel) {
@@ -375,8 +388,7 @@ impl Durable for SqliteStore {
 
 impl JournalStore for SqliteStore {
     fn get(&self, key: &str) -> Result<Option<Entry>> {
-        let stored = self.read(key)?.map(|(_, e)| e);
-        Ok(self.here().later.news(stored))
+        self.get_then(key, || {})
     }
 
     fn claim(&self, entry: &Entry) -> Result<Option<Entry>> {
@@ -393,9 +405,11 @@ impl JournalStore for SqliteStore {
                 self.here().group.claimed(entry, text);
                 return Ok(None);
             }
+            let later = &self.here().later;
+            let mine = later.get(&entry.key); // before the read, as `get_then`
             if let Some((_, stored)) = self.read(&entry.key)? {
                 // A result of this process still on its way to the file is the key's news.
-                return Ok(self.here().later.news(Some(stored)));
+                return Ok(later.news_given(Some(stored), mine));
             }
         }
         Err(Error::journal(format!(
@@ -428,10 +442,16 @@ impl JournalStore for SqliteStore {
     /// (a key whose result waits here to be written is done, not listed).
     fn candidates(&self) -> Result<Vec<Entry>> {
         let later = &self.here().later;
+        // The results waiting, looked up before the read (as `get_then`).
+        let mine: HashMap<String, Entry> = later
+            .entries()
+            .into_iter()
+            .map(|e| (e.key.clone(), e))
+            .collect();
         Ok(self
             .texts("candidates", CANDIDATES, None)?
             .into_iter()
-            .filter(|e| later.newer(e).is_none())
+            .filter(|e| later.newer_than(e, mine.get(&e.key).cloned()).is_none())
             .collect())
     }
 
@@ -500,6 +520,12 @@ impl JournalStore for SqliteStore {
             fork_gate::after_fork_in_parent();
         }
     }
+}
+
+/// Makes a new journal in the file at `path`, a new temporary file that
+/// `fxpay.SqliteJournal` then links into place: the schema's one home (`file::create`).
+pub fn create_sqlite_journal(path: &str) -> Result<()> {
+    file::create(path)
 }
 
 /// `fxpay.SqliteJournal`'s storage: the journal at `path` (an absolute path, whose file has

@@ -13,7 +13,7 @@ impl Drop for Dir {
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
-/// A new journal file, made as `fxpay.SqliteJournal` makes one.
+/// A new journal file, made as `fxpay.SqliteJournal` makes one (here in place, not linked).
 fn journal_file() -> (Dir, String) {
     let dir = std::env::temp_dir().join(format!(
         "fxpay-sqlite-{}-{}",
@@ -22,14 +22,7 @@ fn journal_file() -> (Dir, String) {
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("j.db").to_string_lossy().into_owned();
-    let c = Connection::open(&path).expect("create");
-    c.execute_batch(&format!(
-        "PRAGMA application_id = {}; PRAGMA journal_mode=WAL;
-         CREATE TABLE fxpay_journal (key TEXT PRIMARY KEY, state TEXT NOT NULL, result TEXT, data TEXT NOT NULL);",
-        file::APPLICATION_ID
-    ))
-    .expect("schema");
-    drop(c);
+    create_sqlite_journal(&path).expect("create");
     (Dir(dir), path)
 }
 
@@ -43,13 +36,15 @@ struct Told {
     lost: Mutex<Vec<String>>,
 }
 
-fn open(path: &str, delay: Duration) -> (Arc<SqliteStore>, Arc<Told>) {
+/// A store of `path` (`timeout` and `delay` as `SqliteStore::open` takes them) and what its
+/// hooks were told.
+fn open(path: &str, timeout: Duration, delay: Duration) -> (Arc<SqliteStore>, Arc<Told>) {
     let told = Arc::new(Told::default());
     let (a, b) = (told.clone(), told.clone());
     let store = SqliteStore::open(
         path,
         ident(path),
-        Duration::from_secs(2),
+        timeout,
         delay,
         Box::new(move || {
             a.waits.fetch_add(1, Ordering::SeqCst);
@@ -92,11 +87,12 @@ fn on_disk(path: &str, key: &str) -> Option<String> {
 }
 
 const LONG: Duration = Duration::from_secs(3600);
+const TIMEOUT: Duration = Duration::from_secs(2);
 
 #[test]
 fn a_claim_is_on_disk_and_a_second_claim_gets_the_stored_entry() {
     let (_d, path) = journal_file();
-    let (s, _) = open(&path, LONG);
+    let (s, _) = open(&path, TIMEOUT, LONG);
     let claim = entry("k", State::Pending, None);
     assert_eq!(s.claim(&claim).expect("claim"), None);
     assert_eq!(on_disk(&path, "k").as_deref(), Some("pending"));
@@ -108,7 +104,7 @@ fn a_claim_is_on_disk_and_a_second_claim_gets_the_stored_entry() {
 #[test]
 fn a_result_waits_for_the_next_commit_and_is_read_here_meanwhile() {
     let (_d, path) = journal_file();
-    let (s, told) = open(&path, LONG);
+    let (s, told) = open(&path, TIMEOUT, LONG);
     let claim = entry("k", State::Pending, None);
     s.claim(&claim).expect("claim");
     let done = entry("k", State::Done, Some("q1"));
@@ -140,7 +136,7 @@ fn a_result_waits_for_the_next_commit_and_is_read_here_meanwhile() {
 #[test]
 fn flush_writes_what_waits() {
     let (_d, path) = journal_file();
-    let (s, _) = open(&path, LONG);
+    let (s, _) = open(&path, TIMEOUT, LONG);
     let claim = entry("k", State::Pending, None);
     s.claim(&claim).expect("claim");
     s.swap(&claim, &entry("k", State::Done, Some("q")))
@@ -152,7 +148,7 @@ fn flush_writes_what_waits() {
 #[test]
 fn the_flusher_writes_a_result_after_its_delay() {
     let (_d, path) = journal_file();
-    let (s, _) = open(&path, Duration::from_millis(20));
+    let (s, _) = open(&path, TIMEOUT, Duration::from_millis(20));
     let claim = entry("k", State::Pending, None);
     s.claim(&claim).expect("claim");
     s.swap(&claim, &entry("k", State::Done, Some("q")))
@@ -167,7 +163,7 @@ fn the_flusher_writes_a_result_after_its_delay() {
 #[test]
 fn a_waiting_result_over_an_unknown_claim_is_written_and_over_another_claim_is_reported() {
     let (_d, path) = journal_file();
-    let (s, told) = open(&path, LONG);
+    let (s, told) = open(&path, TIMEOUT, LONG);
     for (key, holder, expect) in [("lapsed", "h/1/t", "done"), ("taken", "x/2/y", "pending")] {
         let claim = entry(key, State::Pending, None);
         s.claim(&claim).expect("claim");
@@ -198,7 +194,7 @@ fn a_waiting_result_over_an_unknown_claim_is_written_and_over_another_claim_is_r
 #[test]
 fn a_file_removed_or_replaced_under_the_journal_refuses_every_claim() {
     let (d, path) = journal_file();
-    let (s, _) = open(&path, LONG);
+    let (s, _) = open(&path, TIMEOUT, LONG);
     let moved = d.0.join("moved.db");
     std::fs::rename(&path, &moved).expect("move");
     let err = s
@@ -215,7 +211,7 @@ fn a_file_removed_or_replaced_under_the_journal_refuses_every_claim() {
 #[test]
 fn the_fork_gate_keeps_calls_out_until_the_parent_lets_go() {
     let (_d, path) = journal_file();
-    let (s, _) = open(&path, LONG);
+    let (s, _) = open(&path, TIMEOUT, LONG);
     s.before_fork();
     let s2 = s.clone();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -238,8 +234,8 @@ fn the_fork_gate_keeps_calls_out_until_the_parent_lets_go() {
 #[test]
 fn stores_of_one_path_share_their_waiting_results() {
     let (_d, path) = journal_file();
-    let (a, _) = open(&path, LONG);
-    let (b, _) = open(&path, LONG);
+    let (a, _) = open(&path, TIMEOUT, LONG);
+    let (b, _) = open(&path, TIMEOUT, LONG);
     let claim = entry("k", State::Pending, None);
     a.claim(&claim).expect("claim");
     a.swap(&claim, &entry("k", State::Done, Some("q")))
@@ -250,7 +246,7 @@ fn stores_of_one_path_share_their_waiting_results() {
 #[test]
 fn an_unknown_diagnostic_is_refused() {
     let (_d, path) = journal_file();
-    let (s, _) = open(&path, LONG);
+    let (s, _) = open(&path, TIMEOUT, LONG);
     assert!(s.diagnostic("cache_size", None).is_err());
     assert!(s.diagnostic("synchronous", Some(0)).is_err());
     assert_eq!(s.diagnostic("synchronous", None).expect("read"), "2");
@@ -263,22 +259,7 @@ fn the_journals_of_one_fork_share_the_gate_and_none_waits_for_another() {
     // that waited for the gate the first one holds would stall the fork for that long.
     let (_d1, p1) = journal_file();
     let (_d2, p2) = journal_file();
-    let told = Arc::new(Told::default());
-    let (a, b) = (told.clone(), told.clone());
-    let slow = |path: &str| {
-        let (a, b) = (a.clone(), b.clone());
-        SqliteStore::open(
-            path,
-            ident(path),
-            Duration::from_secs(60),
-            LONG,
-            Box::new(move || {
-                a.waits.fetch_add(1, Ordering::SeqCst);
-            }),
-            Box::new(move |key, _| lock(&b.lost).push(key.to_owned())),
-        )
-        .expect("open")
-    };
+    let slow = |path: &str| open(path, Duration::from_secs(60), LONG).0;
     let (s1, s2) = (slow(&p1), slow(&p2));
     let started = Instant::now();
     s1.before_fork();
@@ -293,4 +274,78 @@ fn the_journals_of_one_fork_share_the_gate_and_none_waits_for_another() {
     // Given back: a call goes in.
     assert_eq!(s1.get("k").expect("get"), None);
     assert_eq!(s2.get("k").expect("get"), None);
+}
+
+#[test]
+fn a_new_journal_file_is_complete_and_closed() {
+    let (d, path) = journal_file();
+    let c = Connection::open(&path).expect("open");
+    let one = |sql: &str| -> String {
+        c.query_row(sql, [], |r| {
+            Ok(match r.get_ref(0)? {
+                rusqlite::types::ValueRef::Integer(i) => i.to_string(),
+                v => String::from_utf8_lossy(v.as_bytes().unwrap_or_default()).into_owned(),
+            })
+        })
+        .expect(sql)
+    };
+    assert_eq!(
+        one("PRAGMA application_id"),
+        file::APPLICATION_ID.to_string()
+    );
+    assert_eq!(one("PRAGMA journal_mode"), "wal");
+    let names: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_master ORDER BY name")
+        .expect("prepare")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<rusqlite::Result<_>>()
+        .expect("names");
+    assert_eq!(
+        names,
+        [
+            "fxpay_journal",
+            "fxpay_journal_result",
+            "fxpay_journal_state",
+            "sqlite_autoindex_fxpay_journal_1"
+        ]
+    );
+    drop(c);
+    // Closed by its last connection: nothing waits in a WAL file beside it.
+    let mut left: Vec<String> = std::fs::read_dir(&d.0)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["j.db"]);
+}
+
+#[test]
+fn a_journal_that_cannot_be_made_is_said_as_pythons_sqlite3_says_it() {
+    let (d, _) = journal_file();
+    let path = d.0.join("no-such-folder").join("j.db");
+    let err = create_sqlite_journal(&path.to_string_lossy())
+        .expect_err("a missing folder")
+        .to_string();
+    assert!(
+        err.contains("OperationalError: unable to open database file"),
+        "{err}"
+    );
+    assert!(!err.contains("no-such-folder"), "{err}");
+}
+
+#[test]
+fn a_result_that_lands_while_get_reads_the_file_reads_done() {
+    // The fork stress found it in RedisJournal.get(): the file read (the claim), the result
+    // landed, and only then the result looked up here: in neither, the key read pending.
+    let (_d, path) = journal_file();
+    let (s, _) = open(&path, TIMEOUT, LONG);
+    let claim = entry("k", State::Pending, None);
+    s.claim(&claim).expect("claim");
+    let done = entry("k", State::Done, Some("q1"));
+    assert!(s.swap(&claim, &done).expect("swap"));
+    assert_eq!(on_disk(&path, "k").as_deref(), Some("pending"));
+    let got = s.get_then("k", || s.flush().expect("flush")).expect("get");
+    assert_eq!(on_disk(&path, "k").as_deref(), Some("done"), "landed");
+    assert_eq!(got, Some(done));
 }
