@@ -681,10 +681,15 @@ def test_a_redis_result_that_lands_while_get_reads_the_store_reads_done(
     read ``pending`` right after its call returned. ``get`` read the store (the claim), the
     flusher landed the result, and only then ``get`` looked for the result waiting here:
     gone from both. The result is looked up before the store is read. Here the result lands
-    inside that read, every time."""
+    inside that read, every time. (A journal over a redis-py client, whose reads this test
+    steps into; one made from a URL keeps its storage in Rust, where
+    ``journal::redis::tests::a_result_that_lands_while_get_reads_redis_reads_done`` does the same.)"""
+    import redis
+
     from fxpay._later import _Later
 
-    _, journal = redis_journal
+    server, _ = redis_journal
+    journal = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="one:")
     c = fxpay_sandbox.client(journal=journal)
     quote(c, "first")
     read_until(lambda: getattr(journal.get("first"), "state", None), "done", meanwhile=lambda: None)

@@ -537,6 +537,17 @@ impl RedisStore {
         }
     }
 
+    /// `get`, with `after_read` run once Redis was read (a test lands a result there). This
+    /// process's result of the key is looked up before the read: one that lands in between
+    /// is in what was read (looked up after, it would be in neither, and read `pending`).
+    fn get_then(&self, key: &str, after_read: impl FnOnce()) -> Result<Option<Entry>> {
+        let later = &self.here().later;
+        let mine = later.get(key);
+        let stored = self.read(key)?.map(|(_, e)| e);
+        after_read();
+        Ok(later.news_given(stored, mine))
+    }
+
     fn wake(&self) {
         let here = self.here();
         if !here.hooked.swap(true, Ordering::AcqRel) {
@@ -595,13 +606,8 @@ impl Durable for RedisStore {
 }
 
 impl JournalStore for RedisStore {
-    /// This process's result of the key is looked up before Redis is read: one that lands
-    /// in between is in what was read.
     fn get(&self, key: &str) -> Result<Option<Entry>> {
-        let later = &self.here().later;
-        let mine = later.get(key);
-        let stored = self.read(key)?.map(|(_, e)| e);
-        Ok(later.news_given(stored, mine))
+        self.get_then(key, || {})
     }
 
     /// The claim reaches Redis even when this process holds the key's result: the

@@ -185,3 +185,25 @@ fn a_redis_that_forgets_is_refused_unless_vouched_for() {
     assert!(lock(&said).is_empty());
     assert_eq!(vouched.diagnostic("connected", None).expect("redis"), "1");
 }
+
+#[test]
+fn a_result_that_lands_while_get_reads_redis_reads_done() {
+    // As SQLite's: Redis read (the claim), the result landed, and only then the result
+    // looked up here: in neither, the key would read pending.
+    let s = Server::start("yes");
+    let (store, _) = open(&s, "t:", true);
+    store.create().expect("redis");
+    let c = claim("a");
+    assert!(store.claim(&c).expect("redis").is_none());
+    assert!(store.swap_at_once(&c, &done(&c)));
+    let got = store
+        .get_then("a", || store.flush().expect("redis"))
+        .expect("redis");
+    let mut raw = s.raw();
+    let text: String = redis::cmd("GET")
+        .arg("t:k:a")
+        .query(&mut raw)
+        .expect("redis");
+    assert!(text.contains("\"done\""), "landed: {text}");
+    assert_eq!(got.map(|e| e.state), Some(State::Done));
+}
