@@ -84,8 +84,8 @@ pub use journal::calls::{
     create_deal as journaled_create_deal, create_quote as journaled_create_quote,
     create_spot_deal as journaled_create_spot_deal,
 };
-pub use journal::durable::flush_all as flush_journals;
 pub use journal::entry::{Entry, State as EntryState};
+pub use journal::flush::flush_all as flush_journals;
 pub use journal::holder::{HolderCheck, LeaseOnly, LocalProcesses};
 pub use journal::memory::MemoryStore;
 pub use journal::payout::{

@@ -175,13 +175,3 @@ pub(crate) fn flush_waiting(d: &impl Durable) {
         d.wake();
     }
 }
-
-/// Writes the results waiting in every durable store of this process (the exit's flush; a
-/// payout's end). `exiting`: from now on every result is written at once.
-pub fn flush_all(exiting: bool) {
-    if exiting {
-        later::set_exiting();
-    }
-    super::sqlite::SqliteStore::flush_every_store();
-    super::redis::RedisStore::flush_every_store();
-}

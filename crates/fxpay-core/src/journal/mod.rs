@@ -9,7 +9,8 @@
 //! - `memory`: a storage in this process's memory (`fxpay.MemoryJournal`'s);
 //! - `sqlite`: a storage in an SQLite file (`fxpay.SqliteJournal`'s);
 //! - `redis`: a storage in Redis (`fxpay.RedisJournal`'s, made from a URL);
-//! - `durable`: what the durable stores share around their commit;
+//! - `durable`: what the durable stores share around their commit; `flush`: their results
+//!   waiting, written at exit;
 //! - `group_commit`: the writes of concurrent calls share one commit (one flush), with a
 //!   commit delay; `later`: a call's result rides the next commit (the durable stores');
 //! - `keyed_call`: one creating call under a key (claim, send, record), given the request as
@@ -25,6 +26,7 @@ pub(crate) mod background;
 pub(crate) mod calls;
 pub(crate) mod durable;
 pub(crate) mod entry;
+pub(crate) mod flush;
 pub(crate) mod group_commit;
 pub(crate) mod holder;
 pub(crate) mod keyed_call;
