@@ -52,6 +52,7 @@ __all__ = [
     "_journal_unknown",
     "_journal_verify_deal_created",
     "_native_flush_all",
+    "_postgres_store",
     "_raw_arm",
     "_raw_disarm",
     "_redis_scripts",
@@ -517,6 +518,14 @@ def _redis_store(
     warn: Callable[[str], object],
 ) -> _NativeStore: ...
 def _redis_scripts() -> tuple[str, str]: ...
+def _postgres_store(
+    conninfo: str,
+    table: str,
+    timeout: float,
+    delay: float,
+    result_waits: Callable[[], object],
+    not_recorded: Callable[[str, str | None], object],
+) -> _NativeStore: ...
 def _sqlite_create(path: str) -> None: ...
 
 @final

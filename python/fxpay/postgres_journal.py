@@ -16,6 +16,8 @@ the settings the server needs: docs/idempotency.md.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import os
 import re
@@ -26,11 +28,11 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._fxpay import JournalEntry
+from ._fxpay import JournalEntry, _NativeStore, _postgres_store
 from ._group_commit import _Claim, _GroupCommit
 from ._later import RETRY_DELAY, _Later
 from .errors import ConfigurationError, JournalError
-from .journals import JournalBase, logger
+from .journals import JournalBase, _check_entry, _check_key, _live, _result_waits, logger
 
 __all__ = ["DEFAULT_TABLE", "IDENTITY_KEY", "PostgresJournal", "conninfo_of", "table_ddl"]
 
@@ -67,7 +69,7 @@ def _table_parts(table: object) -> tuple[str, ...]:
     return parts
 
 
-def _conninfo_keys(conninfo: str) -> set[str]:
+def _conninfo_dict(conninfo: str) -> dict[str, Any]:
     """The parameters a libpq connection string or URL sets; one that libpq cannot read is a
     ConfigurationError (which does not repeat the string: it may hold a password)."""
     try:
@@ -75,9 +77,62 @@ def _conninfo_keys(conninfo: str) -> set[str]:
     except ImportError as e:  # pragma: no cover - depends on the extra
         raise ConfigurationError("PostgresJournal needs psycopg 3: pip install 'fxpay[postgres]'") from e
     try:
-        return set(libpq.conninfo_to_dict(conninfo))
+        return dict(libpq.conninfo_to_dict(conninfo))
     except Exception:
         raise ConfigurationError("conninfo is not a libpq connection string or URL (host=... dbname=..., postgresql://...)") from None
+
+
+# What fxpay's core reads of a connection string (the rest of libpq's parameters, TLS's
+# among them, are psycopg's alone).
+_CORE_KEYS = frozenset(
+    {
+        "host",
+        "hostaddr",
+        "port",
+        "dbname",
+        "user",
+        "password",
+        "connect_timeout",
+        "tcp_user_timeout",
+        "application_name",
+        "options",
+        "sslmode",
+    }
+)
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _core_conninfo(given: dict[str, Any]) -> str | None:
+    """The connection string for fxpay's core, which connects as libpq would with ``given``
+    (the conninfo's parameters) and the ``PG*`` environment variables libpq reads, or None
+    where only libpq can: a parameter the core does not read (a service file, client
+    certificates, ...), a password libpq would look up in a password file, no host (libpq's
+    default socket folder), or a connection libpq would make over TLS (``sslmode`` other than
+    ``disable``, unless every host is a Unix socket or loopback, where libpq's ``prefer``
+    only encrypts what never leaves the machine)."""
+    from psycopg import conninfo as libpq
+    from psycopg import pq
+
+    params = {k: str(v) for k, v in given.items() if v is not None and v != ""}
+    for option in pq.Conninfo.get_defaults():
+        key, env = option.keyword.decode(), option.envvar
+        if env is not None and env.decode() in os.environ and key not in params:
+            params[key] = os.environ[env.decode()]
+    if not set(params) <= _CORE_KEYS or "host" not in params:
+        return None
+    hosts = params["host"].split(",")
+    local = all(h.startswith("/") or h in _LOOPBACK for h in hosts) and "hostaddr" not in params
+    if params.get("sslmode", "prefer") != "disable" and not (local and params.get("sslmode", "prefer") in ("prefer", "allow")):
+        return None
+    if params.get("sslmode") == "allow":
+        params["sslmode"] = "prefer"
+    if "password" not in params and (os.environ.get("PGPASSFILE") or os.path.exists(os.path.expanduser("~/.pgpass"))):
+        return None
+    if "user" not in params:
+        import getpass
+
+        params["user"] = getpass.getuser()
+    return libpq.make_conninfo("", **params)
 
 
 def _quoted(*parts: str) -> str:
@@ -193,7 +248,8 @@ class PostgresJournal(JournalBase):
         if isinstance(conninfo, str):
             self._conninfo: str | None = conninfo
             self._factory: Callable[[], Any] | None = None
-            self._given = _conninfo_keys(conninfo)
+            given = _conninfo_dict(conninfo)
+            self._given = set(given)
         elif callable(conninfo):
             self._conninfo, self._factory = None, conninfo
         else:
@@ -211,6 +267,24 @@ class PostgresJournal(JournalBase):
         self.table = table
         self._timeout = seconds
         self._millis = max(1, int(min(self._timeout, _MAX_SECONDS) * 1000))
+        # A journal made from a connection string the core can use keeps its storage in
+        # fxpay's Rust core: a keyed call on it never climbs into Python. One over a callable
+        # (Django, SQLAlchemy), or whose connection only libpq can make, runs here on psycopg.
+        self._store: _NativeStore | None = None
+        core = _core_conninfo(given) if self._conninfo is not None else None
+        if core is not None:
+            from . import _later
+
+            self._store = _postgres_store(
+                core,
+                table,
+                min(self._timeout, _MAX_SECONDS),
+                _later.RESULT_DELAY,
+                _result_waits,
+                functools.partial(_postgres_not_recorded, table),
+            )
+            _live.add(self)
+            return
         # The journal this process opened, read on first use (or made by `create()`): its
         # table, schema-qualified as PostgreSQL resolved it, its identity row's text, and the
         # statements on that table. Every claim runs only where that identity row still is.
@@ -231,6 +305,31 @@ class PostgresJournal(JournalBase):
         # This process's claims waiting for their commit (made anew in a forked child).
         self._group = _GroupCommit()
         _JOURNALS.add(self)
+
+    @property
+    def _native_store(self) -> _NativeStore | None:
+        """The store the client uses directly (a journal made from a connection string the
+        core can use), unless a subclass changed how it is used."""
+        cls = type(self)
+        if self._store is not None and all(getattr(cls, m) is getattr(PostgresJournal, m) for m in ("get", "claim", "swap", "find")):
+            return self._store
+        return None
+
+    def _before_fork(self) -> None:
+        if self._store is not None:
+            self._store.before_fork()
+
+    def _after_fork(self, *, child: bool) -> None:
+        if self._store is not None and not child:
+            self._store.after_fork_in_parent()
+
+    def _identity(self) -> str:
+        """The identity row's text of the journal this process opened (read on first use)."""
+        if self._store is not None:
+            return self._store.diagnostic("identity")
+        st = self._open("identity")
+        assert st.ident is not None
+        return st.ident
 
     # -- the connection ------------------------------------------------------------------
 
@@ -447,6 +546,8 @@ class PostgresJournal(JournalBase):
         never at every start-up: on a database that lost its journal it makes a new, empty
         one, and every key the old one held could be sent again. True when it made the
         identity, False when the journal was there."""
+        if self._store is not None:
+            return self._store.create()
         lock = ("SELECT pg_advisory_xact_lock(hashtext(%s))", ("fxpay_journal:" + self.table,))
         resolve = (
             "SELECT coalesce((SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
@@ -497,6 +598,8 @@ class PostgresJournal(JournalBase):
     # -- the storage methods -------------------------------------------------------------
 
     def get(self, key: str) -> JournalEntry | None:
+        if self._store is not None:
+            return self._store.get(_check_key(key))
         if not isinstance(key, str):
             raise TypeError(f"key must be a str, not {type(key).__name__}")
         st = self._open("get")
@@ -509,6 +612,8 @@ class PostgresJournal(JournalBase):
         for k in wanted:
             if not isinstance(k, str):
                 raise TypeError(f"key must be a str, not {type(k).__name__}")
+        if self._store is not None:
+            return {e.key: e for e in self._store.entries(wanted)}
         st = self._still_here("entries")
         out = {}
         for start in range(0, len(wanted), 1000):  # one query per 1,000 keys
@@ -530,6 +635,8 @@ class PostgresJournal(JournalBase):
         return st
 
     def claim(self, entry: JournalEntry) -> JournalEntry | None:
+        if self._store is not None:
+            return self._store.claim(_check_entry(entry))
         if not isinstance(entry, JournalEntry):
             raise TypeError(f"entry must be a fxpay.JournalEntry, not {type(entry).__name__}")
         # The claim reaches the table even when this process holds the key's result: the
@@ -560,6 +667,8 @@ class PostgresJournal(JournalBase):
         raise JournalError(f"the entry of key {entry.key!r} kept vanishing while it was claimed")
 
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
+        if self._store is not None:
+            return self._store.swap(_check_entry(old, "old"), _check_entry(new, "new"))
         if isinstance(old, JournalEntry):
             self._group.answered(old.key)  # the call's claim is settled: no longer in flight
         ready = self._swap_ready(old, new)  # a call's result waits for the next commit
@@ -607,8 +716,8 @@ class PostgresJournal(JournalBase):
             self._later.missed(left)
             _Later.wake(self)
 
-    def _waiting(self) -> _Later:
-        return self._later
+    def _waiting(self) -> _Later | None:
+        return None if self._store is not None else self._later
 
     def _write_waiting(self) -> None:
         self._flush_results()
@@ -618,6 +727,10 @@ class PostgresJournal(JournalBase):
         flusher's, every :data:`fxpay.journals.RESULT_DELAY`, and exit's. A result whose entry
         changed meanwhile is written over it if it is still this call's claim, else logged
         with its id for :meth:`resolve`."""
+        if self._store is not None:
+            with contextlib.suppress(Exception):
+                self._store.flush()
+            return
         if not self._later.results:
             return
         results = self._later.taken()
@@ -652,6 +765,8 @@ class PostgresJournal(JournalBase):
     def find(self, result: str) -> JournalEntry | None:
         if not isinstance(result, str):
             raise TypeError(f"result must be a str, not {type(result).__name__}")
+        if self._store is not None:
+            return self._store.find(result)
         for n in self._later.entries():
             if n.result == result:  # on its way: what the key reads (the store may be ahead)
                 got = self.get(n.key)
@@ -662,6 +777,8 @@ class PostgresJournal(JournalBase):
         return JournalEntry.from_json(rows[0][0]) if rows else None
 
     def candidates(self) -> list[JournalEntry]:
+        if self._store is not None:
+            return self._store.candidates()
         st = self._still_here("candidates")
         _, rows = self._run("candidates", (st.candidates, ()))
         entries = [JournalEntry.from_json(r[0]) for r in rows]
@@ -672,6 +789,9 @@ class PostgresJournal(JournalBase):
     def close(self) -> None:
         """Writes the results waiting, then closes this process's free connections (the
         journal makes new ones on next use)."""
+        if self._store is not None:
+            self._store.close()
+            return
         self._flush_results()
         with self._lock:
             if self._pid != os.getpid():
@@ -685,6 +805,11 @@ class PostgresJournal(JournalBase):
 
     def __repr__(self) -> str:
         return f"PostgresJournal(table={self.table!r})"
+
+
+def _postgres_not_recorded(table: str, key: str, result: str | None) -> None:
+    """A result of the PostgreSQL journal in ``table`` found its key changed otherwise."""
+    JournalBase._not_recorded(PostgresJournal.__new__(PostgresJournal), table, key, result)
 
 
 def _results_values(results: list[tuple[str, str, JournalEntry, str]]) -> tuple[str, tuple[Any, ...]]:

@@ -92,6 +92,7 @@ pub use journal::payout::{
     pay_row, Outcome as PayoutOutcome, Row as PayoutRow, RowBeneficiary as PayoutRowBeneficiary,
     Status as PayoutStatus,
 };
+pub use journal::postgres::postgres_store;
 pub use journal::redis::{redis_scripts, redis_store};
 pub use journal::settle::{issued as issued_spot, settle_spot, Settled};
 pub use journal::sqlite::{create_sqlite_journal, sqlite_store};

@@ -1,6 +1,7 @@
 //! The idempotency journal as Python sees it: a Python journal (`fxpay.SqliteJournal`,
 //! `RedisJournal` or a user's own) adapted to the core's `JournalStore`; `MemoryJournal`,
-//! `SqliteJournal` and a `RedisJournal` made from a URL hand the core their stores
+//! `SqliteJournal`, a `RedisJournal` made from a URL and a `PostgresJournal` made from a
+//! connection string hand the core their stores
 //! (`journal/memory.rs`, `journal/native.rs`) instead. `fxpay.JournalEntry` is in
 //! `journal/entry.rs`; the hand operations the Python journals share (resolve, unknown,
 //! complete a spot deal), which are the core's, in `journal/operations.rs` (which registers
@@ -9,6 +10,7 @@ pub mod entry;
 pub mod memory;
 pub mod native;
 pub mod operations;
+pub mod postgres;
 pub mod redis;
 pub mod sqlite;
 

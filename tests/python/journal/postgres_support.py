@@ -136,3 +136,17 @@ def wal_syncs(server: PostgresServer) -> int:
         row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
         assert row is not None
         return int(row[0])
+
+
+def backend_pid(journal: fxpay.PostgresJournal) -> int:
+    """The server process of one of ``journal``'s connections in this process."""
+    if journal._store is not None:  # the core's store
+        return int(journal._store.diagnostic("backend"))
+    return int(journal._run("probe", ("SELECT pg_backend_pid()", ()))[1][0][0])
+
+
+def setting(journal: fxpay.PostgresJournal, name: str) -> str:
+    """``SHOW name`` on one of ``journal``'s connections."""
+    if journal._store is not None:
+        return journal._store.diagnostic(name)
+    return str(journal._run("probe", (f"SHOW {name}", ()))[1][0][0])

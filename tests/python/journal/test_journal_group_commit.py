@@ -168,7 +168,12 @@ def _redis(server: RedisServer, prefix: str = "") -> fxpay.RedisJournal:
 
 
 def _postgres(server: PostgresServer) -> fxpay.Journal:
-    journal = fxpay.PostgresJournal(server.conninfo, table=table_name())
+    """A PostgresJournal over a callable: Python's group commit (``fxpay._group_commit``),
+    as ``_redis``. One made from a connection string keeps its storage in Rust, with the
+    SQLite journal's group commit (``test_eight_threads_share_postgres_wal_flushes``)."""
+    import psycopg
+
+    journal = fxpay.PostgresJournal(lambda: psycopg.connect(server.conninfo), table=table_name())
     journal.create()
     return journal
 

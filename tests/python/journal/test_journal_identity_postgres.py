@@ -129,7 +129,7 @@ def test_a_schema_named_after_the_role_never_shadows_the_journal(fxpay_sandbox: 
 def _create(conninfo: str, table: str, q: Any) -> None:
     j = fxpay.PostgresJournal(conninfo, table=table)
     j.create()
-    q.put(j._open("test").ident)
+    q.put(j._identity())
 
 
 def test_create_is_safe_to_race_from_many_processes(postgres_server: PostgresServer) -> None:

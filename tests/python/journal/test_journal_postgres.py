@@ -28,7 +28,7 @@ import fxpay
 
 from conftest import all_at_once, make_beneficiary, need
 from journal_support import deal_args, read_until, requests_to
-from postgres_support import PostgresServer, make_postgres_journal, postgres_server, table_name
+from postgres_support import PostgresServer, backend_pid, make_postgres_journal, postgres_server, setting, table_name
 
 __all__ = ["postgres_server"]  # a fixture, imported for the tests below
 
@@ -323,7 +323,7 @@ def test_many_threads_share_a_few_connections(fxpay_sandbox: Any, postgres_serve
 
 FORK_SCRIPT = textwrap.dedent(
     """
-    import gc, json, os, sys, threading
+    import gc, json, os, sys, threading, time
     import psycopg
     import fxpay
 
@@ -352,17 +352,39 @@ FORK_SCRIPT = textwrap.dedent(
         journal = fxpay.PostgresJournal(sys.argv[1], table=sys.argv[2])
     else:
         journal = fxpay.PostgresJournal(FinishesOnDelete, table=sys.argv[2])
-    backend = lambda: journal._run("probe", ("SELECT pg_backend_pid()", ()))[1][0][0]
+    native = journal._store is not None  # the core's store (else psycopg's, in Python)
+    if native:
+        backend = lambda: int(journal._store.diagnostic("backend"))
+    else:
+        backend = lambda: journal._run("probe", ("SELECT pg_backend_pid()", ()))[1][0][0]
     parent_backend = backend()
-    # Another thread is inside a call (it holds the journal's lock) when the process forks.
     held, release = threading.Event(), threading.Event()
-    def inside():
-        with journal._lock:
+    if native:
+        # Another thread is inside a claim when the process forks: it holds a connection
+        # and leads its commit, waiting for the table's lock, which a session of the test
+        # holds until after the fork.
+        locker = psycopg.connect(sys.argv[1])
+        locker.execute(f'LOCK TABLE "{sys.argv[2]}" IN ACCESS EXCLUSIVE MODE')
+        other = fxpay.JournalEntry.from_json(sys.argv[3].replace('"from-child"', '"from-parent"'))
+        def inside():
             held.set()
-            release.wait()
-    t = threading.Thread(target=inside)
-    t.start()
-    held.wait()
+            journal.claim(other)
+        t = threading.Thread(target=inside)
+        t.start()
+        held.wait()
+        with psycopg.connect(sys.argv[1], autocommit=True) as look:
+            while not look.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
+                time.sleep(0.01)
+        threading.Timer(1.0, locker.commit).start()  # in the parent, after the fork
+    else:
+        # Another thread is inside a call (it holds the journal's lock) when the process forks.
+        def inside():
+            with journal._lock:
+                held.set()
+                release.wait()
+        t = threading.Thread(target=inside)
+        t.start()
+        held.wait()
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -461,7 +483,8 @@ def test_a_schema_qualified_table(fxpay_sandbox: Any, postgres_server: PostgresS
 def test_a_server_with_synchronous_commit_off_gets_it_on_for_the_journal(postgres_server: PostgresServer) -> None:
     journal = fxpay.PostgresJournal(postgres_server.conninfo + " options='-c synchronous_commit=off'", table=table_name())
     journal.create_table()
-    assert journal._run("probe", ("SHOW synchronous_commit", ()))[1] == [("on",)]
+    assert journal._store is not None  # the core's store
+    assert setting(journal, "synchronous_commit") == "on"
 
 
 def test_a_hot_standby_fails_closed_and_sends_nothing(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
@@ -488,14 +511,14 @@ def test_a_connection_closed_while_idle_is_made_anew_not_failed(
     fxpay_sandbox: Any, postgres_server: PostgresServer, journal: fxpay.PostgresJournal
 ) -> None:
     psycopg = need("psycopg")
-    journal.ping_after = 0.2
+    journal.ping_after = 0.2  # the core's store: 1 s, fixed
     with fxpay_sandbox.client(journal=journal) as c:
         c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="first")
-        backend = journal._run("probe", ("SELECT pg_backend_pid()", ()))[1][0][0]
+        backend = backend_pid(journal)
         # The server ends the idle session (idle_session_timeout, a restart, a firewall).
         with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
             assert admin.execute("SELECT pg_terminate_backend(%s)", (backend,)).fetchone() == (True,)
-        time.sleep(0.3)
+        time.sleep(1.3)
         qid = c.create_quote(buy_currency="AUD", buy_amount="6", sell_currency="USD", idempotency_key="after-idle")
         assert journal.get("after-idle").result == qid  # type: ignore[union-attr]
-        assert journal._run("probe", ("SELECT pg_backend_pid()", ()))[1][0][0] != backend
+        assert backend_pid(journal) != backend

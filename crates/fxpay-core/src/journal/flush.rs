@@ -1,6 +1,6 @@
 //! At a process's exit, and at a payout's end: the results of this process's keyed calls
 //! still waiting for their journal's next commit (`later`), written by every durable store
-//! that holds some (SQLite's, Redis's).
+//! that holds some (SQLite's, Redis's, PostgreSQL's).
 use super::later;
 
 /// Writes the results waiting in every durable store of this process (the exit's flush; a
@@ -11,4 +11,5 @@ pub fn flush_all(exiting: bool) {
     }
     super::sqlite::SqliteStore::flush_every_store();
     super::redis::RedisStore::flush_every_store();
+    super::postgres::PostgresStore::flush_every_store();
 }

@@ -9,6 +9,9 @@
 //! - `memory`: a storage in this process's memory (`fxpay.MemoryJournal`'s);
 //! - `sqlite`: a storage in an SQLite file (`fxpay.SqliteJournal`'s);
 //! - `redis`: a storage in Redis (`fxpay.RedisJournal`'s, made from a URL);
+//! - `postgres`: a storage in a PostgreSQL table (`fxpay.PostgresJournal`'s, made from a
+//!   connection string);
+//! - `place`: a durable store's side in this process, shared by the stores of one place;
 //! - `durable`: what the durable stores share around their commit; `flush`: their results
 //!   waiting, written at exit;
 //! - `group_commit`: the writes of concurrent calls share one commit (one flush), with a
@@ -34,6 +37,8 @@ pub(crate) mod later;
 pub(crate) mod machine;
 pub(crate) mod memory;
 pub(crate) mod payout;
+pub(crate) mod place;
+pub(crate) mod postgres;
 pub(crate) mod redis;
 pub(crate) mod settle;
 pub(crate) mod sqlite;

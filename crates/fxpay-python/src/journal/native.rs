@@ -1,6 +1,7 @@
 //! `fxpay._fxpay._NativeStore`: a store of the core held by one of fxpay's own Python
-//! journals (`SqliteJournal`, a `RedisJournal` made from a URL), made by `_sqlite_store`
-//! (`journal/sqlite.rs`) or `_redis_store` (`journal/redis.rs`). A client given such a
+//! journals (`SqliteJournal`, a `RedisJournal` made from a URL, a `PostgresJournal` made from
+//! a connection string), made by `_sqlite_store` (`journal/sqlite.rs`), `_redis_store`
+//! (`journal/redis.rs`) or `_postgres_store` (`journal/postgres.rs`). A client given such a
 //! journal (of that class itself, not a subclass that overrides its storage methods) uses
 //! the store directly: a keyed call never climbs into Python.
 use super::entry::JournalEntry;

@@ -145,6 +145,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(super::sqlite::_sqlite_create, m)?)?;
     m.add_function(wrap_pyfunction!(super::redis::_redis_store, m)?)?;
     m.add_function(wrap_pyfunction!(super::redis::_redis_scripts, m)?)?;
+    m.add_function(wrap_pyfunction!(super::postgres::_postgres_store, m)?)?;
     m.add_function(wrap_pyfunction!(_journal_verify_deal_created, m)?)?;
     m.add_function(wrap_pyfunction!(_journal_settle_spot, m)?)?;
     m.add_function(wrap_pyfunction!(_journal_resolve, m)?)?;
