@@ -11,10 +11,16 @@
 //! claim reaches the server's WAL before its request is sent), and
 //! `standard_conforming_strings` `on` (the literals of `statements`).
 use super::texts;
+use futures_util::future::join_all;
+use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
-use tokio_postgres::{Client, Config, NoTls, SimpleQueryMessage};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, NoTls, SimpleQueryMessage, Statement};
+
+/// One statement's values (text, or NULL).
+pub(crate) type Values<'a> = Vec<Option<&'a str>>;
 
 /// Why a statement or a connection failed.
 pub(crate) enum Failed {
@@ -48,6 +54,8 @@ pub(crate) struct Conn {
     client: Client,
     /// The task that drives the connection (it ends when the server closes it).
     task: tokio::task::JoinHandle<()>,
+    /// The statements prepared on it, by their text (the server plans each once).
+    prepared: HashMap<String, Statement>,
     /// When it last answered.
     pub used: Instant,
 }
@@ -90,6 +98,7 @@ pub(crate) fn connect(config: &Config, timeout: Duration) -> Result<Conn, Failed
         rt,
         client,
         task,
+        prepared: HashMap::new(),
         used: Instant::now(),
     };
     vet(&mut c, timeout)?;
@@ -161,6 +170,96 @@ impl Conn {
                 _ => None,
             })
             .collect())
+    }
+
+    /// The prepared statements of `sqls`, prepared on first use.
+    fn prepare(&mut self, sqls: &[&str], deadline: Duration) -> Result<Vec<Statement>, Failed> {
+        for sql in sqls {
+            if !self.prepared.contains_key(*sql) {
+                let client = &self.client;
+                let st = block(&self.rt, async {
+                    tokio::time::timeout(deadline, client.prepare(sql)).await
+                })
+                .map_err(|_| Failed::TimedOut(deadline))??;
+                self.prepared.insert((*sql).to_owned(), st);
+            }
+        }
+        Ok(sqls
+            .iter()
+            .filter_map(|s| self.prepared.get(*s).cloned())
+            .collect())
+    }
+
+    /// Runs the prepared `sql` with `values`: its rows, each value as text (NULL as None).
+    pub(crate) fn rows(
+        &mut self,
+        sql: &str,
+        values: &[&(dyn ToSql + Sync)],
+        timeout: Duration,
+    ) -> Result<Vec<Vec<Option<String>>>, Failed> {
+        let deadline = timeout + Duration::from_secs(1);
+        let st = self.prepare(&[sql], deadline)?.remove(0);
+        let client = &self.client;
+        let rows = block(&self.rt, async {
+            tokio::time::timeout(deadline, client.query(&st, values)).await
+        })
+        .map_err(|_| Failed::TimedOut(deadline))??;
+        self.used = Instant::now();
+        Ok(rows
+            .iter()
+            .map(|r| {
+                (0..r.len())
+                    .map(|i| r.get::<_, Option<String>>(i))
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// Runs the prepared `writes` as one transaction, sent at once (one round trip, one
+    /// commit): their row counts, in order. One write alone runs in autocommit. Any
+    /// failure fails them all (the transaction is rolled back).
+    pub(crate) fn write_all(
+        &mut self,
+        writes: &[(&str, Values<'_>)],
+        timeout: Duration,
+    ) -> Result<Vec<u64>, Failed> {
+        let deadline = timeout + Duration::from_secs(1);
+        let sqls: Vec<&str> = writes.iter().map(|(sql, _)| *sql).collect();
+        let statements = self.prepare(&sqls, deadline)?;
+        let client = &self.client;
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> = writes
+            .iter()
+            .map(|(_, v)| v.iter().map(|x| x as &(dyn ToSql + Sync)).collect())
+            .collect();
+        let counts = block(&self.rt, async {
+            let run = async {
+                if writes.len() == 1 {
+                    return client
+                        .execute(&statements[0], &params[0])
+                        .await
+                        .map(|n| vec![n]);
+                }
+                // Polled in order: BEGIN, the writes, COMMIT go out in one flight.
+                let begin = client.batch_execute("BEGIN");
+                let each = join_all(
+                    statements
+                        .iter()
+                        .zip(&params)
+                        .map(|(st, p)| client.execute(st, p)),
+                );
+                let commit = client.batch_execute("COMMIT");
+                let (b, counts, c) = futures_util::future::join3(begin, each, commit).await;
+                b?;
+                // A failed write aborts the transaction, and COMMIT then rolls it back.
+                let counts = counts.into_iter().collect::<Result<Vec<u64>, _>>()?;
+                c?;
+                Ok(counts)
+            };
+            tokio::time::timeout(deadline, run).await
+        })
+        .map_err(|_| Failed::TimedOut(deadline))??;
+        self.used = Instant::now();
+        Ok(counts)
     }
 
     fn messages(

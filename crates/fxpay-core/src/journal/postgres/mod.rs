@@ -29,12 +29,13 @@ use super::store::JournalStore;
 use crate::error::{Error, Result};
 use crate::runtime::fork::PerProcess;
 use arc_swap::ArcSwapOption;
-use connection::{Conn, Failed};
+use connection::{Conn, Failed, Values};
 use statements::{Statements, IDENTITY_KEY};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
+use tokio_postgres::types::ToSql;
 
 /// What a PostgreSQL journal tells its owner (the Python `PostgresJournal`), rarely: once
 /// per process when its first result waits (the exit writes it, `flush_all`), and a result
@@ -284,9 +285,24 @@ impl PostgresStore {
         }
     }
 
-    /// The rows of one query.
+    /// The rows of one query, sent as text (the rare ones).
     fn query(&self, what: &str, sql: &str) -> Result<Vec<Vec<Option<String>>>> {
         self.with_conn(what, true, |c| c.query(sql, self.timeout))
+    }
+
+    /// The rows of a prepared statement run with `values`.
+    fn rows(
+        &self,
+        what: &str,
+        sql: &str,
+        values: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Vec<Option<String>>>> {
+        self.with_conn(what, true, |c| c.rows(sql, values, self.timeout))
+    }
+
+    /// The stored identity row's text (`st`'s table).
+    fn stored_identity(&self, what: &str, st: &Statements) -> Result<Option<String>> {
+        Ok(first(self.rows(what, &st.get, &[&IDENTITY_KEY])?))
     }
 
     // -- the journal this process opened --------------------------------------------------
@@ -305,8 +321,7 @@ impl PostgresStore {
         let at = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
         let (schema, name) = (at(0), at(1));
         let probe = Statements::new(&schema, &name, String::new());
-        let rows = self.query(what, &probe.get(IDENTITY_KEY)?)?;
-        let Some(ident) = rows.first().and_then(|r| r.first().cloned().flatten()) else {
+        let Some(ident) = self.stored_identity(what, &probe)? else {
             return Err(Error::journal(texts::no_identity_row(&probe.name)));
         };
         let made_in = statements::identity_table(&ident);
@@ -336,9 +351,7 @@ impl PostgresStore {
     /// journal with nothing open.
     fn still_here(&self, what: &str) -> Result<Arc<Statements>> {
         let st = self.opened(what)?;
-        let rows = self.query(what, &st.get(IDENTITY_KEY)?)?;
-        let stored = rows.first().and_then(|r| r.first().cloned().flatten());
-        match stored {
+        match self.stored_identity(what, &st)? {
             Some(s) if s == st.ident => Ok(st),
             other => Err(Self::refusal(&st, other.as_deref())),
         }
@@ -351,10 +364,7 @@ impl PostgresStore {
     /// The stored text and entry of `key`.
     fn read(&self, key: &str) -> Result<Option<(String, Entry)>> {
         let st = self.opened("get")?;
-        let rows = self.query("get", &st.get(key)?)?;
-        rows.into_iter()
-            .next()
-            .and_then(|r| r.into_iter().next().flatten())
+        first(self.rows("get", &st.get, &[&key])?)
             .map(|t| Self::entry(&t).map(|e| (t, e)))
             .transpose()
     }
@@ -367,14 +377,7 @@ impl PostgresStore {
             // This process's results, looked up before the read: one that lands in between
             // is in what was read (after it, it would be in neither, and read pending).
             let mine: Vec<Option<Entry>> = part.iter().map(|k| later.get(k)).collect();
-            let rows = self.query(what, &st.get_many(part.iter().map(String::as_str))?)?;
-            let mut found: HashMap<String, String> = rows
-                .into_iter()
-                .filter_map(|r| {
-                    let mut r = r.into_iter();
-                    Some((r.next()??, r.next()??))
-                })
-                .collect();
+            let mut found = pairs(self.rows(what, &st.get_many, &[&part])?);
             for (k, mine) in part.iter().zip(mine) {
                 if let Some(t) = found.remove(k) {
                     out.extend(later.news_given(Some(Self::entry(&t)?), mine));
@@ -430,35 +433,45 @@ impl PostgresStore {
             }
         };
         writes.sort_by(|a, b| key_of(&a.op).cmp(key_of(&b.op)));
-        let mut sql = String::new();
-        let mut sent = Vec::with_capacity(writes.len());
+        let mut sent: Vec<&Arc<Write>> = Vec::with_capacity(writes.len());
+        let mut statements: Vec<(&str, Values<'_>)> = Vec::with_capacity(writes.len());
         for w in writes {
-            let statement = match &w.op {
+            match &w.op {
                 Op::Claim {
                     key,
                     state,
                     result,
                     text,
-                } => st.claim(key, state, result.as_deref(), text),
+                } => statements.push((
+                    &st.claim,
+                    vec![
+                        Some(key),
+                        Some(state),
+                        result.as_deref(),
+                        Some(text),
+                        Some(IDENTITY_KEY),
+                        Some(&st.ident),
+                    ],
+                )),
                 Op::Swap {
                     key,
                     state,
                     result,
                     text,
                     old,
-                } => st.swap(key, state, result.as_deref(), text, old),
+                } => statements.push((
+                    &st.swap,
+                    vec![
+                        Some(state),
+                        result.as_deref(),
+                        Some(text),
+                        Some(key),
+                        Some(old),
+                    ],
+                )),
                 Op::Nothing => continue,
-            };
-            match statement {
-                Ok(s) => {
-                    if !sql.is_empty() {
-                        sql.push_str("; ");
-                    }
-                    sql.push_str(&s);
-                    sent.push(w);
-                }
-                Err(e) => w.answer(Err(e.to_string())),
             }
+            sent.push(w);
         }
         if sent.is_empty() {
             return;
@@ -468,7 +481,7 @@ impl PostgresStore {
         } else {
             "swap"
         };
-        match self.with_conn(what, false, |c| c.run(&sql, self.timeout)) {
+        match self.with_conn(what, false, |c| c.write_all(&statements, self.timeout)) {
             Ok(counts) if counts.len() == sent.len() => {
                 for (w, n) in sent.iter().zip(counts) {
                     w.answer(Ok(usize::from(n == 1)));
@@ -570,14 +583,36 @@ impl PostgresStore {
             &format!("SELECT 1 FROM pg_class WHERE oid = to_regclass({qualified})"),
         )?
         .is_some();
-        let had = exists && one(c, &probe.get(IDENTITY_KEY)?)?.is_some();
+        let identity = |c: &mut Conn| -> Result<Option<String>> {
+            Ok(first(
+                c.rows(&probe.get, &[&IDENTITY_KEY], t).map_err(fail)?,
+            ))
+        };
+        let had = exists && identity(c)?.is_some();
         for statement in statements::ddl(&schema, &name)? {
             c.run(&statement, t).map_err(fail)?;
         }
-        let ident = one(c, &probe.get(IDENTITY_KEY)?)?.unwrap_or_default();
+        let ident = identity(c)?.unwrap_or_default();
         c.run("COMMIT", t).map_err(fail)?;
         Ok((had, Statements::new(&schema, &name, ident)))
     }
+}
+
+/// The first value of the first row.
+fn first(rows: Vec<Vec<Option<String>>>) -> Option<String> {
+    rows.into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next().flatten())
+}
+
+/// Rows of (key, text), as a map.
+fn pairs(rows: Vec<Vec<Option<String>>>) -> HashMap<String, String> {
+    rows.into_iter()
+        .filter_map(|r| {
+            let mut r = r.into_iter();
+            Some((r.next()??, r.next()??))
+        })
+        .collect()
 }
 
 /// The key a write is on.
@@ -644,14 +679,8 @@ impl JournalStore for PostgresStore {
             let later = &self.here().later;
             let mine = later.get(&entry.key); // before the read, as `get`
             let st = self.opened("claim")?;
-            let rows = self.query("claim", &st.get_many([entry.key.as_str(), IDENTITY_KEY])?)?;
-            let found: HashMap<String, String> = rows
-                .into_iter()
-                .filter_map(|r| {
-                    let mut r = r.into_iter();
-                    Some((r.next()??, r.next()??))
-                })
-                .collect();
+            let both = [entry.key.as_str(), IDENTITY_KEY];
+            let found = pairs(self.rows("claim", &st.get_many, &[&&both[..]])?);
             match found.get(IDENTITY_KEY) {
                 Some(s) if *s == st.ident => {}
                 other => return Err(Self::refusal(&st, other.map(String::as_str))),
@@ -676,10 +705,7 @@ impl JournalStore for PostgresStore {
             return Ok(Some(got));
         }
         let st = self.opened("find")?;
-        let rows = self.query("find", &st.find(result)?)?;
-        rows.into_iter()
-            .next()
-            .and_then(|r| r.into_iter().next().flatten())
+        first(self.rows("find", &st.find, &[&result])?)
             .map(|t| Self::entry(&t))
             .transpose()
     }
@@ -705,7 +731,7 @@ impl JournalStore for PostgresStore {
             .map(|e| (e.key.clone(), e))
             .collect();
         let mut out = Vec::new();
-        for row in self.query("candidates", &st.candidates())? {
+        for row in self.rows("candidates", &st.candidates, &[])? {
             let mut r = row.into_iter();
             let (Some(Some(key)), Some(Some(text))) = (r.next(), r.next()) else {
                 continue;
@@ -789,18 +815,10 @@ impl JournalStore for PostgresStore {
             "results_waiting" => here.later.entries().len().to_string(),
             "connections" => lock(&here.pool.state).1.to_string(),
             "identity" => self.opened("get")?.ident.clone(),
-            "backend" => self
-                .query("get", "SELECT pg_backend_pid()")?
-                .into_iter()
-                .next()
-                .and_then(|r| r.into_iter().next().flatten())
-                .unwrap_or_default(),
-            "synchronous_commit" => self
-                .query("get", "SHOW synchronous_commit")?
-                .into_iter()
-                .next()
-                .and_then(|r| r.into_iter().next().flatten())
-                .unwrap_or_default(),
+            "backend" => first(self.query("get", "SELECT pg_backend_pid()")?).unwrap_or_default(),
+            "synchronous_commit" => {
+                first(self.query("get", "SHOW synchronous_commit")?).unwrap_or_default()
+            }
             _ => {
                 return Err(Error::InvalidRequest(format!(
                     "PostgresJournal: {name:?} cannot be read here"

@@ -1,9 +1,9 @@
-//! The SQL a PostgreSQL journal runs, as text: every statement goes out in the simple query
-//! protocol (one round trip; several in one message are one transaction, one commit), with
-//! its values as literals. A literal is quoted as PostgreSQL reads it with
+//! The SQL a PostgreSQL journal runs: `fxpay.postgres_journal`'s statements, on the table as
+//! PostgreSQL resolved it. The statements of keyed calls take their values as parameters
+//! and are prepared once per connection; the rare ones (opening, `create`) go out as text,
+//! their values as literals, quoted as PostgreSQL reads them with
 //! `standard_conforming_strings` on, which every connection checks (`connection::vet`): a
 //! quote is doubled, a backslash is itself. Text PostgreSQL cannot hold (a NUL) is refused.
-//! The statements are `fxpay.postgres_journal`'s, on the table as PostgreSQL resolved it.
 use crate::error::{Error, Result};
 
 /// The key of the journal's identity row: it starts with a control character, which no
@@ -29,119 +29,55 @@ pub(crate) fn literal(text: &str) -> Result<String> {
     Ok(out)
 }
 
-/// `Some(text)` as a literal, `None` as NULL.
-fn nullable(text: Option<&str>) -> Result<String> {
-    text.map_or_else(|| Ok("NULL".to_owned()), literal)
-}
-
 /// `name` as a quoted SQL identifier.
 pub(crate) fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// The statements on one resolved table (schema, name), with the identity row's text.
+/// The statements on one resolved table (schema, name), with the identity row's text. Each
+/// takes its values as parameters (`$1`...), as text, and is prepared once per connection.
 pub(crate) struct Statements {
     /// `schema.name`, unquoted (as the identity row says it).
     pub name: String,
-    /// The table, quoted and schema-qualified.
-    t: String,
     /// The identity row's text (the journal this process opened).
     pub ident: String,
+    /// The stored text of a key (`$1`).
+    pub get: String,
+    /// The keys and stored texts of the keys in `$1` (an array).
+    pub get_many: String,
+    /// Inserts the entry (`$1` key, `$2` state, `$3` result, `$4` data) where its key is
+    /// free, and only where this journal's identity row (`$5` key, `$6` text) still is (a
+    /// TRUNCATE, or a DROP and a new journal, under a live process is caught).
+    pub claim: String,
+    /// Replaces the entry of key `$4` stored as `$5` by (`$1` state, `$2` result, `$3` data).
+    pub swap: String,
+    /// The first entry (by when it was made) whose result is `$1`.
+    pub find: String,
+    /// Every key and entry that is pending or unknown, by when it was made.
+    pub candidates: String,
 }
 
 impl Statements {
     pub(crate) fn new(schema: &str, name: &str, ident: String) -> Statements {
+        let t = format!("{}.{}", self::ident(schema), self::ident(name));
         Statements {
             name: format!("{schema}.{name}"),
-            t: format!("{}.{}", self::ident(schema), self::ident(name)),
             ident,
+            get: format!("SELECT data FROM {t} WHERE key = $1::text"),
+            get_many: format!("SELECT key, data FROM {t} WHERE key = ANY($1::text[])"),
+            claim: format!(
+                "INSERT INTO {t} (key, state, result, data) SELECT $1::text, $2::text, $3::text, $4::text \
+                 WHERE EXISTS (SELECT 1 FROM {t} WHERE key = $5::text AND data = $6::text) ON CONFLICT (key) DO NOTHING"
+            ),
+            swap: format!(
+                "UPDATE {t} SET state = $1::text, result = $2::text, data = $3::text, updated_at = now() \
+                 WHERE key = $4::text AND data = $5::text"
+            ),
+            find: format!("SELECT data FROM {t} WHERE result = $1::text ORDER BY seq LIMIT 1"),
+            candidates: format!(
+                "SELECT key, data FROM {t} WHERE state IN ('pending', 'unknown') ORDER BY seq"
+            ),
         }
-    }
-
-    /// The stored text of `key`.
-    pub(crate) fn get(&self, key: &str) -> Result<String> {
-        Ok(format!(
-            "SELECT data FROM {} WHERE key = {}",
-            self.t,
-            literal(key)?
-        ))
-    }
-
-    /// The keys and stored texts of `keys` that exist.
-    pub(crate) fn get_many<'a>(&self, keys: impl IntoIterator<Item = &'a str>) -> Result<String> {
-        let mut list = String::new();
-        for k in keys {
-            if !list.is_empty() {
-                list.push_str(", ");
-            }
-            list.push_str(&literal(k)?);
-        }
-        if list.is_empty() {
-            list.push_str("NULL");
-        }
-        Ok(format!(
-            "SELECT key, data FROM {} WHERE key IN ({list})",
-            self.t
-        ))
-    }
-
-    /// Inserts the entry where its key is free, and only where this journal's identity row
-    /// still is (a TRUNCATE, or a DROP and a new journal, under a live process is caught).
-    pub(crate) fn claim(
-        &self,
-        key: &str,
-        state: &str,
-        result: Option<&str>,
-        data: &str,
-    ) -> Result<String> {
-        Ok(format!(
-            "INSERT INTO {t} (key, state, result, data) SELECT {}, {}, {}, {} \
-             WHERE EXISTS (SELECT 1 FROM {t} WHERE key = {} AND data = {}) ON CONFLICT (key) DO NOTHING",
-            literal(key)?,
-            literal(state)?,
-            nullable(result)?,
-            literal(data)?,
-            literal(IDENTITY_KEY)?,
-            literal(&self.ident)?,
-            t = self.t,
-        ))
-    }
-
-    /// Replaces the entry stored as `old` (text).
-    pub(crate) fn swap(
-        &self,
-        key: &str,
-        state: &str,
-        result: Option<&str>,
-        data: &str,
-        old: &str,
-    ) -> Result<String> {
-        Ok(format!(
-            "UPDATE {} SET state = {}, result = {}, data = {}, updated_at = now() WHERE key = {} AND data = {}",
-            self.t,
-            literal(state)?,
-            nullable(result)?,
-            literal(data)?,
-            literal(key)?,
-            literal(old)?,
-        ))
-    }
-
-    /// The first entry (by when it was made) whose result is `result`.
-    pub(crate) fn find(&self, result: &str) -> Result<String> {
-        Ok(format!(
-            "SELECT data FROM {} WHERE result = {} ORDER BY seq LIMIT 1",
-            self.t,
-            literal(result)?
-        ))
-    }
-
-    /// Every key and entry that is pending or unknown, by when it was made.
-    pub(crate) fn candidates(&self) -> String {
-        format!(
-            "SELECT key, data FROM {} WHERE state IN ('pending', 'unknown') ORDER BY seq",
-            self.t
-        )
     }
 }
 
@@ -242,15 +178,17 @@ mod tests {
     }
 
     #[test]
-    fn a_claim_names_the_identity_row() {
-        let st = Statements::new("public", "j", "{\"journal\": \"x'y\"}".into());
-        let sql = st.claim("k'1", "pending", None, "{}").expect("test");
-        assert!(sql.contains("'k''1', 'pending', NULL, '{}'"), "{sql}");
+    fn the_statements_name_the_quoted_table() {
+        let st = Statements::new("pay ments", "j\"1", String::new());
+        assert_eq!(st.name, "pay ments.j\"1");
         assert!(
-            sql.contains("'\x01journal' AND data = '{\"journal\": \"x''y\"}'"),
-            "{sql}"
+            st.get.contains(r#"FROM "pay ments"."j""1" WHERE"#),
+            "{}",
+            st.get
         );
-        assert!(st.get_many([]).expect("test").ends_with("IN (NULL)"));
+        assert!(st
+            .claim
+            .contains(r#"EXISTS (SELECT 1 FROM "pay ments"."j""1" WHERE key = $5"#));
     }
 
     #[test]
