@@ -187,6 +187,46 @@ def test_a_server_that_is_down_fails_closed_and_sends_nothing(fxpay_sandbox: Any
         assert requests_to(fxpay_sandbox, DEALS) == 1
 
 
+def _server_processes(server: PostgresServer) -> list[int]:
+    """The postmaster of ``server`` and every process it started."""
+    postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+    found = [postmaster]
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        if int(text[text.rindex(")") + 2 :].split()[1]) == postmaster:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_a_server_that_stops_answering_fails_closed_within_the_timeout(fxpay_sandbox: Any, own_server: PostgresServer) -> None:
+    """Every process of the server stopped (SIGSTOP): the kernel still takes the statement's
+    bytes, and nothing answers. The call fails closed after ``timeout`` and a second more, not
+    never; once the server runs again, the next call goes through on a new connection."""
+    journal = make_postgres_journal(own_server, timeout=1.0)
+    with fxpay_sandbox.client(journal=journal) as c:
+        args = deal_args(c)
+        c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="warm")
+        before = fxpay_sandbox.stats()["requests"]
+        stopped = _server_processes(own_server)
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(fxpay.JournalError, match="did not answer within"):
+                c.create_deal(**args, idempotency_key="stalled")
+            took = time.monotonic() - started
+        finally:
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
+        assert 1.5 <= took < 10, took
+        assert fxpay_sandbox.stats()["requests"] == before  # nothing sent
+        deal = c.create_deal(**args, idempotency_key="after")
+        assert journal.get("after").result == deal.deal_id  # type: ignore[union-attr]
+
+
 def test_a_statement_timeout_fails_closed_and_sends_nothing(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
     psycopg = need("psycopg")
     journal = make_postgres_journal(postgres_server, timeout=0.5)
