@@ -6,7 +6,9 @@ use super::entry::Entry;
 use super::group_commit::{Group, Op, Write};
 use super::later::{self, Later, Waiting};
 use crate::error::{Error, Result};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 /// A durable store, as its keyed calls' results need it.
 pub(crate) trait Durable {
@@ -22,6 +24,87 @@ pub(crate) trait Durable {
     fn wake(&self);
     /// Reports a result that could not be recorded (logged, with the id, for `resolve`).
     fn not_recorded(&self, key: &str, result: Option<&str>);
+}
+
+/// Every durable store is a journal the flusher writes.
+impl<T: Durable + Send + Sync> later::Flushes for T {
+    fn flush_waiting(&self) {
+        flush_waiting(self);
+    }
+}
+
+/// Runs `op` in the store's next group commit (`lead` commits a leader's batch); its count
+/// once durable.
+pub(crate) fn write(
+    d: &impl Durable,
+    op: Op,
+    lead: impl FnOnce(&[Arc<Write>]) -> (Vec<Waiting>, Vec<Arc<Write>>),
+) -> Result<usize> {
+    let (n, led) = d.group().write(op, lead);
+    if let Some((results, late)) = led {
+        results_landed(d, &results, &late);
+    }
+    n
+}
+
+/// A leader's turn: `batch` and the results waiting, in one commit (`commit`, given every
+/// write but the `Nothing`s, answers each).
+pub(crate) fn lead(
+    d: &impl Durable,
+    batch: &[Arc<Write>],
+    commit: impl FnOnce(Vec<&Arc<Write>>),
+) -> (Vec<Waiting>, Vec<Arc<Write>>) {
+    let results = d.later().taken();
+    let late = late_writes(&results);
+    let all: Vec<&Arc<Write>> = late
+        .iter()
+        .chain(batch.iter())
+        .filter(|w| !matches!(w.op, Op::Nothing))
+        .collect();
+    if !all.is_empty() {
+        commit(all);
+    }
+    for w in batch {
+        w.answer(Ok(0)); // a `Nothing` (the others are answered)
+    }
+    (results, late)
+}
+
+/// `get`, with `after_read` run once the store was read (a test lands a result there).
+/// This process's result of the key is looked up before the read: one that lands in between
+/// is in what was read. Looked up only after the read, it would be in neither, and the key
+/// would read its claim, `pending`, though its result is stored (the fork stress found this
+/// order in `RedisJournal.get()`).
+pub(crate) fn get_then(
+    d: &impl Durable,
+    key: &str,
+    after_read: impl FnOnce(),
+) -> Result<Option<Entry>> {
+    let later = d.later();
+    let mine = later.get(key);
+    let stored = d.read(key)?.map(|(_, e)| e);
+    after_read();
+    Ok(later.news_given(stored, mine))
+}
+
+/// Has the flusher write the results of the store `me` in `delay`. The first time in this
+/// process (`hooked`), the store is held for the exit's flush (`hold`) and its owner is told
+/// (`result_waits`).
+pub(crate) fn wake<S: Durable + Send + Sync + 'static>(
+    me: &Weak<S>,
+    hooked: &AtomicBool,
+    hold: impl FnOnce(Arc<S>),
+    result_waits: &dyn Fn(),
+    delay: Duration,
+) {
+    if !hooked.swap(true, Ordering::AcqRel) {
+        if let Some(store) = me.upgrade() {
+            hold(store);
+        }
+        result_waits();
+    }
+    let me: Weak<dyn later::Flushes> = me.clone();
+    later::wake(me, delay);
 }
 
 /// The swap that writes `w` over the entry stored as `old`.

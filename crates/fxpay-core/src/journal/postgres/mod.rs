@@ -23,7 +23,7 @@ use super::durable::{self, Durable};
 use super::entry::{Entry, State};
 use super::group_commit::{Group, Op, Write};
 use super::holder::{HolderCheck, LeaseOnly};
-use super::later::{self, Later, Waiting};
+use super::later::Later;
 use super::place::{Holding, Place, Places};
 use super::store::JournalStore;
 use crate::error::{Error, Result};
@@ -32,7 +32,7 @@ use arc_swap::ArcSwapOption;
 use connection::{Conn, Failed, Values};
 use statements::{Statements, IDENTITY_KEY};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 use tokio_postgres::types::ToSql;
@@ -391,30 +391,9 @@ impl PostgresStore {
 
     /// Runs `op` in the next group commit; its count once PostgreSQL committed.
     fn write(&self, op: Op) -> Result<usize> {
-        let group = self.group.get_or_make(Group::default);
-        let (n, led) = group.write(op, |batch| self.lead(batch));
-        if let Some((results, late)) = led {
-            durable::results_landed(self, &results, &late);
-        }
-        n
-    }
-
-    /// A leader's turn: `batch` and the results waiting, in one transaction.
-    fn lead(&self, batch: &[Arc<Write>]) -> (Vec<Waiting>, Vec<Arc<Write>>) {
-        let results = self.here().later.taken();
-        let late = durable::late_writes(&results);
-        let all: Vec<&Arc<Write>> = late
-            .iter()
-            .chain(batch.iter())
-            .filter(|w| !matches!(w.op, Op::Nothing))
-            .collect();
-        if !all.is_empty() {
-            self.commit(all);
-        }
-        for w in batch {
-            w.answer(Ok(0)); // a `Nothing` (the others are answered)
-        }
-        (results, late)
+        durable::write(self, op, |batch| {
+            durable::lead(self, batch, |all| self.commit(all))
+        })
     }
 
     /// Sends `writes` as one message of statements (one transaction, one commit, one WAL
@@ -503,27 +482,16 @@ impl PostgresStore {
         }
     }
 
-    /// `get`, with `after_read` run once the table was read (a test lands a result there).
-    /// This process's result of the key is looked up before the read: one that lands in
-    /// between is in what was read (looked up after, it would be in neither).
-    fn get_then(&self, key: &str, after_read: impl FnOnce()) -> Result<Option<Entry>> {
-        let later = &self.here().later;
-        let mine = later.get(key);
-        let stored = self.read(key)?.map(|(_, e)| e);
-        after_read();
-        Ok(later.news_given(stored, mine))
-    }
-
     fn wake(&self) {
-        let here = self.here();
-        if !here.hooked.swap(true, Ordering::AcqRel) {
-            if let Some(me) = self.me.upgrade() {
-                HOLDING.hold(&self.place, me);
-            }
-            (self.hooks.result_waits)();
-        }
-        let me: Weak<dyn later::Flushes> = self.me.clone();
-        later::wake(me, self.delay);
+        let hooked = &self.here().hooked;
+        let hold = |me| HOLDING.hold(&self.place, me);
+        durable::wake(
+            &self.me,
+            hooked,
+            hold,
+            &*self.hooks.result_waits,
+            self.delay,
+        );
     }
 
     /// Writes the results waiting in every PostgreSQL store of this process (the exit's
@@ -623,12 +591,6 @@ fn key_of(op: &Op) -> &str {
     }
 }
 
-impl later::Flushes for PostgresStore {
-    fn flush_waiting(&self) {
-        durable::flush_waiting(self);
-    }
-}
-
 impl Durable for PostgresStore {
     fn group(&self) -> &Group {
         self.group.get_or_make(Group::default)
@@ -657,7 +619,7 @@ impl Durable for PostgresStore {
 
 impl JournalStore for PostgresStore {
     fn get(&self, key: &str) -> Result<Option<Entry>> {
-        self.get_then(key, || {})
+        durable::get_then(self, key, || {})
     }
 
     /// The claim reaches the table even when this process holds the key's result: the

@@ -24,7 +24,8 @@ use super::durable::{self, Durable};
 use super::entry::{Entry, State};
 use super::group_commit::{Group, Op, Write};
 use super::holder::{HolderCheck, LeaseOnly};
-use super::later::{self, Later, Waiting};
+use super::later::Later;
+use super::place::{Holding, Place, Places};
 use super::store::JournalStore;
 use crate::error::{Error, Result};
 use crate::runtime::fork::PerProcess;
@@ -84,24 +85,14 @@ impl Here {
     }
 }
 
-/// What every store of one place shares in a process.
-struct Shared {
-    here: PerProcess<Here>,
-    /// The results a child forked next inherits, taken by the forking thread.
-    forked: Mutex<Option<HashMap<String, Entry>>>,
-}
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // The values behind these locks are replaced whole.
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The places of this process (a child starts with none).
-static BY_PLACE: PerProcess<Mutex<HashMap<String, Weak<Shared>>>> = PerProcess::empty();
-
-/// A store of each place that had a result waiting in this process (for `flush_all`), held:
-/// a result outlives the journal and the client that made it.
-static WAITING: PerProcess<Mutex<HashMap<String, Arc<RedisStore>>>> = PerProcess::empty();
+static PLACES: Places<Here> = Places::new();
+/// A store of each place that had a result waiting in this process (for `flush_all`).
+static HOLDING: Holding<RedisStore> = Holding::new();
 
 /// A journal's storage in Redis, shared by every process and machine that uses it. A
 /// pending key's holder is gone only once its lease lapses.
@@ -122,7 +113,7 @@ pub(crate) struct RedisStore {
     /// `create`): every claim and swap runs only where it is still the one stored. Read
     /// and set without a lock, as `warned`.
     id: ArcSwapOption<String>,
-    shared: Arc<Shared>,
+    shared: Arc<Place<Here>>,
     /// This store's claims waiting for their commit, per process.
     group: PerProcess<Group>,
     me: Weak<RedisStore>,
@@ -156,21 +147,7 @@ impl RedisStore {
             info.addr(),
             info.redis_settings().db()
         );
-        let shared = {
-            let mut by_place = lock(BY_PLACE.get_or_make(Mutex::default));
-            match by_place.get(&place).and_then(Weak::upgrade) {
-                Some(s) => s,
-                None => {
-                    let s = Arc::new(Shared {
-                        here: PerProcess::empty(),
-                        forked: Mutex::new(None),
-                    });
-                    by_place.retain(|_, w| w.strong_count() > 0);
-                    by_place.insert(place.clone(), Arc::downgrade(&s));
-                    s
-                }
-            }
-        };
+        let shared = PLACES.of(&place);
         Ok(Arc::new_cyclic(|me| RedisStore {
             place,
             client,
@@ -194,9 +171,7 @@ impl RedisStore {
     }
 
     fn here(&self) -> &Here {
-        self.shared
-            .here
-            .get_or_make(|| Here::new(lock(&self.shared.forked).take().unwrap_or_default()))
+        self.shared.here(Here::new)
     }
 
     fn warn_once(&self, what: &'static str, message: String) {
@@ -378,30 +353,9 @@ impl RedisStore {
 
     /// Runs `op` in the next group commit; its count once Redis answered.
     fn write(&self, op: Op) -> Result<usize> {
-        let group = self.group.get_or_make(Group::default);
-        let (n, led) = group.write(op, |batch| self.lead(batch));
-        if let Some((results, late)) = led {
-            durable::results_landed(self, &results, &late);
-        }
-        n
-    }
-
-    /// A leader's turn: `batch` and the results waiting, in one pipeline.
-    fn lead(&self, batch: &[Arc<Write>]) -> (Vec<Waiting>, Vec<Arc<Write>>) {
-        let results = self.here().later.taken();
-        let late = durable::late_writes(&results);
-        let all: Vec<&Arc<Write>> = late
-            .iter()
-            .chain(batch.iter())
-            .filter(|w| !matches!(w.op, Op::Nothing))
-            .collect();
-        if !all.is_empty() {
-            self.commit(&all);
-        }
-        for w in batch {
-            w.answer(Ok(0)); // a `Nothing` (the others are answered)
-        }
-        (results, late)
+        durable::write(self, op, |batch| {
+            durable::lead(self, batch, |all| self.commit(&all))
+        })
     }
 
     /// Sends `writes` in one pipeline; each gets its count (a claim: 1 when made; a swap: 1
@@ -537,45 +491,24 @@ impl RedisStore {
         }
     }
 
-    /// `get`, with `after_read` run once Redis was read (a test lands a result there). This
-    /// process's result of the key is looked up before the read: one that lands in between
-    /// is in what was read (looked up after, it would be in neither, and read `pending`).
-    fn get_then(&self, key: &str, after_read: impl FnOnce()) -> Result<Option<Entry>> {
-        let later = &self.here().later;
-        let mine = later.get(key);
-        let stored = self.read(key)?.map(|(_, e)| e);
-        after_read();
-        Ok(later.news_given(stored, mine))
-    }
-
     fn wake(&self) {
-        let here = self.here();
-        if !here.hooked.swap(true, Ordering::AcqRel) {
-            if let Some(me) = self.me.upgrade() {
-                lock(WAITING.get_or_make(Mutex::default)).insert(self.place.clone(), me);
-            }
-            (self.hooks.result_waits)();
-        }
-        let me: Weak<dyn later::Flushes> = self.me.clone();
-        later::wake(me, self.delay);
+        let hooked = &self.here().hooked;
+        let hold = |me| HOLDING.hold(&self.place, me);
+        durable::wake(
+            &self.me,
+            hooked,
+            hold,
+            &*self.hooks.result_waits,
+            self.delay,
+        );
     }
 
     /// Writes the results waiting in every Redis store of this process (the exit's flush;
     /// a payout's end).
     pub(crate) fn flush_every_store() {
-        let all: Vec<Arc<RedisStore>> = lock(WAITING.get_or_make(Mutex::default))
-            .values()
-            .cloned()
-            .collect();
-        for store in all {
-            let _ = store.flush();
-        }
-    }
-}
-
-impl later::Flushes for RedisStore {
-    fn flush_waiting(&self) {
-        durable::flush_waiting(self);
+        HOLDING.each(|s| {
+            let _ = s.flush();
+        });
     }
 }
 
@@ -607,7 +540,7 @@ impl Durable for RedisStore {
 
 impl JournalStore for RedisStore {
     fn get(&self, key: &str) -> Result<Option<Entry>> {
-        self.get_then(key, || {})
+        durable::get_then(self, key, || {})
     }
 
     /// The claim reaches Redis even when this process holds the key's result: the
@@ -748,12 +681,11 @@ impl JournalStore for RedisStore {
     /// to read). No thread of the parent's is in the child, and the child makes its own
     /// connection and queues: nothing the parent holds is touched there.
     fn before_fork(&self) {
-        let copy = self.here().later.for_child();
-        *lock(&self.shared.forked) = Some(copy);
+        self.shared.before_fork(self.here().later.for_child());
     }
 
     fn after_fork_in_parent(&self) {
-        lock(&self.shared.forked).take();
+        self.shared.after_fork_in_parent();
     }
 }
 

@@ -196,9 +196,7 @@ fn a_result_that_lands_while_get_reads_redis_reads_done() {
     let c = claim("a");
     assert!(store.claim(&c).expect("redis").is_none());
     assert!(store.swap_at_once(&c, &done(&c)));
-    let got = store
-        .get_then("a", || store.flush().expect("redis"))
-        .expect("redis");
+    let got = durable::get_then(&*store, "a", || store.flush().expect("redis")).expect("redis");
     let mut raw = s.raw();
     let text: String = redis::cmd("GET")
         .arg("t:k:a")

@@ -19,10 +19,10 @@ use super::durable::{self, Durable};
 use super::entry::Entry;
 use super::group_commit::{Group, Op, Write};
 use super::holder::{HolderCheck, LocalProcesses};
-use super::later::{self, Later, Waiting};
+use super::later::Later;
+use super::place::{Holding, Place, Places};
 use super::store::JournalStore;
 use crate::error::{Error, Result};
-use crate::runtime::fork::PerProcess;
 use rusqlite::{Connection, OptionalExtension};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,28 +61,11 @@ struct Here {
     hooked: AtomicBool,
 }
 
-/// What every store of one path shares in a process.
-struct Shared {
-    here: PerProcess<Here>,
-    /// The results a child forked next inherits, taken by the forking thread.
-    forked: Mutex<Option<HashMap<String, Entry>>>,
-}
-
-impl Default for Shared {
-    fn default() -> Self {
-        Shared {
-            here: PerProcess::empty(),
-            forked: Mutex::new(None),
-        }
-    }
-}
-
-impl Drop for Shared {
+impl Drop for Here {
     fn drop(&mut self) {
         // Closed inside the gate: never while the process forks.
-        let here = self.here.get_or_make(|| Here::new(HashMap::new()));
         let _in = fork_gate::enter();
-        drop(lock(&here.conn).take());
+        drop(lock(&self.conn).take());
     }
 }
 
@@ -102,14 +85,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The stores of this process by path (a child starts with none).
-static BY_PATH: PerProcess<Mutex<HashMap<String, Weak<Shared>>>> = PerProcess::empty();
+/// The journal files of this process, by path (a child starts with none).
+static PLACES: Places<Here> = Places::new();
 
 /// A store of each file that had a result waiting in this process (for `flush_all`), held:
 /// a result outlives the journal and the client that made it (a worker's task returns, its
 /// client is dropped, and its process's exit still writes the result). One per file: the
 /// results wait per file, and any store of it writes them.
-static WAITING: PerProcess<Mutex<HashMap<String, Arc<SqliteStore>>>> = PerProcess::empty();
+static HOLDING: Holding<SqliteStore> = Holding::new();
 
 /// A journal's storage in an SQLite file; `single_host` (a pending key whose holder process
 /// exited is gone at once).
@@ -119,7 +102,7 @@ pub(crate) struct SqliteStore {
     timeout: Duration,
     delay: Duration,
     hooks: Hooks,
-    shared: Arc<Shared>,
+    shared: Arc<Place<Here>>,
     /// Whether this store's `before_fork` was counted by the fork gate (its
     /// `after_fork_in_parent` then is too).
     fork_held: AtomicBool,
@@ -143,20 +126,7 @@ impl SqliteStore {
             result_waits,
             not_recorded,
         };
-        let shared = {
-            let by_path = lock(BY_PATH.get_or_make(Mutex::default));
-            by_path.get(path).and_then(Weak::upgrade)
-        };
-        let shared = match shared {
-            Some(s) => s,
-            None => {
-                let s = Arc::new(Shared::default());
-                let mut by_path = lock(BY_PATH.get_or_make(Mutex::default));
-                by_path.retain(|_, w| w.strong_count() > 0);
-                by_path.insert(path.to_owned(), Arc::downgrade(&s));
-                s
-            }
-        };
+        let shared = PLACES.of(path);
         let store = Arc::new_cyclic(|me| SqliteStore {
             path: path.to_owned(),
             ident,
@@ -172,9 +142,7 @@ impl SqliteStore {
     }
 
     fn here(&self) -> &Here {
-        self.shared
-            .here
-            .get_or_make(|| Here::new(lock(&self.shared.forked).take().unwrap_or_default()))
+        self.shared.here(Here::new)
     }
 
     /// Runs `f` on this process's connection (made on first use), inside the fork gate;
@@ -237,29 +205,9 @@ impl SqliteStore {
 
     /// Runs `op` in the next group commit; its row count once on disk.
     fn write(&self, op: Op) -> Result<usize> {
-        let (n, led) = self.here().group.write(op, |batch| self.lead(batch));
-        if let Some((results, late)) = led {
-            durable::results_landed(self, &results, &late);
-        }
-        n
-    }
-
-    /// A leader's turn: `batch` and the results waiting, in one transaction.
-    fn lead(&self, batch: &[Arc<Write>]) -> (Vec<Waiting>, Vec<Arc<Write>>) {
-        let results = self.here().later.taken();
-        let late = durable::late_writes(&results);
-        let all: Vec<&Arc<Write>> = batch
-            .iter()
-            .chain(late.iter())
-            .filter(|w| !matches!(w.op, Op::Nothing))
-            .collect();
-        if !all.is_empty() {
-            self.commit(&all);
-        }
-        for w in batch {
-            w.answer(Ok(0)); // a `Nothing` (the others are answered)
-        }
-        (results, late)
+        durable::write(self, op, |batch| {
+            durable::lead(self, batch, |all| self.commit(&all))
+        })
     }
 
     /// Runs `writes` in one transaction; each gets its row count, or every one the error
@@ -316,47 +264,24 @@ impl SqliteStore {
         }
     }
 
-    /// `get`, with `after_read` run once the file was read (a test lands a result there).
-    /// This process's result of the key is looked up before the file is read: one that lands
-    /// in between is in what was read. Looked up only after the read, it would be in neither,
-    /// and the key would read its claim, `pending`, though its result is on disk (the fork
-    /// stress found the same order in `RedisJournal.get()`).
-    fn get_then(&self, key: &str, after_read: impl FnOnce()) -> Result<Option<Entry>> {
-        let later = &self.here().later;
-        let mine = later.get(key);
-        let stored = self.read(key)?.map(|(_, e)| e);
-        after_read();
-        Ok(later.news_given(stored, mine))
-    }
-
     fn wake(&self) {
-        let here = self.here();
-        if !here.hooked.swap(true, Ordering::AcqRel) {
-            if let Some(me) = self.me.upgrade() {
-                lock(WAITING.get_or_make(Mutex::default)).insert(self.path.clone(), me);
-            }
-            (self.hooks.result_waits)();
-        }
-        let me: Weak<dyn later::Flushes> = self.me.clone();
-        later::wake(me, self.delay);
+        let hooked = &self.here().hooked;
+        let hold = |me| HOLDING.hold(&self.path, me);
+        durable::wake(
+            &self.me,
+            hooked,
+            hold,
+            &*self.hooks.result_waits,
+            self.delay,
+        );
     }
 
     /// Writes the results waiting in every SQLite store of this process (the exit's flush;
     /// a payout's end).
     pub(crate) fn flush_every_store() {
-        let all: Vec<Arc<SqliteStore>> = lock(WAITING.get_or_make(Mutex::default))
-            .values()
-            .cloned()
-            .collect();
-        for store in all {
-            let _ = store.flush();
-        }
-    }
-}
-
-impl later::Flushes for SqliteStore {
-    fn flush_waiting(&self) {
-        durable::flush_waiting(self);
+        HOLDING.each(|s| {
+            let _ = s.flush();
+        });
     }
 }
 
@@ -388,7 +313,7 @@ impl Durable for SqliteStore {
 
 impl JournalStore for SqliteStore {
     fn get(&self, key: &str) -> Result<Option<Entry>> {
-        self.get_then(key, || {})
+        durable::get_then(self, key, || {})
     }
 
     fn claim(&self, entry: &Entry) -> Result<Option<Entry>> {
@@ -507,15 +432,14 @@ impl JournalStore for SqliteStore {
     /// to read), and holds the fork gate (at most the timeout) so that no thread is inside
     /// SQLite at the fork.
     fn before_fork(&self) {
-        let copy = self.here().later.for_child();
-        *lock(&self.shared.forked) = Some(copy);
+        self.shared.before_fork(self.here().later.for_child());
         let held = fork_gate::before_fork(self.timeout);
         self.fork_held.store(held, Ordering::Release);
     }
 
     /// The parent, after the fork: releases what `before_fork` held.
     fn after_fork_in_parent(&self) {
-        lock(&self.shared.forked).take();
+        self.shared.after_fork_in_parent();
         if self.fork_held.swap(false, Ordering::AcqRel) {
             fork_gate::after_fork_in_parent();
         }

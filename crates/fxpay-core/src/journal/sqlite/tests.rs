@@ -345,7 +345,7 @@ fn a_result_that_lands_while_get_reads_the_file_reads_done() {
     let done = entry("k", State::Done, Some("q1"));
     assert!(s.swap(&claim, &done).expect("swap"));
     assert_eq!(on_disk(&path, "k").as_deref(), Some("pending"));
-    let got = s.get_then("k", || s.flush().expect("flush")).expect("get");
+    let got = durable::get_then(&*s, "k", || s.flush().expect("flush")).expect("get");
     assert_eq!(on_disk(&path, "k").as_deref(), Some("done"), "landed");
     assert_eq!(got, Some(done));
 }
