@@ -125,6 +125,13 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_journal_holes.py::test_a_wrong_timeout_is_a_configuration_error",
         "tests/python/journal/test_journal_holes.py::test_wrong_types_of_the_new_settings_are_type_errors",
     ],
+    # The group commit of the Python Redis (redis-py client) and PostgreSQL journals: its
+    # edges on the class itself (seconds; first, so that most mutants fail there), then its
+    # batching, commit delay, fork reset and failures on real servers (about 20 s).
+    "_group_commit.py": [
+        "tests/python/journal/test_journal_group_commit_edges.py",
+        "tests/python/journal/test_journal_group_commit.py",
+    ],
     "postgres_journal.py": ["tests/python/journal/test_journal_postgres.py", "tests/python/journal/test_postgres_sqlalchemy.py"],
     "__init__.py": ["tests/python/client/test_lazy_import.py"],
     "_payouts.py": [
