@@ -168,6 +168,46 @@ def test_claims_that_waited_together_share_one_commit_and_lead_no_other() -> Non
     assert rec.batches[2:] == [["e"]]
 
 
+def test_a_second_claim_of_a_key_waits_for_the_next_commit() -> None:
+    """A batch holds one claim per key: of two claims of ``k`` waiting together, the first
+    goes with ``j`` in one commit, the second in the commit after, and neither is lost."""
+    group, rec = _GroupCommit(), Recorder(hold_first=True)
+    leader = _held_leader(group, rec)
+    waiting = [Caller(group, k, rec) for k in ("k", "k", "j")]
+    for n, w in enumerate(waiting, 1):
+        w.start()
+        _queued(group, n)
+    rec.release.set()
+    leader.finish()
+    for w in waiting:
+        w.finish()
+    assert [sorted(b) for b in rec.batches] == [["a"], ["j", "k"], ["k"]], rec.batches
+    assert all(w.raised is None and w.got is w.claim for w in waiting)
+
+
+def test_a_leader_whose_key_an_earlier_claim_waiting_has_commits_its_own_claim() -> None:
+    """The leader's batch holds its own claim, even when a claim of the same key waits ahead
+    of it in the queue (its thread was woken by the last commit's end and has not run yet):
+    the leader never returns with its claim uncommitted (RedisJournal's call then failed
+    with "the commit gave no answer" instead of finding the other claim of its key)."""
+    group, rec = _GroupCommit(), Recorder()
+    ahead = _Claim("k", None)
+    with group._lock:
+        group._queue.append(ahead)  # its thread, woken, has not taken the lock yet
+    mine = _Claim("k", None)
+    got = group.run(mine, rec)
+    assert got is mine
+    assert (got.done, got.claimed, got.reply) == (True, True, None), (got.done, got.claimed, got.reply)
+    assert rec.batches == [["k"]]
+    assert group._queue == [ahead]
+    assert not ahead.done
+    t = Caller(group, "other", rec)  # the next claim's leader commits it
+    t.start()
+    t.finish()
+    assert ahead.done
+    assert [sorted(b) for b in rec.batches[1:]] == [["k", "other"]], rec.batches
+
+
 def test_a_failed_commit_raises_its_exception_in_every_claim_of_it() -> None:
     group, rec = _GroupCommit(), Recorder(hold_first=True)
     boom = ConnectionError("the store went away")
