@@ -327,6 +327,31 @@ def test_a_call_in_flight_past_the_horizon_is_forgotten(monkeypatch: pytest.Monk
     assert time.monotonic() - started < WAIT / 3, "a leader waited for a call claimed past the horizon"
 
 
+def test_a_claim_is_in_flight_from_the_end_of_its_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The horizon counts from when the claim was made, the end of its commit, not from when
+    its leader began: a call whose commit was slow (here its clock moves 10 s, the horizon
+    being 1 s) is in flight right after it, and the next leader waits for it."""
+    offset = [0.0]
+
+    class Clock:  # the module's clock: the real one, moved on by the slow commit
+        @staticmethod
+        def monotonic() -> float:
+            return time.monotonic() + offset[0]
+
+    def slow(batch: list[_Claim]) -> None:
+        offset[0] += 10.0
+        for c in batch:
+            c.reply, c.claimed = None, True
+
+    monkeypatch.setattr(group_commit, "time", Clock)
+    monkeypatch.setattr(group_commit, "COMMIT_DELAY", 0.3)
+    group = _GroupCommit()
+    group.run(_Claim("slow", None), slow)
+    started = time.monotonic()
+    group.run(_Claim("next", None), Recorder())
+    assert time.monotonic() - started >= 0.29, "the next leader did not wait for the call just claimed"
+
+
 def _entry(key: str) -> fxpay.JournalEntry:
     return fxpay.JournalEntry.from_json(
         json.dumps(
