@@ -55,23 +55,30 @@ class _Records(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def test_a_child_forked_while_a_thread_holds_the_pools_lock_takes_its_turns_through_redis(redis_server: RedisServer) -> None:
+@pytest.mark.parametrize("kept", [True, False], ids=["client-kept", "client-only-the-buckets"])
+def test_a_child_forked_while_a_thread_holds_the_pools_lock_takes_its_turns_through_redis(kept: bool, redis_server: RedisServer) -> None:
     """A thread of the parent holds the lock of the bucket's connection pool at the fork
     (as one does while it takes a connection). The child's turns go through Redis all the
     same, on a pool of its own: redis-py's own reset of the inherited pool would wait for
     that lock for ever. The child checks that its turns were Redis's (no "Redis failed"
     fallback to its own bucket, which would pace it all the same) and that it opened one
-    connection for them, not one per turn."""
+    connection for them, not one per turn. ``client-only-the-buckets``: the bucket holds the
+    only reference to its client, as with ``redis=URL``; the child keeps the inherited
+    client alive, unused (freed, redis-py's ``Redis.__del__`` would close its pool, and
+    so reset it and wait for that lock)."""
     redis = need("redis")
     stats = redis.Redis.from_url(redis_server.url)
     client = redis.Redis.from_url(redis_server.url)
+    pool = client.connection_pool
     rl = fxpay.RateLimit(1000, redis=client, name=f"fork-lock-{time.monotonic_ns()}")
+    if not kept:
+        del client
     with fxpay.testing.Sandbox() as sb, sb.client(rate_limit=rl) as c:
         qid = c.create_quote(buy_currency="USD", buy_amount=100, sell_currency="AUD")  # the pool made
         held, release = threading.Event(), threading.Event()
 
         def hold() -> None:
-            with client.connection_pool._lock:
+            with pool._lock:
                 held.set()
                 release.wait(WAIT)
 
@@ -107,3 +114,65 @@ def test_a_child_forked_while_a_thread_holds_the_pools_lock_takes_its_turns_thro
         assert code != 2, "the child's turns fell back to its own bucket: Redis failed in the child"
         assert code == 0
         assert _connections(stats) - before <= 1, "the child opened a connection for each turn"
+
+
+class _Wrapper:
+    """A client that is not redis-py's own (a wrapper, as an instrumented client): its
+    ``connection_pool`` cannot be made anew (no ``connection_kwargs``)."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+        self.connection_pool = object()
+
+    def register_script(self, script: str) -> Any:
+        return self._real.register_script(script)
+
+
+def test_a_client_whose_pool_cannot_be_made_anew_is_kept_in_a_forked_child(redis_server: RedisServer) -> None:
+    """The child goes on with such a client as it is (its own library's fork handling is
+    its own): its turns go through Redis, no "Redis failed" fallback."""
+    redis = need("redis")
+    rl = fxpay.RateLimit(1000, redis=_Wrapper(redis.Redis.from_url(redis_server.url)), name=f"wrapped-{time.monotonic_ns()}")
+    with fxpay.testing.Sandbox() as sb, sb.client(rate_limit=rl) as c:
+        qid = c.create_quote(buy_currency="USD", buy_amount=100, sell_currency="AUD")
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            code = 1
+            try:
+                records = _Records()
+                logging.getLogger("fxpay").addHandler(records)
+                for _ in range(3):
+                    c.get_quote(qid)
+                code = 2 if [m for m in records.messages if "Redis failed" in m] else 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        assert code != 2, "the child's turns fell back to its own bucket: the wrapped client was not kept"
+        assert code == 0
+
+
+def test_an_object_with_half_of_a_clients_methods_is_a_type_error() -> None:
+    """A client needs both ``register_script`` and ``connection_pool`` (redis-py's)."""
+
+    class OnlyScripts:
+        def register_script(self, script: str) -> Any:
+            raise AssertionError("never called")
+
+    class OnlyPool:
+        connection_pool = object()
+
+    for half in (OnlyScripts(), OnlyPool()):
+        with pytest.raises(TypeError, match="redis must be a redis URL"):
+            fxpay.RateLimit(1, redis=half)
+
+
+def test_the_buckets_repr_shows_its_key_and_never_the_url() -> None:
+    """The URL may hold a password: the bucket's repr (in a debugger, a log of its owner)
+    shows the key only. No connection is made."""
+    need("redis")
+    from fxpay._rate_limit import RedisBucket
+
+    bucket = RedisBucket("redis://:hunter2@127.0.0.1:1/0", 40, None)
+    assert repr(bucket) == "RedisBucket(key='fxpay:ratelimit:40')"
+    assert repr(RedisBucket("redis://127.0.0.1:1/0", 40, "payouts")) == "RedisBucket(key='fxpay:ratelimit:payouts')"
