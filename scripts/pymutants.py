@@ -125,6 +125,25 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_journal_holes.py::test_a_wrong_timeout_is_a_configuration_error",
         "tests/python/journal/test_journal_holes.py::test_wrong_types_of_the_new_settings_are_type_errors",
     ],
+    # The group commit of the Python Redis (redis-py client) and PostgreSQL journals: its
+    # edges on the class itself (seconds; first, so that most mutants fail there), then its
+    # batching, commit delay, fork reset and failures on real servers (about 20 s).
+    "_group_commit.py": [
+        "tests/python/journal/test_journal_group_commit_edges.py",
+        "tests/python/journal/test_journal_group_commit.py",
+    ],
+    # RateLimit(redis=)'s bucket: its own tests (a pool per process, a fork with the pool's
+    # lock held), then those that make one (types, keys, two processes, a fork, Redis down,
+    # awaitable calls), not the sandbox's own limit (25 s, no bucket).
+    "_rate_limit.py": [
+        "tests/python/journal/test_rate_limit_bucket.py",
+        "tests/python/journal/test_payout_pressure.py::test_an_unnamed_shared_rate_limit_keys_its_exact_rate",
+        "tests/python/journal/test_payout_pacing.py::test_wrong_types_and_values",
+        "tests/python/journal/test_payout_pacing.py::test_two_processes_sharing_a_redis_rate_limit_stay_within_it",
+        "tests/python/journal/test_payout_pacing.py::test_a_forked_child_uses_the_shared_rate_limit",
+        "tests/python/journal/test_payout_pacing.py::test_a_redis_that_is_down_falls_back_to_the_process_bucket",
+        "tests/python/journal/test_payout_pacing.py::test_awaitable_calls_and_from_env_take_turns_too",
+    ],
     "postgres_journal.py": ["tests/python/journal/test_journal_postgres.py", "tests/python/journal/test_postgres_sqlalchemy.py"],
     "__init__.py": ["tests/python/client/test_lazy_import.py"],
     "_payouts.py": [

@@ -87,7 +87,8 @@ class _GroupCommit:
         """Waits until ``mine`` is committed: by another thread's commit, or by this
         thread's, which carries every claim waiting (``commit(batch)`` sets each one's
         ``reply`` and ``claimed``; an exception fails every claim in it). A batch holds one
-        claim per key: a second claim of a key waits for the next commit."""
+        claim per key, the leader's own among them: another claim of that key waits for the
+        next commit."""
         with self._lock:
             self._queue.append(mine)
             if self._gathering:
@@ -116,10 +117,14 @@ class _GroupCommit:
                         self._joined.wait(left)
                 finally:
                     self._gathering = False
-            batch: list[_Claim] = []
-            keys: set[str] = set()
+            # The leader's own claim first: a claim of its key waiting ahead of it (its
+            # thread woken by the last commit's end, not yet running) waits for the next.
+            batch: list[_Claim] = [mine]
+            keys: set[str] = {mine.key}
             rest: list[_Claim] = []
             for c in self._queue:
+                if c is mine:
+                    continue
                 if c.key in keys:
                     rest.append(c)
                 else:
