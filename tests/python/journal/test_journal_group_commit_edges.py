@@ -384,9 +384,10 @@ def test_two_claims_of_one_key_in_one_postgres_group_commit_make_one_claim(
     (``claim`` returns None: it would send) and the other reads it (the entry): one
     ``INSERT ... ON CONFLICT DO NOTHING`` of both would insert one row and return its key once,
     and each claim of ``k`` would take itself as made (two requests sent for one key)."""
-    need("psycopg")
+    psycopg = need("psycopg")
     monkeypatch.setattr(group_commit, "IN_FLIGHT_HORIZON", 10 * WAIT)
-    journal = fxpay.PostgresJournal(postgres_server.conninfo, table=table_name())
+    # Over a callable: Python's group commit (one from a connection string is the core's).
+    journal = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo), table=table_name())
     journal.create()
     try:
         assert journal.claim(_entry("in-flight-1")) is None
