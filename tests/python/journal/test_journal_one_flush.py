@@ -25,7 +25,7 @@ from sqlite_elsewhere import Elsewhere, sql_elsewhere
 import fxpay
 
 from journal_support import QUOTES, RedisServer, quote, read_until, requests_to
-from postgres_support import PostgresServer, postgres_server, table_name, wal_syncs
+from postgres_support import PostgresServer, make_postgres_journal, postgres_server, table_name, wal_syncs
 
 __all__ = ["postgres_server"]  # a fixture, imported for the tests below
 
@@ -462,6 +462,58 @@ def test_a_redis_result_killed_before_its_round_trip_stays_pending_and_one_that_
 
 
 # -- PostgreSQL: the results waiting are written in one statement ------------------------------
+
+POSTGRES_KILLED = textwrap.dedent(
+    """
+    import sys, time
+    import fxpay, fxpay._later
+    fxpay._later.RESULT_DELAY = 3600.0  # no commit carries the result before the kill
+    conninfo, table, base, cid, secret = sys.argv[1:6]
+    journal = fxpay.PostgresJournal(conninfo, table=table)
+    assert journal._store is not None  # the core's store
+    c = fxpay.Client(cid, secret, base_url=base, journal=journal)
+    q = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key=sys.argv[6])
+    print(q, flush=True)
+    if sys.argv[7] == "kill":
+        time.sleep(3600)
+    """
+)
+
+
+def test_a_postgres_result_killed_before_its_commit_stays_pending_and_one_that_exits_is_written(
+    fxpay_sandbox: Any, postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    """The core's PostgreSQL store: a result waits for the next commit; the process killed
+    first leaves the key its claim (pending, then unknown once the lease lapses), never lost
+    and never sent again; a process that exits writes what waits."""
+    journal = make_postgres_journal(postgres_server)
+    script = tmp_path / "killed.py"
+    script.write_text(POSTGRES_KILLED)
+    args = [postgres_server.conninfo, journal.table, fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret]
+    p = subprocess.Popen([sys.executable, str(script), *args, "killed", "kill"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        made = p.stdout.readline().strip()
+        assert made, p.stderr.read() if p.stderr else ""
+        entry = journal.get("killed")
+        assert entry is not None
+        assert entry.state == "pending"
+        os.kill(p.pid, signal.SIGKILL)
+    finally:
+        p.kill()
+        p.wait(30)
+    sent = requests_to(fxpay_sandbox, QUOTES)
+    with fxpay_sandbox.client(journal=journal) as c, pytest.raises(fxpay.InProgressError):
+        quote(c, "killed")
+    assert requests_to(fxpay_sandbox, QUOTES) == sent
+    entry = journal.get("killed")
+    assert entry is not None
+    assert entry.state == "pending"
+    out = subprocess.run([sys.executable, str(script), *args, "exits", "exit"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    exited = journal.get("exits")
+    assert exited is not None
+    assert (exited.state, exited.result) == ("done", out.stdout.strip())
 
 
 def test_postgres_flushes_its_wal_about_once_per_keyed_call(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
