@@ -122,3 +122,35 @@ def test_the_scripts_are_loaded_again_after_script_flush(fxpay_sandbox: Any, tmp
         assert requests_to(fxpay_sandbox, QUOTES) == 2
     finally:
         server.stop()
+
+
+def test_a_redis_that_stops_answering_fails_a_claim_closed_within_the_timeout(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """Redis stopped (SIGSTOP): the kernel still takes the claim's bytes, and nothing
+    answers. The call fails closed after ``socket_timeout``, nothing sent, not never; once
+    Redis runs again, the next call goes through on a new connection."""
+    import os
+    import signal
+
+    server = RedisServer(tmp_path)
+    server.start()
+    assert server.proc is not None
+    try:
+        journal = fxpay.RedisJournal(server.url, prefix="stopped:", socket_timeout=1.0)
+        journal.create()
+        with fxpay_sandbox.client(journal=journal) as c:
+            quote(c, "warm")
+            sent = requests_to(fxpay_sandbox, QUOTES)
+            os.kill(server.proc.pid, signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                with pytest.raises(fxpay.JournalError):
+                    quote(c, "stalled")
+                took = time.monotonic() - started
+            finally:
+                os.kill(server.proc.pid, signal.SIGCONT)
+            assert 0.9 <= took < 10, took
+            assert requests_to(fxpay_sandbox, QUOTES) == sent  # nothing sent
+            qid = quote(c, "after")
+            assert journal.get("after").result == qid  # type: ignore[union-attr]
+    finally:
+        server.stop()
