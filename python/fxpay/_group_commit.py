@@ -93,12 +93,19 @@ class _GroupCommit:
             self._queue.append(mine)
             if self._gathering:
                 self._joined.notify()
-            while True:
-                if mine.done:
-                    return self._answer(mine)
-                if not self._leading:
-                    break
-                self._committed.wait()
+            try:
+                while True:
+                    if mine.done:
+                        return self._answer(mine)
+                    if not self._leading:
+                        break
+                    self._committed.wait()
+            except BaseException:
+                # Interrupted while it waits (Ctrl-C on the main thread): a claim no leader
+                # took yet leaves with its caller, so that no commit stores a claim nobody
+                # sends under (its key would read pending, then unknown).
+                self._queue = [c for c in self._queue if c is not mine]
+                raise
             self._leading = True
             now = time.monotonic()
             others = self._others(now)

@@ -428,3 +428,49 @@ def test_two_claims_of_one_key_in_one_postgres_group_commit_make_one_claim(
         assert (other.key, other.state) == ("k", "pending"), other
     finally:
         journal.close()
+
+
+def test_a_claim_whose_caller_is_interrupted_while_it_waits_is_never_committed() -> None:
+    """The main thread waits for another thread's commit (a follower) and is interrupted
+    (Ctrl-C: SIGINT, KeyboardInterrupt). Its claim leaves the queue with it: the next
+    commit does not store a claim nobody will send under (its key would read pending, then
+    unknown, for a request never sent)."""
+    import signal
+
+    gc = _GroupCommit()
+    committed: list[list[str]] = []
+    first_in, release = threading.Event(), threading.Event()
+
+    def commit(batch: list[_Claim]) -> None:
+        committed.append([c.key for c in batch])
+        if not first_in.is_set():
+            first_in.set()
+            assert release.wait(WAIT)
+        for c in batch:
+            c.reply, c.claimed = None, True
+
+    leader = threading.Thread(target=gc.run, args=(_Claim("a", ()), commit))
+    leader.start()
+    assert first_in.wait(WAIT)  # "a"'s commit runs, and holds
+    mine = _Claim("m", ())
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + WAIT
+        while not any(c is mine for c in gc._queue):  # the main thread waits as a follower
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.05)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # type: ignore[arg-type]
+
+    sender = threading.Thread(target=interrupt)
+    sender.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            gc.run(mine, commit)
+    finally:
+        release.set()
+        sender.join(WAIT)
+        leader.join(WAIT)
+    gc.run(_Claim("b", ()), commit)  # the next commit
+    assert committed == [["a"], ["b"]], committed
+    assert not mine.claimed
