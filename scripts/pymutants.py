@@ -86,6 +86,7 @@ TESTS: dict[str, list[str]] = {
         "tests/python/testing/test_plugin_remote.py::test_xdist_with_one_served_sandbox_is_a_usage_error",
         "tests/python/testing/test_cassette_plugin.py::test_record_then_replay_with_pytester",
         "tests/python/testing/test_cassette_plugin.py::test_a_cassettes_name_may_be_a_keyword_and_must_be_a_str",
+        "tests/python/testing/test_pytest_plugin_edges.py",
     ],
     # The files whose tests run each line of `_sandbox.py` and `_remote.py` (coverage per
     # test, 2026-11-25): the pytest-plugin tests add none, the two below are all they need.
