@@ -105,6 +105,14 @@ TESTS: dict[str, list[str]] = {
         "tests/python/client/test_client_cert.py",
         "tests/python/oauth/test_paging.py",
     ],
+    # `python -m fxpay` (issue 55): its own tests, and the journal and TLS tests that run its
+    # `journal create` and `sandbox` commands.
+    "__main__.py": [
+        "tests/python/client/test_cli.py",
+        "tests/python/client/test_cli_edges.py",
+        "tests/python/journal/test_journal_identity.py::test_python_m_fxpay_journal_create",
+        "tests/python/sandbox/test_sandbox_tls.py::test_the_cli_subcommand_serves_https_too",
+    ],
     "testing/_cassette.py": ["tests/python/testing/test_cassette.py", "tests/python/testing/test_cassette_plugin.py"],
     "testing/_checks.py": ["tests/python/testing/test_checks.py", "tests/python/testing/test_remote_sandbox.py"],
     "testing/_webhooks.py": ["tests/python/webhooks/test_webhook_helpers.py"],
