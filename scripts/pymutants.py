@@ -108,8 +108,8 @@ TESTS: dict[str, list[str]] = {
     # `python -m fxpay` (issue 55): its own tests, and the journal and TLS tests that run its
     # `journal create` and `sandbox` commands.
     "__main__.py": [
+        "tests/python/client/test_cli_edges.py",  # first: in-process, most mutants fail in a second
         "tests/python/client/test_cli.py",
-        "tests/python/client/test_cli_edges.py",
         "tests/python/journal/test_journal_identity.py::test_python_m_fxpay_journal_create",
         "tests/python/sandbox/test_sandbox_tls.py::test_the_cli_subcommand_serves_https_too",
     ],
