@@ -86,6 +86,7 @@ TESTS: dict[str, list[str]] = {
         "tests/python/testing/test_plugin_remote.py::test_xdist_with_one_served_sandbox_is_a_usage_error",
         "tests/python/testing/test_cassette_plugin.py::test_record_then_replay_with_pytester",
         "tests/python/testing/test_cassette_plugin.py::test_a_cassettes_name_may_be_a_keyword_and_must_be_a_str",
+        "tests/python/testing/test_pytest_plugin_edges.py",
     ],
     # The files whose tests run each line of `_sandbox.py` and `_remote.py` (coverage per
     # test, 2026-11-25): the pytest-plugin tests add none, the two below are all they need.
@@ -103,6 +104,14 @@ TESTS: dict[str, list[str]] = {
         "tests/python/webhooks/test_webhook_helpers.py",
         "tests/python/client/test_client_cert.py",
         "tests/python/oauth/test_paging.py",
+    ],
+    # `python -m fxpay` (issue 55): its own tests, and the journal and TLS tests that run its
+    # `journal create` and `sandbox` commands.
+    "__main__.py": [
+        "tests/python/client/test_cli_edges.py",  # first: in-process, most mutants fail in a second
+        "tests/python/client/test_cli.py",
+        "tests/python/journal/test_journal_identity.py::test_python_m_fxpay_journal_create",
+        "tests/python/sandbox/test_sandbox_tls.py::test_the_cli_subcommand_serves_https_too",
     ],
     "testing/_cassette.py": ["tests/python/testing/test_cassette.py", "tests/python/testing/test_cassette_plugin.py"],
     "testing/_checks.py": ["tests/python/testing/test_checks.py", "tests/python/testing/test_remote_sandbox.py"],

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {"PATH": "/usr/bin:/bin"}
+    if "PYTHONPATH" in os.environ:  # pymutants runs these on its copy of the package
+        base["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return subprocess.run([sys.executable, "-m", "fxpay", *args], capture_output=True, text=True, timeout=60, env={**base, **(env or {})})
 
 
