@@ -240,17 +240,21 @@ fn flush_loop(f: &'static Flusher) {
             drop(f.wake.wait_timeout(due, left));
             continue;
         }
-        // Every journal waiting now rides this flush (one flush per delay at most, however
-        // many results were kept meanwhile).
-        let ready = std::mem::take(&mut due.waiting);
-        drop(due);
-        let mut seen: Vec<*const ()> = Vec::new();
-        for (_, j) in ready {
-            let id = j.as_ptr().cast::<()>();
-            if seen.contains(&id) {
-                continue;
+        // The journals due now are flushed, each once: the flush carries every result it
+        // holds, so its later turns go too (a result kept after this pushes a turn of its
+        // own). Other journals keep their turns: a journal is written at its own delay,
+        // never at another's.
+        let now = Instant::now();
+        let mut ready: Vec<Weak<dyn Flushes>> = Vec::new();
+        for (at, j) in &due.waiting {
+            if *at <= now && !ready.iter().any(|r| Weak::ptr_eq(r, j)) {
+                ready.push(j.clone());
             }
-            seen.push(id);
+        }
+        due.waiting
+            .retain(|(_, j)| !ready.iter().any(|r| Weak::ptr_eq(r, j)));
+        drop(due);
+        for j in ready {
             if let Some(j) = j.upgrade() {
                 j.flush_waiting();
             }

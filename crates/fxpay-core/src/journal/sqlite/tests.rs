@@ -161,6 +161,31 @@ fn the_flusher_writes_a_result_after_its_delay() {
 }
 
 #[test]
+fn a_journal_is_flushed_at_its_own_delay_never_at_anothers() {
+    let (_d1, slow_path) = journal_file();
+    let (_d2, fast_path) = journal_file();
+    let (slow, _) = open(&slow_path, TIMEOUT, LONG);
+    let (fast, _) = open(&fast_path, TIMEOUT, Duration::from_millis(20));
+    for s in [&slow, &fast] {
+        let claim = entry("k", State::Pending, None);
+        s.claim(&claim).expect("claim");
+        s.swap(&claim, &entry("k", State::Done, Some("q")))
+            .expect("swap");
+    }
+    let until = Instant::now() + Duration::from_secs(20);
+    while on_disk(&fast_path, "k").as_deref() != Some("done") {
+        assert!(Instant::now() < until, "the flusher never wrote it");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        on_disk(&slow_path, "k").as_deref(),
+        Some("pending"),
+        "the other journal's turn wrote this one's result"
+    );
+    assert_eq!(slow.diagnostic("results_waiting", None).expect("n"), "1");
+}
+
+#[test]
 fn a_waiting_result_over_an_unknown_claim_is_written_and_over_another_claim_is_reported() {
     let (_d, path) = journal_file();
     let (s, told) = open(&path, TIMEOUT, LONG);
