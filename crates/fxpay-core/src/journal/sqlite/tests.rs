@@ -330,8 +330,8 @@ fn a_new_journal_file_is_complete_and_closed() {
         names,
         [
             "fxpay_journal",
+            "fxpay_journal_open",
             "fxpay_journal_result",
-            "fxpay_journal_state",
             "sqlite_autoindex_fxpay_journal_1"
         ]
     );
@@ -373,4 +373,68 @@ fn a_result_that_lands_while_get_reads_the_file_reads_done() {
     let got = durable::get_then(&*s, "k", || s.flush().expect("flush")).expect("get");
     assert_eq!(on_disk(&path, "k").as_deref(), Some("done"), "landed");
     assert_eq!(got, Some(done));
+}
+
+/// The plan SQLite makes for `sql` (its parameters `"x"`) on the file at `path`, as one line.
+fn plan(path: &str, sql: &str) -> String {
+    let c = Connection::open(path).expect("open");
+    let mut q = c
+        .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .expect("prepare");
+    let rows: Vec<String> = q
+        .query_map(
+            rusqlite::params_from_iter(std::iter::repeat_n("x", sql.matches('?').count())),
+            |r| r.get(3),
+        )
+        .expect("plan")
+        .collect::<rusqlite::Result<_>>()
+        .expect("rows");
+    rows.join(" / ")
+}
+
+#[test]
+fn reads_by_result_and_of_open_keys_use_the_partial_indexes() {
+    let (_d, path) = journal_file();
+    let by_result = plan(&path, FIND);
+    assert!(by_result.contains("fxpay_journal_result"), "{by_result}");
+    let open_keys = plan(&path, CANDIDATES);
+    assert!(open_keys.contains("fxpay_journal_open"), "{open_keys}");
+}
+
+#[test]
+fn a_journal_with_the_earlier_full_indexes_keeps_them_and_gets_no_second() {
+    let (_d, path) = journal_file();
+    let c = Connection::open(&path).expect("open");
+    c.execute_batch(
+        "DROP INDEX fxpay_journal_open; DROP INDEX fxpay_journal_result;
+         CREATE INDEX fxpay_journal_result ON fxpay_journal (result);
+         CREATE INDEX fxpay_journal_state ON fxpay_journal (state);",
+    )
+    .expect("earlier schema");
+    drop(c);
+    let indexes = |path: &str| -> Vec<String> {
+        let c = Connection::open(path).expect("open");
+        let mut q = c
+            .prepare("SELECT sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name")
+            .expect("prepare");
+        q.query_map([], |r| r.get(0))
+            .expect("query")
+            .collect::<rusqlite::Result<_>>()
+            .expect("rows")
+    };
+    let before = indexes(&path);
+    let (s, _) = open(&path, TIMEOUT, LONG);
+    let claim = entry("k", State::Pending, None);
+    s.claim(&claim).expect("claim");
+    assert_eq!(indexes(&path), before);
+    // A file whose indexes were dropped gets the new ones.
+    let (_d2, bare) = journal_file();
+    let c = Connection::open(&bare).expect("open");
+    c.execute_batch("DROP INDEX fxpay_journal_open; DROP INDEX fxpay_journal_result;")
+        .expect("drop");
+    drop(c);
+    let (s2, _) = open(&bare, TIMEOUT, LONG);
+    s2.claim(&claim).expect("claim");
+    assert_eq!(indexes(&bare).len(), 2, "{:?}", indexes(&bare));
+    assert!(plan(&bare, CANDIDATES).contains("fxpay_journal_open"));
 }
