@@ -9,7 +9,7 @@ pub fn flush_all(exiting: bool) {
     if exiting {
         later::set_exiting();
     }
-    super::sqlite::SqliteStore::flush_every_store();
-    super::redis::RedisStore::flush_every_store();
-    super::postgres::PostgresStore::flush_every_store();
+    super::sqlite::HOLDING.flush_each();
+    super::redis::HOLDING.flush_each();
+    super::postgres::HOLDING.flush_each();
 }

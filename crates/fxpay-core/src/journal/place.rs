@@ -2,6 +2,7 @@
 //! a prefix, a database and a table) shares, per process, what a keyed call leaves behind:
 //! the results waiting for the next commit, and the connections. A forked child makes its
 //! own on first use and never touches its parent's; it inherits the results waiting, to read.
+use super::durable::{self, Durable};
 use super::entry::Entry;
 use crate::runtime::fork::PerProcess;
 use std::collections::HashMap;
@@ -83,5 +84,14 @@ impl<S> Holding<S> {
         for s in all {
             f(&s);
         }
+    }
+}
+
+impl<S: Durable> Holding<S> {
+    /// Writes the results waiting in every store held (the exit's flush; a payout's end).
+    pub(crate) fn flush_each(&self) {
+        self.each(|s| {
+            let _ = durable::flush(s);
+        });
     }
 }

@@ -75,7 +75,7 @@ struct Here {
 }
 
 static PLACES: Places<Here> = Places::new();
-static HOLDING: Holding<PostgresStore> = Holding::new();
+pub(super) static HOLDING: Holding<PostgresStore> = Holding::new();
 
 /// A journal's storage in a PostgreSQL table, shared by every process and machine that
 /// reaches it. A pending key's holder is gone only once its lease lapses.
@@ -361,14 +361,6 @@ impl PostgresStore {
         Entry::from_json(text).map_err(Error::journal)
     }
 
-    /// The stored text and entry of `key`.
-    fn read(&self, key: &str) -> Result<Option<(String, Entry)>> {
-        let st = self.opened("get")?;
-        first(self.rows("get", &st.get, &[&key])?)
-            .map(|t| Self::entry(&t).map(|e| (t, e)))
-            .transpose()
-    }
-
     /// The entries of `keys` that exist, each as this process reads it (1,000 a query).
     fn read_many(&self, what: &str, st: &Statements, keys: &[String]) -> Result<Vec<Entry>> {
         let later = &self.here().later;
@@ -388,13 +380,6 @@ impl PostgresStore {
     }
 
     // -- the group commit ----------------------------------------------------------------
-
-    /// Runs `op` in the next group commit; its count once PostgreSQL committed.
-    fn write(&self, op: Op) -> Result<usize> {
-        durable::write(self, op, |batch| {
-            durable::lead(self, batch, |all| self.commit(all))
-        })
-    }
 
     /// Sends `writes` as one message of statements (one transaction, one commit, one WAL
     /// flush), in key order (two processes' commits never wait for each other in a circle);
@@ -480,26 +465,6 @@ impl PostgresStore {
                 }
             }
         }
-    }
-
-    fn wake(&self) {
-        let hooked = &self.here().hooked;
-        let hold = |me| HOLDING.hold(&self.place, me);
-        durable::wake(
-            &self.me,
-            hooked,
-            hold,
-            &*self.hooks.result_waits,
-            self.delay,
-        );
-    }
-
-    /// Writes the results waiting in every PostgreSQL store of this process (the exit's
-    /// flush; a payout's end).
-    pub(crate) fn flush_every_store() {
-        HOLDING.each(|s| {
-            let _ = s.flush();
-        });
     }
 
     /// `create`'s statements, in one transaction on `c`: whether the identity was there,
@@ -600,16 +565,31 @@ impl Durable for PostgresStore {
         &self.here().later
     }
 
+    /// The stored text and entry of `key`.
     fn read(&self, key: &str) -> Result<Option<(String, Entry)>> {
-        self.read(key)
+        let st = self.opened("get")?;
+        first(self.rows("get", &st.get, &[&key])?)
+            .map(|t| Self::entry(&t).map(|e| (t, e)))
+            .transpose()
     }
 
+    /// Runs `op` in the next group commit; its count once PostgreSQL committed.
     fn write(&self, op: Op) -> Result<usize> {
-        self.write(op)
+        durable::write(self, op, |batch| {
+            durable::lead(self, batch, |all| self.commit(all))
+        })
     }
 
     fn wake(&self) {
-        self.wake();
+        let hooked = &self.here().hooked;
+        let hold = |me| HOLDING.hold(&self.place, me);
+        durable::wake(
+            &self.me,
+            hooked,
+            hold,
+            &*self.hooks.result_waits,
+            self.delay,
+        );
     }
 
     fn not_recorded(&self, key: &str, result: Option<&str>) {

@@ -92,7 +92,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 static PLACES: Places<Here> = Places::new();
 /// A store of each place that had a result waiting in this process (for `flush_all`).
-static HOLDING: Holding<RedisStore> = Holding::new();
+pub(super) static HOLDING: Holding<RedisStore> = Holding::new();
 
 /// A journal's storage in Redis, shared by every process and machine that uses it. A
 /// pending key's holder is gone only once its lease lapses.
@@ -318,15 +318,6 @@ impl RedisStore {
         Entry::from_json(text).map_err(Error::journal)
     }
 
-    /// The stored text and entry of `key`.
-    fn read(&self, key: &str) -> Result<Option<(String, Entry)>> {
-        self.identity("get")?;
-        let text: Option<String> = self.with_conn("get", true, |c| {
-            Ok(redis::cmd("GET").arg(self.k(key)).query(c)?)
-        })?;
-        text.map(|t| Self::entry(&t).map(|e| (t, e))).transpose()
-    }
-
     /// The entries of `keys` that exist, each as this process reads it (MGET by 1,000).
     fn read_many(&self, what: &str, keys: &[String]) -> Result<Vec<Entry>> {
         let later = &self.here().later;
@@ -349,13 +340,6 @@ impl RedisStore {
             }
         }
         Ok(out)
-    }
-
-    /// Runs `op` in the next group commit; its count once Redis answered.
-    fn write(&self, op: Op) -> Result<usize> {
-        durable::write(self, op, |batch| {
-            durable::lead(self, batch, |all| self.commit(&all))
-        })
     }
 
     /// Sends `writes` in one pipeline; each gets its count (a claim: 1 when made; a swap: 1
@@ -490,26 +474,6 @@ impl RedisStore {
             pending = again;
         }
     }
-
-    fn wake(&self) {
-        let hooked = &self.here().hooked;
-        let hold = |me| HOLDING.hold(&self.place, me);
-        durable::wake(
-            &self.me,
-            hooked,
-            hold,
-            &*self.hooks.result_waits,
-            self.delay,
-        );
-    }
-
-    /// Writes the results waiting in every Redis store of this process (the exit's flush;
-    /// a payout's end).
-    pub(crate) fn flush_every_store() {
-        HOLDING.each(|s| {
-            let _ = s.flush();
-        });
-    }
 }
 
 impl Durable for RedisStore {
@@ -521,16 +485,32 @@ impl Durable for RedisStore {
         &self.here().later
     }
 
+    /// The stored text and entry of `key`.
     fn read(&self, key: &str) -> Result<Option<(String, Entry)>> {
-        self.read(key)
+        self.identity("get")?;
+        let text: Option<String> = self.with_conn("get", true, |c| {
+            Ok(redis::cmd("GET").arg(self.k(key)).query(c)?)
+        })?;
+        text.map(|t| Self::entry(&t).map(|e| (t, e))).transpose()
     }
 
+    /// Runs `op` in the next group commit; its count once Redis answered.
     fn write(&self, op: Op) -> Result<usize> {
-        self.write(op)
+        durable::write(self, op, |batch| {
+            durable::lead(self, batch, |all| self.commit(&all))
+        })
     }
 
     fn wake(&self) {
-        self.wake();
+        let hooked = &self.here().hooked;
+        let hold = |me| HOLDING.hold(&self.place, me);
+        durable::wake(
+            &self.me,
+            hooked,
+            hold,
+            &*self.hooks.result_waits,
+            self.delay,
+        );
     }
 
     fn not_recorded(&self, key: &str, result: Option<&str>) {

@@ -92,7 +92,7 @@ static PLACES: Places<Here> = Places::new();
 /// a result outlives the journal and the client that made it (a worker's task returns, its
 /// client is dropped, and its process's exit still writes the result). One per file: the
 /// results wait per file, and any store of it writes them.
-static HOLDING: Holding<SqliteStore> = Holding::new();
+pub(super) static HOLDING: Holding<SqliteStore> = Holding::new();
 
 /// A journal's storage in an SQLite file; `single_host` (a pending key whose holder process
 /// exited is gone at once).
@@ -176,17 +176,6 @@ impl SqliteStore {
         }
     }
 
-    /// The stored text and entry of `key`.
-    fn read(&self, key: &str) -> Result<Option<(String, Entry)>> {
-        let text: Option<String> = self.with_conn("get", |c| {
-            c.prepare_cached(GET)?
-                .query_row([key], |r| r.get(0))
-                .optional()
-        })?;
-        text.map(|t| Entry::from_json(&t).map(|e| (t, e)).map_err(Error::journal))
-            .transpose()
-    }
-
     fn texts(&self, what: &str, sql: &str, arg: Option<&str>) -> Result<Vec<Entry>> {
         let texts: Vec<String> = self.with_conn(what, |c| {
             let mut s = c.prepare_cached(sql)?;
@@ -201,13 +190,6 @@ impl SqliteStore {
             .iter()
             .map(|t| Entry::from_json(t).map_err(Error::journal))
             .collect()
-    }
-
-    /// Runs `op` in the next group commit; its row count once on disk.
-    fn write(&self, op: Op) -> Result<usize> {
-        durable::write(self, op, |batch| {
-            durable::lead(self, batch, |all| self.commit(&all))
-        })
     }
 
     /// Runs `writes` in one transaction; each gets its row count, or every one the error
@@ -263,26 +245,6 @@ impl SqliteStore {
             }
         }
     }
-
-    fn wake(&self) {
-        let hooked = &self.here().hooked;
-        let hold = |me| HOLDING.hold(&self.path, me);
-        durable::wake(
-            &self.me,
-            hooked,
-            hold,
-            &*self.hooks.result_waits,
-            self.delay,
-        );
-    }
-
-    /// Writes the results waiting in every SQLite store of this process (the exit's flush;
-    /// a payout's end).
-    pub(crate) fn flush_every_store() {
-        HOLDING.each(|s| {
-            let _ = s.flush();
-        });
-    }
 }
 
 impl Durable for SqliteStore {
@@ -294,16 +256,34 @@ impl Durable for SqliteStore {
         &self.here().later
     }
 
+    /// The stored text and entry of `key`.
     fn read(&self, key: &str) -> Result<Option<(String, Entry)>> {
-        self.read(key)
+        let text: Option<String> = self.with_conn("get", |c| {
+            c.prepare_cached(GET)?
+                .query_row([key], |r| r.get(0))
+                .optional()
+        })?;
+        text.map(|t| Entry::from_json(&t).map(|e| (t, e)).map_err(Error::journal))
+            .transpose()
     }
 
+    /// Runs `op` in the next group commit; its row count once on disk.
     fn write(&self, op: Op) -> Result<usize> {
-        self.write(op)
+        durable::write(self, op, |batch| {
+            durable::lead(self, batch, |all| self.commit(&all))
+        })
     }
 
     fn wake(&self) {
-        self.wake();
+        let hooked = &self.here().hooked;
+        let hold = |me| HOLDING.hold(&self.path, me);
+        durable::wake(
+            &self.me,
+            hooked,
+            hold,
+            &*self.hooks.result_waits,
+            self.delay,
+        );
     }
 
     fn not_recorded(&self, key: &str, result: Option<&str>) {
