@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from decimal import Decimal
 
 from . import Client, FxPayError, Quote, _journal_cli
 from .sandbox._command import DESCRIPTION, add_arguments, serve
@@ -31,7 +30,9 @@ def _quote_table(q: Quote) -> str:
 
 
 def _quote(args: argparse.Namespace) -> int:
-    amount = Decimal(args.amount) if _is_number(args.amount) else args.amount
+    # The text as typed: the client reads it as it reads any amount given as text (one
+    # parser, so `1_000` is refused here as the library refuses it).
+    amount = args.amount
     if args.sandbox:
         from .testing import Sandbox
 
@@ -43,14 +44,6 @@ def _quote(args: argparse.Namespace) -> int:
         q = c.get_quote(c.create_quote(buy_currency=args.buy, buy_amount=amount, sell_currency=args.sell))
         print(_quote_table(q))
     return 0
-
-
-def _is_number(text: str) -> bool:
-    try:
-        Decimal(text)
-    except ArithmeticError:
-        return False
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:

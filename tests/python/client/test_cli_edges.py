@@ -74,6 +74,22 @@ def test_an_amount_that_is_not_a_number_is_the_services_one_line_error(capsys: p
     assert "decimal number" in err
 
 
+@pytest.mark.parametrize(("typed", "bought"), [("1e3", "1000 USD"), (" 1000.10 ", "1000.10 USD"), ("1500.25", "1500.25 USD")])
+def test_an_amount_is_read_as_the_client_reads_amounts_given_as_text(typed: str, bought: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["quote", "USD", "AUD", typed, "--sandbox"]) == 0
+    assert bought in capsys.readouterr().out
+
+
+def test_an_amount_only_pythons_decimal_reads_is_refused_as_the_client_refuses_it(capsys: pytest.CaptureFixture[str]) -> None:
+    # `Decimal("1_000")` is 1000, but the client takes amounts as decimal text only: the
+    # command line says what the library says, one parser for both.
+    with Sandbox() as sb, sb.client() as c, pytest.raises(fxpay.InvalidRequestError) as lib:
+        c.create_quote(buy_currency="USD", buy_amount="1_000", sell_currency="AUD")
+    assert main(["quote", "USD", "AUD", "1_000", "--sandbox"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == f"fxpay: error: InvalidRequestError: {lib.value}"
+
+
 def test_without_a_command_it_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main([])
