@@ -27,12 +27,22 @@ impl Server {
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("redis-server (apt install redis-server)");
+        // Ready when it answers, not when its socket file appears: redis-server binds the
+        // file before it listens on it, and a connection made in between is refused.
+        let server = Server { child, dir };
         let until = Instant::now() + Duration::from_secs(20);
-        while !dir.join("sock").exists() {
+        while !server.answers() {
             assert!(Instant::now() < until, "redis-server did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Server { child, dir }
+        server
+    }
+
+    fn answers(&self) -> bool {
+        let Ok(mut c) = Client::open(self.url()).and_then(|c| c.get_connection()) else {
+            return false;
+        };
+        redis::cmd("PING").query::<String>(&mut c).is_ok()
     }
 
     fn url(&self) -> String {
