@@ -88,6 +88,9 @@ struct Queue {
     leading: bool,
     /// A leader waits for the calls in flight to join.
     gathering: bool,
+    /// How many writes the gathering leader waits for: a write that joins wakes it only when
+    /// it is the last of them (one wake per commit, not one per joining write).
+    want: usize,
     /// Keys claimed here whose call has not settled them yet: when, and the claim with its
     /// text (the call's result replaces that text: not serialised again).
     in_flight: HashMap<String, (Instant, Entry, String)>,
@@ -105,11 +108,21 @@ impl Queue {
 }
 
 /// One journal file's queue of writes, in this process.
-#[derive(Default)]
 pub(crate) struct Group {
     queue: Mutex<Queue>,
     landed: Condvar,
     joined: Condvar,
+    /// [`COMMIT_DELAY`], but in tests.
+    delay: Duration,
+    /// How many times a gathering leader woke (a test counts them).
+    #[cfg(test)]
+    wakes: std::sync::atomic::AtomicUsize,
+}
+
+impl Default for Group {
+    fn default() -> Self {
+        Group::with_delay(COMMIT_DELAY)
+    }
 }
 
 /// Ends a leader's turn even if its commit panicked: every write of its batch answered,
@@ -132,6 +145,17 @@ impl Drop for Turn<'_> {
 }
 
 impl Group {
+    fn with_delay(delay: Duration) -> Self {
+        Group {
+            queue: Mutex::default(),
+            landed: Condvar::new(),
+            joined: Condvar::new(),
+            delay,
+            #[cfg(test)]
+            wakes: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
     /// Runs `op` in the next commit and returns its row count once that commit is on disk.
     /// The caller that finds no leader leads: `lead` commits the batch (every write waiting
     /// then, answered each), and what it returns comes back here with the row count, to be
@@ -144,7 +168,7 @@ impl Group {
         let mine = Write::new(op);
         let mut q = lock(&self.queue);
         q.waiting.push(mine.clone());
-        if q.gathering {
+        if q.gathering && q.waiting.len() >= q.want {
             self.joined.notify_one();
         }
         loop {
@@ -160,8 +184,9 @@ impl Group {
             let others = q.others(now);
             if others > 0 {
                 let want = q.waiting.len() + others;
-                let until = now + COMMIT_DELAY;
+                let until = now + self.delay;
                 q.gathering = true;
+                q.want = want;
                 while q.waiting.len() < want {
                     let left = until.saturating_duration_since(Instant::now());
                     if left.is_zero() {
@@ -172,6 +197,9 @@ impl Group {
                         .wait_timeout(q, left)
                         .unwrap_or_else(PoisonError::into_inner)
                         .0;
+                    #[cfg(test)]
+                    self.wakes
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 q.gathering = false;
             }
@@ -208,5 +236,65 @@ impl Group {
     /// How many writes wait for the next commit.
     pub(crate) fn waiting(&self) -> usize {
         lock(&self.queue).waiting.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    fn claim(key: &str) -> Op {
+        Op::Claim {
+            key: key.into(),
+            state: "pending",
+            result: None,
+            text: String::new(),
+        }
+    }
+
+    fn in_flight(g: &Group, key: &str) {
+        let e = crate::journal::machine::claim(key, "create_quote", "f", "me", None, None, 0);
+        g.claimed(&e, String::new());
+    }
+
+    /// A leader gathering for the calls in flight is woken once, by the last of them to
+    /// join, not once per joining write: each wake is a context switch, paid per keyed call.
+    #[test]
+    fn a_gathering_leader_is_woken_by_the_last_write_it_waits_for_only() {
+        let g = Arc::new(Group::with_delay(Duration::from_secs(30)));
+        for k in ["b", "c", "d"] {
+            in_flight(&g, k);
+        }
+        let leader = {
+            let g = g.clone();
+            std::thread::spawn(move || g.write(claim("a"), |batch| batch.len()))
+        };
+        while !lock(&g.queue).gathering {
+            std::thread::yield_now();
+        }
+        // One at a time, each given time to wake a leader that would be woken by it.
+        let joiners: Vec<_> = ["b", "c", "d"]
+            .into_iter()
+            .map(|k| {
+                let g2 = g.clone();
+                let j = std::thread::spawn(move || g2.write(claim(k), |_| 0).1);
+                while !lock(&g.queue)
+                    .waiting
+                    .iter()
+                    .any(|w| matches!(&w.op, Op::Claim { key, .. } if key == k))
+                {
+                    std::thread::yield_now();
+                }
+                std::thread::sleep(Duration::from_millis(20));
+                j
+            })
+            .collect();
+        let (_, led) = leader.join().expect("leader");
+        assert_eq!(led, Some(4), "the leader commits every write it waited for");
+        for j in joiners {
+            assert_eq!(j.join().expect("joiner"), None, "a joiner does not lead");
+        }
+        assert_eq!(g.wakes.load(Relaxed), 1, "woken once per write that joined");
     }
 }
