@@ -416,22 +416,20 @@ REDIS_KILLED = textwrap.dedent(
     fxpay._later.RESULT_DELAY = 3600.0  # no round trip carries the result before the kill
     url, base, cid, secret = sys.argv[1:5]
     c = fxpay.Client(cid, secret, base_url=base, journal=fxpay.RedisJournal(url, prefix="one:"))
-    q = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key="killed")
+    q = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key=sys.argv[5])
     print(q, flush=True)
-    if sys.argv[5] == "kill":
+    if sys.argv[6] == "kill":
         time.sleep(3600)
     """
 )
 
 
-def test_a_redis_result_killed_before_its_round_trip_stays_pending_and_one_that_exits_is_written(
-    fxpay_sandbox: Any, redis_journal: tuple[RedisServer, fxpay.RedisJournal], tmp_path: Path
-) -> None:
-    server, journal = redis_journal
-    script = tmp_path / "killed.py"
-    script.write_text(REDIS_KILLED)
-    args = [server.url, fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret]
-    p = subprocess.Popen([sys.executable, str(script), *args, "kill"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def killed_then_exits(fxpay_sandbox: Any, journal: Any, script: Path, args: list[str]) -> None:
+    """``script`` (given ``args``, a key and ``kill`` or ``exit``) makes a keyed call whose
+    result waits for the journal's next commit. Killed before that commit, its key stays the
+    claim: in progress while its holder's lease lasts, nothing sent again (then unknown, never
+    lost). A process that exits normally writes what waits."""
+    p = subprocess.Popen([sys.executable, str(script), *args, "killed", "kill"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout is not None
         made = p.stdout.readline().strip()
@@ -444,21 +442,27 @@ def test_a_redis_result_killed_before_its_round_trip_stays_pending_and_one_that_
         p.kill()
         p.wait(30)
     sent = requests_to(fxpay_sandbox, QUOTES)
-    # Its holder's lease has not lapsed: in progress, nothing sent (then unknown, never lost).
     with fxpay_sandbox.client(journal=journal) as c, pytest.raises(fxpay.InProgressError):
         quote(c, "killed")
     assert requests_to(fxpay_sandbox, QUOTES) == sent
     entry = journal.get("killed")
     assert entry is not None
     assert entry.state == "pending"
-    # A process that exits normally writes what waits.
-    script2 = tmp_path / "exits.py"
-    script2.write_text(REDIS_KILLED.replace('idempotency_key="killed"', 'idempotency_key="exits"'))
-    out = subprocess.run([sys.executable, str(script2), *args, "exit"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, str(script), *args, "exits", "exit"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     exited = journal.get("exits")
     assert exited is not None
     assert (exited.state, exited.result) == ("done", out.stdout.strip())
+
+
+def test_a_redis_result_killed_before_its_round_trip_stays_pending_and_one_that_exits_is_written(
+    fxpay_sandbox: Any, redis_journal: tuple[RedisServer, fxpay.RedisJournal], tmp_path: Path
+) -> None:
+    server, journal = redis_journal
+    script = tmp_path / "killed.py"
+    script.write_text(REDIS_KILLED)
+    args = [server.url, fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret]
+    killed_then_exits(fxpay_sandbox, journal, script, args)
 
 
 # -- PostgreSQL: the results waiting are written in one statement ------------------------------
@@ -490,30 +494,7 @@ def test_a_postgres_result_killed_before_its_commit_stays_pending_and_one_that_e
     script = tmp_path / "killed.py"
     script.write_text(POSTGRES_KILLED)
     args = [postgres_server.conninfo, journal.table, fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret]
-    p = subprocess.Popen([sys.executable, str(script), *args, "killed", "kill"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout is not None
-        made = p.stdout.readline().strip()
-        assert made, p.stderr.read() if p.stderr else ""
-        entry = journal.get("killed")
-        assert entry is not None
-        assert entry.state == "pending"
-        os.kill(p.pid, signal.SIGKILL)
-    finally:
-        p.kill()
-        p.wait(30)
-    sent = requests_to(fxpay_sandbox, QUOTES)
-    with fxpay_sandbox.client(journal=journal) as c, pytest.raises(fxpay.InProgressError):
-        quote(c, "killed")
-    assert requests_to(fxpay_sandbox, QUOTES) == sent
-    entry = journal.get("killed")
-    assert entry is not None
-    assert entry.state == "pending"
-    out = subprocess.run([sys.executable, str(script), *args, "exits", "exit"], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    exited = journal.get("exits")
-    assert exited is not None
-    assert (exited.state, exited.result) == ("done", out.stdout.strip())
+    killed_then_exits(fxpay_sandbox, journal, script, args)
 
 
 def test_postgres_flushes_its_wal_about_once_per_keyed_call(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
