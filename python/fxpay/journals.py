@@ -99,22 +99,37 @@ _live: weakref.WeakSet[JournalBase] = weakref.WeakSet()
 _closing = threading.RLock()
 
 
+# The journals whose ``_before_fork`` ran for the fork being made, held (strongly) until their
+# ``_after_fork`` has run: each before is paired with its after even if the journal is freed
+# meanwhile. Taken again from ``_live`` after the fork, a journal the garbage collector freed in
+# between (an earlier journal in a reference cycle, collected by another thread while the
+# forking one waited with the GIL released) missed its after; SQLite's fork gate, counted by
+# its before, then stayed held, and every SQLite call of the parent hung (seen once in CI).
+_forking: list[JournalBase] = []
+
+
 def _before_fork() -> None:
     _closing.acquire()
-    for j in list(_live):
+    _forking[:] = list(_live)
+    for j in _forking:
         j._before_fork()
 
 
 def _after_fork_in_parent() -> None:
-    for j in list(_live):
-        j._after_fork(child=False)
-    _closing.release()
+    try:
+        for j in _forking:
+            j._after_fork(child=False)
+    finally:
+        _forking.clear()
+        _closing.release()
 
 
 def _after_fork_in_child() -> None:
     global _closing
     _closing = threading.RLock()
-    for j in list(_live):
+    forked = list(_forking)
+    _forking.clear()
+    for j in forked:
         j._after_fork(child=True)
 
 

@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import stat
 import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -284,6 +285,39 @@ def test_a_child_forked_while_8_threads_write_the_sqlite_journal_does_not_hang(f
         entry = journal.get(f"child-{i}")
         assert entry is not None
         assert entry.state == "done"
+
+
+FREED_AT_FORK = """
+import gc, os, sys
+# Registered before fxpay is imported: run after a fork in the parent before fxpay's own hook,
+# between fxpay's before and its after.
+os.register_at_fork(after_in_parent=gc.collect)
+import fxpay
+
+gc.disable()  # the dead journal below stays until the hook collects it
+live = fxpay.SqliteJournal(sys.argv[1])
+dead = fxpay.SqliteJournal(sys.argv[2])
+dead.cycle = dead  # freed only by the garbage collector
+del dead
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+print(live.get("after-the-fork"), flush=True)  # a SQLite call of the parent
+"""
+
+
+def test_a_journal_freed_during_a_fork_leaves_the_parents_sqlite_calls_free(tmp_path: Path) -> None:
+    """A journal the garbage collector frees between the fork's before and after hooks: its
+    before ran (SQLite's fork gate counted it), so its after must run too, or the gate stays
+    held and the parent's next SQLite call waits for ever."""
+    script = tmp_path / "freed.py"
+    script.write_text(FREED_AT_FORK)
+    p = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "live.db"), str(tmp_path / "dead.db")], capture_output=True, text=True, timeout=60
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == "None"
 
 
 def test_a_child_forked_while_8_threads_write_the_redis_journal_does_not_hang(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
