@@ -5,7 +5,9 @@
 use super::entry::Entry;
 use super::group_commit::{Group, Op, Write};
 use super::later::{self, Later, Waiting};
+use super::store::JournalStore;
 use crate::error::{Error, Result};
+use futures_util::future::BoxFuture;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -18,8 +20,11 @@ pub(crate) trait Durable {
     fn later(&self) -> &Later;
     /// The stored text and entry of `key`.
     fn read(&self, key: &str) -> Result<Option<(String, Entry)>>;
-    /// Runs `op` in the next group commit; its count once durable.
+    /// Runs `op` in the next group commit; its count once durable ([`write`]).
     fn write(&self, op: Op) -> Result<usize>;
+    /// Runs `writes` in one commit (a transaction, a pipeline), each answered with its row
+    /// count, or every one with the error that kept the commit from landing.
+    fn commit(&self, writes: &[&Arc<Write>]);
     /// Has the flusher write the results waiting (and, once per process, the exit).
     fn wake(&self);
     /// Reports a result that could not be recorded (logged, with the id, for `resolve`).
@@ -33,27 +38,64 @@ impl<T: Durable + Send + Sync> later::Flushes for T {
     }
 }
 
-/// Runs `op` in the store's next group commit (`lead` commits a leader's batch); its count
-/// once durable.
-pub(crate) fn write(
-    d: &impl Durable,
-    op: Op,
-    lead: impl FnOnce(&[Arc<Write>]) -> (Vec<Waiting>, Vec<Arc<Write>>),
-) -> Result<usize> {
-    let (n, led) = d.group().write(op, lead);
+/// Runs `op` in the store's next group commit; its count once durable. A leader goes on
+/// leading while queued claims wait (they have no thread to lead).
+pub(crate) fn write(d: &impl Durable, op: Op) -> Result<usize> {
+    let (n, led) = d.group().write(op, |batch| lead(d, batch));
     if let Some((results, late)) = led {
         results_landed(d, &results, &late);
+        lead_queued(d);
     }
     n
 }
 
-/// A leader's turn: `batch` and the results waiting, in one commit (`commit`, given every
-/// write but the `Nothing`s, answers each).
-pub(crate) fn lead(
-    d: &impl Durable,
-    batch: &[Arc<Write>],
-    commit: impl FnOnce(Vec<&Arc<Write>>),
-) -> (Vec<Waiting>, Vec<Arc<Write>>) {
+/// Takes turns while queued claims wait and no leader runs (a thread of the blocking pool
+/// a queued claim asked for, or a leader whose own turn has ended).
+pub(crate) fn lead_queued(d: &impl Durable) {
+    while let Some((results, late)) = d.group().lead_queued(|batch| lead(d, batch)) {
+        results_landed(d, &results, &late);
+    }
+}
+
+/// A keyed call's claim queued for the store's next commit, no thread waiting for it: a
+/// leader is asked for on the blocking pool (`rt`) if none runs. It answers as `claim`
+/// does; a key found taken is read on the blocking pool, by the store's `claim`.
+pub(crate) fn claim_queued<S>(
+    me: Arc<S>,
+    rt: &tokio::runtime::Handle,
+    entry: &Entry,
+) -> BoxFuture<'static, Result<Option<Entry>>>
+where
+    S: Durable + JournalStore + Send + Sync + 'static,
+{
+    let text = entry.to_json();
+    let (w, ask) = me.group().queue(Op::Claim {
+        key: entry.key.clone(),
+        state: entry.state.as_str(),
+        result: entry.result.clone(),
+        text: text.clone(),
+    });
+    if ask {
+        let d = me.clone();
+        drop(rt.spawn_blocking(move || lead_queued(&*d)));
+    }
+    let entry = entry.clone();
+    let rt = rt.clone();
+    Box::pin(async move {
+        if w.landed().await? == 1 {
+            me.group().claimed(&entry, text);
+            return Ok(None);
+        }
+        match rt.spawn_blocking(move || me.claim(&entry)).await {
+            Ok(r) => r,
+            Err(e) => Err(Error::journal(format!("the journal call failed: {e}"))),
+        }
+    })
+}
+
+/// A leader's turn: `batch` and the results waiting, in one commit (the store's `commit`,
+/// given every write but the `Nothing`s, answers each).
+pub(crate) fn lead(d: &impl Durable, batch: &[Arc<Write>]) -> (Vec<Waiting>, Vec<Arc<Write>>) {
     let results = d.later().taken();
     let late = late_writes(&results);
     let all: Vec<&Arc<Write>> = late
@@ -62,7 +104,7 @@ pub(crate) fn lead(
         .filter(|w| !matches!(w.op, Op::Nothing))
         .collect();
     if !all.is_empty() {
-        commit(all);
+        d.commit(&all);
     }
     for w in batch {
         w.answer(Ok(0)); // a `Nothing` (the others are answered)
@@ -256,5 +298,120 @@ pub(crate) fn flush_waiting(d: &impl Durable) {
     if d.later().has_results() {
         std::thread::sleep(RETRY_DELAY);
         d.wake();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::{Condvar, Mutex};
+
+    /// A store whose commits answer every write with 1, the first commit held until
+    /// `open` (a leader's turn that lasts).
+    #[derive(Default)]
+    struct Held {
+        group: Group,
+        later: Later,
+        commits: AtomicUsize,
+        gate: Mutex<(bool, bool)>, // (the first commit entered, the gate open)
+        moved: Condvar,
+    }
+
+    impl Held {
+        fn wait_for(&self, what: impl Fn(&(bool, bool)) -> bool) {
+            let mut g = self.gate.lock().expect("gate");
+            while !what(&g) {
+                g = self.moved.wait(g).expect("gate");
+            }
+        }
+        fn open(&self) {
+            self.gate.lock().expect("gate").1 = true;
+            self.moved.notify_all();
+        }
+    }
+
+    impl Durable for Held {
+        fn group(&self) -> &Group {
+            &self.group
+        }
+        fn later(&self) -> &Later {
+            &self.later
+        }
+        fn read(&self, _key: &str) -> Result<Option<(String, Entry)>> {
+            Ok(None)
+        }
+        fn write(&self, op: Op) -> Result<usize> {
+            write(self, op)
+        }
+        fn commit(&self, writes: &[&Arc<Write>]) {
+            if self.commits.fetch_add(1, Ordering::AcqRel) == 0 {
+                self.gate.lock().expect("gate").0 = true;
+                self.moved.notify_all();
+                self.wait_for(|g| g.1);
+            }
+            for w in writes {
+                w.answer(Ok(1));
+            }
+        }
+        fn wake(&self) {}
+        fn not_recorded(&self, _key: &str, _result: Option<&str>) {}
+    }
+
+    fn claim(key: &str) -> Op {
+        Op::Claim {
+            key: key.into(),
+            state: "pending",
+            result: None,
+            text: String::new(),
+        }
+    }
+
+    fn landed(w: &Write) -> Result<usize> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            match tokio::time::timeout(Duration::from_secs(10), w.landed()).await {
+                Ok(n) => n,
+                Err(_) => panic!("the queued claim was never committed: no leader took it"),
+            }
+        })
+    }
+
+    /// A claim queued while a caller's own write leads (no leader asked for: one runs) is
+    /// committed by that leader once its turn has ended: a queued claim has no thread of
+    /// its own to lead.
+    #[test]
+    fn a_claim_queued_during_a_leaders_turn_is_led_by_it_next() {
+        let d = Arc::new(Held::default());
+        let leader = {
+            let d = d.clone();
+            std::thread::spawn(move || d.write(claim("a")))
+        };
+        d.wait_for(|g| g.0);
+        let (w, ask) = d.group().queue(claim("b"));
+        assert!(!ask, "a leader runs: none is asked for");
+        d.open();
+        assert_eq!(leader.join().expect("leader").expect("a"), 1);
+        assert_eq!(landed(&w).expect("b"), 1);
+        assert_eq!(d.commits.load(Ordering::Acquire), 2, "a's commit, then b's");
+    }
+
+    /// The first queued claim with no leader asks for one, the next ones do not; the leader
+    /// asked for commits them all in one turn, each answered.
+    #[test]
+    fn queued_claims_ask_for_one_leader_that_commits_them_together() {
+        let d = Arc::new(Held::default());
+        d.open();
+        let (a, ask_a) = d.group().queue(claim("a"));
+        let (b, ask_b) = d.group().queue(claim("b"));
+        assert!(ask_a && !ask_b, "one leader asked for: {ask_a} {ask_b}");
+        lead_queued(&*d);
+        assert_eq!((landed(&a).expect("a"), landed(&b).expect("b")), (1, 1));
+        assert_eq!(d.commits.load(Ordering::Acquire), 1, "one commit for both");
+        let (_, ask_c) = d.group().queue(claim("c"));
+        assert!(ask_c, "the leader has left: the next claim asks again");
     }
 }

@@ -8,6 +8,12 @@
 //! again, in a loop, a pool or a payout) waits up to [`COMMIT_DELAY`] for them to join its
 //! commit, and stops as soon as they have. With none in flight (a lone call) it commits at
 //! once.
+//!
+//! A keyed call's claim waits for its commit without a thread of its own ([`Group::queue`]):
+//! it is queued, and the call's task sleeps until the commit that carries it has landed. A
+//! leader then runs on a thread of the blocking pool, and takes turns while queued writes
+//! wait (a write with a thread of its own leads itself). One thread hand-off per commit, not
+//! three per claim.
 use crate::error::{Error, Result};
 use crate::journal::entry::Entry;
 use std::collections::HashMap;
@@ -45,6 +51,10 @@ pub(crate) enum Op {
 pub(crate) struct Write {
     pub op: Op,
     outcome: Mutex<Option<std::result::Result<usize, String>>>,
+    /// No thread waits for it (a queued claim): a leader takes turns while it waits.
+    queued: bool,
+    /// Wakes the task of a queued write once it is answered.
+    answered: tokio::sync::Notify,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -54,9 +64,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Write {
     pub(crate) fn new(op: Op) -> Arc<Write> {
+        Write::made(op, false)
+    }
+
+    fn made(op: Op, queued: bool) -> Arc<Write> {
         Arc::new(Write {
             op,
             outcome: Mutex::new(None),
+            queued,
+            answered: tokio::sync::Notify::new(),
         })
     }
 
@@ -65,7 +81,18 @@ impl Write {
         let mut o = lock(&self.outcome);
         if o.is_none() {
             *o = Some(outcome);
+            drop(o);
+            self.answered.notify_one();
         }
+    }
+
+    /// Its row count once its commit has landed (a queued write's task waits here).
+    pub(crate) async fn landed(&self) -> Result<usize> {
+        while !self.done() {
+            // `notify_one` keeps its wake for a task not waiting yet: none is lost.
+            self.answered.notified().await;
+        }
+        self.outcome()
     }
 
     fn done(&self) -> bool {
@@ -86,11 +113,13 @@ impl Write {
 struct Queue {
     waiting: Vec<Arc<Write>>,
     leading: bool,
-    /// A leader waits for the calls in flight to join.
-    gathering: bool,
-    /// How many writes the gathering leader waits for: a write that joins wakes it only when
-    /// it is the last of them (one wake per commit, not one per joining write).
-    want: usize,
+    /// A leader was asked for (a thread of the blocking pool) and has not started yet:
+    /// queued writes do not ask again.
+    asked: bool,
+    /// How many writes a gathering leader waits for (the calls in flight to join): a write
+    /// that joins wakes it only when it is the last of them (one wake per commit, not one
+    /// per joining write).
+    want: Option<usize>,
     /// Keys claimed here whose call has not settled them yet: when, and the claim with its
     /// text (the call's result replaces that text: not serialised again).
     in_flight: HashMap<String, (Instant, Entry, String)>,
@@ -167,10 +196,7 @@ impl Group {
     ) -> (Result<usize>, Option<R>) {
         let mine = Write::new(op);
         let mut q = lock(&self.queue);
-        q.waiting.push(mine.clone());
-        if q.gathering && q.waiting.len() >= q.want {
-            self.joined.notify_one();
-        }
+        self.join(&mut q, mine.clone());
         loop {
             if mine.done() {
                 return (mine.outcome(), None);
@@ -180,36 +206,80 @@ impl Group {
                 continue;
             }
             q.leading = true;
-            let now = Instant::now();
-            let others = q.others(now);
-            if others > 0 {
-                let want = q.waiting.len() + others;
-                let until = now + self.delay;
-                q.gathering = true;
-                q.want = want;
-                while q.waiting.len() < want {
-                    let left = until.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        break;
-                    }
-                    q = self
-                        .joined
-                        .wait_timeout(q, left)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0;
-                    #[cfg(test)]
-                    self.wakes
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-                q.gathering = false;
-            }
-            let batch = std::mem::take(&mut q.waiting);
-            drop(q);
-            let turn = Turn { group: self, batch };
-            let led = lead(&turn.batch);
-            drop(turn);
+            let led = self.turn(q, lead);
             return (mine.outcome(), Some(led));
         }
+    }
+
+    /// Queues `op` for the next commit with no thread waiting for it: its task awaits
+    /// [`Write::landed`]. True when no leader runs or was asked for: the caller then has a
+    /// thread of the blocking pool run [`Group::lead_queued`].
+    pub(crate) fn queue(&self, op: Op) -> (Arc<Write>, bool) {
+        let mine = Write::made(op, true);
+        let mut q = lock(&self.queue);
+        self.join(&mut q, mine.clone());
+        let ask = !q.leading && !q.asked;
+        q.asked |= ask;
+        (mine, ask)
+    }
+
+    /// Takes a turn if queued writes wait and no leader runs (the leader a queued write
+    /// asked for, or one whose turn has ended and whose results are handled): what `lead`
+    /// returned, or `None` when there was nothing for it to lead.
+    pub(crate) fn lead_queued<R>(&self, lead: impl FnOnce(&[Arc<Write>]) -> R) -> Option<R> {
+        let mut q = lock(&self.queue);
+        q.asked = false;
+        if q.leading || !q.waiting.iter().any(|w| w.queued) {
+            return None;
+        }
+        q.leading = true;
+        Some(self.turn(q, lead))
+    }
+
+    /// `mine` waits for the next commit; a gathering leader is woken by the last write it
+    /// waits for.
+    fn join(&self, q: &mut Queue, mine: Arc<Write>) {
+        q.waiting.push(mine);
+        if q.want.is_some_and(|want| q.waiting.len() >= want) {
+            self.joined.notify_one();
+        }
+    }
+
+    /// A leader's turn (the caller set `leading`): it waits up to the delay for the calls
+    /// in flight to join, then `lead` commits every write waiting, each answered.
+    fn turn<'a, R>(
+        &'a self,
+        mut q: MutexGuard<'a, Queue>,
+        lead: impl FnOnce(&[Arc<Write>]) -> R,
+    ) -> R {
+        let now = Instant::now();
+        let others = q.others(now);
+        if others > 0 {
+            let want = q.waiting.len() + others;
+            let until = now + self.delay;
+            q.want = Some(want);
+            while q.waiting.len() < want {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                q = self
+                    .joined
+                    .wait_timeout(q, left)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+                #[cfg(test)]
+                self.wakes
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            q.want = None;
+        }
+        let batch = std::mem::take(&mut q.waiting);
+        drop(q);
+        let turn = Turn { group: self, batch };
+        let led = lead(&turn.batch);
+        drop(turn);
+        led
     }
 
     /// A call's claim (`entry`, stored as `text`) is stored: in flight until
@@ -270,7 +340,7 @@ mod tests {
             let g = g.clone();
             std::thread::spawn(move || g.write(claim("a"), |batch| batch.len()))
         };
-        while !lock(&g.queue).gathering {
+        while lock(&g.queue).want.is_none() {
             std::thread::yield_now();
         }
         // One at a time, each given time to wake a leader that would be woken by it.
@@ -279,11 +349,14 @@ mod tests {
             .map(|k| {
                 let g2 = g.clone();
                 let j = std::thread::spawn(move || g2.write(claim(k), |_| 0).1);
-                while !lock(&g.queue)
-                    .waiting
-                    .iter()
-                    .any(|w| matches!(&w.op, Op::Claim { key, .. } if key == k))
-                {
+                // Joined: waiting, or taken already by a leader that stopped gathering.
+                while !{
+                    let q = lock(&g.queue);
+                    q.want.is_none()
+                        || q.waiting
+                            .iter()
+                            .any(|w| matches!(&w.op, Op::Claim { key, .. } if key == k))
+                } {
                     std::thread::yield_now();
                 }
                 std::thread::sleep(Duration::from_millis(20));
@@ -295,6 +368,10 @@ mod tests {
         for j in joiners {
             assert_eq!(j.join().expect("joiner"), None, "a joiner does not lead");
         }
-        assert_eq!(g.wakes.load(Relaxed), 1, "woken once per write that joined");
+        assert_eq!(
+            g.wakes.load(Relaxed),
+            1,
+            "woken once, by the last write it waited for"
+        );
     }
 }

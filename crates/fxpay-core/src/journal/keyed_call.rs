@@ -116,7 +116,9 @@ async fn begin(store: &Arc<dyn JournalStore>, keyed: &KeyedRequest) -> Result<Be
             now,
         ));
         let m = mine.clone();
-        let Some(existing) = guarded(store, &mine, move |s| s.claim(&m), Option::is_none).await?
+        let queued = store.claim_queued(&mine);
+        let Some(existing) =
+            guarded(store, &mine, move |s| s.claim(&m), queued, Option::is_none).await?
         else {
             return Ok(Begun::Held(Hold::new(store.clone(), mine)));
         };
@@ -131,7 +133,7 @@ async fn begin(store: &Arc<dyn JournalStore>, keyed: &KeyedRequest) -> Result<Be
             Found::Replay => return Ok(Begun::Replay(Box::new(existing))),
             Found::Free => {
                 let (old, new) = (existing, mine.clone());
-                if guarded(store, &mine, move |s| s.swap(&old, &new), |won| *won).await? {
+                if guarded(store, &mine, move |s| s.swap(&old, &new), None, |won| *won).await? {
                     return Ok(Begun::Held(Hold::new(store.clone(), mine)));
                 }
             }

@@ -4,6 +4,7 @@
 use super::entry::Entry;
 use super::holder::HolderCheck;
 use crate::error::{Error, Result};
+use futures_util::future::BoxFuture;
 use std::sync::Arc;
 
 /// A journal's storage. Calls block (a disk or network round trip); the core makes them
@@ -20,6 +21,12 @@ pub trait JournalStore: Send + Sync {
     fn swap(&self, old: &Entry, new: &Entry) -> Result<bool>;
     /// The entry whose `result` is `result` (a spot deal's process id), if any.
     fn find(&self, result: &str) -> Result<Option<Entry>>;
+    /// `claim`, waiting for its commit with no thread of its own (a store whose writes a
+    /// leader commits for everyone waiting): the future answers as `claim` does. `None`:
+    /// the store has no such claim, and `claim` runs on a thread of the blocking pool.
+    fn claim_queued(&self, _entry: &Entry) -> Option<BoxFuture<'static, Result<Option<Entry>>>> {
+        None
+    }
     /// How to tell that a pending entry's holder is gone before its lease lapses.
     fn holders(&self) -> &dyn HolderCheck;
     /// Whether its calls answer at once (a store in this process's memory): the core then

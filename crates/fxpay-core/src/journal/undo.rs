@@ -14,6 +14,7 @@ use super::entry::{now_ms, Entry};
 use super::machine::{self, Settle};
 use super::store::{blocking, JournalStore};
 use crate::error::Result;
+use futures_util::future::BoxFuture;
 use std::sync::{Arc, Mutex, PoisonError};
 
 const TRIES: usize = 16;
@@ -54,16 +55,20 @@ impl Drop for Waiter {
     }
 }
 
-/// Runs `op` (a claim or a swap that stores `mine`) off the runtime's workers, within the
-/// current call's deadline. `stored` tells from `op`'s answer whether it stored `mine`.
+/// Runs `op` (a claim or a swap that stores `mine`) off the runtime's workers, or `queued`
+/// (the store's claim waiting for its commit with no thread: `op` is then not run) as a task
+/// of its own, within the current call's deadline. `stored` tells from the answer whether
+/// it stored `mine`.
 ///
 /// A deadline that passes first gives the deadline's error (nothing was sent). If the call
-/// gave up (deadline or cancel) before taking the answer, or `op` failed, `mine` is undone
-/// once the journal answers.
+/// gave up (deadline or cancel) before taking the answer, or the store call failed, `mine`
+/// is undone once the journal answers. The store call runs on when its caller gave up, so
+/// that what it did is known and undone.
 pub(crate) async fn guarded<T, F>(
     store: &Arc<dyn JournalStore>,
     mine: &Arc<Entry>,
     op: F,
+    queued: Option<BoxFuture<'static, Result<T>>>,
     stored: fn(&T) -> bool,
 ) -> Result<T>
 where
@@ -80,9 +85,8 @@ where
     // Counted until the store call has answered (and any undo it needs has started): a call
     // that gave up leaves it running, and a normal exit waits for it.
     let work = super::background::busy();
-    let run = blocking(store, move |s| {
+    let answered = move |out: Result<T>| {
         let _work = work;
-        let out = op(s);
         let mut st = stage.lock().unwrap_or_else(PoisonError::into_inner);
         match (&out, *st) {
             (Ok(v), Stage::Abandoned) if stored(v) => {
@@ -99,7 +103,18 @@ where
             _ => {}
         }
         out
-    });
+    };
+    let run = async move {
+        match queued {
+            Some(claim) => match tokio::spawn(async move { answered(claim.await) }).await {
+                Ok(out) => out,
+                Err(e) => Err(crate::error::Error::journal(format!(
+                    "the journal call failed: {e}"
+                ))),
+            },
+            None => blocking(store, move |s| answered(op(s))).await,
+        }
+    };
     let out =
         match crate::deadline::ends_at() {
             Some(end) => match tokio::time::timeout_at(end.into(), run).await {

@@ -30,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::runtime::fork::PerProcess;
 use arc_swap::ArcSwapOption;
 use connection::{Conn, Failed, Values};
+use futures_util::future::BoxFuture;
 use statements::{Statements, IDENTITY_KEY};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -385,7 +386,7 @@ impl PostgresStore {
     /// flush), in key order (two processes' commits never wait for each other in a circle);
     /// each gets its row count, or every one the error that kept the transaction from
     /// committing.
-    fn commit(&self, mut writes: Vec<&Arc<Write>>) {
+    fn transaction(&self, mut writes: Vec<&Arc<Write>>) {
         let st = match self.opened("claim") {
             Ok(st) => st,
             Err(e) => {
@@ -575,9 +576,11 @@ impl Durable for PostgresStore {
 
     /// Runs `op` in the next group commit; its count once PostgreSQL committed.
     fn write(&self, op: Op) -> Result<usize> {
-        durable::write(self, op, |batch| {
-            durable::lead(self, batch, |all| self.commit(all))
-        })
+        durable::write(self, op)
+    }
+
+    fn commit(&self, writes: &[&Arc<Write>]) {
+        self.transaction(writes.to_vec());
     }
 
     fn wake(&self) {
@@ -636,6 +639,12 @@ impl JournalStore for PostgresStore {
             "the entry of key {:?} kept vanishing while it was claimed",
             entry.key
         )))
+    }
+
+    /// The claim queued for the next group commit: no thread waits for it.
+    fn claim_queued(&self, entry: &Entry) -> Option<BoxFuture<'static, Result<Option<Entry>>>> {
+        let rt = tokio::runtime::Handle::try_current().ok()?;
+        Some(durable::claim_queued(self.me.upgrade()?, &rt, entry))
     }
 
     fn swap(&self, old: &Entry, new: &Entry) -> Result<bool> {

@@ -31,6 +31,7 @@ use crate::error::{Error, Result};
 use crate::runtime::fork::PerProcess;
 use arc_swap::ArcSwapOption;
 use connection::{Failed, Settings};
+use futures_util::future::BoxFuture;
 use redis::{Client, Connection, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -346,7 +347,7 @@ impl RedisStore {
     /// when made), or its refusal, or every one the error that kept the pipeline from
     /// being answered. A write that met a Redis without the scripts (restarted, or
     /// `SCRIPT FLUSH`) is sent once more once they are loaded.
-    fn commit(&self, writes: &[&Arc<Write>]) {
+    fn pipeline(&self, writes: &[&Arc<Write>]) {
         let ident = match self.identity("claim") {
             Ok(id) => id,
             Err(e) => {
@@ -496,9 +497,11 @@ impl Durable for RedisStore {
 
     /// Runs `op` in the next group commit; its count once Redis answered.
     fn write(&self, op: Op) -> Result<usize> {
-        durable::write(self, op, |batch| {
-            durable::lead(self, batch, |all| self.commit(&all))
-        })
+        durable::write(self, op)
+    }
+
+    fn commit(&self, writes: &[&Arc<Write>]) {
+        self.pipeline(writes);
     }
 
     fn wake(&self) {
@@ -547,6 +550,12 @@ impl JournalStore for RedisStore {
                 entry.key
             ))),
         }
+    }
+
+    /// The claim queued for the next group commit: no thread waits for it.
+    fn claim_queued(&self, entry: &Entry) -> Option<BoxFuture<'static, Result<Option<Entry>>>> {
+        let rt = tokio::runtime::Handle::try_current().ok()?;
+        Some(durable::claim_queued(self.me.upgrade()?, &rt, entry))
     }
 
     fn swap(&self, old: &Entry, new: &Entry) -> Result<bool> {

@@ -23,6 +23,7 @@ use super::later::Later;
 use super::place::{Holding, Place, Places};
 use super::store::JournalStore;
 use crate::error::{Error, Result};
+use futures_util::future::BoxFuture;
 use rusqlite::{Connection, OptionalExtension};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -194,7 +195,7 @@ impl SqliteStore {
 
     /// Runs `writes` in one transaction; each gets its row count, or every one the error
     /// that kept the transaction from committing.
-    fn commit(&self, writes: &[&Arc<Write>]) {
+    fn transaction(&self, writes: &[&Arc<Write>]) {
         let got = self.with_conn("commit", |c| {
             c.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
             let run = || -> rusqlite::Result<Vec<usize>> {
@@ -269,9 +270,11 @@ impl Durable for SqliteStore {
 
     /// Runs `op` in the next group commit; its row count once on disk.
     fn write(&self, op: Op) -> Result<usize> {
-        durable::write(self, op, |batch| {
-            durable::lead(self, batch, |all| self.commit(&all))
-        })
+        durable::write(self, op)
+    }
+
+    fn commit(&self, writes: &[&Arc<Write>]) {
+        self.transaction(writes);
     }
 
     fn wake(&self) {
@@ -321,6 +324,13 @@ impl JournalStore for SqliteStore {
             "the entry of key {:?} kept vanishing while it was claimed",
             entry.key
         )))
+    }
+
+    /// The claim queued for the next group commit: no thread waits for it.
+    fn claim_queued(&self, entry: &Entry) -> Option<BoxFuture<'static, Result<Option<Entry>>>> {
+        file::check(&self.path, self.ident).ok()?; // else `claim` says why
+        let rt = tokio::runtime::Handle::try_current().ok()?;
+        Some(durable::claim_queued(self.me.upgrade()?, &rt, entry))
     }
 
     fn swap(&self, old: &Entry, new: &Entry) -> Result<bool> {

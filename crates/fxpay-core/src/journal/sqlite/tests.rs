@@ -438,3 +438,45 @@ fn a_journal_with_the_earlier_full_indexes_keeps_them_and_gets_no_second() {
     assert_eq!(indexes(&bare).len(), 2, "{:?}", indexes(&bare));
     assert!(plan(&bare, CANDIDATES).contains("fxpay_journal_open"));
 }
+
+/// Runs `f` on a multi-thread runtime of two workers (as fxpay's own).
+fn on_runtime<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("runtime")
+        .block_on(f)
+}
+
+/// Claims queued at once (no thread each) are all on disk when answered, a taken key
+/// answers what is stored, as `claim` does, and a removed file falls back to `claim`'s
+/// refusal.
+#[test]
+fn queued_claims_land_on_disk_and_answer_as_claim_does() {
+    let (d, path) = journal_file();
+    let (s, _) = open(&path, TIMEOUT, LONG);
+    let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
+    let answers = on_runtime(async {
+        let claims: Vec<_> = keys
+            .iter()
+            .map(|k| {
+                let e = entry(k, State::Pending, None);
+                s.claim_queued(&e).expect("SQLite queues its claims")
+            })
+            .collect();
+        futures_util::future::join_all(claims).await
+    });
+    for (k, a) in keys.iter().zip(answers) {
+        assert_eq!(a.expect("claim"), None, "{k} claimed");
+        assert_eq!(on_disk(&path, k).as_deref(), Some("pending"), "{k} on disk");
+    }
+    let taken = entry("k0", State::Pending, None);
+    let again = on_runtime(async { s.claim_queued(&taken).expect("queued").await });
+    assert_eq!(again.expect("again"), Some(taken), "the stored entry");
+    std::fs::rename(&path, d.0.join("moved.db")).expect("move");
+    let gone = on_runtime(async { s.claim_queued(&entry("x", State::Pending, None)).is_none() });
+    assert!(
+        gone,
+        "a file that fails its check is left to `claim`, which refuses it"
+    );
+}
