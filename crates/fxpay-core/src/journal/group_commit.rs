@@ -303,6 +303,13 @@ impl Group {
         }
     }
 
+    /// Whether other writes or keyed calls of this process are about: a leader runs, writes
+    /// wait, or calls are in flight. A lone call's claim is cheaper led by its own thread.
+    pub(crate) fn busy(&self) -> bool {
+        let q = lock(&self.queue);
+        q.leading || !q.waiting.is_empty() || !q.in_flight.is_empty()
+    }
+
     /// How many writes wait for the next commit.
     pub(crate) fn waiting(&self) -> usize {
         lock(&self.queue).waiting.len()

@@ -448,13 +448,24 @@ fn on_runtime<T>(f: impl std::future::Future<Output = T>) -> T {
         .block_on(f)
 }
 
-/// Claims queued at once (no thread each) are all on disk when answered, a taken key
-/// answers what is stored, as `claim` does, and a removed file falls back to `claim`'s
+/// A lone call's claim is left to `claim` (its thread leads its own commit). With a call in
+/// flight, claims queued at once (no thread each) are all on disk when answered, a taken
+/// key answers what is stored, as `claim` does, and a removed file falls back to `claim`'s
 /// refusal.
 #[test]
 fn queued_claims_land_on_disk_and_answer_as_claim_does() {
     let (d, path) = journal_file();
     let (s, _) = open(&path, TIMEOUT, LONG);
+    let lone = on_runtime(async {
+        s.claim_queued(&entry("lone", State::Pending, None))
+            .is_none()
+    });
+    assert!(lone, "no other call about: the claim leads its own commit");
+    assert_eq!(
+        s.claim(&entry("flying", State::Pending, None))
+            .expect("claim"),
+        None
+    );
     let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
     let answers = on_runtime(async {
         let claims: Vec<_> = keys
