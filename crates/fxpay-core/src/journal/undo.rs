@@ -165,3 +165,61 @@ pub(crate) fn undo(store: &dyn JournalStore, mine: &Entry) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::entry::State;
+    use crate::journal::store::memory::MemoryJournalStore;
+    use std::time::Duration;
+
+    /// A queued claim (no thread waits for it) whose caller gave up before it landed is
+    /// undone once it lands: the call's task is not what carries the claim to its end.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_queued_claim_that_lands_after_its_caller_gave_up_is_undone() {
+        let store: Arc<dyn JournalStore> = Arc::new(MemoryJournalStore::default());
+        let mine = Arc::new(machine::claim(
+            "late",
+            "create_quote",
+            "f",
+            "me",
+            None,
+            None,
+            now_ms(),
+        ));
+        let (land, landed) = tokio::sync::oneshot::channel::<()>();
+        let (s, m) = (store.clone(), mine.clone());
+        let queued: BoxFuture<'static, Result<Option<Entry>>> = Box::pin(async move {
+            let _ = landed.await;
+            s.claim(&m)
+        });
+        let call = guarded(
+            &store,
+            &mine,
+            |_| panic!("a queued claim does not run `op`"),
+            Some(queued),
+            Option::is_none,
+        );
+        assert!(
+            tokio::time::timeout(Duration::from_millis(20), call)
+                .await
+                .is_err(),
+            "the caller gives up first"
+        );
+        assert_eq!(store.get("late").expect("get"), None, "not landed yet");
+        land.send(()).expect("the claim is still on its way");
+        let mut state = None;
+        for _ in 0..500 {
+            state = store.get("late").expect("get").map(|e| e.state);
+            if state == Some(State::Released) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            state,
+            Some(State::Released),
+            "landed after its caller gave up: undone"
+        );
+    }
+}
