@@ -68,13 +68,15 @@ pub(crate) fn claim_queued<S>(
 where
     S: Durable + JournalStore + Send + Sync + 'static,
 {
-    let text = entry.to_json();
-    let (w, ask) = me.group().queue(Op::Claim {
-        key: entry.key.clone(),
-        state: entry.state.as_str(),
-        result: entry.result.clone(),
-        text: text.clone(),
-    });
+    let (w, ask) = me.group().queue(
+        Op::Claim {
+            key: entry.key.clone(),
+            state: entry.state.as_str(),
+            result: entry.result.clone(),
+            text: entry.to_json(),
+        },
+        entry,
+    );
     if ask {
         let d = me.clone();
         drop(rt.spawn_blocking(move || lead_queued(&*d)));
@@ -83,8 +85,7 @@ where
     let rt = rt.clone();
     Box::pin(async move {
         if w.landed().await? == 1 {
-            me.group().claimed(&entry, text);
-            return Ok(None);
+            return Ok(None); // in flight since it landed (the leader said so)
         }
         match rt.spawn_blocking(move || me.claim(&entry)).await {
             Ok(r) => r,
@@ -367,6 +368,10 @@ mod tests {
         }
     }
 
+    fn entry(key: &str) -> Entry {
+        crate::journal::machine::claim(key, "create_quote", "f", "me", None, None, 0)
+    }
+
     fn landed(w: &Write) -> Result<usize> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -391,7 +396,7 @@ mod tests {
             std::thread::spawn(move || d.write(claim("a")))
         };
         d.wait_for(|g| g.0);
-        let (w, ask) = d.group().queue(claim("b"));
+        let (w, ask) = d.group().queue(claim("b"), &entry("b"));
         assert!(!ask, "a leader runs: none is asked for");
         d.open();
         assert_eq!(leader.join().expect("leader").expect("a"), 1);
@@ -405,13 +410,16 @@ mod tests {
     fn queued_claims_ask_for_one_leader_that_commits_them_together() {
         let d = Arc::new(Held::default());
         d.open();
-        let (a, ask_a) = d.group().queue(claim("a"));
-        let (b, ask_b) = d.group().queue(claim("b"));
+        let (a, ask_a) = d.group().queue(claim("a"), &entry("a"));
+        let (b, ask_b) = d.group().queue(claim("b"), &entry("b"));
         assert!(ask_a && !ask_b, "one leader asked for: {ask_a} {ask_b}");
         lead_queued(&*d);
+        // In flight from the moment they landed, before their tasks woke: the leader's
+        // next turn counts them.
+        assert!(d.group().answered(&entry("a")).is_some(), "a in flight");
         assert_eq!((landed(&a).expect("a"), landed(&b).expect("b")), (1, 1));
         assert_eq!(d.commits.load(Ordering::Acquire), 1, "one commit for both");
-        let (_, ask_c) = d.group().queue(claim("c"));
+        let (_, ask_c) = d.group().queue(claim("c"), &entry("c"));
         assert!(ask_c, "the leader has left: the next claim asks again");
     }
 }

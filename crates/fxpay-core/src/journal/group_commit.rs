@@ -53,6 +53,9 @@ pub(crate) struct Write {
     outcome: Mutex<Option<std::result::Result<usize, String>>>,
     /// No thread waits for it (a queued claim): a leader takes turns while it waits.
     queued: bool,
+    /// A queued claim's entry: in flight from the moment its commit lands (registered by
+    /// the leader, before its next turn counts the calls in flight).
+    claim: Option<Entry>,
     /// Wakes the task of a queued write once it is answered.
     answered: tokio::sync::Notify,
 }
@@ -64,14 +67,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Write {
     pub(crate) fn new(op: Op) -> Arc<Write> {
-        Write::made(op, false)
+        Write::made(op, false, None)
     }
 
-    fn made(op: Op, queued: bool) -> Arc<Write> {
+    fn made(op: Op, queued: bool, claim: Option<Entry>) -> Arc<Write> {
         Arc::new(Write {
             op,
             outcome: Mutex::new(None),
             queued,
+            claim,
             answered: tokio::sync::Notify::new(),
         })
     }
@@ -167,6 +171,15 @@ impl Drop for Turn<'_> {
             w.answer(Err("the journal's commit failed".into()));
         }
         let mut q = lock(&self.group.queue);
+        let now = Instant::now();
+        for w in &self.batch {
+            if let (Some(entry), Op::Claim { text, .. }) = (&w.claim, &w.op) {
+                if matches!(*lock(&w.outcome), Some(Ok(1))) {
+                    q.in_flight
+                        .insert(entry.key.clone(), (now, entry.clone(), text.clone()));
+                }
+            }
+        }
         q.leading = false;
         drop(q);
         self.group.landed.notify_all();
@@ -211,11 +224,12 @@ impl Group {
         }
     }
 
-    /// Queues `op` for the next commit with no thread waiting for it: its task awaits
-    /// [`Write::landed`]. True when no leader runs or was asked for: the caller then has a
-    /// thread of the blocking pool run [`Group::lead_queued`].
-    pub(crate) fn queue(&self, op: Op) -> (Arc<Write>, bool) {
-        let mine = Write::made(op, true);
+    /// Queues the claim of `entry` (`op`) for the next commit with no thread waiting for
+    /// it: its task awaits [`Write::landed`]; once stored, it is in flight. True when no
+    /// leader runs or was asked for: the caller then has a thread of the blocking pool run
+    /// [`Group::lead_queued`].
+    pub(crate) fn queue(&self, op: Op, entry: &Entry) -> (Arc<Write>, bool) {
+        let mine = Write::made(op, true, Some(entry.clone()));
         let mut q = lock(&self.queue);
         self.join(&mut q, mine.clone());
         let ask = !q.leading && !q.asked;
