@@ -305,6 +305,7 @@ pub(crate) fn flush_waiting(d: &impl Durable) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::journal::group_commit::tests::claim;
     use std::sync::atomic::AtomicUsize;
     use std::sync::{Condvar, Mutex};
 
@@ -357,15 +358,6 @@ mod tests {
         }
         fn wake(&self) {}
         fn not_recorded(&self, _key: &str, _result: Option<&str>) {}
-    }
-
-    fn claim(key: &str) -> Op {
-        Op::Claim {
-            key: key.into(),
-            state: "pending",
-            result: None,
-            text: String::new(),
-        }
     }
 
     fn entry(key: &str) -> Entry {

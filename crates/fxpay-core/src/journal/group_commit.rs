@@ -331,11 +331,12 @@ impl Group {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::sync::atomic::Ordering::Relaxed;
 
-    fn claim(key: &str) -> Op {
+    /// The claim of `key` as a write (the journal's other tests use it too).
+    pub(crate) fn claim(key: &str) -> Op {
         Op::Claim {
             key: key.into(),
             state: "pending",
