@@ -12,6 +12,7 @@ import json
 import pickle
 import subprocess
 import sys
+import threading
 from decimal import Decimal
 from typing import Any
 
@@ -259,6 +260,40 @@ def test_token_from_dict_without_an_expiry_counts_expires_in_from_now(missing: d
 def test_token_from_dict_refuses_an_expiry_it_cannot_read(saved: dict[str, Any], error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
         fxpay.Token.from_dict({"access_token": "a", **saved})
+
+
+def test_a_field_is_made_on_its_first_read_and_every_read_returns_that_object() -> None:
+    """A field's Python value is made once and kept: two reads, or eight threads racing the
+    first read of a fresh model, all get one object (the value is made outside the cell's
+    lock, so the first made is the one kept)."""
+    def quote() -> fxpay.Quote:
+        return fxpay.Quote(UUID, "USD", "1.50", "AUD", 2, 3, 4, fee="0.10", freebies=fxpay.Freebies(3, 1, 2))
+
+    q = quote()
+    for name in ("buy_amount", "id", "fee", "freebies", "customer_rate"):
+        assert getattr(q, name) is getattr(q, name), name
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(100):
+            m = quote()
+            start = threading.Barrier(8)
+            seen: list[object] = []
+
+            def read(m: fxpay.Quote = m, start: threading.Barrier = start, seen: list[object] = seen) -> None:
+                start.wait()
+                seen.append(m.freebies)
+                seen.append(m.sell_amount)
+
+            threads = [threading.Thread(target=read) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert len(seen) == 16
+            assert len({id(v) for v in seen}) == 2, "a field read by racing threads gave more than one object"
+    finally:
+        sys.setswitchinterval(old)
 
 
 def test_a_models_fields_are_read_only_descriptors_that_show_their_class_and_name() -> None:

@@ -232,18 +232,26 @@ pub fn field_value<'py, M: ModelClass>(
     let m = slf.get();
     let missing = || Error::Internal(format!("{} has no field {index}", M::Core::NAME));
     let cell = m.slots().values.get(index).ok_or_else(missing)?;
-    let v = cell.get_or_try_init(py, || {
-        let mut one = One::<M::Nested> {
-            py,
-            want: index,
-            at: 0,
-            out: None,
-            nested: std::marker::PhantomData,
-        };
-        m.core().visit(&mut one)?;
-        Ok::<_, Failure>(one.out.map(Bound::unbind).ok_or_else(missing)?)
-    })?;
-    Ok(v.bind(py).clone())
+    if let Some(v) = cell.get(py) {
+        return Ok(v.bind(py).clone());
+    }
+    // Made outside the cell's lock, then offered to it: `get_or_try_init` would let go of
+    // the GIL and take it back around every first read (another thread waiting for the GIL
+    // then gets it, and this one waits its turn again). Making a value runs Python code, so
+    // another thread may offer the same field meanwhile: the first offer is kept, and every
+    // read returns that one object.
+    let mut one = One::<M::Nested> {
+        py,
+        want: index,
+        at: 0,
+        out: None,
+        nested: std::marker::PhantomData,
+    };
+    m.core().visit(&mut one)?;
+    let made = one.out.ok_or_else(missing)?;
+    let _ = cell.set(py, made.unbind());
+    let kept = cell.get(py).ok_or_else(missing)?;
+    Ok(kept.bind(py).clone())
 }
 
 /// Every field's Python value, in order.
