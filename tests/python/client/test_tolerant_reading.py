@@ -64,6 +64,45 @@ def test_full_quote_is_read_exactly(crafted: Crafted, client: fxpay.Client) -> N
     assert q.to_dict()["freebies"] == {"total": 3, "claimed": 1, "remaining": 2}
 
 
+def test_raw_is_the_answers_json_with_every_kind_of_value_exactly(crafted: Crafted, client: fxpay.Client) -> None:
+    """``raw`` of an answer kept as text: objects in the text's order (a repeated key keeps
+    its first place and its last value), arrays, literals, escapes, whole numbers as ``int``
+    at any size, every other number as the ``Decimal`` written; a new dict on every read."""
+    extra = (
+        '{"nested": {"list": [1, -2, 3.50, "x", null, true, false, [], {}], "deep": [[[{"a": [0]}]]]},'
+        ' "big": 1180591620717411303424, "small": -9223372036854775809, "negzero": -0, "negzero2": -0.0,'
+        ' "exp": 1e400, "tiny": 1.5E-3, "text": "caf\\u00e9 \\ud83d\\ude00 \\"q\\" \\\\ \\n",'
+        ' "dup": 1, "after": "a", "dup": 2.25}'
+    )
+    text = full_quote(extra=extra)
+    crafted.set(QUOTE_PATH, text)
+    q = client.get_quote(QUOTE_ID)
+    want = json.loads(text, parse_float=Decimal)
+    raw = q.raw
+    assert raw == want
+    assert list(raw["extra"]) == ["nested", "big", "small", "negzero", "negzero2", "exp", "tiny", "text", "dup", "after"]
+    assert raw["extra"]["dup"] == Decimal("2.25")
+    assert type(raw["extra"]["big"]) is int and raw["extra"]["big"] == 2**70
+    assert type(raw["extra"]["small"]) is int and raw["extra"]["small"] == -(2**63) - 1
+    assert type(raw["extra"]["negzero"]) is int
+    assert str(raw["extra"]["negzero2"]) == "-0.0"
+    assert str(raw["extra"]["exp"]) == "1E+400" and str(raw["extra"]["tiny"]) == "0.0015"
+    assert str(raw["buyAmount"]) == "1000.00" and str(raw["customerRate"]) == "1.523450"
+    assert raw["extra"]["text"] == 'caf\u00e9 \U0001f600 "q" \\ \n'
+    raw["extra"]["nested"]["list"].append("mine")
+    raw["id"] = "changed"
+    again = q.raw
+    assert again == want and again is not raw
+
+
+def test_raw_keeps_a_whole_number_too_long_for_int_exact(crafted: Crafted, client: fxpay.Client) -> None:
+    """Python's ``int()`` refuses text over 4300 digits: such a number stays exact, as a Decimal."""
+    digits = "7" * 5000
+    crafted.set(QUOTE_PATH, full_quote(extra=digits))
+    extra = client.get_quote(QUOTE_ID).raw["extra"]
+    assert isinstance(extra, Decimal) and extra == Decimal(digits)
+
+
 def test_null_or_missing_optional_quote_fields_are_none(crafted: Crafted, client: fxpay.Client) -> None:
     crafted.set(
         QUOTE_PATH,

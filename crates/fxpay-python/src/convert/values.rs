@@ -192,7 +192,11 @@ fn number_to_py<'py>(py: Python<'py>, n: &serde_json::Number) -> PyResult<Bound<
     if let Some(i) = n.as_i64() {
         return Ok(i.into_pyobject(py)?.into_any());
     }
-    let text = n.as_str();
+    number_text_to_py(py, n.as_str())
+}
+
+/// A JSON number's text as Python: a whole number as `int`, any other as `Decimal`, exactly.
+pub fn number_text_to_py<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
     if text.len() <= MAX_INT_DIGITS && text.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
         // A whole number too large for i64: Python's int takes any size (up to its limit on
         // converting text; longer ones stay exact as a Decimal, which has no such limit).

@@ -28,8 +28,8 @@ pub mod pymodel;
 pub mod show;
 
 use crate::convert::{
-    decimal_from_py, decimal_to_py, instant_from_py, instant_to_py, int, opt_text, py_to_value,
-    text, type_name, value_to_py, wire_to_py,
+    decimal_from_py, decimal_to_py, instant_from_py, instant_to_py, int, json_text_to_py, opt_text,
+    py_to_value, text, type_name, value_to_py, wire_to_py,
 };
 use crate::errors::{Failure, Fallible};
 use fxpay_core::{Absent, Build, Error, FieldType, Model, Visit};
@@ -84,8 +84,9 @@ pub enum Raw {
 pub struct Slots {
     /// Each field's Python value, once made.
     values: Box<[PyOnceLock<Py<PyAny>>]>,
-    /// The JSON `raw` is made from, parsed on first use (or given back by `__setstate__`)
-    /// and never changed after: each `raw` is a new dict made from it.
+    /// The JSON `__setstate__` gave back (an unpickled model's `raw`), or an empty object
+    /// once a hand-built model's `raw` is read; set once and never changed after: each `raw`
+    /// is a new dict made from it. Unset, `raw` is made from `source`.
     json: OnceLock<Value>,
     source: Raw,
 }

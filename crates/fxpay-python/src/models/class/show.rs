@@ -52,41 +52,38 @@ pub fn to_dict<'py, M: ModelClass>(slf: &Bound<'py, M>) -> Fallible<Bound<'py, P
 }
 
 /// `raw`: the JSON the model was read from (unknown fields included), as a new dict on
-/// every access. The model keeps the JSON itself, parsed on first use, out of Python's reach:
-/// changing a dict `raw` returned changes neither the model nor the next `raw`.
+/// every access, made from what the model keeps out of Python's reach: changing a dict `raw`
+/// returned changes neither the model nor the next `raw`. An answer kept as text is read
+/// straight into Python objects each time (no parsed tree is kept beside the text).
 pub fn raw<'py, M: ModelClass>(slf: &Bound<'py, M>) -> Fallible<Bound<'py, PyAny>> {
     let py = slf.py();
     let slots = slf.get().slots();
-    let json = match slots.json.get() {
-        Some(v) => v,
-        None => {
-            let parsed = match &slots.source {
-                Raw::None => Value::Object(serde_json::Map::new()),
-                Raw::Text(t) => parse_json(t.as_bytes())?,
-                Raw::Value(v) => v.clone(),
-                Raw::Body(b) => {
-                    let b = b.bind(py);
-                    match b.cast::<pyo3::types::PyBytes>() {
-                        Ok(bytes) => parse_json(bytes.as_bytes())?,
-                        Err(_) => parse_json(b.cast::<PyString>()?.to_str()?.as_bytes())?,
-                    }
-                }
-            };
-            // Another thread may have set it meanwhile: theirs is the same JSON.
-            let _ = slots.json.set(parsed);
+    if let Some(json) = slots.json.get() {
+        return Ok(value_to_py(py, json)?);
+    }
+    match &slots.source {
+        // Read once, a hand-built model's `raw` is fixed: `__setstate__` then refuses one.
+        Raw::None => Ok(value_to_py(
+            py,
             slots
                 .json
-                .get()
-                .ok_or_else(|| Error::Internal("the kept JSON was not kept".into()))?
+                .get_or_init(|| Value::Object(serde_json::Map::new())),
+        )?),
+        Raw::Text(t) => json_text_to_py(py, t),
+        Raw::Value(v) => Ok(value_to_py(py, v)?),
+        Raw::Body(b) => {
+            let b = b.bind(py);
+            match b.cast::<pyo3::types::PyBytes>() {
+                Ok(bytes) => match std::str::from_utf8(bytes.as_bytes()) {
+                    Ok(text) => json_text_to_py(py, text),
+                    Err(e) => {
+                        Err(Error::Internal(format!("the kept JSON is not UTF-8: {e}")).into())
+                    }
+                },
+                Err(_) => json_text_to_py(py, b.cast::<PyString>()?.to_str()?),
+            }
         }
-    };
-    Ok(value_to_py(py, json)?)
-}
-
-fn parse_json(bytes: &[u8]) -> Fallible<Value> {
-    let json = serde_json::from_slice(bytes)
-        .map_err(|e| Error::Internal(format!("the kept JSON does not parse: {e}")))?;
-    Ok(json)
+    }
 }
 
 /// `__reduce__`: the class, the fields in order, and `raw` as the state.
