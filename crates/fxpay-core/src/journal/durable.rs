@@ -58,16 +58,24 @@ pub(crate) fn lead_queued(d: &impl Durable) {
 }
 
 /// A keyed call's claim queued for the store's next commit, no thread waiting for it: a
-/// leader is asked for on the blocking pool (`rt`) if none runs. It answers as `claim`
-/// does; a key found taken is read on the blocking pool, by the store's `claim`.
+/// leader is asked for on the blocking pool if none runs. It answers as `claim` does; a key
+/// found taken is read on the blocking pool, by the store's `claim`. `None` (the call then
+/// claims on a thread of its own, `claim`): no other call of the process is about (a lone
+/// call leads its own commit, cheaper), no runtime runs this task, the store is being
+/// dropped, or `ready` (the store's own check) says no.
 pub(crate) fn claim_queued<S>(
-    me: Arc<S>,
-    rt: &tokio::runtime::Handle,
+    me: &Weak<S>,
     entry: &Entry,
-) -> BoxFuture<'static, Result<Option<Entry>>>
+    ready: impl FnOnce() -> bool,
+) -> Option<BoxFuture<'static, Result<Option<Entry>>>>
 where
     S: Durable + JournalStore + Send + Sync + 'static,
 {
+    let me = me.upgrade()?;
+    if !me.group().busy() || !ready() {
+        return None;
+    }
+    let rt = tokio::runtime::Handle::try_current().ok()?;
     let (w, ask) = me.group().queue(
         Op::Claim {
             key: entry.key.clone(),
@@ -82,8 +90,7 @@ where
         drop(rt.spawn_blocking(move || lead_queued(&*d)));
     }
     let entry = entry.clone();
-    let rt = rt.clone();
-    Box::pin(async move {
+    Some(Box::pin(async move {
         if w.landed().await? == 1 {
             return Ok(None); // in flight since it landed (the leader said so)
         }
@@ -91,7 +98,7 @@ where
             Ok(r) => r,
             Err(e) => Err(Error::journal(format!("the journal call failed: {e}"))),
         }
-    })
+    }))
 }
 
 /// A leader's turn: `batch` and the results waiting, in one commit (the store's `commit`,

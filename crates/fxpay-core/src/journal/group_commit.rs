@@ -51,10 +51,9 @@ pub(crate) enum Op {
 pub(crate) struct Write {
     pub op: Op,
     outcome: Mutex<Option<std::result::Result<usize, String>>>,
-    /// No thread waits for it (a queued claim): a leader takes turns while it waits.
-    queued: bool,
-    /// A queued claim's entry: in flight from the moment its commit lands (registered by
-    /// the leader, before its next turn counts the calls in flight).
+    /// A queued claim's entry (no thread waits for such a write: a leader takes turns while
+    /// it waits): in flight from the moment its commit lands (registered by the leader,
+    /// before its next turn counts the calls in flight).
     claim: Option<Entry>,
     /// Wakes the task of a queued write once it is answered.
     answered: tokio::sync::Notify,
@@ -67,14 +66,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Write {
     pub(crate) fn new(op: Op) -> Arc<Write> {
-        Write::made(op, false, None)
+        Write::made(op, None)
     }
 
-    fn made(op: Op, queued: bool, claim: Option<Entry>) -> Arc<Write> {
+    fn made(op: Op, claim: Option<Entry>) -> Arc<Write> {
         Arc::new(Write {
             op,
             outcome: Mutex::new(None),
-            queued,
             claim,
             answered: tokio::sync::Notify::new(),
         })
@@ -229,7 +227,7 @@ impl Group {
     /// leader runs or was asked for: the caller then has a thread of the blocking pool run
     /// [`Group::lead_queued`].
     pub(crate) fn queue(&self, op: Op, entry: &Entry) -> (Arc<Write>, bool) {
-        let mine = Write::made(op, true, Some(entry.clone()));
+        let mine = Write::made(op, Some(entry.clone()));
         let mut q = lock(&self.queue);
         self.join(&mut q, mine.clone());
         let ask = !q.leading && !q.asked;
@@ -243,7 +241,7 @@ impl Group {
     pub(crate) fn lead_queued<R>(&self, lead: impl FnOnce(&[Arc<Write>]) -> R) -> Option<R> {
         let mut q = lock(&self.queue);
         q.asked = false;
-        if q.leading || !q.waiting.iter().any(|w| w.queued) {
+        if q.leading || !q.waiting.iter().any(|w| w.claim.is_some()) {
             return None;
         }
         q.leading = true;

@@ -644,11 +644,7 @@ impl JournalStore for PostgresStore {
     /// The claim queued for the next group commit, no thread waiting for it, when other
     /// calls are about (a lone call's claim leads its own commit: no task is woken).
     fn claim_queued(&self, entry: &Entry) -> Option<BoxFuture<'static, Result<Option<Entry>>>> {
-        if !self.group().busy() {
-            return None;
-        }
-        let rt = tokio::runtime::Handle::try_current().ok()?;
-        Some(durable::claim_queued(self.me.upgrade()?, &rt, entry))
+        durable::claim_queued(&self.me, entry, || true)
     }
 
     fn swap(&self, old: &Entry, new: &Entry) -> Result<bool> {

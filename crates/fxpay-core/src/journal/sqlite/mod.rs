@@ -329,12 +329,10 @@ impl JournalStore for SqliteStore {
     /// The claim queued for the next group commit, no thread waiting for it, when other
     /// calls are about (a lone call's claim leads its own commit: no task is woken).
     fn claim_queued(&self, entry: &Entry) -> Option<BoxFuture<'static, Result<Option<Entry>>>> {
-        file::check(&self.path, self.ident).ok()?; // else `claim` says why
-        if !self.group().busy() {
-            return None;
-        }
-        let rt = tokio::runtime::Handle::try_current().ok()?;
-        Some(durable::claim_queued(self.me.upgrade()?, &rt, entry))
+        // A removed or replaced file: `claim` says why.
+        durable::claim_queued(&self.me, entry, || {
+            file::check(&self.path, self.ident).is_ok()
+        })
     }
 
     fn swap(&self, old: &Entry, new: &Entry) -> Result<bool> {
