@@ -414,6 +414,7 @@ class Env:
     base: dict[str, Any]  # the sandbox's address and credentials, the folders, the servers' URLs
     redis: Redis | None
     postgres: Postgres | None
+    sandbox: Any = None  # measure.SandboxProcess: its count of the connections it accepted
 
     def cfg(self, journal: str, shape: str, warmup: int) -> dict[str, Any]:
         return {**self.base, "journal": journal, "shape": shape, "warmup": warmup}
@@ -438,14 +439,23 @@ def callgrind_total(cmd: list[str], timeout: float) -> int:
     return instructions.callgrind(cmd, timeout)
 
 
-def count_instructions(env: Env, journal: str, shape: str, args: argparse.Namespace) -> float:
+def count_instructions(env: Env, journal: str, shape: str, args: argparse.Namespace) -> tuple[float, float | None]:
+    """Instructions per call, and the connections per call the client opened to the sandbox
+    under callgrind (the difference of the two runs over the difference of their calls).
+    Creating calls reuse a connection only within 5 ms of its last answer (fxpay's ``FRESH``),
+    and callgrind runs the client some 50 times slower: a cell whose connections idle past
+    that window under callgrind pays for new connections there that it need not pay outside."""
     import instructions
 
     n_lo, n_hi = args.n
     cfg = json.dumps(env.cfg(journal, shape, args.warmup))
     me = [sys.executable, str(Path(__file__).resolve()), "--worker", cfg]
-    totals = [callgrind_total([*me, str(n)], args.timeout) for n in (n_lo, n_hi)]
-    return float(instructions.per_call((totals[0], totals[1]), (n_lo, n_hi)))
+    if env.sandbox is None:
+        totals = [callgrind_total([*me, str(n)], args.timeout) for n in (n_lo, n_hi)]
+        return float(instructions.per_call((totals[0], totals[1]), (n_lo, n_hi))), None
+    runs = [instructions.counted(env.sandbox, [*me, str(n)], args.timeout) for n in (n_lo, n_hi)]
+    ins = float(instructions.per_call((runs[0][0], runs[1][0]), (n_lo, n_hi)))
+    return ins, (runs[1][1] - runs[0][1]) / (n_hi - n_lo)
 
 
 @contextlib.contextmanager
@@ -477,12 +487,20 @@ def client_process(
                 p.wait()
 
 
+def connections_opened(env: Env) -> int | None:
+    """The connections the sandbox has accepted so far (None without its process)."""
+    import instructions
+
+    return None if env.sandbox is None else instructions.connections_opened(env.sandbox)
+
+
 def measure_rounds(env: Env, journal: str, shape: str, args: argparse.Namespace) -> dict[str, Any]:
     """Client CPU per call (median of the rounds) and the flushes the rounds made."""
     own_log = Path(env.base["folder"]) / f"strace-client-{journal}-{shape.replace(' ', '')}.log" if journal == "sqlite" else None
     log = own_log or env.strace_log(journal)
     cpu_us: list[float] = []
     flushes = calls = 0
+    opened = connections_opened(env)
     with client_process(env, journal, shape, args, own_log) as p:
         assert p.stdin is not None
         assert p.stdout is not None
@@ -499,6 +517,11 @@ def measure_rounds(env: Env, journal: str, shape: str, args: argparse.Namespace)
                 time.sleep(0.05)  # strace writes a line when the call returns; let it reach the file
                 flushes += flushes_between(log, r["t0"], r["t1"])
     out: dict[str, Any] = {"cpu_us_rounds": cpu_us, "cpu_us": statistics.median(cpu_us), "calls": calls}
+    if opened is not None:
+        # The client's opening connections and its warm-up's are in it too: at least the
+        # connections per call of the rounds alone.
+        after = connections_opened(env)
+        out["connections_per_call"] = None if after is None else (after - opened) / calls
     if log is not None:
         out["flushes"] = flushes
         out["flushes_per_call"] = flushes / calls
@@ -547,7 +570,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             base |= {"redis_url": redis.url, "redis_prefix": redis.prefix}
         if postgres:
             base |= {"postgres_url": postgres.url, "postgres_table": postgres.table}
-        env = Env(base, redis, postgres)
+        env = Env(base, redis, postgres, sb)
         disk = [disk_flush_rate(folder, w, args.disk_seconds) for w in (1, THREADS)]
         doc["disk"] = disk
         rates = ", ".join(f"{d['writers']} writer(s) {d['per_second']:,.0f} flushes/s" for d in disk)
@@ -558,7 +581,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 cell: dict[str, Any] = {"journal": journal, "shape": shape}
                 try:
                     if not args.no_callgrind:
-                        cell["instructions"] = count_instructions(env, journal, shape, args)
+                        cell["instructions"], cell["connections_per_call_callgrind"] = count_instructions(env, journal, shape, args)
                     cell |= measure_rounds(env, journal, shape, args)
                 except Exception as e:
                     doc["errors"][name] = f"{type(e).__name__}: {e}"
@@ -623,6 +646,26 @@ def markdown(doc: dict[str, Any]) -> str:
             flushes = _num(c.get("flushes_per_call"), ".2f") if "flushes_per_call" in c else "-"
             per = _num(c.get("calls_per_flush"), ".2f") if "flushes_per_call" in c else "-"
             lines.append(f"| {JOURNAL_LABEL[journal]} | {shape} | {_num(ins, ',.0f')} | {ratio} | {c['cpu_us']:,.1f} | {flushes} | {per} |")
+    counted = ("connections_per_call", "connections_per_call_callgrind")
+    conns = [
+        (f"{JOURNAL_LABEL[j]} / {sh}", cells[f"{j} / {sh}"])
+        for j in JOURNALS
+        for sh in SHAPES
+        if any(k in cells.get(f"{j} / {sh}", {}) for k in counted)
+    ]
+    if conns:
+        lines += [
+            "",
+            "New connections to the sandbox per call (a creating call reuses a connection only within 5 ms of its last "
+            "answer; callgrind runs the client some 50 times slower, so more of them idle past that window there; "
+            "the CPU rounds' figure includes the client's warm-up):",
+            "",
+            "| cell | under callgrind | in the CPU rounds |",
+            "|---|---:|---:|",
+        ]
+        for name, c in conns:
+            under, rounds = (_num(c.get(k), ".3f") for k in reversed(counted))
+            lines.append(f"| {name} | {under} | {rounds} |")
     lines += ["", "The disk's own flush rate (append 4 KiB + `fsync`, a file per writer, the same filesystem as the journals):", ""]
     lines += ["| when | writers | flushes per second | median flush µs |", "|---|---:|---:|---:|"]
     for when, key in (("before the cells", "disk"), ("after the cells", "disk_after")):
