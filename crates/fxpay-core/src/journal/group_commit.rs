@@ -179,7 +179,27 @@ impl Drop for Turn<'_> {
             }
         }
         q.leading = false;
+        // A leader that panics takes no further turn (it leads queued claims after its own
+        // turn, `Group::lead_queued`), and a queued claim has no thread to lead: fail the
+        // ones that joined meanwhile, or they would wait for the next keyed call of the
+        // process. None of them was committed. Writes with a thread of their own are woken
+        // below and lead themselves.
+        let orphans: Vec<Arc<Write>> = match std::thread::panicking() {
+            true => {
+                let (queued, own): (Vec<_>, Vec<_>) = std::mem::take(&mut q.waiting)
+                    .into_iter()
+                    .partition(|w| w.claim.is_some());
+                q.waiting = own;
+                queued
+            }
+            false => Vec::new(),
+        };
         drop(q);
+        for w in &orphans {
+            w.answer(Err(
+                "the journal's commit failed: its leader panicked".into()
+            ));
+        }
         self.group.landed.notify_all();
     }
 }
@@ -346,6 +366,35 @@ pub(crate) mod tests {
     fn in_flight(g: &Group, key: &str) {
         let e = crate::journal::machine::claim(key, "create_quote", "f", "me", None, None, 0);
         g.claimed(&e, String::new());
+    }
+
+    /// A leader whose commit panics fails the claims queued during its turn (they have no
+    /// thread to lead, and it takes no further turn) instead of leaving them to wait for the
+    /// next keyed call; the writes of its own batch fail too, and none is counted in flight.
+    #[test]
+    fn a_leader_that_panics_fails_the_claims_queued_meanwhile() {
+        let g = Group::with_delay(Duration::ZERO);
+        let entry = crate::journal::machine::claim("b", "create_quote", "f", "me", None, None, 0);
+        let mut queued = None;
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            g.write(claim("a"), |_| {
+                queued = Some(g.queue(claim("b"), &entry));
+                panic!("a bug in a store's commit");
+            })
+        }));
+        assert!(
+            panicked.is_err(),
+            "the leader's panic goes on to its caller"
+        );
+        let (w, ask) = queued.expect("queued during the turn");
+        assert!(!ask, "a leader ran: none was asked for");
+        let outcome = w.outcome();
+        assert!(
+            matches!(&outcome, Err(e) if e.to_string().contains("its leader panicked")),
+            "{outcome:?}"
+        );
+        let q = lock(&g.queue);
+        assert!(q.waiting.is_empty() && !q.leading && q.in_flight.is_empty());
     }
 
     /// A leader gathering for the calls in flight is woken once, by the last of them to
