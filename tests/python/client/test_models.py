@@ -266,6 +266,7 @@ def test_a_field_is_made_on_its_first_read_and_every_read_returns_that_object() 
     """A field's Python value is made once and kept: two reads, or eight threads racing the
     first read of a fresh model, all get one object (the value is made outside the cell's
     lock, so the first made is the one kept)."""
+
     def quote() -> fxpay.Quote:
         return fxpay.Quote(UUID, "USD", "1.50", "AUD", 2, 3, 4, fee="0.10", freebies=fxpay.Freebies(3, 1, 2))
 

@@ -82,17 +82,22 @@ def test_raw_is_the_answers_json_with_every_kind_of_value_exactly(crafted: Craft
     assert raw == want
     assert list(raw["extra"]) == ["nested", "big", "small", "negzero", "negzero2", "exp", "tiny", "text", "dup", "after"]
     assert raw["extra"]["dup"] == Decimal("2.25")
-    assert type(raw["extra"]["big"]) is int and raw["extra"]["big"] == 2**70
-    assert type(raw["extra"]["small"]) is int and raw["extra"]["small"] == -(2**63) - 1
+    assert type(raw["extra"]["big"]) is int
+    assert raw["extra"]["big"] == 2**70
+    assert type(raw["extra"]["small"]) is int
+    assert raw["extra"]["small"] == -(2**63) - 1
     assert type(raw["extra"]["negzero"]) is int
     assert str(raw["extra"]["negzero2"]) == "-0.0"
-    assert str(raw["extra"]["exp"]) == "1E+400" and str(raw["extra"]["tiny"]) == "0.0015"
-    assert str(raw["buyAmount"]) == "1000.00" and str(raw["customerRate"]) == "1.523450"
+    assert str(raw["extra"]["exp"]) == "1E+400"
+    assert str(raw["extra"]["tiny"]) == "0.0015"
+    assert str(raw["buyAmount"]) == "1000.00"
+    assert str(raw["customerRate"]) == "1.523450"
     assert raw["extra"]["text"] == 'caf\u00e9 \U0001f600 "q" \\ \n'
     raw["extra"]["nested"]["list"].append("mine")
     raw["id"] = "changed"
     again = q.raw
-    assert again == want and again is not raw
+    assert again == want
+    assert again is not raw
 
 
 def test_raw_keeps_a_whole_number_too_long_for_int_exact(crafted: Crafted, client: fxpay.Client) -> None:
@@ -100,7 +105,8 @@ def test_raw_keeps_a_whole_number_too_long_for_int_exact(crafted: Crafted, clien
     digits = "7" * 5000
     crafted.set(QUOTE_PATH, full_quote(extra=digits))
     extra = client.get_quote(QUOTE_ID).raw["extra"]
-    assert isinstance(extra, Decimal) and extra == Decimal(digits)
+    assert isinstance(extra, Decimal)
+    assert extra == Decimal(digits)
 
 
 def test_null_or_missing_optional_quote_fields_are_none(crafted: Crafted, client: fxpay.Client) -> None:
