@@ -503,6 +503,55 @@ def test_wrong_types_and_values_are_refused() -> None:
     assert isinstance(j, fxpay.Journal)
 
 
+def test_a_table_name_is_checked_in_python_for_a_journal_over_a_callable() -> None:
+    """A journal over a callable (Django, SQLAlchemy) has no core store to check its table's
+    name: the Python side refuses a bad one itself, before any connection is made."""
+    for bad in ("", "fx journal", 'x"; DROP TABLE y; --', "a.b.c", "1abc", "x" * 51, "s.", "é"):
+        with pytest.raises(fxpay.ConfigurationError, match="table"):
+            fxpay.PostgresJournal(lambda: None, table=bad)
+    assert fxpay.PostgresJournal(lambda: None, table="app.fxpay_journal").table == "app.fxpay_journal"
+
+
+@pytest.mark.parametrize(
+    ("conninfo", "core"),
+    [
+        ("host=127.0.0.1 port=9", "host=127.0.0.1 port=9"),
+        ("host=127.0.0.1 port=9 sslmode=disable", "host=127.0.0.1 port=9 sslmode=disable"),
+        # libpq's `allow` on loopback: it tries without TLS first, and the core never uses TLS.
+        ("host=127.0.0.1 port=9 sslmode=allow", "host=127.0.0.1 port=9 sslmode=prefer"),
+        ("host=/tmp port=9 sslmode=prefer", "host=/tmp port=9 sslmode=prefer"),
+        # TLS asked for: only libpq (psycopg) makes that connection.
+        ("host=127.0.0.1 port=9 sslmode=require", None),
+        # A parameter the core does not read.
+        ("host=127.0.0.1 port=9 sslrootcert=/nowhere/ca.pem", None),
+        # No host: libpq's default socket folder, which only libpq knows.
+        ("port=9", None),
+    ],
+)
+def test_which_connection_strings_the_core_connects_with(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, conninfo: str, core: str | None
+) -> None:
+    """A connection string the core connects with as libpq would (else psycopg's store, in
+    Python): the parameters it reads, a host, no TLS beyond loopback's ``prefer``."""
+    need("psycopg")
+    from fxpay import postgres_journal as pj
+
+    for env in ("PGHOST", "PGHOSTADDR", "PGSSLMODE", "PGPASSFILE", "PGSERVICE", "PGSSLROOTCERT"):
+        monkeypatch.delenv(env, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.pgpass yet
+    monkeypatch.setenv("PGUSER", "fxpay")
+    want = None if core is None else f"{core} user=fxpay"
+    got = pj._core_conninfo(pj._conninfo_dict(conninfo))
+    assert (got is None) == (want is None), got
+    if want is not None:
+        assert pj._conninfo_dict(got or "") == pj._conninfo_dict(want)
+    # A password file libpq would read (~/.pgpass): the core does not, so libpq connects,
+    # unless the string gives the password itself.
+    (tmp_path / ".pgpass").write_text("127.0.0.1:9:*:fxpay:secret\n")
+    assert pj._core_conninfo(pj._conninfo_dict("host=127.0.0.1 port=9")) is None
+    assert pj._core_conninfo(pj._conninfo_dict("host=127.0.0.1 port=9 password=x")) is not None
+
+
 def test_a_schema_qualified_table(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
     psycopg = need("psycopg")
     schema = table_name()
