@@ -550,6 +550,11 @@ def test_which_connection_strings_the_core_connects_with(
     (tmp_path / ".pgpass").write_text("127.0.0.1:9:*:fxpay:secret\n")
     assert pj._core_conninfo(pj._conninfo_dict("host=127.0.0.1 port=9")) is None
     assert pj._core_conninfo(pj._conninfo_dict("host=127.0.0.1 port=9 password=x")) is not None
+    # No user given, none in PGUSER: libpq's default, the operating system's user name.
+    monkeypatch.delenv("PGUSER")
+    monkeypatch.setenv("LOGNAME", "os-user")
+    got = pj._core_conninfo(pj._conninfo_dict("host=127.0.0.1 port=9 password=x"))
+    assert pj._conninfo_dict(got or "").get("user") == "os-user", got
 
 
 def test_a_schema_qualified_table(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
