@@ -557,6 +557,27 @@ def test_which_connection_strings_the_core_connects_with(
     assert pj._conninfo_dict(got or "").get("user") == "os-user", got
 
 
+def test_table_ddl_and_conninfo_of_are_what_migrations_and_frameworks_get() -> None:
+    """``table_ddl`` (the Django migrations', and the docs' for those who migrate by hand):
+    the table, its two indexes and its identity row, the name quoted and checked.
+    ``conninfo_of`` (a framework's database settings): libpq's keys only, empty ones left
+    out."""
+    need("psycopg")
+    from fxpay import postgres_journal as pj
+
+    ddl = pj.table_ddl("app.Journal")
+    assert len(ddl) == 4
+    assert ddl[0].startswith('CREATE TABLE IF NOT EXISTS "app"."Journal" (')
+    assert '"Journal_result"' in ddl[1]
+    assert '"Journal_open"' in ddl[2]
+    assert ddl[3].startswith('INSERT INTO "app"."Journal"')
+    assert 'to_regclass(\'"app"."Journal"\')' in ddl[3]
+    with pytest.raises(fxpay.ConfigurationError, match="table"):
+        pj.table_ddl("a.b.c")
+    settings = {"dbname": "shop", "user": "it's", "host": "", "port": 5432, "password": None, "isolation_level": 1}
+    assert pj._conninfo_dict(pj.conninfo_of(settings)) == {"dbname": "shop", "user": "it's", "port": "5432"}
+
+
 def test_a_schema_qualified_table(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
     psycopg = need("psycopg")
     schema = table_name()
