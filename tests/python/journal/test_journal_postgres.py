@@ -578,6 +578,22 @@ def test_table_ddl_and_conninfo_of_are_what_migrations_and_frameworks_get() -> N
     assert pj._conninfo_dict(pj.conninfo_of(settings)) == {"dbname": "shop", "user": "it's", "port": "5432"}
 
 
+def test_a_result_the_core_could_not_record_is_logged_with_its_resolve_call(caplog: pytest.LogCaptureFixture) -> None:
+    """What the core's PostgreSQL store calls when a result waiting for its commit finds its
+    key changed otherwise: an ERROR naming the journal's class and table, the key, and the
+    ``resolve`` call that settles it."""
+    need("psycopg")
+    from fxpay import postgres_journal as pj
+
+    with caplog.at_level("ERROR", logger="fxpay"):
+        pj._postgres_not_recorded("app.journal", "k-1", "Q-9")
+    [record] = [r for r in caplog.records if "could not be recorded" in r.getMessage()]
+    assert record.levelname == "ERROR"
+    message = record.getMessage()
+    assert message.startswith("PostgresJournal 'app.journal': the result of key 'k-1' (Q-9)")
+    assert "journal.resolve('k-1', result='Q-9')" in message
+
+
 def test_a_schema_qualified_table(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
     psycopg = need("psycopg")
     schema = table_name()
