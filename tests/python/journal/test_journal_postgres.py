@@ -594,6 +594,28 @@ def test_a_result_the_core_could_not_record_is_logged_with_its_resolve_call(capl
     assert "journal.resolve('k-1', result='Q-9')" in message
 
 
+def test_what_a_database_error_and_an_identity_row_say() -> None:
+    """A driver's error with its SQLSTATE (psycopg's ``sqlstate``, psycopg2's ``pgcode``)
+    gets the step that fixes it; an identity row's table is read only from a JSON object."""
+    need("psycopg")
+    from fxpay import postgres_journal as pj
+
+    class DriverError(Exception):
+        def __init__(self, message: str, **codes: str) -> None:
+            super().__init__(message)
+            for k, v in codes.items():
+                setattr(self, k, v)
+
+    missing = pj._explain(DriverError("no table", sqlstate="42P01"), "app.j")
+    assert missing == "DriverError: no table (make the table 'app.j' with journal.create_table(), or the Django migration)"
+    read_only = pj._explain(DriverError("read-only", pgcode="25006"), "app.j")
+    assert read_only == "DriverError: read-only (the server is read-only: the journal needs the primary)"
+    assert pj._explain(DriverError("other", sqlstate="40001"), "app.j") == "DriverError: other"
+    assert pj._identity_table('{"journal": "fxpay-journal:1", "table": "public.j"}') == "public.j"
+    for text in ("not json", "[1]", '{"table": 5}', "{}"):
+        assert pj._identity_table(text) is None, text
+
+
 def test_a_schema_qualified_table(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
     psycopg = need("psycopg")
     schema = table_name()
