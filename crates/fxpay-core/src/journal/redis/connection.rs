@@ -30,8 +30,30 @@ pub(super) struct Settings<'a> {
     pub warn: &'a dyn Fn(&'static str, String),
 }
 
-/// A connection, checked, with the scripts loaded.
+/// How many times a connection interrupted by a signal is made again.
+const INTERRUPTED_TRIES: usize = 3;
+
+/// A connection, checked, with the scripts loaded. A signal delivered to the thread that
+/// waits in the connect or in a check's read (`EINTR`: the process's own `SIGCHLD`, a
+/// profiler's timer) fails it before any command changed anything: it is made again.
 pub(super) fn connect(s: &Settings<'_>) -> Result<Connection, Failed> {
+    let mut tries = 1;
+    loop {
+        match connect_once(s) {
+            Err(Failed::Redis(e)) if interrupted(&e) && tries < INTERRUPTED_TRIES => tries += 1,
+            made => return made,
+        }
+    }
+}
+
+/// Whether `e` is a system call interrupted by a signal. redis keeps the `io::Error`
+/// behind an `Arc` it does not hand out as the error's source, so its text says which.
+fn interrupted(e: &RedisError) -> bool {
+    let eintr = std::io::Error::from_raw_os_error(libc::EINTR).to_string();
+    e.is_io_error() && e.to_string().contains(&eintr)
+}
+
+fn connect_once(s: &Settings<'_>) -> Result<Connection, Failed> {
     let mut c = s.client.get_connection_with_timeout(s.timeout)?;
     c.set_read_timeout(Some(s.timeout))?;
     c.set_write_timeout(Some(s.timeout))?;
@@ -142,5 +164,25 @@ pub(super) fn kind(e: &RedisError) -> &'static str {
         "ConnectionError"
     } else {
         "RedisError"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Error, ErrorKind};
+
+    /// Only a system call interrupted by a signal is made again, not a refused or timed-out
+    /// connection.
+    #[test]
+    fn only_an_interrupted_system_call_counts_as_interrupted() {
+        let os = |code| RedisError::from(Error::from_raw_os_error(code));
+        assert!(interrupted(&os(libc::EINTR)));
+        for code in [libc::ECONNREFUSED, libc::ETIMEDOUT, libc::ENOENT] {
+            assert!(!interrupted(&os(code)), "{code}");
+        }
+        assert!(!interrupted(&RedisError::from(Error::from(
+            ErrorKind::ConnectionRefused
+        ))));
     }
 }
