@@ -306,7 +306,7 @@ pub(crate) fn connector(
         user_agent,
     };
     Timed {
-        inner: HttpsConnector::from((route, tls)),
+        inner: Arc::new(HttpsConnector::from((route, tls))),
         limit: connect_timeout,
     }
 }
@@ -433,16 +433,26 @@ impl Write for Routed {
     }
 }
 
-/// A connector whose connects end in [`TimedOut`] after `limit`.
-#[derive(Clone)]
+/// A connector whose connects end in [`TimedOut`] after `limit`. hyper-util's client clones
+/// its connector for every request, pooled connection or not: behind an `Arc` that is one
+/// count, and the connector itself is cloned only when a connection is made.
 pub(crate) struct Timed<C> {
-    inner: C,
+    inner: Arc<C>,
     limit: Duration,
+}
+
+impl<C> Clone for Timed<C> {
+    fn clone(&self) -> Self {
+        Timed {
+            inner: Arc::clone(&self.inner),
+            limit: self.limit,
+        }
+    }
 }
 
 impl<C> Service<Uri> for Timed<C>
 where
-    C: Service<Uri>,
+    C: Service<Uri> + Clone,
     C::Error: Into<BoxError>,
     C::Future: Send + 'static,
     C::Response: Send + 'static,
@@ -451,12 +461,14 @@ where
     type Error = BoxError;
     type Future = Pin<Box<dyn Future<Output = Result<C::Response, BoxError>> + Send>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
+    /// Always ready: [`Route`] and the TLS connector over it are, and `call` readies the
+    /// clone it calls.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, dst: Uri) -> Self::Future {
-        let connecting = self.inner.call(dst);
+        let connecting = (*self.inner).clone().call(dst);
         let limit = self.limit;
         Box::pin(async move {
             match tokio::time::timeout(limit, connecting).await {
