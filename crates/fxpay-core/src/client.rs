@@ -17,6 +17,9 @@ use std::sync::Arc;
 
 /// A parsed answer with the JSON it came from.
 pub(crate) type WithRaw<T> = (T, Value);
+/// A created object's id, and its answer's JSON text as it came (UTF-8: it parsed as JSON),
+/// kept by a journal as the call's response without encoding a parsed tree again.
+pub(crate) type IdAndText = (String, bytes::Bytes);
 
 /// The service client: one connection pool and one payments token cache.
 #[derive(Clone)]
@@ -93,13 +96,13 @@ impl Client {
         &self,
         req: &QuoteRequest,
         obs: Option<&dyn Observer>,
-    ) -> Result<WithRaw<String>> {
+    ) -> Result<IdAndText> {
         let body = to_json(req)?;
         let resp = self
             .payments_call(Request::post_json("/payments/quotes", body), obs)
             .await?;
         let raw = parse_body(&resp)?;
-        Ok((id_field(&raw, "id", &resp)?, raw))
+        Ok((id_field(&raw, "id", &resp)?, resp.body))
     }
 
     pub async fn get_quote(
@@ -136,14 +139,14 @@ impl Client {
         &self,
         b: &Beneficiary,
         obs: Option<&dyn Observer>,
-    ) -> Result<WithRaw<String>> {
+    ) -> Result<IdAndText> {
         b.check()?;
         let body = to_json(b)?;
         let resp = self
             .payments_call(Request::post_json("/payments/beneficiaries", body), obs)
             .await?;
         let raw = parse_body(&resp)?;
-        Ok((id_field(&raw, "beneficiaryId", &resp)?, raw))
+        Ok((id_field(&raw, "beneficiaryId", &resp)?, resp.body))
     }
 
     pub async fn create_deal(

@@ -6,8 +6,9 @@ mod memory_journal_store;
 use std::sync::Arc;
 
 use fxpay_core::{
-    journaled_create_deal, resolve_entry, Beneficiary, Client, ClientConfig, DealBeneficiary,
-    DealRequest, EntryState as State, Error, IdempotencyKind, JournalStore, QuoteRequest,
+    journaled_create_deal, journaled_create_quote, resolve_entry, Beneficiary, Client,
+    ClientConfig, DealBeneficiary, DealRequest, EntryState as State, Error, IdempotencyKind,
+    JournalStore, QuoteRequest,
 };
 use fxpay_sandbox::{Sandbox, SandboxConfig};
 use memory_journal_store::MemoryJournalStore;
@@ -90,6 +91,29 @@ async fn a_repeat_replays_and_another_request_is_refused() {
         }
     ));
     assert_eq!(deals_sent(&sb), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_create_keeps_its_answer_as_it_came_and_a_repeat_replays_it() {
+    let (sb, c, store) = setup().await;
+    let req = QuoteRequest::new("USD", "100", "AUD", 1).expect("quote request");
+    let ((id, text), replayed) = journaled_create_quote(&c, &store, "q", &req, None)
+        .await
+        .expect("created");
+    assert!(!replayed);
+    let kept = store.get("q").expect("read").expect("kept");
+    // The answer's own text, byte for byte: no parsed tree encoded again.
+    assert_eq!(kept.response.as_deref().map(str::as_bytes), Some(&text[..]));
+    let answer: serde_json::Value = serde_json::from_slice(&text).expect("JSON");
+    assert_eq!(answer, json!({ "id": id }));
+    let quotes = || sb.stats()["paths"]["POST /v1/payments/quotes"].as_u64();
+    let sent = quotes();
+    let ((again, again_text), replayed) = journaled_create_quote(&c, &store, "q", &req, None)
+        .await
+        .expect("replayed");
+    assert!(replayed);
+    assert_eq!((again, again_text), (id, text));
+    assert_eq!(quotes(), sent);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

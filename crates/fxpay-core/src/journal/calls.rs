@@ -4,7 +4,7 @@ use super::entry::Entry;
 use super::keyed_call::{keyed_call, KeyedRequest};
 use super::store::JournalStore;
 use crate::auth::authorize::random_token;
-use crate::client::{Client, WithRaw};
+use crate::client::{Client, IdAndText, WithRaw};
 use crate::error::{Error, Result};
 use crate::models::{Beneficiary, Deal, DealRequest, QuoteRequest, SpotDeal};
 use crate::transport::Observer;
@@ -34,6 +34,19 @@ fn kept_raw(e: &Entry, field: &str, id: &str) -> Value {
         .as_deref()
         .and_then(|t| serde_json::from_str(t).ok())
         .unwrap_or_else(|| serde_json::json!({ field: id }))
+}
+
+/// The answer kept in the journal as text (or `{field: id}` when none was kept).
+fn kept_text(e: &Entry, field: &str, id: &str) -> bytes::Bytes {
+    match &e.response {
+        Some(t) => bytes::Bytes::from(t.clone()),
+        None => bytes::Bytes::from(serde_json::json!({ field: id }).to_string()),
+    }
+}
+
+/// A created object's answer as the journal keeps it: its text as it came.
+fn response_text(raw: &[u8]) -> Option<String> {
+    std::str::from_utf8(raw).ok().map(str::to_owned)
 }
 
 fn result_of(e: &Entry) -> Result<String> {
@@ -83,16 +96,16 @@ pub async fn create_quote(
     key: &str,
     req: &QuoteRequest,
     obs: Option<&dyn Observer>,
-) -> Result<(WithRaw<String>, bool)> {
+) -> Result<(IdAndText, bool)> {
     check_key(key)?;
     keyed_call(
         store,
         keyed_request(c, key, "create_quote", &wire(req)?, b""),
         |_| c.create_quote(req, obs),
-        |(id, raw)| (id.clone(), Some(raw.to_string())),
+        |(id, raw)| (id.clone(), response_text(raw)),
         |e| {
             let id = result_of(e)?;
-            Ok((id.clone(), kept_raw(e, "id", &id)))
+            Ok((id.clone(), kept_text(e, "id", &id)))
         },
     )
     .await
@@ -104,17 +117,17 @@ pub async fn create_beneficiary(
     key: &str,
     b: &Beneficiary,
     obs: Option<&dyn Observer>,
-) -> Result<(WithRaw<String>, bool)> {
+) -> Result<(IdAndText, bool)> {
     check_key(key)?;
     b.check()?;
     keyed_call(
         store,
         keyed_request(c, key, "create_beneficiary", &wire(b)?, b""),
         |_| c.create_beneficiary(b, obs),
-        |(id, raw)| (id.clone(), Some(raw.to_string())),
+        |(id, raw)| (id.clone(), response_text(raw)),
         |e| {
             let id = result_of(e)?;
-            Ok((id.clone(), kept_raw(e, "beneficiaryId", &id)))
+            Ok((id.clone(), kept_text(e, "beneficiaryId", &id)))
         },
     )
     .await
@@ -206,6 +219,20 @@ pub async fn create_spot_deal(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_is_kept_as_its_text_came_and_read_back_as_kept() {
+        let text = b"{ \"id\" : \"q-1\",\n  \"rate\": 1.50 }";
+        let kept = response_text(text).expect("UTF-8");
+        assert_eq!(kept.as_bytes(), text);
+        let mut e = super::super::machine::claim("k", "create_quote", "f", "h", None, None, 0);
+        e.response = Some(kept);
+        assert_eq!(&kept_text(&e, "id", "q-1")[..], text);
+        // Nothing kept: the id alone, as JSON.
+        e.response = None;
+        assert_eq!(&kept_text(&e, "id", "q-1")[..], br#"{"id":"q-1"}"#);
+        assert_eq!(response_text(b"\xff"), None);
+    }
 
     #[test]
     fn fingerprints_tell_parts_apart() {
