@@ -107,6 +107,18 @@ def worker(argv: list[str]) -> None:
 # -- callgrind -----------------------------------------------------------------------------------
 
 
+def _named(arg: str) -> list[str]:
+    """An argument as it names a kept callgrind file: a JSON object (bench/journal.py's worker
+    configuration) by its ``journal`` and ``shape``, so that two cells' files do not collide."""
+    if not arg.startswith("{"):
+        return [arg]
+    try:
+        cfg = json.loads(arg)
+    except ValueError:
+        return []
+    return [str(cfg[k]) for k in ("journal", "shape") if isinstance(cfg, dict) and k in cfg]
+
+
 def callgrind(cmd: list[str], timeout: float) -> int:
     """The instructions callgrind counted in ``cmd``'s process (all its threads), or raises.
     With ``FXPAY_BENCH_KEEP_CALLGRIND=<folder>`` in the environment, each run's callgrind file
@@ -129,7 +141,7 @@ def callgrind(cmd: list[str], timeout: float) -> int:
             raise RuntimeError(f"exit {p.returncode}: {tail}")
         keep = os.environ.get("FXPAY_BENCH_KEEP_CALLGRIND")
         if keep:
-            name = "_".join(re.sub(r"[^\w.-]+", "-", a) for a in cmd[1:7] if not a.startswith("{"))
+            name = "_".join(re.sub(r"[^\w.-]+", "-", a) for a in cmd[1:7] for a in _named(a))
             Path(keep).mkdir(parents=True, exist_ok=True)
             shutil.copy(out, Path(keep) / f"{name}.callgrind")
         for line in out.read_text().splitlines():

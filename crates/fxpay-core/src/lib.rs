@@ -42,6 +42,7 @@ mod rate_limit;
 mod raw;
 mod runtime;
 mod seconds;
+mod sha256;
 mod tls;
 mod trace;
 mod transport;

@@ -2,8 +2,8 @@
 //! state, a scope and an RFC 7636 PKCE challenge, and the check of the callback the browser
 //! comes back with.
 use crate::error::{Error, Result};
+use crate::sha256::Sha256;
 use base64::Engine;
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 pub(crate) use crate::models::AuthorizationRequest;

@@ -7,9 +7,9 @@ use crate::auth::authorize::random_token;
 use crate::client::{Client, IdAndText, WithRaw};
 use crate::error::{Error, Result};
 use crate::models::{Beneficiary, Deal, DealRequest, QuoteRequest, SpotDeal};
+use crate::sha256::Sha256;
 use crate::transport::Observer;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
 /// SHA-256 (hex) of an operation and the parts of its request that define it.
@@ -17,11 +17,11 @@ pub(crate) fn fingerprint(operation: &str, parts: &[&[u8]]) -> String {
     let mut h = Sha256::new();
     h.update(operation.as_bytes());
     for p in parts {
-        h.update([0u8]);
-        h.update((p.len() as u64).to_be_bytes());
+        h.update(&[0u8]);
+        h.update(&(p.len() as u64).to_be_bytes());
         h.update(p);
     }
-    data_encoding::HEXLOWER.encode(&h.finalize())
+    data_encoding::HEXLOWER.encode(&h.finish())
 }
 
 fn wire<T: serde::Serialize>(v: &T) -> Result<Vec<u8>> {
@@ -241,6 +241,23 @@ mod tests {
         assert_ne!(a, fingerprint("create_deal", &[b"a", b"bc"]));
         assert_ne!(a, fingerprint("create_quote", &[b"ab", b"c"]));
         assert_eq!(a.len(), 64);
+    }
+
+    #[test]
+    fn a_fingerprint_is_the_one_earlier_releases_stored() {
+        // A journal written by an earlier release must still match its keys' calls: this is
+        // SHA-256 over the operation, then each part as a zero byte, its length (u64, big
+        // endian) and its bytes, in lower-case hex (Python's hashlib gives the same).
+        let parts: [&[u8]; 4] = [
+            br#"{"amount":"1.00"}"#,
+            b"",
+            b"http://127.0.0.1:1",
+            b"client",
+        ];
+        assert_eq!(
+            fingerprint("create_quote", &parts),
+            "f5db49d3e5230f2ba20133302095e8c3e374bf055b15a5bd5d4ec1f7994ce020"
+        );
     }
 
     #[test]

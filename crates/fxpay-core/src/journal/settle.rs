@@ -8,7 +8,7 @@ use super::entry::{now_ms, Entry, State};
 use super::machine::{self, ByEvent};
 use super::store::JournalStore;
 use crate::error::{Error, Result};
-use sha2::{Digest, Sha256};
+use crate::sha256::Sha256;
 
 const TRIES: usize = 16;
 

@@ -319,6 +319,8 @@ fn a_new_journal_file_is_complete_and_closed() {
         file::APPLICATION_ID.to_string()
     );
     assert_eq!(one("PRAGMA journal_mode"), "wal");
+    assert_eq!(one("PRAGMA page_size"), file::PAGE_SIZE.to_string());
+    assert_eq!(file::PAGE_SIZE, 2048);
     let names: Vec<String> = c
         .prepare("SELECT name FROM sqlite_master ORDER BY name")
         .expect("prepare")
