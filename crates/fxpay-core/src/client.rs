@@ -11,6 +11,7 @@ use crate::models::{
 };
 use crate::paging;
 use crate::transport::{api_error, Observer, Request, Response, Transport};
+use futures_util::future::Either;
 use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;
@@ -97,7 +98,16 @@ impl Client {
         req: &QuoteRequest,
         obs: Option<&dyn Observer>,
     ) -> Result<IdAndText> {
-        let body = to_json(req)?;
+        self.create_quote_encoded(to_json(req)?, obs).await
+    }
+
+    /// [`Client::create_quote`] of a request the caller encoded with [`to_json`]: a keyed
+    /// call takes its fingerprint from the bytes it sends, and encodes them once.
+    pub(crate) async fn create_quote_encoded(
+        &self,
+        body: Vec<u8>,
+        obs: Option<&dyn Observer>,
+    ) -> Result<IdAndText> {
         let resp = self
             .payments_call(Request::post_json("/payments/quotes", body), obs)
             .await?;
@@ -141,7 +151,16 @@ impl Client {
         obs: Option<&dyn Observer>,
     ) -> Result<IdAndText> {
         b.check()?;
-        let body = to_json(b)?;
+        self.create_beneficiary_encoded(to_json(b)?, obs).await
+    }
+
+    /// [`Client::create_beneficiary`] of a beneficiary the caller checked and encoded with
+    /// [`to_json`] (see [`Client::create_quote_encoded`]).
+    pub(crate) async fn create_beneficiary_encoded(
+        &self,
+        body: Vec<u8>,
+        obs: Option<&dyn Observer>,
+    ) -> Result<IdAndText> {
         let resp = self
             .payments_call(Request::post_json("/payments/beneficiaries", body), obs)
             .await?;
@@ -149,14 +168,32 @@ impl Client {
         Ok((id_field(&raw, "beneficiaryId", &resp)?, resp.body))
     }
 
-    pub async fn create_deal(
+    /// Books a deal. Not an `async fn`: the future is [`Client::create_deal_encoded`]'s
+    /// alone, with no second copy of the request around it (tests/future_sizes.rs).
+    pub fn create_deal<'a>(
+        &'a self,
+        req: DealRequest,
+        obs: Option<&'a dyn Observer>,
+    ) -> impl Future<Output = Result<WithRaw<Deal>>> + 'a {
+        let body = check_id("quote_id", &req.quote_id)
+            .and_then(|()| req.check())
+            .and_then(|()| to_json(&req));
+        match body {
+            Ok(body) => Either::Left(self.create_deal_encoded(req, body, obs)),
+            Err(e) => Either::Right(std::future::ready(Err(e))),
+        }
+    }
+
+    /// [`Client::create_deal`] of a request the caller checked and encoded with [`to_json`]
+    /// (see [`Client::create_quote_encoded`]). The quote's id is checked here too: a keyed
+    /// deal checks it after its claim, as it always has.
+    pub(crate) async fn create_deal_encoded(
         &self,
         req: DealRequest,
+        body: Vec<u8>,
         obs: Option<&dyn Observer>,
     ) -> Result<WithRaw<Deal>> {
         check_id("quote_id", &req.quote_id)?;
-        req.check()?;
-        let body = to_json(&req)?;
         let resp = self
             .payments_call(Request::post_json("/payments/deals", body), obs)
             .await?;
@@ -356,7 +393,8 @@ fn success(resp: Response) -> Result<Response> {
     }
 }
 
-fn to_json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>> {
+/// A request's JSON body.
+pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>> {
     serde_json::to_vec(v).map_err(|e| Error::Internal(format!("cannot encode the request: {e}")))
 }
 

@@ -106,6 +106,12 @@ async fn a_keyed_create_keeps_its_answer_as_it_came_and_a_repeat_replays_it() {
     assert_eq!(kept.response.as_deref().map(str::as_bytes), Some(&text[..]));
     let answer: serde_json::Value = serde_json::from_slice(&text).expect("JSON");
     assert_eq!(answer, json!({ "id": id }));
+    // The request kept is the one encoded for the fingerprint and sent (encoded once).
+    let request = kept.request.as_deref().expect("the request is kept");
+    assert_eq!(
+        request.as_bytes(),
+        &serde_json::to_vec(&req).expect("encoded")[..]
+    );
     let quotes = || sb.stats()["paths"]["POST /v1/payments/quotes"].as_u64();
     let sent = quotes();
     let ((again, again_text), replayed) = journaled_create_quote(&c, &store, "q", &req, None)

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 import fxpay
+import fxpay._later as fxpay_later
 
 from conftest import all_at_once, make_beneficiary, need
 from journal_support import deal_args, read_until, requests_to
@@ -675,3 +676,129 @@ def test_a_connection_closed_while_idle_is_made_anew_not_failed(
         qid = c.create_quote(buy_currency="AUD", buy_amount="6", sell_currency="USD", idempotency_key="after-idle")
         assert journal.get("after-idle").result == qid  # type: ignore[union-attr]
         assert backend_pid(journal) != backend
+
+
+def test_over_a_callable_a_session_the_server_ended_is_made_anew_and_a_live_one_kept(
+    fxpay_sandbox: Any, postgres_server: PostgresServer
+) -> None:
+    """A journal over a callable (Django, SQLAlchemy: no core store) looks for the server's
+    goodbye on a pooled connection before it uses it. One whose session the server ended
+    while it sat idle (an administrator's terminate, a restart) is made anew: the call neither
+    fails nor reads as unknown. A live one is kept: no new session per call."""
+    psycopg = need("psycopg")
+    sessions: list[int] = []
+
+    def connect() -> Any:
+        conn = psycopg.connect(postgres_server.conninfo)
+        sessions.append(conn.info.backend_pid)
+        return conn
+
+    journal = fxpay.PostgresJournal(connect, table=table_name())
+    journal.create()
+    journal.ping_after = 3600.0  # the goodbye's check alone: no ping before a statement
+    args = {"buy_currency": "AUD", "buy_amount": "5", "sell_currency": "USD"}
+    with fxpay_sandbox.client(journal=journal) as c:
+        for i in range(5):
+            c.create_quote(**args, idempotency_key=f"warm-{i}")
+        made = len(sessions)
+        for i in range(5):
+            c.create_quote(**args, idempotency_key=f"kept-{i}")
+        assert len(sessions) == made, "a live pooled connection was made anew"
+        # The results waiting are written now: the flusher then has no statement to run, and
+        # the next claim is the first to take a connection whose session ended.
+        fxpay_later.flush_all()
+        with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
+            for pid in sessions:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            deadline = time.monotonic() + 10
+            while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (sessions,)).fetchone() != (0,):
+                assert time.monotonic() < deadline, "the sessions did not end"
+                time.sleep(0.02)
+        qid = c.create_quote(**args, idempotency_key="after-terminate")
+    entry = journal.get("after-terminate")
+    assert entry is not None
+    assert (entry.state, entry.result) == ("done", qid)
+    assert len(sessions) > made
+
+
+def test_over_a_callable_a_missing_journal_is_refused_with_what_to_do(postgres_server: PostgresServer) -> None:
+    """A journal over a callable has no core store: the Python side refuses a missing table
+    itself, and says how a journal is made once and why a lost one is restored, not made
+    again."""
+    psycopg = need("psycopg")
+    journal = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo), table=table_name())
+    with pytest.raises(fxpay.JournalError, match="opening a journal never creates one") as e:
+        journal.get("k")
+    text = str(e.value)
+    assert "python -m fxpay journal create URL" in text
+    assert "restore it from a backup first" in text
+    assert text.endswith("Nothing was sent.")
+
+
+def test_a_goodbye_is_looked_for_only_where_it_can_be_asked() -> None:
+    """The check for a server's goodbye on an idle pooled connection: False for a driver with
+    no usable socket (no ``fileno``, or not a descriptor), False for a socket with nothing to
+    read, True once there is something."""
+    from fxpay.postgres_journal import _closed_by_server
+
+    class NoSocket:
+        pass
+
+    class Socket:
+        def __init__(self, fd: object) -> None:
+            self.fd = fd
+
+        def fileno(self) -> object:
+            return self.fd
+
+    assert _closed_by_server(NoSocket()) is False
+    assert _closed_by_server(Socket(None)) is False
+    assert _closed_by_server(Socket("3")) is False
+    assert _closed_by_server(Socket(-1)) is False
+    r, w = os.pipe()
+    try:
+        assert _closed_by_server(Socket(r)) is False
+        os.write(w, b"E")
+        assert _closed_by_server(Socket(r)) is True
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+class _NoAutocommit:
+    """A DB-API connection whose driver has no ``autocommit``: the journal commits each
+    statement itself."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def cursor(self) -> Any:
+        return self._conn.cursor()
+
+    def commit(self) -> None:
+        self._conn.commit()
+
+    def rollback(self) -> None:
+        self._conn.rollback()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def fileno(self) -> int:
+        return int(self._conn.fileno())
+
+
+def test_over_a_driver_without_autocommit_each_statement_is_committed(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    """A driver with no ``autocommit`` gets each of the journal's statements committed: the
+    claim is on the server, seen by another session, before the request is sent, and the
+    result after."""
+    psycopg = need("psycopg")
+    table = table_name()
+    journal = fxpay.PostgresJournal(lambda: _NoAutocommit(psycopg.connect(postgres_server.conninfo)), table=table)
+    assert journal.create() is True
+    with fxpay_sandbox.client(journal=journal) as c:
+        qid = c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="k")
+        fxpay_later.flush_all()
+    with psycopg.connect(postgres_server.conninfo, autocommit=True) as other:
+        rows = other.execute(f'SELECT state, result FROM "{table}" WHERE key = %s', ("k",)).fetchall()
+    assert rows == [("done", qid)]

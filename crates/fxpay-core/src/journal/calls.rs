@@ -4,7 +4,7 @@ use super::entry::Entry;
 use super::keyed_call::{keyed_call, KeyedRequest};
 use super::store::JournalStore;
 use crate::auth::authorize::random_token;
-use crate::client::{Client, IdAndText, WithRaw};
+use crate::client::{to_json, Client, IdAndText, WithRaw};
 use crate::error::{Error, Result};
 use crate::models::{Beneficiary, Deal, DealRequest, QuoteRequest, SpotDeal};
 use crate::sha256::Sha256;
@@ -22,10 +22,6 @@ pub(crate) fn fingerprint(operation: &str, parts: &[&[u8]]) -> String {
         h.update(p);
     }
     data_encoding::HEXLOWER.encode(&h.finish())
-}
-
-fn wire<T: serde::Serialize>(v: &T) -> Result<Vec<u8>> {
-    serde_json::to_vec(v).map_err(|e| Error::Internal(format!("cannot encode the request: {e}")))
 }
 
 /// The answer kept in the journal, read back (or `{field: id}` when none was kept).
@@ -75,7 +71,11 @@ fn keyed_request(
             &[body, extra, service.as_bytes(), account.as_bytes()],
         ),
         nonce: None,
-        request: Some(String::from_utf8_lossy(body).into_owned()),
+        // The body is JSON that serde_json wrote: UTF-8, checked a word at a time here.
+        request: Some(match std::str::from_utf8(body) {
+            Ok(text) => text.to_owned(),
+            Err(_) => String::from_utf8_lossy(body).into_owned(),
+        }),
     }
 }
 
@@ -98,10 +98,12 @@ pub async fn create_quote(
     obs: Option<&dyn Observer>,
 ) -> Result<(IdAndText, bool)> {
     check_key(key)?;
+    // Encoded once: the fingerprint is taken from the bytes that are sent.
+    let body = to_json(req)?;
     keyed_call(
         store,
-        keyed_request(c, key, "create_quote", &wire(req)?, b""),
-        |_| c.create_quote(req, obs),
+        keyed_request(c, key, "create_quote", &body, b""),
+        move |_| c.create_quote_encoded(body, obs),
         |(id, raw)| (id.clone(), response_text(raw)),
         |e| {
             let id = result_of(e)?;
@@ -120,10 +122,11 @@ pub async fn create_beneficiary(
 ) -> Result<(IdAndText, bool)> {
     check_key(key)?;
     b.check()?;
+    let body = to_json(b)?;
     keyed_call(
         store,
-        keyed_request(c, key, "create_beneficiary", &wire(b)?, b""),
-        |_| c.create_beneficiary(b, obs),
+        keyed_request(c, key, "create_beneficiary", &body, b""),
+        move |_| c.create_beneficiary_encoded(body, obs),
         |(id, raw)| (id.clone(), response_text(raw)),
         |e| {
             let id = result_of(e)?;
@@ -143,10 +146,11 @@ pub async fn create_deal(
     check_key(key)?;
     req.check()?;
     let for_replay = req.clone();
+    let body = to_json(&req)?;
     keyed_call(
         store,
-        keyed_request(c, key, "create_deal", &wire(&req)?, b""),
-        |_| c.create_deal(req, obs),
+        keyed_request(c, key, "create_deal", &body, b""),
+        move |_| c.create_deal_encoded(req, body, obs),
         |(deal, raw)| (deal.deal_id.clone(), Some(raw.to_string())),
         |e| {
             let id = result_of(e)?;
@@ -175,7 +179,7 @@ pub async fn create_spot_deal(
         (_, n) => n,
     };
     let url = callback_url.clone().unwrap_or_default();
-    let mut k = keyed_request(c, key, "create_spot_deal", &wire(&req)?, url.as_bytes());
+    let mut k = keyed_request(c, key, "create_spot_deal", &to_json(&req)?, url.as_bytes());
     k.nonce = nonce.clone();
     let index = nonce.clone();
     let sent_url = callback_url.clone();
