@@ -108,11 +108,24 @@ impl Client {
         body: Vec<u8>,
         obs: Option<&dyn Observer>,
     ) -> Result<IdAndText> {
+        self.create_id_and_text("/payments/quotes", "id", body, obs)
+            .await
+    }
+
+    /// POSTs an encoded body that creates one object: the created object's id (its answer's
+    /// field `id_key`) and the answer's text.
+    async fn create_id_and_text(
+        &self,
+        path: &'static str,
+        id_key: &str,
+        body: Vec<u8>,
+        obs: Option<&dyn Observer>,
+    ) -> Result<IdAndText> {
         let resp = self
-            .payments_call(Request::post_json("/payments/quotes", body), obs)
+            .payments_call(Request::post_json(path, body), obs)
             .await?;
         let raw = parse_body(&resp)?;
-        Ok((id_field(&raw, "id", &resp)?, resp.body))
+        Ok((id_field(&raw, id_key, &resp)?, resp.body))
     }
 
     pub async fn get_quote(
@@ -161,11 +174,8 @@ impl Client {
         body: Vec<u8>,
         obs: Option<&dyn Observer>,
     ) -> Result<IdAndText> {
-        let resp = self
-            .payments_call(Request::post_json("/payments/beneficiaries", body), obs)
-            .await?;
-        let raw = parse_body(&resp)?;
-        Ok((id_field(&raw, "beneficiaryId", &resp)?, resp.body))
+        self.create_id_and_text("/payments/beneficiaries", "beneficiaryId", body, obs)
+            .await
     }
 
     /// Books a deal. Not an `async fn`: the future is [`Client::create_deal_encoded`]'s
