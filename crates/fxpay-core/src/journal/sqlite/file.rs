@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 /// The SQLite `application_id` of an fxpay journal file ("fxpJ").
 pub(super) const APPLICATION_ID: i64 = 0x6678_704A;
 
-/// The page size of a new journal file. A commit checksums and copies every page it changes
-/// into the WAL (4 a keyed call): at SQLite's default 4,096 bytes that was about 21k
-/// instructions a keyed call (`walChecksumBytes` and `memcpy`, bench/README.md), for rows of
-/// 0.5-2 KB. At 2,048 an entry still fits in its page (SQLite keeps up to 2,013 bytes of a
-/// row there before it spills to an overflow page). A file made earlier keeps its page
-/// size: SQLite cannot change it in WAL mode.
+/// The page size of a new journal file. A commit checksums every page it changes into the
+/// WAL (about 4 a keyed call): at SQLite's default 4,096 bytes `walChecksumBytes` counted
+/// 11,300 instructions a keyed call, at 2,048 it counts 7,100; more pages split, so a call
+/// saves about 2,200 in all (bench/README.md). An entry (0.5-2 KB) still fits in its page
+/// (SQLite keeps up to 2,013 bytes of a row there before it spills to an overflow page). A
+/// file made earlier keeps its page size: SQLite cannot change it in WAL mode.
 pub(super) const PAGE_SIZE: u32 = 2048;
 
 /// The table and its indexes, as a new journal has them. The indexes hold only what they
