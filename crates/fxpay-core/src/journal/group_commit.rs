@@ -9,6 +9,12 @@
 //! commit, and stops as soon as they have. With none in flight (a lone call) it commits at
 //! once.
 //!
+//! A call made [`promptly`] (a payout's row) is never waited for: its next claim is not
+//! about to come (a row reads its quote between its two claims, and its rows run at a
+//! fixed concurrency, so every wait is that much less throughput). Measured on 20,000 rows
+//! at concurrency 8 (bench/README.md), a leader waiting for a payout's rows halved its
+//! rows/s.
+//!
 //! A keyed call's claim waits for its commit without a thread of its own ([`Group::queue`]):
 //! it is queued, and the call's task sleeps until the commit that carries it has landed. A
 //! leader then runs on a thread of the blocking pool, and takes turns while queued writes
@@ -25,6 +31,43 @@ const COMMIT_DELAY: Duration = Duration::from_millis(3);
 /// A call claimed longer ago than this is no longer counted as in flight (it is not about
 /// to claim again soon, or it ended without a result).
 const IN_FLIGHT_HORIZON: Duration = Duration::from_secs(1);
+
+tokio::task_local! {
+    /// Set for a task whose keyed calls no leader waits for ([`promptly`]).
+    static PROMPT: ();
+}
+
+thread_local! {
+    /// Set on a thread of the blocking pool while it claims for such a task ([`prompt_here`]).
+    static PROMPT_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` as a task whose keyed calls no leader waits for: they are not counted in flight
+/// (a payout's row).
+pub(crate) async fn promptly<F: std::future::Future>(f: F) -> F::Output {
+    PROMPT.scope((), f).await
+}
+
+/// Whether the keyed calls made here are counted in flight (waited for by a leader).
+pub(crate) fn gathered() -> bool {
+    PROMPT.try_with(|_| ()).is_err() && !PROMPT_HERE.with(std::cell::Cell::get)
+}
+
+/// Runs `f` (a claim on a thread of the blocking pool) as made where `gathered` was read.
+pub(crate) fn prompt_here<T>(gathered: bool, f: impl FnOnce() -> T) -> T {
+    if gathered {
+        return f();
+    }
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            PROMPT_HERE.with(|p| p.set(false));
+        }
+    }
+    PROMPT_HERE.with(|p| p.set(true));
+    let _reset = Reset;
+    f()
+}
 
 /// One write statement.
 pub(crate) enum Op {
@@ -55,6 +98,8 @@ pub(crate) struct Write {
     /// it waits): in flight from the moment its commit lands (registered by the leader,
     /// before its next turn counts the calls in flight).
     claim: Option<Entry>,
+    /// Whether the queued claim's call is counted in flight ([`gathered`]).
+    gathers: bool,
     /// Wakes the task of a queued write once it is answered.
     answered: tokio::sync::Notify,
 }
@@ -73,6 +118,7 @@ impl Write {
         Arc::new(Write {
             op,
             outcome: Mutex::new(None),
+            gathers: claim.is_some() && gathered(),
             claim,
             answered: tokio::sync::Notify::new(),
         })
@@ -122,19 +168,24 @@ struct Queue {
     /// that joins wakes it only when it is the last of them (one wake per commit, not one
     /// per joining write).
     want: Option<usize>,
-    /// Keys claimed here whose call has not settled them yet: when, and the claim with its
-    /// text (the call's result replaces that text: not serialised again).
-    in_flight: HashMap<String, (Instant, Entry, String)>,
+    /// Keys claimed here whose call has not settled them yet: when, the claim with its text
+    /// (the call's result replaces that text: not serialised again), and whether a leader
+    /// waits for the call ([`gathered`]).
+    in_flight: HashMap<String, (Instant, Entry, String, bool)>,
 }
 
 impl Queue {
-    /// The calls in flight, those past the horizon forgotten.
+    /// The calls in flight that a leader waits for, those past the horizon forgotten.
     fn others(&mut self, now: Instant) -> usize {
-        if !self.in_flight.is_empty() {
-            self.in_flight
-                .retain(|_, (at, ..)| now.saturating_duration_since(*at) <= IN_FLIGHT_HORIZON);
+        if self.in_flight.is_empty() {
+            return 0;
         }
-        self.in_flight.len()
+        self.in_flight
+            .retain(|_, (at, ..)| now.saturating_duration_since(*at) <= IN_FLIGHT_HORIZON);
+        self.in_flight
+            .values()
+            .filter(|(.., gathers)| *gathers)
+            .count()
     }
 }
 
@@ -173,8 +224,8 @@ impl Drop for Turn<'_> {
         for w in &self.batch {
             if let (Some(entry), Op::Claim { text, .. }) = (&w.claim, &w.op) {
                 if matches!(*lock(&w.outcome), Some(Ok(1))) {
-                    q.in_flight
-                        .insert(entry.key.clone(), (now, entry.clone(), text.clone()));
+                    let kept = (now, entry.clone(), text.clone(), w.gathers);
+                    q.in_flight.insert(entry.key.clone(), kept);
                 }
             }
         }
@@ -317,9 +368,8 @@ impl Group {
     /// A call's claim (`entry`, stored as `text`) is stored: in flight until
     /// [`Group::answered`].
     pub(crate) fn claimed(&self, entry: &Entry, text: String) {
-        lock(&self.queue)
-            .in_flight
-            .insert(entry.key.clone(), (Instant::now(), entry.clone(), text));
+        let kept = (Instant::now(), entry.clone(), text, gathered());
+        lock(&self.queue).in_flight.insert(entry.key.clone(), kept);
     }
 
     /// The call of `key` is being settled (its result, an undo): no longer in flight. The
@@ -330,7 +380,7 @@ impl Group {
             return None;
         }
         match q.in_flight.remove(&old.key) {
-            Some((_, claim, text)) if claim == *old => Some(text),
+            Some((_, claim, text, _)) if claim == *old => Some(text),
             _ => None,
         }
     }
@@ -395,6 +445,57 @@ pub(crate) mod tests {
         );
         let q = lock(&g.queue);
         assert!(q.waiting.is_empty() && !q.leading && q.in_flight.is_empty());
+    }
+
+    /// A payout's row (`promptly`) is not waited for: a leader with only such calls in
+    /// flight commits at once, whether the row claimed on a thread of its own or queued its
+    /// claim; a call of a loop in flight is waited for, up to the delay.
+    #[test]
+    fn a_leader_waits_for_the_gathered_calls_in_flight_only() {
+        let e =
+            |k: &str| crate::journal::machine::claim(k, "create_quote", "f", "me", None, None, 0);
+        let g = Group::with_delay(Duration::from_secs(30));
+        // A claim on a thread of the blocking pool, for a row's task.
+        prompt_here(false, || g.claimed(&e("own"), String::new()));
+        assert!(gathered(), "set while the claim ran only");
+        // A claim queued by a row's task, stored by a leader's commit.
+        let (queued, _) = PROMPT.sync_scope((), || g.queue(claim("queued"), &e("queued")));
+        assert!(!queued.gathers);
+        assert_eq!(
+            g.write(claim("x"), |b| {
+                b.iter().for_each(|w| w.answer(Ok(1)));
+                b.len()
+            })
+            .1,
+            Some(2)
+        );
+        assert_eq!(
+            lock(&g.queue).in_flight.len(),
+            2,
+            "each stored claim is in flight"
+        );
+        g.claimed(&e("loop"), String::new());
+        assert_eq!(
+            lock(&g.queue).others(Instant::now()),
+            1,
+            "the loop's call alone counts"
+        );
+        assert!(g.answered(&e("loop")).is_some());
+        let started = Instant::now();
+        assert_eq!(g.write(claim("a"), |b| b.len()).1, Some(1));
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "committed at once"
+        );
+        // A loop's call in flight: waited for.
+        let g = Group::with_delay(Duration::from_millis(150));
+        g.claimed(&e("loop"), String::new());
+        let started = Instant::now();
+        assert_eq!(g.write(claim("b"), |b| b.len()).1, Some(1));
+        assert!(
+            started.elapsed() >= Duration::from_millis(150),
+            "waited for it to join"
+        );
     }
 
     /// A leader gathering for the calls in flight is woken once, by the last of them to

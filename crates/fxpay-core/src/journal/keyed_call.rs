@@ -1,6 +1,7 @@
 //! A creating call under an idempotency key: claim (durably) before anything is sent, send,
 //! record. A repeat replays, refuses or reports an unknown outcome, as `machine.rs` decides.
 use super::entry::{now_ms, Entry, State};
+use super::group_commit;
 use super::machine::{self, Found, Settle};
 use super::store::{blocking, JournalStore};
 use super::undo::guarded;
@@ -117,9 +118,10 @@ async fn begin(store: &Arc<dyn JournalStore>, keyed: &KeyedRequest) -> Result<Be
         ));
         let m = mine.clone();
         let queued = store.claim_queued(&mine);
-        let Some(existing) =
-            guarded(store, &mine, move |s| s.claim(&m), queued, Option::is_none).await?
-        else {
+        // A claim made on a thread of the blocking pool is counted in flight as this task's.
+        let gathered = group_commit::gathered();
+        let claim = move |s: &dyn JournalStore| group_commit::prompt_here(gathered, || s.claim(&m));
+        let Some(existing) = guarded(store, &mine, claim, queued, Option::is_none).await? else {
             return Ok(Begun::Held(Hold::new(store.clone(), mine)));
         };
         let found = machine::decide(

@@ -78,7 +78,9 @@ pub async fn pay_row(
     let mut o = Outcome::default();
     let mut end: Option<Instant> = None;
     let result = loop {
-        match steps(c, store, row.clone(), &mut o, &paced, end).await {
+        // No leader of a group commit waits for a row's calls (`group_commit::promptly`).
+        let row_steps = steps(c, store, row.clone(), &mut o, &paced, end);
+        match super::group_commit::promptly(row_steps).await {
             Err(Error::Api {
                 status: 429,
                 retry_after,
@@ -240,4 +242,111 @@ async fn steps(
     .await?;
     o.deal_id = Some(deal.deal_id);
     Ok(replayed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::entry::Entry;
+    use crate::journal::group_commit::gathered;
+    use crate::journal::holder::HolderCheck;
+    use crate::journal::store::memory::MemoryJournalStore;
+    use crate::ClientConfig;
+    use futures_util::future::BoxFuture;
+    use std::sync::Mutex;
+
+    /// The memory store, noting for each claim whether its call is counted in flight (what
+    /// a durable store's group commit reads where it stores a claim).
+    #[derive(Default)]
+    struct Noting(MemoryJournalStore, Mutex<Vec<(String, bool)>>);
+
+    impl JournalStore for Noting {
+        fn get(&self, key: &str) -> Result<Option<Entry>> {
+            self.0.get(key)
+        }
+        fn claim(&self, entry: &Entry) -> Result<Option<Entry>> {
+            self.1
+                .lock()
+                .expect("lock")
+                .push((entry.key.clone(), gathered()));
+            self.0.claim(entry)
+        }
+        fn claim_queued(&self, entry: &Entry) -> Option<BoxFuture<'static, Result<Option<Entry>>>> {
+            self.1
+                .lock()
+                .expect("lock")
+                .push((format!("queued {}", entry.key), gathered()));
+            None
+        }
+        fn swap(&self, old: &Entry, new: &Entry) -> Result<bool> {
+            self.0.swap(old, new)
+        }
+        fn find(&self, result: &str) -> Result<Option<Entry>> {
+            self.0.find(result)
+        }
+        fn holders(&self) -> &dyn HolderCheck {
+            self.0.holders()
+        }
+    }
+
+    fn beneficiary() -> Beneficiary {
+        let address = serde_json::json!({"addressLine": "1 Main St", "citySuburb": "Sydney",
+            "stateProvince": "NSW", "postCode": "2000", "country": "AU"});
+        serde_json::from_value(serde_json::json!({
+            "currency": "AUD", "name": "Jane Doe", "classification": "Individual",
+            "paymentReason": "Invoice 42",
+            "beneficiaryBankDetails": {"bankName": "Bank", "bankBranchName": "Main",
+                "branchCode": "062000", "account": "12345678", "bankAddress": address},
+            "beneficiaryAddress": address,
+        }))
+        .expect("a beneficiary")
+    }
+
+    /// No leader of a group commit waits for a row's calls: each claim of a row, queued or
+    /// made on a thread of the blocking pool, is made as not counted in flight; the same
+    /// call outside a payout is counted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_rows_claims_are_not_waited_for() {
+        let sb = fxpay_sandbox::Sandbox::start(fxpay_sandbox::SandboxConfig::default())
+            .await
+            .expect("the sandbox starts");
+        let config = ClientConfig::new(sb.client_id(), sb.client_secret(), &sb.base_url())
+            .expect("a loopback base URL");
+        let c = Client::new(config, None).expect("client");
+        let noting = Arc::new(Noting::default());
+        let store: Arc<dyn JournalStore> = noting.clone();
+        let (bid, _) = c
+            .create_beneficiary(&beneficiary(), None)
+            .await
+            .expect("beneficiary");
+        let row = Row {
+            key: "row-1".into(),
+            quote: QuoteRequest::new("USD", "100", "AUD", 1).expect("quote request"),
+            beneficiary: RowBeneficiary::Id(bid),
+            pay_reason: "r".into(),
+            pay_reference: "REF-1".into(),
+            funding_source: "Own account".into(),
+        };
+        let o = pay_row(&c, &store, row.clone(), None).await;
+        assert_eq!(o.status, Some(Status::Booked), "{:?}", o.error);
+        let noted = std::mem::take(&mut *noting.1.lock().expect("lock"));
+        let keys: Vec<&str> = noted.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "queued row-1/quote",
+                "row-1/quote",
+                "queued row-1/deal",
+                "row-1/deal"
+            ]
+        );
+        assert!(noted.iter().all(|(_, g)| !g), "{noted:?}");
+        // The same call outside a payout: counted.
+        calls::create_quote(&c, &store, "loop-1", &row.quote, None)
+            .await
+            .expect("quote");
+        let noted = std::mem::take(&mut *noting.1.lock().expect("lock"));
+        assert_eq!(noted.len(), 2);
+        assert!(noted.iter().all(|(_, g)| *g), "{noted:?}");
+    }
 }
