@@ -1,14 +1,17 @@
 //! The journal's state machine end to end, in plain Rust: the core's `Client` against the
 //! sandbox crate over loopback HTTP, with a store kept in memory.
+#[path = "support/beneficiary.rs"]
+mod beneficiary;
 #[path = "support/memory_journal_store.rs"]
 mod memory_journal_store;
 
 use std::sync::Arc;
 
+use beneficiary::beneficiary;
 use fxpay_core::{
-    journaled_create_deal, journaled_create_quote, resolve_entry, Beneficiary, Client,
-    ClientConfig, DealBeneficiary, DealRequest, EntryState as State, Error, IdempotencyKind,
-    JournalStore, QuoteRequest,
+    journaled_create_deal, journaled_create_quote, resolve_entry, Client, ClientConfig,
+    DealBeneficiary, DealRequest, EntryState as State, Error, IdempotencyKind, JournalStore,
+    QuoteRequest,
 };
 use fxpay_sandbox::{Sandbox, SandboxConfig};
 use memory_journal_store::MemoryJournalStore;
@@ -22,19 +25,6 @@ async fn setup() -> (Sandbox, Client, Arc<dyn JournalStore>) {
         .expect("a loopback base URL is accepted");
     let client = Client::new(config, None).expect("client");
     (sb, client, Arc::new(MemoryJournalStore::default()))
-}
-
-fn beneficiary() -> Beneficiary {
-    let address = json!({"addressLine": "1 Main St", "citySuburb": "Sydney",
-        "stateProvince": "NSW", "postCode": "2000", "country": "AU"});
-    serde_json::from_value(json!({
-        "currency": "AUD", "name": "Jane Doe", "classification": "Individual",
-        "paymentReason": "Invoice 42",
-        "beneficiaryBankDetails": {"bankName": "Bank", "bankBranchName": "Main",
-            "branchCode": "062000", "account": "12345678", "bankAddress": address},
-        "beneficiaryAddress": address,
-    }))
-    .expect("a beneficiary")
 }
 
 async fn deal_request(c: &Client) -> DealRequest {

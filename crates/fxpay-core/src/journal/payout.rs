@@ -245,7 +245,12 @@ async fn steps(
 }
 
 #[cfg(test)]
+#[path = "../../tests/support/beneficiary.rs"]
+mod beneficiary;
+
+#[cfg(test)]
 mod tests {
+    use super::beneficiary::beneficiary;
     use super::*;
     use crate::journal::entry::Entry;
     use crate::journal::group_commit::gathered;
@@ -287,19 +292,6 @@ mod tests {
         fn holders(&self) -> &dyn HolderCheck {
             self.0.holders()
         }
-    }
-
-    fn beneficiary() -> Beneficiary {
-        let address = serde_json::json!({"addressLine": "1 Main St", "citySuburb": "Sydney",
-            "stateProvince": "NSW", "postCode": "2000", "country": "AU"});
-        serde_json::from_value(serde_json::json!({
-            "currency": "AUD", "name": "Jane Doe", "classification": "Individual",
-            "paymentReason": "Invoice 42",
-            "beneficiaryBankDetails": {"bankName": "Bank", "bankBranchName": "Main",
-                "branchCode": "062000", "account": "12345678", "bankAddress": address},
-            "beneficiaryAddress": address,
-        }))
-        .expect("a beneficiary")
     }
 
     /// No leader of a group commit waits for a row's calls: each claim of a row, queued or
