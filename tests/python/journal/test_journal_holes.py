@@ -202,6 +202,22 @@ def test_wrong_types_of_the_new_settings_are_type_errors(tmp_path: Path) -> None
         fxpay.RedisJournal("redis://127.0.0.1:1/0", socket_timeout="5")  # type: ignore[arg-type]
 
 
+def test_a_swap_given_what_is_not_an_entry_is_a_type_error_naming_it() -> None:
+    """A wrong type is a TypeError naming the parameter (old, new), not an AttributeError
+    from inside the journal; nothing is stored."""
+    j = fxpay.MemoryJournal()
+    entry = fxpay.JournalEntry.from_json(
+        '{"key":"k","operation":"create_quote","fingerprint":"f","state":"pending","result":null,'
+        '"deal_id":null,"holder":"h/1/t","lease_until":1,"created_at":1,"updated_at":1,"error":null,'
+        '"response":null,"nonce":null}'
+    )
+    with pytest.raises(TypeError, match=r"old must be a fxpay\.JournalEntry, not str"):
+        j.swap("k", entry)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"new must be a fxpay\.JournalEntry, not dict"):
+        j.swap(entry, {"key": "k"})  # type: ignore[arg-type]
+    assert j.get("k") is None
+
+
 def test_a_full_disk_names_the_disk_not_the_rollback(tmp_path: Path) -> None:
     """SQLite rolls a transaction back itself when the disk is full; the ROLLBACK that
     followed failed with "cannot rollback" and hid why."""

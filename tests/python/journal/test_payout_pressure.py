@@ -371,14 +371,19 @@ def test_leased_lists_the_keys_held_under_a_lease(fxpay_sandbox: Any, tmp_path: 
     host = here.holder.rsplit("/", 2)[0]
     hold_elsewhere(journal, "lea0/deal", 20)
     hold_elsewhere(journal, "lea2/quote", 10)
+    # A row's quote is claimed before its deal: leases the other way round, so that the
+    # order by lease is not the order of the claims.
+    hold_elsewhere(journal, "lea3/quote", 25)
+    hold_elsewhere(journal, "lea3/deal", 5)
     hold_elsewhere(journal, "lea1/deal", 20, holder=f"{host}/{exited.stdout.strip()}/tok")  # this machine, exited
     leased = journal.leased()
-    assert [e.key for e in leased] == ["lea2/quote", "lea0/deal"]
+    assert [e.key for e in leased] == ["lea3/deal", "lea2/quote", "lea0/deal", "lea3/quote"]
     assert all(e.state == "pending" for e in leased)
-    assert leased[0].lease_until < leased[1].lease_until
+    assert [e.lease_until for e in leased] == sorted(e.lease_until for e in leased)
     assert [e.key for e in journal.unknown()] == ["lea1/deal"]
-    assert [e.key for e in journal.leased(["lea0", "lea1", "lea3"])] == ["lea0/deal"]
-    assert journal.leased(k for k in ["lea3"]) == []
+    assert [e.key for e in journal.leased(["lea0", "lea1", "lea3"])] == ["lea3/deal", "lea0/deal", "lea3/quote"]
+    assert [e.key for e in journal.leased(k for k in ["lea3"])] == ["lea3/deal", "lea3/quote"]
+    assert journal.leased(["lea1"]) == []
     with pytest.raises(TypeError, match="keys"):
         journal.leased("lea0")  # type: ignore[arg-type]
 
