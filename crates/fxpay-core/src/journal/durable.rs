@@ -62,10 +62,12 @@ pub(crate) fn lead_queued(d: &impl Durable) {
 /// found taken is read on the blocking pool, by the store's `claim`. `None` (the call then
 /// claims on a thread of its own, `claim`): no other call of the process is about (a lone
 /// call leads its own commit, cheaper), no runtime runs this task, the store is being
-/// dropped, or `ready` (the store's own check) says no.
+/// dropped, or `ready` (the store's own check) says no. `gathered`: whether a leader waits
+/// for the call once it is in flight ([`super::group_commit::gathered`]).
 pub(crate) fn claim_queued<S>(
     me: &Weak<S>,
     entry: &Entry,
+    gathered: bool,
     ready: impl FnOnce() -> bool,
 ) -> Option<BoxFuture<'static, Result<Option<Entry>>>>
 where
@@ -84,6 +86,7 @@ where
             text: entry.to_json(),
         },
         entry,
+        gathered,
     );
     if ask {
         let d = me.clone();
@@ -395,7 +398,7 @@ mod tests {
             std::thread::spawn(move || d.write(claim("a")))
         };
         d.wait_for(|g| g.0);
-        let (w, ask) = d.group().queue(claim("b"), &entry("b"));
+        let (w, ask) = d.group().queue(claim("b"), &entry("b"), true);
         assert!(!ask, "a leader runs: none is asked for");
         d.open();
         assert_eq!(leader.join().expect("leader").expect("a"), 1);
@@ -409,8 +412,8 @@ mod tests {
     fn queued_claims_ask_for_one_leader_that_commits_them_together() {
         let d = Arc::new(Held::default());
         d.open();
-        let (a, ask_a) = d.group().queue(claim("a"), &entry("a"));
-        let (b, ask_b) = d.group().queue(claim("b"), &entry("b"));
+        let (a, ask_a) = d.group().queue(claim("a"), &entry("a"), true);
+        let (b, ask_b) = d.group().queue(claim("b"), &entry("b"), true);
         assert!(ask_a && !ask_b, "one leader asked for: {ask_a} {ask_b}");
         lead_queued(&*d);
         // In flight from the moment they landed, before their tasks woke: the leader's
@@ -418,7 +421,7 @@ mod tests {
         assert!(d.group().answered(&entry("a")).is_some(), "a in flight");
         assert_eq!((landed(&a).expect("a"), landed(&b).expect("b")), (1, 1));
         assert_eq!(d.commits.load(Ordering::Acquire), 1, "one commit for both");
-        let (_, ask_c) = d.group().queue(claim("c"), &entry("c"));
+        let (_, ask_c) = d.group().queue(claim("c"), &entry("c"), true);
         assert!(ask_c, "the leader has left: the next claim asks again");
     }
 }

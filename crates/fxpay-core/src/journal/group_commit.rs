@@ -12,8 +12,8 @@
 //! A call made [`promptly`] (a payout's row) is never waited for: its next claim is not
 //! about to come (a row reads its quote between its two claims, and its rows run at a
 //! fixed concurrency, so every wait is that much less throughput). Measured on 20,000 rows
-//! at concurrency 8 (bench/README.md), a leader waiting for a payout's rows halved its
-//! rows/s.
+//! at concurrency 8 (bench/README.md), a leader waiting for a payout's rows cut its rows/s
+//! by 1.5-1.8x.
 //!
 //! A keyed call's claim waits for its commit without a thread of its own ([`Group::queue`]):
 //! it is queued, and the call's task sleeps until the commit that carries it has landed. A
@@ -51,6 +51,11 @@ pub(crate) async fn promptly<F: std::future::Future>(f: F) -> F::Output {
 /// Whether the keyed calls made here are counted in flight (waited for by a leader).
 pub(crate) fn gathered() -> bool {
     PROMPT.try_with(|_| ()).is_err() && !PROMPT_HERE.with(std::cell::Cell::get)
+}
+
+/// Whether a claim made on this thread of the blocking pool is waited for ([`prompt_here`]).
+fn gathered_here() -> bool {
+    !PROMPT_HERE.with(std::cell::Cell::get)
 }
 
 /// Runs `f` (a claim on a thread of the blocking pool) as made where `gathered` was read.
@@ -111,14 +116,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Write {
     pub(crate) fn new(op: Op) -> Arc<Write> {
-        Write::made(op, None)
+        Write::made(op, None, false)
     }
 
-    fn made(op: Op, claim: Option<Entry>) -> Arc<Write> {
+    fn made(op: Op, claim: Option<Entry>, gathers: bool) -> Arc<Write> {
         Arc::new(Write {
             op,
             outcome: Mutex::new(None),
-            gathers: claim.is_some() && gathered(),
+            gathers: claim.is_some() && gathers,
             claim,
             answered: tokio::sync::Notify::new(),
         })
@@ -171,7 +176,8 @@ struct Queue {
     /// Keys claimed here whose call has not settled them yet: when, the claim with its text
     /// (the call's result replaces that text: not serialised again), and whether a leader
     /// waits for the call ([`gathered`]).
-    in_flight: HashMap<String, (Instant, Entry, String, bool)>,
+    /// Keyed by idempotency keys: foldhash, as `later`'s maps.
+    in_flight: HashMap<String, (Instant, Entry, String, bool), foldhash::fast::RandomState>,
 }
 
 impl Queue {
@@ -180,12 +186,14 @@ impl Queue {
         if self.in_flight.is_empty() {
             return 0;
         }
-        self.in_flight
-            .retain(|_, (at, ..)| now.saturating_duration_since(*at) <= IN_FLIGHT_HORIZON);
-        self.in_flight
-            .values()
-            .filter(|(.., gathers)| *gathers)
-            .count()
+        // Counted in the pass that forgets: one walk of the map per turn.
+        let mut gathered = 0;
+        self.in_flight.retain(|_, (at, .., gathers)| {
+            let kept = now.saturating_duration_since(*at) <= IN_FLIGHT_HORIZON;
+            gathered += usize::from(kept && *gathers);
+            kept
+        });
+        gathered
     }
 }
 
@@ -294,11 +302,12 @@ impl Group {
     }
 
     /// Queues the claim of `entry` (`op`) for the next commit with no thread waiting for
-    /// it: its task awaits [`Write::landed`]; once stored, it is in flight. True when no
+    /// it: its task awaits [`Write::landed`]; once stored, it is in flight, and waited for
+    /// by a leader if `gathered` (read once by the call, [`gathered`]). True when no
     /// leader runs or was asked for: the caller then has a thread of the blocking pool run
     /// [`Group::lead_queued`].
-    pub(crate) fn queue(&self, op: Op, entry: &Entry) -> (Arc<Write>, bool) {
-        let mine = Write::made(op, Some(entry.clone()));
+    pub(crate) fn queue(&self, op: Op, entry: &Entry, gathered: bool) -> (Arc<Write>, bool) {
+        let mine = Write::made(op, Some(entry.clone()), gathered);
         let mut q = lock(&self.queue);
         self.join(&mut q, mine.clone());
         let ask = !q.leading && !q.asked;
@@ -365,10 +374,11 @@ impl Group {
         led
     }
 
-    /// A call's claim (`entry`, stored as `text`) is stored: in flight until
-    /// [`Group::answered`].
+    /// A call's claim (`entry`, stored as `text`) is stored on a thread of the blocking
+    /// pool: in flight until [`Group::answered`], waited for unless [`prompt_here`] says
+    /// otherwise (no task runs there, so [`PROMPT`] is never set).
     pub(crate) fn claimed(&self, entry: &Entry, text: String) {
-        let kept = (Instant::now(), entry.clone(), text, gathered());
+        let kept = (Instant::now(), entry.clone(), text, gathered_here());
         lock(&self.queue).in_flight.insert(entry.key.clone(), kept);
     }
 
@@ -428,7 +438,7 @@ pub(crate) mod tests {
         let mut queued = None;
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             g.write(claim("a"), |_| {
-                queued = Some(g.queue(claim("b"), &entry));
+                queued = Some(g.queue(claim("b"), &entry, true));
                 panic!("a bug in a store's commit");
             })
         }));
@@ -459,7 +469,11 @@ pub(crate) mod tests {
         prompt_here(false, || g.claimed(&e("own"), String::new()));
         assert!(gathered(), "set while the claim ran only");
         // A claim queued by a row's task, stored by a leader's commit.
-        let (queued, _) = PROMPT.sync_scope((), || g.queue(claim("queued"), &e("queued")));
+        assert!(
+            !PROMPT.sync_scope((), gathered),
+            "a row's task is not gathered"
+        );
+        let (queued, _) = g.queue(claim("queued"), &e("queued"), false);
         assert!(!queued.gathers);
         assert_eq!(
             g.write(claim("x"), |b| {

@@ -104,6 +104,8 @@ enum Begun {
 /// Claims `keyed.key`, or says what the entry already there means.
 async fn begin(store: &Arc<dyn JournalStore>, keyed: &KeyedRequest) -> Result<Begun> {
     let me = super::holder::me();
+    // Read once: whether a leader waits for this call's claims (not a payout's row).
+    let gathered = group_commit::gathered();
     for _ in 0..TRIES {
         let now = now_ms();
         // Shared, not copied: the store call, its undo and the hold read the same claim.
@@ -117,9 +119,8 @@ async fn begin(store: &Arc<dyn JournalStore>, keyed: &KeyedRequest) -> Result<Be
             now,
         ));
         let m = mine.clone();
-        let queued = store.claim_queued(&mine);
+        let queued = store.claim_queued(&mine, gathered);
         // A claim made on a thread of the blocking pool is counted in flight as this task's.
-        let gathered = group_commit::gathered();
         let claim = move |s: &dyn JournalStore| group_commit::prompt_here(gathered, || s.claim(&m));
         let Some(existing) = guarded(store, &mine, claim, queued, Option::is_none).await? else {
             return Ok(Begun::Held(Hold::new(store.clone(), mine)));

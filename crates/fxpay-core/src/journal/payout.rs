@@ -276,11 +276,15 @@ mod tests {
                 .push((entry.key.clone(), gathered()));
             self.0.claim(entry)
         }
-        fn claim_queued(&self, entry: &Entry) -> Option<BoxFuture<'static, Result<Option<Entry>>>> {
+        fn claim_queued(
+            &self,
+            entry: &Entry,
+            gathered: bool,
+        ) -> Option<BoxFuture<'static, Result<Option<Entry>>>> {
             self.1
                 .lock()
                 .expect("lock")
-                .push((format!("queued {}", entry.key), gathered()));
+                .push((format!("queued {}", entry.key), gathered));
             None
         }
         fn swap(&self, old: &Entry, new: &Entry) -> Result<bool> {

@@ -24,7 +24,13 @@ pub trait JournalStore: Send + Sync {
     /// `claim`, waiting for its commit with no thread of its own (a store whose writes a
     /// leader commits for everyone waiting): the future answers as `claim` does. `None`:
     /// the store has no such claim, and `claim` runs on a thread of the blocking pool.
-    fn claim_queued(&self, _entry: &Entry) -> Option<BoxFuture<'static, Result<Option<Entry>>>> {
+    /// `gathered`: whether a leader of the store's group commit waits for this call's next
+    /// claim (false for a payout's row).
+    fn claim_queued(
+        &self,
+        _entry: &Entry,
+        _gathered: bool,
+    ) -> Option<BoxFuture<'static, Result<Option<Entry>>>> {
         None
     }
     /// How to tell that a pending entry's holder is gone before its lease lapses.

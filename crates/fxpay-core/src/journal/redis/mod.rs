@@ -554,8 +554,12 @@ impl JournalStore for RedisStore {
 
     /// The claim queued for the next group commit, no thread waiting for it, when other
     /// calls are about (a lone call's claim leads its own commit: no task is woken).
-    fn claim_queued(&self, entry: &Entry) -> Option<BoxFuture<'static, Result<Option<Entry>>>> {
-        durable::claim_queued(&self.me, entry, || true)
+    fn claim_queued(
+        &self,
+        entry: &Entry,
+        gathered: bool,
+    ) -> Option<BoxFuture<'static, Result<Option<Entry>>>> {
+        durable::claim_queued(&self.me, entry, gathered, || true)
     }
 
     fn swap(&self, old: &Entry, new: &Entry) -> Result<bool> {

@@ -328,9 +328,13 @@ impl JournalStore for SqliteStore {
 
     /// The claim queued for the next group commit, no thread waiting for it, when other
     /// calls are about (a lone call's claim leads its own commit: no task is woken).
-    fn claim_queued(&self, entry: &Entry) -> Option<BoxFuture<'static, Result<Option<Entry>>>> {
+    fn claim_queued(
+        &self,
+        entry: &Entry,
+        gathered: bool,
+    ) -> Option<BoxFuture<'static, Result<Option<Entry>>>> {
         // A removed or replaced file: `claim` says why.
-        durable::claim_queued(&self.me, entry, || {
+        durable::claim_queued(&self.me, entry, gathered, || {
             file::check(&self.path, self.ident).is_ok()
         })
     }

@@ -459,7 +459,7 @@ fn queued_claims_land_on_disk_and_answer_as_claim_does() {
     let (d, path) = journal_file();
     let (s, _) = open(&path, TIMEOUT, LONG);
     let lone = on_runtime(async {
-        s.claim_queued(&entry("lone", State::Pending, None))
+        s.claim_queued(&entry("lone", State::Pending, None), true)
             .is_none()
     });
     assert!(lone, "no other call about: the claim leads its own commit");
@@ -474,7 +474,7 @@ fn queued_claims_land_on_disk_and_answer_as_claim_does() {
             .iter()
             .map(|k| {
                 let e = entry(k, State::Pending, None);
-                s.claim_queued(&e).expect("SQLite queues its claims")
+                s.claim_queued(&e, true).expect("SQLite queues its claims")
             })
             .collect();
         futures_util::future::join_all(claims).await
@@ -484,10 +484,13 @@ fn queued_claims_land_on_disk_and_answer_as_claim_does() {
         assert_eq!(on_disk(&path, k).as_deref(), Some("pending"), "{k} on disk");
     }
     let taken = entry("k0", State::Pending, None);
-    let again = on_runtime(async { s.claim_queued(&taken).expect("queued").await });
+    let again = on_runtime(async { s.claim_queued(&taken, true).expect("queued").await });
     assert_eq!(again.expect("again"), Some(taken), "the stored entry");
     std::fs::rename(&path, d.0.join("moved.db")).expect("move");
-    let gone = on_runtime(async { s.claim_queued(&entry("x", State::Pending, None)).is_none() });
+    let gone = on_runtime(async {
+        s.claim_queued(&entry("x", State::Pending, None), true)
+            .is_none()
+    });
     assert!(
         gone,
         "a file that fails its check is left to `claim`, which refuses it"
