@@ -512,6 +512,24 @@ pub(crate) mod tests {
         );
     }
 
+    /// A call claimed longer ago than the horizon is forgotten, not waited for: it is not
+    /// about to claim again (or it ended without a result).
+    #[test]
+    fn a_call_past_the_horizon_is_forgotten_and_not_counted() {
+        let g = Group::with_delay(Duration::from_secs(30));
+        in_flight(&g, "old");
+        let mut q = lock(&g.queue);
+        let at = q.in_flight["old"].0;
+        assert_eq!(
+            q.others(at + IN_FLIGHT_HORIZON),
+            1,
+            "at the horizon: counted"
+        );
+        let later = at + IN_FLIGHT_HORIZON + Duration::from_millis(1);
+        assert_eq!(q.others(later), 0, "past it: not counted");
+        assert!(q.in_flight.is_empty(), "and forgotten");
+    }
+
     /// A leader gathering for the calls in flight is woken once, by the last of them to
     /// join, not once per joining write: each wake is a context switch, paid per keyed call.
     #[test]
