@@ -136,3 +136,32 @@ async def test_a_failing_on_token_fails_the_call_and_is_offered_again(fxpay_sand
     # Accepted now: later calls do not offer it again.
     assert await call()
     assert len(offered) == 2
+
+
+async def test_on_token_runs_on_the_calling_thread_of_a_blocking_call_and_off_the_loop_of_an_awaitable_one(
+    fxpay_sandbox: Any, fxpay_client: fxpay.Client
+) -> None:
+    """docs/consent.md: a blocking call runs ``on_token`` on the calling thread (the thread
+    that drives the call), an awaitable call on a worker thread, never on the event loop."""
+    ran_on: list[int] = []
+    blocking = fxpay_client.user_session(
+        expired_session_token(fxpay_sandbox, fxpay_client), on_token=lambda t: ran_on.append(threading.get_ident())
+    )
+    caller: list[int] = []
+
+    def call() -> None:
+        caller.append(threading.get_ident())
+        blocking.list_virtual_accounts()
+
+    t = threading.Thread(target=call)
+    t.start()
+    t.join(30)
+    assert len(caller) == 1
+    assert ran_on == caller, "on_token ran on another thread than the blocking call's"
+    ran_on.clear()
+    awaited = fxpay_client.user_session(
+        expired_session_token(fxpay_sandbox, fxpay_client), on_token=lambda t: ran_on.append(threading.get_ident())
+    )
+    await asyncio.wait_for(awaited.list_virtual_accounts_async(), 30)
+    assert len(ran_on) == 1
+    assert ran_on[0] != threading.get_ident(), "on_token ran on the event loop"
