@@ -1,0 +1,87 @@
+"""A keyed call's result under a journal whose storage is Python's (a ``RedisJournal`` over a
+redis-py client, a ``PostgresJournal`` over a connection callable): it waits for the next
+commit, like the core's stores' results, and (issue 55's mutation run of
+``JournalBase._swap_ready``, five survivors):
+
+- the flusher is woken for it: another connection reads it ``done`` within moments, with no
+  other call of the process and before the process exits;
+- what ``get`` reads is what a swap compares with: a swap of the entry ``get`` returned
+  succeeds while the result still waits, because that result is written first.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import fxpay
+
+from conftest import need
+from journal_support import RedisServer, quote, redis_server
+from postgres_support import PostgresServer, postgres_server, table_name
+
+__all__ = ["postgres_server", "redis_server"]
+
+
+@pytest.fixture(params=["redis client", "postgres callable"])
+def python_journals(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any]]:
+    """The journal under test, and one more over the same storage (another connection)."""
+    if request.param == "redis client":
+        redis = need("redis")
+        server: RedisServer = request.getfixturevalue("redis_server")
+        prefix = f"py{time.monotonic_ns()}:"
+        journal = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix=prefix)
+        journal.create()
+        other = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix=prefix)
+    else:
+        psycopg = need("psycopg")
+        pg: PostgresServer = request.getfixturevalue("postgres_server")
+        table = table_name()
+        journal = fxpay.PostgresJournal(lambda: psycopg.connect(pg.conninfo), table=table)
+        journal.create()
+        other = fxpay.PostgresJournal(lambda: psycopg.connect(pg.conninfo), table=table)
+    try:
+        yield journal, other
+    finally:
+        journal.close()
+        other.close()
+
+
+def test_the_result_is_written_within_moments_with_no_other_call(fxpay_sandbox: Any, python_journals: tuple[Any, Any]) -> None:
+    journal, other = python_journals
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote_id = quote(c, "alone")
+        # The call's own journal reads its result at once (it waits here)...
+        mine = journal.get("alone")
+        assert mine is not None
+        assert (mine.state, mine.result) == ("done", quote_id)
+        # ...and the flusher writes it within moments (50 ms, fxpay._later.RESULT_DELAY): no
+        # other claim carries it and the process does not exit.
+        deadline = time.monotonic() + 10
+        while (seen := other.get("alone")) is None or seen.state != "done":
+            assert seen is not None, "the claim is gone"
+            assert seen.state == "pending", seen
+            assert time.monotonic() < deadline, "the result was never written"
+            time.sleep(0.02)
+        assert seen.result == quote_id
+
+
+def test_a_swap_of_what_get_read_succeeds_while_the_result_still_waits(fxpay_sandbox: Any, python_journals: tuple[Any, Any]) -> None:
+    journal, other = python_journals
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "swapped")
+        # Right after the call (the flusher writes 50 ms later): the result still waits.
+        read = journal.get("swapped")
+        assert read is not None
+        assert read.state == "done"
+        data = json.loads(read.to_json())
+        data["result"] = "replaced"
+        replaced = fxpay.JournalEntry.from_json(json.dumps(data))
+        assert journal.swap(read, replaced), "get read done; the swap found something else stored"
+    stored = other.get("swapped")
+    assert stored is not None
+    assert (stored.state, stored.result) == ("done", "replaced")
