@@ -90,6 +90,12 @@ TESTS: dict[str, list[str]] = {
     ],
     # Module declarations and re-exports only: no mutant (the run says so and stops there).
     "bridge/mod.rs": ["tests/python/client/test_panics.py"],
+    # "Am I inside a blocking call": where a hook of the call does its Python work.
+    "bridge/blocking.rs": [
+        "tests/python/client/test_tracing.py",
+        "tests/python/client/test_blocking_calls.py",
+        "tests/python/oauth/test_on_token_order.py",
+    ],
     "bridge/waiter.rs": [
         "tests/python/client/test_waiter.py",
         "tests/python/client/test_fast_paths.py",
@@ -131,6 +137,7 @@ CANARY: dict[str, tuple[str, str]] = {
     "bridge/port.rs": ("let inbox = current(py, &event_loop)?;", PANIC),
     "bridge/waiter.rs": ("state.outcome = match outcome {", PANIC),
     "bridge/guarded.rs": ("match AssertUnwindSafe(fut).catch_unwind().await {", PANIC),
+    "bridge/blocking.rs": ("fxpay_core::blocking_here()\n}", PANIC),
     "bridge/coroutine.rs": ("let waiter = spawn(py, guarded(start(observer(py))))?;", PANIC),
     "observe/otel.rs": ("let (tracer, parent, fixed) = match provider(py)", PANIC),
     "observe/spans.rs": ("let end = span_end(log);", PANIC),

@@ -475,6 +475,7 @@ pub(crate) mod tests {
         );
         let (queued, _) = g.queue(claim("queued"), &e("queued"), false);
         assert!(!queued.gathers);
+        let started = Instant::now();
         assert_eq!(
             g.write(claim("x"), |b| {
                 b.iter().for_each(|w| w.answer(Ok(1)));
@@ -482,6 +483,10 @@ pub(crate) mod tests {
             })
             .1,
             Some(2)
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the row's claim in flight was waited for"
         );
         assert_eq!(
             lock(&g.queue).in_flight.len(),
