@@ -126,7 +126,9 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_journal_races.py",
         "tests/python/journal/test_journal_fork_locks.py",
     ],
-    "journals.py": [
+    # The journals package (issue 55 item 3 split journals.py and postgres_journal.py, one
+    # module per store): each module's entry the files that run its code.
+    "journals/_base.py": [
         "tests/python/journal/test_journal_one_flush.py",
         # `payout_progress` and `_row_status`: every status, `since`, on every journal.
         "tests/python/journal/test_payout_fanout_progress.py",
@@ -140,6 +142,39 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_journal_fork_locks.py",
         "tests/python/journal/test_journal_holes.py::test_a_wrong_timeout_is_a_configuration_error",
         "tests/python/journal/test_journal_holes.py::test_wrong_types_of_the_new_settings_are_type_errors",
+        "tests/python/journal/test_journal_postgres.py::test_wrong_types_and_values_are_refused",
+    ],
+    "journals/__init__.py": [
+        "tests/python/journal/test_journal_receivers.py",
+        "tests/python/journal/test_spot_settles.py",
+        "tests/python/journal/test_notifications_forward.py",
+        "tests/python/journal/test_journal_calls.py",
+    ],
+    "journals/memory.py": [
+        "tests/python/journal/test_journal_calls.py",
+        "tests/python/journal/test_journal_fork_locks.py",
+    ],
+    "journals/sqlite.py": [
+        "tests/python/journal/test_journal_one_flush.py",
+        "tests/python/journal/test_journal_calls.py",
+        "tests/python/journal/test_journal_races.py",
+        "tests/python/journal/test_journal_fork_locks.py",
+        "tests/python/journal/test_journal_holes.py",
+    ],
+    "journals/redis.py": [
+        "tests/python/journal/test_journal_one_flush.py",
+        "tests/python/journal/test_journal_group_commit.py",
+        "tests/python/journal/test_journal_calls.py",
+        "tests/python/journal/test_journal_identity.py",
+        "tests/python/journal/test_journal_redis_connection.py",
+        "tests/python/journal/test_journal_fork_locks.py",
+        "tests/python/journal/test_journal_holes.py::test_a_wrong_timeout_is_a_configuration_error",
+        "tests/python/journal/test_journal_holes.py::test_wrong_types_of_the_new_settings_are_type_errors",
+    ],
+    "journals/postgres.py": ["tests/python/journal/test_journal_postgres.py", "tests/python/journal/test_postgres_sqlalchemy.py"],
+    # The documented path of the PostgreSQL journal's names (a re-export).
+    "postgres_journal.py": [
+        "tests/python/journal/test_journal_postgres.py::test_the_documented_module_path_names_the_journal_packages_own_objects"
     ],
     # The group commit of the Python Redis (redis-py client) and PostgreSQL journals: its
     # edges on the class itself (seconds; first, so that most mutants fail there), then its
@@ -160,7 +195,6 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_payout_pacing.py::test_a_redis_that_is_down_falls_back_to_the_process_bucket",
         "tests/python/journal/test_payout_pacing.py::test_awaitable_calls_and_from_env_take_turns_too",
     ],
-    "postgres_journal.py": ["tests/python/journal/test_journal_postgres.py", "tests/python/journal/test_postgres_sqlalchemy.py"],
     "__init__.py": ["tests/python/client/test_lazy_import.py"],
     "_payouts.py": [
         "tests/python/journal/test_payout_tables.py",

@@ -4,7 +4,7 @@ for their journal's next commit, and the thread and the exit hooks that write th
 Only a claim must be on disk before a byte is sent. A call's result (its ``pending`` claim
 made ``done``) rides the journal's next commit: the next claim's (one fsync for both), or
 the flusher's :data:`RESULT_DELAY` later, and at the latest the process's exit. The journals
-of :mod:`fxpay.journals` and :mod:`fxpay.postgres_journal` keep them here, read them from
+of :mod:`fxpay.journals` (``redis``, ``postgres``) keep them here, read them from
 here until they land, and write them their own way (``journal._flush_results()``).
 """
 

@@ -1,0 +1,69 @@
+"""MemoryJournal: a journal in this process's memory, for tests."""
+
+from __future__ import annotations
+
+from .._fxpay import JournalEntry, _MemoryStore
+from ._base import JournalBase, _check_entry, _check_key, _live
+
+__all__ = ["MemoryJournal"]
+
+
+class MemoryJournal(JournalBase):
+    """A journal in this process's memory, for tests: it ends with the process.
+
+    Its entries live in Rust (``fxpay._fxpay._MemoryStore``): a client given a
+    ``MemoryJournal`` makes its keyed calls without a climb into Python. A subclass that
+    overrides ``get``, ``claim``, ``swap`` or ``find`` is called through those methods, as
+    any journal is. A child forked with ``os.fork()`` (or multiprocessing) starts with a copy
+    of the entries taken by the forking thread; neither sees the other's later ones."""
+
+    single_host = True
+
+    def __init__(self) -> None:
+        self._store = _MemoryStore()
+        _live.add(self)
+
+    @property
+    def _native_store(self) -> _MemoryStore | None:
+        """The store the client uses directly, unless a subclass changed how it is used."""
+        cls = type(self)
+        if all(getattr(cls, m) is getattr(MemoryJournal, m) for m in ("get", "claim", "swap", "find")):
+            return self._store
+        return None
+
+    def _before_fork(self) -> None:
+        # The copy a child starts from, taken by this (the forking) thread: the child never
+        # inherits a lock another thread held at the fork (tests/stress found that hang).
+        self._store.before_fork()
+
+    def _after_fork(self, *, child: bool) -> None:
+        if not child:
+            self._store.after_fork_in_parent()
+
+    def get(self, key: str) -> JournalEntry | None:
+        return self._store.get(_check_key(key))
+
+    def claim(self, entry: JournalEntry) -> JournalEntry | None:
+        # Whatever is stored is another call's, even if equal to `entry`: two calls of one
+        # process that claim a key in the same millisecond make equal entries.
+        return self._store.claim(_check_entry(entry))
+
+    def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
+        ready = self._swap_ready(old, new)
+        assert ready is not None  # nothing waits in memory
+        o, n, _, _ = ready
+        return self._store.swap(o, n)
+
+    def find(self, result: str) -> JournalEntry | None:
+        if not isinstance(result, str):
+            raise TypeError(f"result must be a str, not {type(result).__name__}")
+        return self._store.find(result)
+
+    def candidates(self) -> list[JournalEntry]:
+        return [e for e in self._store.entries() if e.state in ("pending", "unknown")]
+
+    def __len__(self) -> int:
+        return len(self._store.entries())
+
+    def __repr__(self) -> str:
+        return f"MemoryJournal(keys={len(self)})"
