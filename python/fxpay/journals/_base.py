@@ -4,6 +4,7 @@ an entry, the seconds parser, and the fork registry of fxpay's own journals."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import logging
@@ -14,7 +15,8 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from .._fxpay import JournalEntry, _journal_complete_spot, _journal_resolve, _journal_unknown
+from .._fxpay import JournalEntry, _journal_complete_spot, _journal_resolve, _journal_unknown, _MemoryStore, _NativeStore
+from .._group_commit import _GroupCommit
 from .._later import _Later
 from .._payouts import PayoutProgress
 from ..errors import ConfigurationError, InvalidRequestError, JournalError
@@ -307,6 +309,92 @@ def _check_entry(entry: object, name: str = "entry") -> JournalEntry:
     if not isinstance(entry, JournalEntry):
         raise TypeError(f"{name} must be a fxpay.JournalEntry, not {type(entry).__name__}")
     return entry
+
+
+def _check_result(result: object) -> str:
+    if not isinstance(result, str):
+        raise TypeError(f"result must be a str, not {type(result).__name__}")
+    return result
+
+
+class _OwnJournal(JournalBase):
+    """What fxpay's own journals share. Their storage is a store of the core (``_store``), or
+    (a Redis or PostgreSQL journal over the user's client or connections: ``_store`` None)
+    Python's, with this process's results waiting for the next commit (``_later``) and its
+    claims for their group commit (``_group``)."""
+
+    _store: _MemoryStore | _NativeStore | None
+    _later: _Later
+    _group: _GroupCommit
+    #: The fxpay class whose storage methods the client may skip (set for each below).
+    _storage_of: type[_OwnJournal]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if _OwnJournal in cls.__bases__:  # fxpay's own class, not a user's subclass of it
+            cls._storage_of = cls
+
+    @property
+    def _native_store(self) -> _MemoryStore | _NativeStore | None:
+        """The store the client uses directly, unless a subclass changed how it is used (it
+        overrides ``get``, ``claim``, ``swap`` or ``find``: then it is called through them)."""
+        cls, own = type(self), self._storage_of
+        if self._store is not None and all(getattr(cls, m) is getattr(own, m) for m in ("get", "claim", "swap", "find")):
+            return self._store
+        return None
+
+    def _before_fork(self) -> None:
+        # The store's state a child starts from, taken by this (the forking) thread: the
+        # child never inherits a lock another thread held at the fork.
+        if self._store is not None:
+            self._store.before_fork()
+
+    def _after_fork(self, *, child: bool) -> None:
+        if self._store is not None and not child:
+            self._store.after_fork_in_parent()
+
+    def _waiting(self) -> _Later | None:
+        return None if self._store is not None else self._later
+
+    def _write_waiting(self) -> None:
+        self._flush_results()
+
+    def _flush_results(self) -> None:
+        """Writes the results waiting now (a payout's end, the flusher's, the exit's)."""
+        if isinstance(self._store, _NativeStore):
+            with contextlib.suppress(Exception):
+                self._store.flush()
+
+    def _results_to_write(self) -> list[tuple[str, str, JournalEntry, str]]:
+        """The results waiting now, taken for Python's storage to write in one commit (a
+        store of the core's writes its own here, and none are taken)."""
+        if self._store is not None:
+            _OwnJournal._flush_results(self)
+            return []
+        return self._later.taken()
+
+    def _swap_begun(self, old: JournalEntry, new: JournalEntry) -> tuple[JournalEntry, JournalEntry, str, str] | None:
+        """A swap on Python's storage: the call's claim settled (no longer in flight), then
+        :meth:`~JournalBase._swap_ready` (None: the call's result waits for the next commit)."""
+        if isinstance(old, JournalEntry):
+            self._group.answered(old.key)
+        return self._swap_ready(old, new)
+
+    @_fails_closed("find")
+    def find(self, result: str) -> JournalEntry | None:
+        result = _check_result(result)
+        if self._store is not None:
+            return self._store.find(result)
+        for n in self._later.entries():
+            if n.result == result:  # on its way: what the key reads (the store may be ahead)
+                got = self.get(n.key)
+                if got is not None and got.result == result:
+                    return got
+        return self._find_stored(result)
+
+    def _find_stored(self, result: str) -> JournalEntry | None:
+        """The entry whose result is ``result``, read from Python's storage."""
+        raise NotImplementedError
 
 
 def _result_waits() -> None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from .._fxpay import JournalEntry, _MemoryStore
-from ._base import JournalBase, _check_entry, _check_key, _live
+from ._base import _check_entry, _check_key, _live, _OwnJournal
 
 __all__ = ["MemoryJournal"]
 
 
-class MemoryJournal(JournalBase):
+class MemoryJournal(_OwnJournal):
     """A journal in this process's memory, for tests: it ends with the process.
 
     Its entries live in Rust (``fxpay._fxpay._MemoryStore``): a client given a
@@ -19,26 +19,14 @@ class MemoryJournal(JournalBase):
 
     single_host = True
 
+    _store: _MemoryStore
+
     def __init__(self) -> None:
+        # Its fork hooks (_OwnJournal's): the copy a child starts from is taken by the forking
+        # thread, so the child never inherits a lock another thread held at the fork
+        # (tests/stress found that hang).
         self._store = _MemoryStore()
         _live.add(self)
-
-    @property
-    def _native_store(self) -> _MemoryStore | None:
-        """The store the client uses directly, unless a subclass changed how it is used."""
-        cls = type(self)
-        if all(getattr(cls, m) is getattr(MemoryJournal, m) for m in ("get", "claim", "swap", "find")):
-            return self._store
-        return None
-
-    def _before_fork(self) -> None:
-        # The copy a child starts from, taken by this (the forking) thread: the child never
-        # inherits a lock another thread held at the fork (tests/stress found that hang).
-        self._store.before_fork()
-
-    def _after_fork(self, *, child: bool) -> None:
-        if not child:
-            self._store.after_fork_in_parent()
 
     def get(self, key: str) -> JournalEntry | None:
         return self._store.get(_check_key(key))
@@ -53,11 +41,6 @@ class MemoryJournal(JournalBase):
         assert ready is not None  # nothing waits in memory
         o, n, _, _ = ready
         return self._store.swap(o, n)
-
-    def find(self, result: str) -> JournalEntry | None:
-        if not isinstance(result, str):
-            raise TypeError(f"result must be a str, not {type(result).__name__}")
-        return self._store.find(result)
 
     def candidates(self) -> list[JournalEntry]:
         return [e for e in self._store.entries() if e.state in ("pending", "unknown")]

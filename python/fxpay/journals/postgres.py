@@ -25,14 +25,14 @@ import select
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .._fxpay import JournalEntry, _NativeStore, _postgres_store
 from .._group_commit import _Claim, _GroupCommit
 from .._later import RETRY_DELAY, _Later
 from ..errors import ConfigurationError, JournalError
-from ._base import JournalBase, _check_entry, _check_key, _live, _result_waits, _seconds, logger
+from ._base import JournalBase, _check_entry, _check_key, _live, _OwnJournal, _result_waits, _seconds, logger
 
 __all__ = ["DEFAULT_TABLE", "IDENTITY_KEY", "PostgresJournal", "conninfo_of", "table_ddl"]
 
@@ -207,7 +207,7 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class PostgresJournal(JournalBase):
+class PostgresJournal(_OwnJournal):
     """A journal in a PostgreSQL table, shared by every process and machine that reaches it.
 
     ``conninfo``: a libpq connection string or URL (``"host=db dbname=app user=app"``,
@@ -297,23 +297,6 @@ class PostgresJournal(JournalBase):
         # This process's claims waiting for their commit (made anew in a forked child).
         self._group = _GroupCommit()
         _JOURNALS.add(self)
-
-    @property
-    def _native_store(self) -> _NativeStore | None:
-        """The store the client uses directly (a journal made from a connection string the
-        core can use), unless a subclass changed how it is used."""
-        cls = type(self)
-        if self._store is not None and all(getattr(cls, m) is getattr(PostgresJournal, m) for m in ("get", "claim", "swap", "find")):
-            return self._store
-        return None
-
-    def _before_fork(self) -> None:
-        if self._store is not None:
-            self._store.before_fork()
-
-    def _after_fork(self, *, child: bool) -> None:
-        if self._store is not None and not child:
-            self._store.after_fork_in_parent()
 
     def _identity(self) -> str:
         """The identity row's text of the journal this process opened (read on first use)."""
@@ -452,20 +435,30 @@ class PostgresJournal(JournalBase):
         """Runs ``statements`` in a row on one connection of this process, with no other
         call's in between: the rowcount and rows of the last. Any failure is a JournalError,
         and the connection is dropped: the next call makes a new one."""
-        c = self._checkout(what)
-        try:
-            out: tuple[int, list[Any]] = (0, [])
+        out: tuple[int, list[Any]] = (0, [])
+        with self._using(what) as c:
             for sql, args in statements:
                 out = c.execute(sql, args)
+        return out
+
+    @contextlib.contextmanager
+    def _using(self, what: str) -> Iterator[_Conn]:
+        """One connection of this process for a call, given back after it. Any failure is a
+        JournalError (a driver's error named with what fixes it), and the connection is
+        dropped (with it any transaction left open): the next call makes a new one."""
+        c = self._checkout(what)
+        try:
+            yield c
         except Exception as e:
             self._discard(c)
+            if isinstance(e, JournalError):
+                raise
             raise JournalError(f"PostgresJournal.{what}() failed: {_explain(e, self.table)}") from e
         except BaseException:
             self._discard(c)
             raise
         c.used_at = time.monotonic()
         self._checkin(c)
-        return out
 
     # -- the journal this process opened --------------------------------------------------
 
@@ -546,8 +539,7 @@ class PostgresJournal(JournalBase):
             " WHERE c.oid = to_regclass(%s)), current_schema())",
             (_quoted(*self._parts),),
         )
-        c = self._checkout("create")
-        try:
+        with self._using("create") as c:  # a failure drops the connection, and with it the transaction
             c.execute("BEGIN", ())
             c.execute(*lock)
             if len(self._parts) == 2:
@@ -566,16 +558,6 @@ class PostgresJournal(JournalBase):
                 c.execute(statement, ())
             rows = c.execute(st.identity, (IDENTITY_KEY,))[1]
             c.execute("COMMIT", ())
-        except Exception as e:
-            self._discard(c)  # and with it the transaction
-            if isinstance(e, JournalError):
-                raise
-            raise JournalError(f"PostgresJournal.create() failed: {_explain(e, self.table)}") from e
-        except BaseException:
-            self._discard(c)
-            raise
-        c.used_at = time.monotonic()
-        self._checkin(c)
         st.ident = str(rows[0][0])
         with self._open_lock:
             if self._sql is not None and self._sql.ident != st.ident:
@@ -656,9 +638,7 @@ class PostgresJournal(JournalBase):
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
         if self._store is not None:
             return self._store.swap(*self._swap_pair(old, new))
-        if isinstance(old, JournalEntry):
-            self._group.answered(old.key)  # the call's claim is settled: no longer in flight
-        ready = self._swap_ready(old, new)  # a call's result waits for the next commit
+        ready = self._swap_begun(old, new)  # a call's result waits for the next commit
         if ready is None:
             return True
         old, new, old_text, text = ready
@@ -703,24 +683,14 @@ class PostgresJournal(JournalBase):
             self._later.missed(left)
             _Later.wake(self)
 
-    def _waiting(self) -> _Later | None:
-        return None if self._store is not None else self._later
-
-    def _write_waiting(self) -> None:
-        self._flush_results()
-
     def _flush_results(self) -> None:
         """Writes every result waiting in one statement (one commit, one WAL flush): the
-        flusher's, every :data:`fxpay.journals.RESULT_DELAY`, and exit's. A result whose entry
+        flusher's, every :data:`fxpay._later.RESULT_DELAY`, and exit's. A result whose entry
         changed meanwhile is written over it if it is still this call's claim, else logged
         with its id for :meth:`resolve`."""
-        if self._store is not None:
-            with contextlib.suppress(Exception):
-                self._store.flush()
+        results = self._results_to_write()
+        if not results:
             return
-        if not self._later.results:
-            return
-        results = self._later.taken()
         try:
             st = self._open("swap")
             values, args = _results_values(results)
@@ -749,16 +719,7 @@ class PostgresJournal(JournalBase):
                 return
         self._not_recorded(self.table, key, new.result)
 
-    def find(self, result: str) -> JournalEntry | None:
-        if not isinstance(result, str):
-            raise TypeError(f"result must be a str, not {type(result).__name__}")
-        if self._store is not None:
-            return self._store.find(result)
-        for n in self._later.entries():
-            if n.result == result:  # on its way: what the key reads (the store may be ahead)
-                got = self.get(n.key)
-                if got is not None and got.result == result:
-                    return got
+    def _find_stored(self, result: str) -> JournalEntry | None:
         st = self._open("find")
         _, rows = self._run("find", (st.find, (result,)))
         return JournalEntry.from_json(rows[0][0]) if rows else None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 import time
@@ -14,7 +13,18 @@ from .._fxpay import JournalEntry, _NativeStore, _redis_scripts, _redis_store
 from .._group_commit import UNANSWERED, _Claim, _GroupCommit
 from .._later import RETRY_DELAY, _Later
 from ..errors import JournalError
-from ._base import JournalBase, _check_entry, _check_key, _fails_closed, _live, _result_waits, _seconds, _ServerRefused, logger
+from ._base import (
+    JournalBase,
+    _check_entry,
+    _check_key,
+    _fails_closed,
+    _live,
+    _OwnJournal,
+    _result_waits,
+    _seconds,
+    _ServerRefused,
+    logger,
+)
 
 __all__ = ["RedisJournal"]
 
@@ -80,7 +90,7 @@ def _redis_warning(message: str) -> None:
     logger.warning("%s", message)
 
 
-class RedisJournal(JournalBase):
+class RedisJournal(_OwnJournal):
     """A journal in Redis, shared by every process and machine that uses it.
 
     ``url_or_client``: a ``redis.Redis`` or a URL (``redis://127.0.0.1:6379/0``);
@@ -163,19 +173,6 @@ class RedisJournal(JournalBase):
         self._group = _GroupCommit()
         _live.add(self)
 
-    @property
-    def _native_store(self) -> _NativeStore | None:
-        """The store the client uses directly (a journal made from a URL), unless a subclass
-        changed how it is used."""
-        cls = type(self)
-        if self._store is not None and all(getattr(cls, m) is getattr(RedisJournal, m) for m in ("get", "claim", "swap", "find")):
-            return self._store
-        return None
-
-    def _before_fork(self) -> None:
-        if self._store is not None:
-            self._store.before_fork()
-
     def _where(self) -> str:
         """This journal's place (server and prefix): the results waiting for it in this
         process are shared by every ``RedisJournal`` of that place."""
@@ -216,11 +213,8 @@ class RedisJournal(JournalBase):
         self._scripts_loaded = False
 
     def _after_fork(self, *, child: bool) -> None:
-        if self._store is not None:
-            if not child:
-                self._store.after_fork_in_parent()
-            return
-        if child:
+        super()._after_fork(child=child)  # a store of the core's
+        if child and self._store is None:
             self._check_lock = threading.Lock()
             # redis-py's pool makes itself anew in a child on first use, but (8.x) first takes
             # the inherited pool's lock, which a thread of the parent may have held at the
@@ -446,21 +440,11 @@ class RedisJournal(JournalBase):
                     continue
             self._not_recorded(self.prefix, key, new.result)
 
-    def _waiting(self) -> _Later:
-        return self._later
-
-    def _write_waiting(self) -> None:
-        self._flush_results()
-
     def _flush_results(self) -> None:
         """Writes the results waiting now in one round trip (the flusher's, and exit's)."""
-        if self._store is not None:
-            with contextlib.suppress(Exception):
-                self._store.flush()
+        results = self._results_to_write()
+        if not results:
             return
-        if not self._later.results:
-            return
-        results = self._later.taken()
         try:
             self._results_answered(results, self._piped(lambda pipe: self._queue_results(pipe, results)))
         except Exception:
@@ -549,26 +533,14 @@ class RedisJournal(JournalBase):
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
         if self._store is not None:
             return self._store.swap(*self._swap_pair(old, new))
-        if isinstance(old, JournalEntry):
-            self._group.answered(old.key)  # the call's claim is settled: no longer in flight
-        ready = self._swap_ready(old, new)  # a call's result rides the next claim's round trip
+        ready = self._swap_begun(old, new)  # a call's result rides the next claim's round trip
         if ready is None:
             return True
         o, n, old_text, text = ready
         keys, args = self._swap_args(o.key, old_text, n, text, o.result)
         return bool(self._scripted(self._swap, keys, args) == 1)
 
-    @_fails_closed("find")
-    def find(self, result: str) -> JournalEntry | None:
-        if self._store is not None:
-            if not isinstance(result, str):
-                raise TypeError(f"result must be a str, not {type(result).__name__}")
-            return self._store.find(result)
-        for n in self._later.entries():
-            if n.result == result:  # on its way: what the key reads (the store may be ahead)
-                got = self.get(n.key)
-                if got is not None and got.result == result:
-                    return got
+    def _find_stored(self, result: str) -> JournalEntry | None:
         self._identity()
         key = self._r.get(self.prefix + "r:" + result)
         if key is None:

@@ -10,7 +10,7 @@ import tempfile
 
 from .._fxpay import JournalEntry, _NativeStore, _sqlite_create, _sqlite_store
 from ..errors import ConfigurationError, JournalError
-from ._base import JournalBase, _check_entry, _check_key, _fails_closed, _live, _result_waits, _seconds, logger
+from ._base import JournalBase, _check_entry, _check_key, _fails_closed, _live, _OwnJournal, _result_waits, _seconds, logger
 
 __all__ = ["SqliteJournal"]
 
@@ -39,7 +39,7 @@ def _not_recorded(path: str, key: str, result: str | None) -> None:
     JournalBase._not_recorded(SqliteJournal.__new__(SqliteJournal), path, key, result)
 
 
-class SqliteJournal(JournalBase):
+class SqliteJournal(_OwnJournal):
     """A journal in an SQLite file: every process of one machine shares it.
 
     The file is created with mode 0600 (it holds spot deals' callback nonces), and an
@@ -66,6 +66,7 @@ class SqliteJournal(JournalBase):
     """
 
     single_host = True
+    _store: _NativeStore
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 5.0) -> None:
         if not isinstance(path, (str, os.PathLike)):
@@ -103,23 +104,9 @@ class SqliteJournal(JournalBase):
         )
         _live.add(self)
 
-    @property
-    def _native_store(self) -> _NativeStore | None:
-        """The store the client uses directly, unless a subclass changed how it is used."""
-        cls = type(self)
-        if all(getattr(cls, m) is getattr(SqliteJournal, m) for m in ("get", "claim", "swap", "find")):
-            return self._store
-        return None
-
-    def _before_fork(self) -> None:
-        # What a child inherits (the results waiting, to read), and no thread inside SQLite
-        # at the fork: bounded by `timeout` (a thread stuck longer is left; the child makes
-        # its own connection).
-        self._store.before_fork()
-
-    def _after_fork(self, *, child: bool) -> None:
-        if not child:
-            self._store.after_fork_in_parent()
+    # Its fork hooks (_OwnJournal's): before a fork the store takes what a child inherits
+    # (the results waiting, to read), and no thread is inside SQLite at the fork: bounded by
+    # `timeout` (a thread stuck longer is left; the child makes its own connection).
 
     def _create(self) -> None:
         """Makes a new, complete journal at ``path`` if no file is there: built under a
@@ -192,11 +179,6 @@ class SqliteJournal(JournalBase):
                     logger.warning("SqliteJournal cannot make %r private (mode 0600): not its owner", self.path)
         return st.st_dev, st.st_ino
 
-    def _flush_results(self) -> None:
-        """Writes the results waiting now (a payout's end, and the exit's)."""
-        with contextlib.suppress(Exception):
-            self._store.flush()
-
     @property
     def _writes_waiting(self) -> int:
         """How many writes wait for the next group commit in this process."""
@@ -213,12 +195,6 @@ class SqliteJournal(JournalBase):
     @_fails_closed("swap")
     def swap(self, old: JournalEntry, new: JournalEntry) -> bool:
         return self._store.swap(*self._swap_pair(old, new))
-
-    @_fails_closed("find")
-    def find(self, result: str) -> JournalEntry | None:
-        if not isinstance(result, str):
-            raise TypeError(f"result must be a str, not {type(result).__name__}")
-        return self._store.find(result)
 
     @_fails_closed("candidates")
     def candidates(self) -> list[JournalEntry]:
