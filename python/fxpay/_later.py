@@ -18,6 +18,8 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
+from . import _forks
+
 if TYPE_CHECKING:
     from ._fxpay import JournalEntry
 
@@ -261,5 +263,4 @@ def _flush_at_exit_of_workers() -> None:
 
 
 atexit.register(_flush_results_now)
-if hasattr(os, "register_at_fork"):  # before any journal's own hook: they look here again
-    os.register_at_fork(after_in_child=_Later.after_fork_in_child)
+_forks.reset_in_child(_Later.after_fork_in_child)  # before any journal's own hook: they look here again

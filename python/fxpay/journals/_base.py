@@ -9,9 +9,6 @@ import datetime
 import functools
 import logging
 import math
-import os
-import threading
-import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -41,59 +38,6 @@ def _seconds(name: str, value: object, *, most: float = 86400.0) -> float:
         bound = f"more than 0 and at most {most:g} seconds" if math.isfinite(most) else "a finite number of seconds more than 0"
         raise ConfigurationError(f"{name} must be {bound}, got {shown}")
     return v
-
-
-# Journals whose per-process state (locks, the group commit, connections) is made anew in a
-# child forked while other threads of the parent were inside a claim or a commit: a lock
-# held, or a commit's leader flag set, by a thread that does not exist in the child would
-# hang the child's first keyed call forever.
-_live: weakref.WeakSet[JournalBase] = weakref.WeakSet()
-
-
-# Held while a journal's SQLite connection is closed outside its journal's own lock (a
-# journal freed by the garbage collector, on whatever thread it runs), and by the thread that
-# forks: SQLite closes with the GIL released, holding its process-wide mutexes, and a fork
-# made meanwhile leaves them held for ever in the child, whose first SQLite call then hangs
-# (seen: 3 children in 1,200 forks made while 8 threads wrote and old journals were freed).
-_closing = threading.RLock()
-
-
-# The journals whose ``_before_fork`` ran for the fork being made, held (strongly) until their
-# ``_after_fork`` has run: each before is paired with its after even if the journal is freed
-# meanwhile. Taken again from ``_live`` after the fork, a journal the garbage collector freed in
-# between (an earlier journal in a reference cycle, collected by another thread while the
-# forking one waited with the GIL released) missed its after; SQLite's fork gate, counted by
-# its before, then stayed held, and every SQLite call of the parent hung (seen once in CI).
-_forking: list[JournalBase] = []
-
-
-def _before_fork() -> None:
-    _closing.acquire()
-    _forking[:] = list(_live)
-    for j in _forking:
-        j._before_fork()
-
-
-def _after_fork_in_parent() -> None:
-    try:
-        for j in _forking:
-            j._after_fork(child=False)
-    finally:
-        _forking.clear()
-        _closing.release()
-
-
-def _after_fork_in_child() -> None:
-    global _closing
-    _closing = threading.RLock()
-    forked = list(_forking)
-    _forking.clear()
-    for j in forked:
-        j._after_fork(child=True)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 
 def _fails_closed(what: str) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
@@ -321,7 +265,13 @@ class _OwnJournal(JournalBase):
     """What fxpay's own journals share. Their storage is a store of the core (``_store``), or
     (a Redis or PostgreSQL journal over the user's client or connections: ``_store`` None)
     Python's, with this process's results waiting for the next commit (``_later``) and its
-    claims for their group commit (``_group``)."""
+    claims for their group commit (``_group``).
+
+    Each registers with :mod:`fxpay._forks`: its per-process state (locks, the group commit,
+    connections, a store's per-process side) is made anew in a child forked while other
+    threads of the parent were inside a claim or a commit. A lock held, or a commit's leader
+    flag set, by a thread that does not exist in the child would hang the child's first keyed
+    call forever."""
 
     _store: _MemoryStore | _NativeStore | None
     _later: _Later

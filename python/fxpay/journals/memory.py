@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from .. import _forks
 from .._fxpay import JournalEntry, _MemoryStore
-from ._base import _check_entry, _check_key, _live, _OwnJournal
+from ._base import _check_entry, _check_key, _OwnJournal
 
 __all__ = ["MemoryJournal"]
 
@@ -26,7 +27,7 @@ class MemoryJournal(_OwnJournal):
         # thread, so the child never inherits a lock another thread held at the fork
         # (tests/stress found that hang).
         self._store = _MemoryStore()
-        _live.add(self)
+        _forks.register(self)
 
     def get(self, key: str) -> JournalEntry | None:
         return self._store.get(_check_key(key))

@@ -24,15 +24,15 @@ import re
 import select
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from .. import _forks
 from .._fxpay import JournalEntry, _NativeStore, _postgres_store
 from .._group_commit import _Claim, _GroupCommit
 from .._later import RETRY_DELAY, _Later
 from ..errors import ConfigurationError, JournalError
-from ._base import JournalBase, _check_entry, _check_key, _live, _OwnJournal, _result_waits, _seconds, logger
+from ._base import JournalBase, _check_entry, _check_key, _OwnJournal, _result_waits, _seconds, logger
 
 __all__ = ["DEFAULT_TABLE", "IDENTITY_KEY", "PostgresJournal", "conninfo_of", "table_ddl"]
 
@@ -194,19 +194,6 @@ def conninfo_of(params: dict[str, Any]) -> str:
     return conninfo.make_conninfo("", **kept)
 
 
-# Every journal of this process, so that a forked child can forget their connections.
-_JOURNALS: weakref.WeakSet[PostgresJournal] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for journal in list(_JOURNALS):
-        journal._forget_after_fork()
-
-
-if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 class PostgresJournal(_OwnJournal):
     """A journal in a PostgreSQL table, shared by every process and machine that reaches it.
 
@@ -275,7 +262,7 @@ class PostgresJournal(_OwnJournal):
                 _result_waits,
                 functools.partial(_postgres_not_recorded, table),
             )
-            _live.add(self)
+            _forks.register(self)
             return
         # The journal this process opened, read on first use (or made by `create()`): its
         # table, schema-qualified as PostgreSQL resolved it, its identity row's text, and the
@@ -296,7 +283,7 @@ class PostgresJournal(_OwnJournal):
         self._later = _Later.of(self._where)
         # This process's claims waiting for their commit (made anew in a forked child).
         self._group = _GroupCommit()
-        _JOURNALS.add(self)
+        _forks.register(self)
 
     def _identity(self) -> str:
         """The identity row's text of the journal this process opened (read on first use)."""
@@ -308,9 +295,14 @@ class PostgresJournal(_OwnJournal):
 
     # -- the connection ------------------------------------------------------------------
 
-    def _forget_after_fork(self) -> None:
-        """In a forked child: a fresh lock (the parent's may have been held by a thread the
-        child does not have), and the parent's connections set aside, unused and unclosed."""
+    def _after_fork(self, *, child: bool) -> None:
+        """A store of the core's hands its per-process side over (:class:`_OwnJournal`); one in
+        Python makes, in a forked child, a fresh lock (the parent's may have been held by a
+        thread the child does not have), and sets the parent's connections aside, unused and
+        unclosed."""
+        super()._after_fork(child=child)
+        if not child or self._store is not None:
+            return
         self._lock = threading.Condition()
         self._set_aside()
         self._later = _Later.of(self._where)

@@ -9,6 +9,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .. import _forks
 from .._fxpay import JournalEntry, _NativeStore, _redis_scripts, _redis_store
 from .._group_commit import UNANSWERED, _Claim, _GroupCommit
 from .._later import RETRY_DELAY, _Later
@@ -18,7 +19,6 @@ from ._base import (
     _check_entry,
     _check_key,
     _fails_closed,
-    _live,
     _OwnJournal,
     _result_waits,
     _seconds,
@@ -150,7 +150,7 @@ class RedisJournal(_OwnJournal):
                 functools.partial(_redis_not_recorded, prefix),
                 _redis_warning,
             )
-            _live.add(self)
+            _forks.register(self)
             return
         if isinstance(url_or_client, str):
             from .._redis import client_from_url
@@ -171,7 +171,7 @@ class RedisJournal(_OwnJournal):
         self._later = _Later.of(self._where())
         # This process's claims waiting for their round trip (made anew in a forked child).
         self._group = _GroupCommit()
-        _live.add(self)
+        _forks.register(self)
 
     def _where(self) -> str:
         """This journal's place (server and prefix): the results waiting for it in this

@@ -8,9 +8,10 @@ import os
 import stat
 import tempfile
 
+from .. import _forks
 from .._fxpay import JournalEntry, _NativeStore, _sqlite_create, _sqlite_store
 from ..errors import ConfigurationError, JournalError
-from ._base import JournalBase, _check_entry, _check_key, _fails_closed, _live, _OwnJournal, _result_waits, _seconds, logger
+from ._base import JournalBase, _check_entry, _check_key, _fails_closed, _OwnJournal, _result_waits, _seconds, logger
 
 __all__ = ["SqliteJournal"]
 
@@ -102,7 +103,7 @@ class SqliteJournal(_OwnJournal):
             _result_waits,
             functools.partial(_not_recorded, self.path),
         )
-        _live.add(self)
+        _forks.register(self)
 
     # Its fork hooks (_OwnJournal's): before a fork the store takes what a child inherits
     # (the results waiting, to read), and no thread is inside SQLite at the fork: bounded by
