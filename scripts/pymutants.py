@@ -126,7 +126,9 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_journal_races.py",
         "tests/python/journal/test_journal_fork_locks.py",
     ],
-    "journals.py": [
+    # The journals package (issue 55 item 3 split journals.py and postgres_journal.py, one
+    # module per store): each module's entry the files that run its code.
+    "journals/_base.py": [
         "tests/python/journal/test_journal_one_flush.py",
         # `payout_progress` and `_row_status`: every status, `since`, on every journal.
         "tests/python/journal/test_payout_fanout_progress.py",
@@ -140,6 +142,39 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_journal_fork_locks.py",
         "tests/python/journal/test_journal_holes.py::test_a_wrong_timeout_is_a_configuration_error",
         "tests/python/journal/test_journal_holes.py::test_wrong_types_of_the_new_settings_are_type_errors",
+        "tests/python/journal/test_journal_postgres.py::test_wrong_types_and_values_are_refused",
+    ],
+    "journals/__init__.py": [
+        "tests/python/journal/test_journal_receivers.py",
+        "tests/python/journal/test_spot_settles.py",
+        "tests/python/journal/test_notifications_forward.py",
+        "tests/python/journal/test_journal_calls.py",
+    ],
+    "journals/memory.py": [
+        "tests/python/journal/test_journal_calls.py",
+        "tests/python/journal/test_journal_fork_locks.py",
+    ],
+    "journals/sqlite.py": [
+        "tests/python/journal/test_journal_one_flush.py",
+        "tests/python/journal/test_journal_calls.py",
+        "tests/python/journal/test_journal_races.py",
+        "tests/python/journal/test_journal_fork_locks.py",
+        "tests/python/journal/test_journal_holes.py",
+    ],
+    "journals/redis.py": [
+        "tests/python/journal/test_journal_one_flush.py",
+        "tests/python/journal/test_journal_group_commit.py",
+        "tests/python/journal/test_journal_calls.py",
+        "tests/python/journal/test_journal_identity.py",
+        "tests/python/journal/test_journal_redis_connection.py",
+        "tests/python/journal/test_journal_fork_locks.py",
+        "tests/python/journal/test_journal_holes.py::test_a_wrong_timeout_is_a_configuration_error",
+        "tests/python/journal/test_journal_holes.py::test_wrong_types_of_the_new_settings_are_type_errors",
+    ],
+    "journals/postgres.py": ["tests/python/journal/test_journal_postgres.py", "tests/python/journal/test_postgres_sqlalchemy.py"],
+    # The documented path of the PostgreSQL journal's names (a re-export).
+    "postgres_journal.py": [
+        "tests/python/journal/test_journal_postgres.py::test_the_documented_module_path_names_the_journal_packages_own_objects"
     ],
     # The group commit of the Python Redis (redis-py client) and PostgreSQL journals: its
     # edges on the class itself (seconds; first, so that most mutants fail there), then its
@@ -151,6 +186,13 @@ TESTS: dict[str, list[str]] = {
     # RateLimit(redis=)'s bucket: its own tests (a pool per process, a fork with the pool's
     # lock held), then those that make one (types, keys, two processes, a fork, Redis down,
     # awaitable calls), not the sandbox's own limit (25 s, no bucket).
+    # The one fork registry: the fork tests of the journals, the Redis bucket and the token store.
+    "_forks.py": [
+        "tests/python/journal/test_journal_fork_locks.py",
+        "tests/python/journal/test_rate_limit_bucket.py",
+        "tests/python/oauth/test_redis_store.py::test_a_child_forked_while_a_thread_holds_the_pools_lock_uses_a_pool_of_its_own",
+        "tests/python/journal/test_journal_postgres.py::test_a_child_forked_while_a_thread_is_inside_a_call_has_its_own_connection",
+    ],
     "_rate_limit.py": [
         "tests/python/journal/test_rate_limit_bucket.py",
         "tests/python/journal/test_payout_pressure.py::test_an_unnamed_shared_rate_limit_keys_its_exact_rate",
@@ -160,7 +202,6 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_payout_pacing.py::test_a_redis_that_is_down_falls_back_to_the_process_bucket",
         "tests/python/journal/test_payout_pacing.py::test_awaitable_calls_and_from_env_take_turns_too",
     ],
-    "postgres_journal.py": ["tests/python/journal/test_journal_postgres.py", "tests/python/journal/test_postgres_sqlalchemy.py"],
     "__init__.py": ["tests/python/client/test_lazy_import.py"],
     "_payouts.py": [
         "tests/python/journal/test_payout_tables.py",

@@ -78,8 +78,8 @@ if TYPE_CHECKING:
         SqliteJournal,
         settle_deal_created,
     )
+    from .journals.postgres import PostgresJournal
     from .models import to_records
-    from .postgres_journal import PostgresJournal
     from .redis_store import RedisTokenStore
     from .stores import MemoryTokenStore, TokenStore
     from .webhooks import parse_deal_created
@@ -177,7 +177,7 @@ _LAZY: dict[str, str] = {
     "RedisJournal": ".journals",
     "SqliteJournal": ".journals",
     "to_records": ".models",
-    "PostgresJournal": ".postgres_journal",
+    "PostgresJournal": ".journals.postgres",
     "RedisTokenStore": ".redis_store",
     "MemoryTokenStore": ".stores",
     "TokenStore": ".stores",

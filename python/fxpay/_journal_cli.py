@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
             journal: Any = RedisJournal(url) if args.prefix is None else RedisJournal(url, prefix=args.prefix)
             where = f"prefix {journal.prefix!r}"
         elif scheme in ("postgresql", "postgres"):
-            from .postgres_journal import PostgresJournal
+            from .journals.postgres import PostgresJournal
 
             journal = PostgresJournal(url) if args.table is None else PostgresJournal(url, table=args.table)
             where = f"table {journal.table!r}"

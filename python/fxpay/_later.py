@@ -4,7 +4,7 @@ for their journal's next commit, and the thread and the exit hooks that write th
 Only a claim must be on disk before a byte is sent. A call's result (its ``pending`` claim
 made ``done``) rides the journal's next commit: the next claim's (one fsync for both), or
 the flusher's :data:`RESULT_DELAY` later, and at the latest the process's exit. The journals
-of :mod:`fxpay.journals` and :mod:`fxpay.postgres_journal` keep them here, read them from
+of :mod:`fxpay.journals` (``redis``, ``postgres``) keep them here, read them from
 here until they land, and write them their own way (``journal._flush_results()``).
 """
 
@@ -17,6 +17,8 @@ import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
+
+from . import _forks
 
 if TYPE_CHECKING:
     from ._fxpay import JournalEntry
@@ -261,5 +263,4 @@ def _flush_at_exit_of_workers() -> None:
 
 
 atexit.register(_flush_results_now)
-if hasattr(os, "register_at_fork"):  # before any journal's own hook: they look here again
-    os.register_at_fork(after_in_child=_Later.after_fork_in_child)
+_forks.reset_in_child(_Later.after_fork_in_child)  # before any journal's own hook: they look here again

@@ -8,16 +8,16 @@ thus spaced at least ``1 / per_second`` apart. The key expires a second after it
 
 The binding calls ``reserve`` on tokio's blocking pool with the GIL, never on the event loop
 or a runtime worker. A forked child (gunicorn ``--preload``, Celery prefork) makes a
-connection pool of its own on its first call: it never uses the parent's sockets, nor waits
-on a lock of the parent's pool that a thread of the parent held at the fork.
+connection pool of its own at the fork (:mod:`fxpay._forks`): it never uses the parent's
+sockets, nor waits on a lock of the parent's pool that a thread of the parent held at the fork.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from ._redis import client_from_url
+from . import _forks
+from ._redis import client_from_url, fresh_client
 
 __all__ = ["RedisBucket"]
 
@@ -66,28 +66,24 @@ class RedisBucket:
         self.key = PREFIX + (name if name is not None else rate_text(per_second))
         self._r = client
         self._script = client.register_script(_RESERVE)
-        self._pid = os.getpid()
         # Clients inherited through a fork: kept, never used or closed in the child.
         self._inherited: list[Any] = []
+        _forks.register(self)
 
     def reserve(self, interval_us: int) -> int:
-        if self._pid != os.getpid():
-            self._use_fresh_pool()
         return int(self._script(keys=[self.key], args=[interval_us]))
 
-    def _use_fresh_pool(self) -> None:
-        """In a forked child: a connection pool of its own, made from the same settings (as
-        ``RedisJournal`` does: redis-py would first take the inherited pool's lock)."""
-        import redis
+    def _before_fork(self) -> None:
+        pass
 
-        self._pid = os.getpid()
-        pool = getattr(self._r, "connection_pool", None)
-        if pool is None or not hasattr(pool, "connection_kwargs"):
-            return
-        fresh = type(pool)(connection_class=pool.connection_class, max_connections=pool.max_connections, **pool.connection_kwargs)
-        self._inherited.append((self._r, self._script))
-        self._r = redis.Redis(connection_pool=fresh)
-        self._script = self._r.register_script(_RESERVE)
+    def _after_fork(self, *, child: bool) -> None:
+        """In a forked child: a connection pool of its own, made from the same settings
+        (:func:`fxpay._redis.fresh_client`); a client whose pool cannot be made anew is kept."""
+        fresh = fresh_client(self._r) if child else None
+        if fresh is not None:
+            self._inherited.append((self._r, self._script))
+            self._r = fresh
+            self._script = fresh.register_script(_RESERVE)
 
     def __repr__(self) -> str:
         return f"RedisBucket(key={self.key!r})"

@@ -2,7 +2,8 @@
 
 Install with ``pip install fxpay[redis]``. Renewals take a Redis lock, so that with many
 worker processes the token endpoint is asked once per token lifetime, and a user's rotated
-refresh token is never used twice nor lost.
+refresh token is never used twice nor lost. A forked child (gunicorn ``--preload``, Celery
+prefork) uses a connection pool of its own from the fork on (:mod:`fxpay._forks`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._redis import client_from_url
+from . import _forks
+from ._redis import client_from_url, fresh_client
 from .errors import FxPayError
 from .models import Token
 
@@ -61,6 +63,22 @@ class RedisTokenStore:
         self._prefix = prefix
         self._lock_timeout = lock_timeout
         self._lock_wait = lock_wait
+        # Clients inherited through a fork: kept, never used or closed in the child.
+        self._inherited: list[Any] = []
+        _forks.register(self)
+
+    def _before_fork(self) -> None:
+        pass
+
+    def _after_fork(self, *, child: bool) -> None:
+        """In a forked child: a connection pool of its own, made from the client's settings
+        (:func:`fxpay._redis.fresh_client`: the child never uses the parent's connections,
+        nor waits for a lock of the parent's pool); a client whose pool cannot be made anew
+        (not redis-py's own) is kept, with its own library's fork handling."""
+        fresh = fresh_client(self._r) if child else None
+        if fresh is not None:
+            self._inherited.append(self._r)
+            self._r = fresh
 
     def load(self, key: str) -> Token | None:
         raw = self._r.get(self._prefix + key)

@@ -5,7 +5,9 @@ import importlib
 import importlib.util
 import os
 import shutil
+import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -80,6 +82,20 @@ def need_program(*names: str) -> str:
         if found is not None:
             return found
     _missing(f"the program {' or '.join(repr(n) for n in names)}")
+
+
+def wait_child(pid: int, seconds: float = 20.0) -> int | None:
+    """A forked child's exit code, or None if it hung (killed after ``seconds``)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.02)
 
 
 def all_at_once(n: int, call: Callable[[], T], timeout: float = 120.0) -> list[T]:

@@ -128,7 +128,7 @@ def journal(using: str = "default") -> PostgresJournal:
     from django.db import connections
 
     from ..errors import ConfigurationError
-    from ..postgres_journal import PostgresJournal, conninfo_of
+    from ..journals.postgres import PostgresJournal, conninfo_of
 
     # Django's own copy of DATABASES, the test runner's "test_..." NAME included.
     db = cast("dict[str, Any]", connections.settings).get(using)
@@ -192,4 +192,4 @@ __all__ += ["check_journal_database", "journal"]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..postgres_journal import PostgresJournal
+    from ..journals.postgres import PostgresJournal

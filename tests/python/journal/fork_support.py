@@ -5,12 +5,12 @@ test_journal_group_commit.py)."""
 from __future__ import annotations
 
 import os
-import signal
 import threading
-import time
 import warnings
 from decimal import Decimal
 from typing import Any
+
+from conftest import wait_child
 
 
 def _child_call_with_lock_held(journal: Any, lock: Any, sandbox: Any, *, by_this_thread: bool = False) -> int | None:
@@ -58,18 +58,4 @@ def _fork_and_call(journal: Any, sandbox: Any, key: str = "child", also_done: tu
             code = 0 if all(e is not None and e.state == "done" for e in entries) else 2
         finally:
             os._exit(code)
-    return _wait_child(pid)
-
-
-def _wait_child(pid: int) -> int | None:
-    """The child's exit code, or None if it hung (killed after 20 s)."""
-    deadline = time.monotonic() + 20
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return None
-        time.sleep(0.02)
+    return wait_child(pid)

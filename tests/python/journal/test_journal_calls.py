@@ -19,7 +19,7 @@ from fxpay.testing import Sandbox
 
 from conftest import make_beneficiary, need
 from journal_support import RedisServer, deal_args, make_journal, redis_server, requests_to
-from postgres_support import make_postgres_journal, postgres_server
+from postgres_support import make_postgres_journal, postgres_server, table_name
 
 __all__ = ["postgres_server", "redis_server"]  # fixtures, imported for the tests below
 
@@ -415,14 +415,49 @@ def test_sqlite_journal_is_private_and_durable(tmp_path: Path) -> None:
 def test_a_swap_of_two_keys_is_one_error_in_every_journal(journal: fxpay.Journal) -> None:
     """A swap whose old and new entries are of different keys is a wrong value: the same
     ``fxpay.InvalidRequestError`` (a ``ValueError`` too) from every journal, and nothing
-    changes."""
+    changes; a wrong type, the same ``TypeError`` naming the parameter."""
+    _refuses_what_is_wrong(journal)
+
+
+@pytest.mark.parametrize("kind", ["redis-client", "postgres-callable"])
+def test_a_journal_in_python_refuses_a_wrong_swap_find_or_key_as_every_journal_does(request: pytest.FixtureRequest, kind: str) -> None:
+    """The same errors as the journals of the core's (above): a RedisJournal over a redis-py
+    client and a PostgresJournal over a callable keep their storage in Python, on the
+    journals' one copy of the checks (``fxpay.journals._base``)."""
+    journal: fxpay.RedisJournal | fxpay.PostgresJournal
+    if kind == "redis-client":
+        redis = need("redis")
+        server: RedisServer = request.getfixturevalue("redis_server")
+        journal = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix=f"py{time.monotonic_ns()}:")
+    else:
+        psycopg = need("psycopg")
+        conninfo = request.getfixturevalue("postgres_server").conninfo
+        journal = fxpay.PostgresJournal(lambda: psycopg.connect(conninfo), table=table_name())
+    journal.create()
+    assert journal._native_store is None  # its storage is Python's
+    _refuses_what_is_wrong(journal)
+
+
+def _refuses_what_is_wrong(journal: Any) -> None:
+    """A wrong type is a ``TypeError`` naming the parameter, a wrong value (a swap of two
+    keys) an ``fxpay.InvalidRequestError``; nothing changes."""
     assert journal.claim(_entry("a")) is None
     assert journal.claim(_entry("b")) is None
     a, b = journal.get("a"), journal.get("b")
     assert a is not None
     assert b is not None
-    with pytest.raises(fxpay.InvalidRequestError, match="same key"):
+    with pytest.raises(fxpay.InvalidRequestError, match=r"\.swap\(\): old and new must have the same key"):
         journal.swap(a, b)
+    with pytest.raises(TypeError, match=r"^old must be a fxpay\.JournalEntry, not str$"):
+        journal.swap("a", b)
+    with pytest.raises(TypeError, match=r"^new must be a fxpay\.JournalEntry, not dict$"):
+        journal.swap(a, {"key": "a"})
+    with pytest.raises(TypeError, match=r"^result must be a str, not int$"):
+        journal.find(5)
+    with pytest.raises(TypeError, match=r"^key must be a str, not int$"):
+        journal.get(5)
+    with pytest.raises(TypeError, match=r"^entry must be a fxpay\.JournalEntry, not str$"):
+        journal.claim("a")
     assert (journal.get("a"), journal.get("b")) == (a, b)
 
 

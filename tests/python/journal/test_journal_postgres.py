@@ -535,7 +535,7 @@ def test_which_connection_strings_the_core_connects_with(
     """A connection string the core connects with as libpq would (else psycopg's store, in
     Python): the parameters it reads, a host, no TLS beyond loopback's ``prefer``."""
     need("psycopg")
-    from fxpay import postgres_journal as pj
+    from fxpay.journals import postgres as pj
 
     for env in ("PGHOST", "PGHOSTADDR", "PGSSLMODE", "PGPASSFILE", "PGSERVICE", "PGSSLROOTCERT"):
         monkeypatch.delenv(env, raising=False)
@@ -564,7 +564,7 @@ def test_table_ddl_and_conninfo_of_are_what_migrations_and_frameworks_get() -> N
     ``conninfo_of`` (a framework's database settings): libpq's keys only, empty ones left
     out."""
     need("psycopg")
-    from fxpay import postgres_journal as pj
+    from fxpay.journals import postgres as pj
 
     ddl = pj.table_ddl("app.Journal")
     assert len(ddl) == 4
@@ -579,12 +579,24 @@ def test_table_ddl_and_conninfo_of_are_what_migrations_and_frameworks_get() -> N
     assert pj._conninfo_dict(pj.conninfo_of(settings)) == {"dbname": "shop", "user": "it's", "port": "5432"}
 
 
+def test_the_documented_module_path_names_the_journal_packages_own_objects() -> None:
+    """``fxpay.postgres_journal`` (the path the docs and older migrations name) holds the
+    objects of ``fxpay.journals.postgres``, where the journal lives: the same, not copies."""
+    import fxpay.postgres_journal as documented
+    from fxpay.journals import postgres
+
+    assert documented.__all__ == postgres.__all__
+    for name in postgres.__all__:
+        assert getattr(documented, name) is getattr(postgres, name), name
+    assert fxpay.PostgresJournal is postgres.PostgresJournal
+
+
 def test_a_result_the_core_could_not_record_is_logged_with_its_resolve_call(caplog: pytest.LogCaptureFixture) -> None:
     """What the core's PostgreSQL store calls when a result waiting for its commit finds its
     key changed otherwise: an ERROR naming the journal's class and table, the key, and the
     ``resolve`` call that settles it."""
     need("psycopg")
-    from fxpay import postgres_journal as pj
+    from fxpay.journals import postgres as pj
 
     with caplog.at_level("ERROR", logger="fxpay"):
         pj._postgres_not_recorded("app.journal", "k-1", "Q-9")
@@ -599,7 +611,7 @@ def test_what_a_database_error_and_an_identity_row_say() -> None:
     """A driver's error with its SQLSTATE (psycopg's ``sqlstate``, psycopg2's ``pgcode``)
     gets the step that fixes it; an identity row's table is read only from a JSON object."""
     need("psycopg")
-    from fxpay import postgres_journal as pj
+    from fxpay.journals import postgres as pj
 
     class DriverError(Exception):
         def __init__(self, message: str, **codes: str) -> None:
@@ -739,7 +751,7 @@ def test_a_goodbye_is_looked_for_only_where_it_can_be_asked() -> None:
     """The check for a server's goodbye on an idle pooled connection: False for a driver with
     no usable socket (no ``fileno``, or not a descriptor), False for a socket with nothing to
     read, True once there is something."""
-    from fxpay.postgres_journal import _closed_by_server
+    from fxpay.journals.postgres import _closed_by_server
 
     class NoSocket:
         pass

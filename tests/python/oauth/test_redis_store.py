@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +17,7 @@ import pytest
 
 import fxpay
 
-from conftest import need, need_program
+from conftest import need, need_program, wait_child
 
 redis = need("redis")
 WORKER = Path(__file__).with_name("redis_worker.py")
@@ -143,6 +146,47 @@ def test_a_given_redis_client_is_used_as_it_is(redis_url: str) -> None:
     assert client.get("given:k") is not None
     assert store.load("k") == token
     assert repr(store) == "RedisTokenStore(prefix='given:')"
+
+
+@pytest.mark.parametrize("given", [True, False], ids=["client-given", "url"])
+def test_a_child_forked_while_a_thread_holds_the_pools_lock_uses_a_pool_of_its_own(redis_url: str, given: bool) -> None:
+    """A thread of the parent holds the lock of the store's connection pool at the fork (as
+    one does while it takes a connection). The child loads and saves all the same, on a pool
+    of its own (fxpay._forks): redis-py's own reset of the inherited pool would take that
+    lock, and the child would wait for ever. The parent goes on with its client."""
+    client = redis.Redis.from_url(redis_url) if given else None
+    store = fxpay.RedisTokenStore(client, prefix=f"fork{time.monotonic_ns()}:") if given else fxpay.RedisTokenStore(url=redis_url)
+    token = fxpay.Token.from_dict({"access_token": "a", "token_type": "Bearer", "expires_in": 60, "expires_at": time.time() + 60})
+    store.save("k", token)  # the pool made, and a connection in it
+    parents = store._r
+    pool = parents.connection_pool
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with pool._lock:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert held.wait(30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            store.save("from-child", token)
+            code = 0 if store.load("k") == token and store._r is not parents else 2
+        finally:
+            os._exit(code)
+    release.set()
+    holder.join(30)
+    code = wait_child(pid, 30)
+    assert code is not None, "the child hung on the lock of its parent's connection pool"
+    assert code == 0
+    assert store._r is parents
+    assert store.load("from-child") == token  # the child's write reached the shared Redis
 
 
 def test_a_store_needs_a_client_or_a_url() -> None:

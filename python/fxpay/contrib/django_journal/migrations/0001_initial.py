@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from django.db import migrations
 
-from fxpay.postgres_journal import DEFAULT_TABLE, table_ddl
+from fxpay.journals.postgres import DEFAULT_TABLE, table_ddl
 
 
 def create(apps: Any, schema_editor: Any) -> None:

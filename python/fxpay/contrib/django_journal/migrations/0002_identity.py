@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from django.db import migrations
 
-from fxpay.postgres_journal import DEFAULT_TABLE, IDENTITY_KEY
+from fxpay.journals.postgres import DEFAULT_TABLE, IDENTITY_KEY
 
 # The same statements as 0001's (table_ddl, the identity row included): idempotent, so a
 # journal 0001 made on an older fxpay gets its identity here.
