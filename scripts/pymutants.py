@@ -135,6 +135,7 @@ TESTS: dict[str, list[str]] = {
         # `leased`, and the Python stores' results riding the next commit (`_swap_ready`).
         "tests/python/journal/test_payout_pressure.py::test_leased_lists_the_keys_held_under_a_lease",
         "tests/python/journal/test_journal_group_commit.py",
+        "tests/python/journal/test_journal_python_store_results.py",
         # `complete_spot`: the receivers record a spot deal's dealId on its entry.
         "tests/python/journal/test_journal_receivers.py",
         "tests/python/journal/test_journal_calls.py",
