@@ -11,6 +11,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fxpay
 
@@ -301,3 +303,58 @@ def test_the_readme_says_exactly_which_quote_fields_are_lenient(crafted: Crafted
     said_strict = set(re.findall(r"`(\w+)`", paragraph[paragraph.index("Strict:") :])) - {"ApiError"}
     assert (said_lenient, said_strict) == (lenient, strict)
     assert lenient == {"id", "fee", "fee_currency", "freebies"}
+
+
+def test_raw_keys_of_every_kind_read_again_and_again_are_the_answers_keys(crafted: Crafted, client: fxpay.Client) -> None:
+    """``raw``'s keys are kept and handed out again (convert/keys.rs): more keys than it keeps
+    (600 against its 512 slots, so keys share slots and take turns), keys longer than it keeps
+    (33 bytes and more), keys with escapes, keys outside ASCII, an empty key, and keys that
+    differ only in their last byte or their length. Every read, the first and the later ones,
+    has exactly the answer's keys, in its order, each with its own value."""
+    many = {f"k{i}": i for i in range(600)}
+    odd = {
+        "": 1,
+        "x" * 32: 2,
+        "x" * 33: 3,
+        "x" * 31 + "y": 4,
+        "y" * 200: 5,
+        'q"uote': 6,
+        "back\\slash": 7,
+        "new\nline": 8,
+        "caf\u00e9": 9,
+        "\U0001f600": 10,
+        "id ": 11,
+        "i": 12,
+    }
+    extra = json.dumps({**many, **odd, "nested": {**odd, "deeper": [{"k1": "a", "k599": "b"}]}})
+    text = full_quote(extra=extra)
+    crafted.set(QUOTE_PATH, text)
+    want = json.loads(text, parse_float=Decimal)
+    for _ in range(3):
+        q = client.get_quote(QUOTE_ID)
+        for _ in range(2):
+            raw = q.raw
+            assert raw == want
+            assert list(raw["extra"]) == list(want["extra"])
+            assert list(raw["extra"]["nested"]) == list(want["extra"]["nested"])
+            assert all(type(k) is str for k in raw["extra"])
+
+
+DIGITS = st.integers(min_value=0, max_value=10**28 - 1)
+
+
+@given(sign=st.sampled_from(["", "-"]), digits=DIGITS, scale=st.integers(min_value=0, max_value=28))
+@settings(max_examples=400, deadline=None)
+def test_a_decimal_field_reads_back_with_its_digits_and_its_exponent(sign: str, digits: int, scale: int) -> None:
+    """A model's amount reads back as the ``Decimal`` it was given, digit for digit and with its
+    exponent (``1000.00`` stays ``1000.00``; ``0.0015`` stays ``0.0015``), written by
+    convert/values.rs's own formatter. Zero has no sign: ``-0.00`` reads ``0.00``."""
+    text = str(digits).rjust(scale + 1, "0")
+    if scale:
+        text = text[:-scale] + "." + text[-scale:]
+    given_value = Decimal(sign + text)
+    f = fxpay.Freebies(total=given_value, claimed=Decimal(0), remaining=Decimal(0))
+    got = f.total
+    assert type(got) is Decimal
+    want = Decimal(text) if digits == 0 else given_value
+    assert got.as_tuple() == want.as_tuple(), (sign + text, got)

@@ -149,7 +149,7 @@ impl<'py> Visitor<'_> for KeySeed<'py> {
     fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
         Ok(match s == NUMBER_TOKEN {
             true => Key::Number,
-            false => Key::Text(PyString::new(self.0, s)),
+            false => Key::Text(super::keys::key(self.0, s)),
         })
     }
 }

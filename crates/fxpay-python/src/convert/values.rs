@@ -207,7 +207,8 @@ pub fn number_text_to_py<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py
 
 /// A Rust Decimal as a Python Decimal with the same digits.
 pub fn decimal_to_py<'py>(py: Python<'py>, d: &Decimal) -> PyResult<Bound<'py, PyAny>> {
-    decimal_class(py)?.call1((d.to_string(),))
+    let mut text = super::decimal_text::DecimalText::default();
+    decimal_class(py)?.call1((PyString::new(py, text.write(d)),))
 }
 
 /// The text of an amount given as `Decimal`, `int`, `str` or `float` (its shortest repr).
