@@ -264,3 +264,215 @@ fn flush_loop(f: &'static Flusher) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::machine::{self, Settle};
+    use std::sync::Arc;
+
+    fn claim(key: &str, holder: &str, at: u64) -> Entry {
+        machine::claim(key, "create_quote", "fp", holder, None, None, at)
+    }
+
+    fn waiting(c: &Entry, result: &str) -> Waiting {
+        let new = machine::done(c, result.into(), None, c.created_at + 1);
+        Waiting {
+            key: c.key.clone(),
+            old: c.to_json(),
+            text: new.to_json(),
+            new,
+        }
+    }
+
+    #[test]
+    fn only_a_calls_own_result_waits_for_the_next_commit() {
+        let c = claim("k", "h/1/t", 10);
+        let done = machine::done(&c, "q-1".into(), None, 11);
+        assert!(may_wait(&c, &done));
+        // Not a result: released, unknown.
+        for how in [Settle::Released, Settle::Unknown] {
+            assert!(!may_wait(&c, &machine::failed(&c, how, "e".into(), 11)));
+        }
+        // Not over its claim: an unknown key resolved, a done key settled again.
+        let unknown = machine::failed(&c, Settle::Unknown, "lost".into(), 11);
+        assert!(!may_wait(
+            &unknown,
+            &machine::done(&unknown, "q-1".into(), None, 12)
+        ));
+        assert!(!may_wait(
+            &done,
+            &machine::done(&done, "q-1".into(), None, 12)
+        ));
+        // A notification's settle (a deal id) is written at once.
+        let spot = machine::with_deal_id(&done, "d-1", 12);
+        assert!(!may_wait(&c, &spot));
+    }
+
+    #[test]
+    fn a_claim_is_its_holder_its_start_and_its_request() {
+        let c = claim("k", "h/1/t", 10);
+        assert!(same_claim(&c, &machine::done(&c, "q".into(), None, 11)));
+        assert!(!same_claim(&c, &claim("k", "h/2/t", 10)));
+        assert!(!same_claim(&c, &claim("k", "h/1/t", 11)));
+        let other = machine::claim("k", "create_quote", "fp2", "h/1/t", None, None, 10);
+        assert!(!same_claim(&c, &other));
+    }
+
+    #[test]
+    fn a_result_is_written_over_its_own_open_claim_only() {
+        let c = claim("k", "h/1/t", 10);
+        let mine = machine::done(&c, "q-1".into(), None, 11);
+        assert!(still_its_claim(Some(&c), &mine));
+        let lapsed = machine::failed(&c, Settle::Unknown, "lease".into(), 12);
+        assert!(still_its_claim(Some(&lapsed), &mine));
+        assert!(!still_its_claim(None, &mine));
+        assert!(!still_its_claim(Some(&claim("k", "h/2/t", 10)), &mine));
+        let released = machine::failed(&c, Settle::Released, "4xx".into(), 12);
+        assert!(!still_its_claim(Some(&released), &mine));
+        assert!(!still_its_claim(Some(&mine), &mine));
+    }
+
+    #[test]
+    fn a_result_already_written_by_a_notification_needs_nothing_more() {
+        let c = claim("k", "h/1/t", 10);
+        let mine = machine::done(&c, "p-1".into(), None, 11);
+        let settled = machine::with_deal_id(&mine, "d-1", 12);
+        assert!(written_otherwise(Some(&settled), &mine));
+        assert!(!written_otherwise(None, &mine));
+        assert!(!written_otherwise(Some(&c), &mine));
+        let other = machine::done(&c, "p-2".into(), None, 11);
+        assert!(!written_otherwise(Some(&other), &mine));
+        let theirs = machine::done(&claim("k", "h/2/t", 10), "p-1".into(), None, 11);
+        assert!(!written_otherwise(Some(&theirs), &mine));
+    }
+
+    #[test]
+    fn a_result_waits_is_taken_by_a_commit_and_is_read_until_it_lands() {
+        let l = Later::default();
+        let (a, b) = (claim("a", "h/1/t", 10), claim("b", "h/1/t", 10));
+        assert!(!l.has_results());
+        assert!(l.taken().is_empty());
+        assert!(l.defer(waiting(&a, "q-a")));
+        assert!(
+            !l.defer(waiting(&a, "q-again")),
+            "one result of a key waits"
+        );
+        assert!(l.has_results());
+        assert_eq!(l.get("a").and_then(|e| e.result), Some("q-a".into()));
+        assert_eq!(l.get("b"), None);
+        let taken = l.taken();
+        assert_eq!(taken.len(), 1);
+        assert!(!l.has_results(), "taken: nothing waits for the next commit");
+        // Flying: still read from here, still one per key, still a child's to read.
+        assert_eq!(l.get("a").and_then(|e| e.result), Some("q-a".into()));
+        assert!(!l.defer(waiting(&a, "q-again")));
+        assert_eq!(l.entries().len(), 1);
+        assert!(l.for_child().contains_key("a"));
+        assert!(l.defer(waiting(&b, "q-b")));
+        assert_eq!(l.entries().len(), 2);
+        // Its commit failed: it waits again, for the next one.
+        l.missed(&taken);
+        assert!(l.has_results());
+        let again = l.taken();
+        assert_eq!(again.len(), 2);
+        l.landed(&again);
+        assert_eq!(l.get("a"), None);
+        assert_eq!(l.get("b"), None);
+        assert!(l.entries().is_empty());
+        assert!(l.for_child().is_empty());
+        assert!(
+            l.defer(waiting(&a, "q-a2")),
+            "landed: the key may wait again"
+        );
+    }
+
+    #[test]
+    fn what_a_key_reads_is_the_stored_entry_or_this_process_newer_result() {
+        let c = claim("k", "h/1/t", 10);
+        let mine = machine::done(&c, "q-1".into(), None, 11);
+        let l = Later::default();
+        assert_eq!(l.newer_than(&c, Some(mine.clone())), Some(mine.clone()));
+        assert_eq!(
+            l.news_given(Some(c.clone()), Some(mine.clone())),
+            Some(mine.clone())
+        );
+        // The store holds something newer, or another claim: it stands.
+        assert_eq!(l.newer_than(&mine, Some(mine.clone())), None);
+        let theirs = claim("k", "h/2/t", 20);
+        assert_eq!(l.newer_than(&theirs, Some(mine.clone())), None);
+        assert_eq!(
+            l.news_given(Some(theirs.clone()), Some(mine.clone())),
+            Some(theirs)
+        );
+        assert_eq!(l.news_given(None, Some(mine.clone())), None);
+        assert_eq!(l.newer_than(&c, None), None);
+        // A forked child reads its parent's result over the parent's pending claim only.
+        let child = Later::with_inherited(HashMap::from([("k".to_string(), mine.clone())]));
+        assert_eq!(child.newer_than(&c, None), Some(mine.clone()));
+        let lapsed = machine::failed(&c, Settle::Unknown, "lease".into(), 12);
+        assert_eq!(child.newer_than(&lapsed, None), None);
+        assert_eq!(child.newer_than(&claim("k", "h/3/t", 10), None), None);
+        assert_eq!(child.for_child().get("k"), Some(&mine));
+    }
+
+    /// A journal that records when it was flushed.
+    #[derive(Default)]
+    struct Counted(Mutex<Vec<Instant>>);
+
+    impl Flushes for Counted {
+        fn flush_waiting(&self) {
+            lock(&self.0).push(Instant::now());
+        }
+    }
+
+    impl Counted {
+        fn times(&self) -> Vec<Instant> {
+            lock(&self.0).clone()
+        }
+
+        fn first_within(&self, limit: Duration) -> Option<Instant> {
+            let start = Instant::now();
+            while start.elapsed() < limit {
+                if let Some(t) = self.times().first() {
+                    return Some(*t);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            None
+        }
+    }
+
+    fn weak(j: &Arc<Counted>) -> Weak<dyn Flushes> {
+        let j: Arc<dyn Flushes> = j.clone();
+        Arc::downgrade(&j)
+    }
+
+    #[test]
+    fn the_flusher_writes_each_journal_at_its_own_delay_once_per_turn() {
+        let (soon, late) = (Arc::new(Counted::default()), Arc::new(Counted::default()));
+        let start = Instant::now();
+        wake(weak(&late), Duration::from_millis(800));
+        // Two turns of one journal due together: one flush carries both.
+        wake(weak(&soon), Duration::from_millis(250));
+        wake(weak(&soon), Duration::from_millis(250));
+        let first = soon.first_within(Duration::from_secs(10)).expect("flushed");
+        assert!(first >= start + Duration::from_millis(250));
+        let last = late.first_within(Duration::from_secs(10)).expect("flushed");
+        assert!(
+            last >= start + Duration::from_millis(800),
+            "at its own delay, not another's"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(soon.times().len(), 1, "two turns due together: one flush");
+        assert_eq!(late.times().len(), 1);
+        // A journal gone by its turn is skipped, and the flusher goes on.
+        let gone = Arc::new(Counted::default());
+        let gone_weak = weak(&gone);
+        drop(gone);
+        wake(gone_weak, Duration::ZERO);
+        let after = Arc::new(Counted::default());
+        wake(weak(&after), Duration::ZERO);
+        assert!(after.first_within(Duration::from_secs(10)).is_some());
+    }
+}
