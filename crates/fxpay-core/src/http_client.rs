@@ -35,8 +35,13 @@ const IDLE: Duration = Duration::from_secs(60);
 /// The idle connections kept per host (enough for every task of a busy event loop).
 const IDLE_PER_HOST: usize = 256;
 /// The longest a connection of the creating calls' pool may have been idle and still be
-/// reused: back-to-back creates share one, and no server closes an idle connection that fast.
-pub(crate) const FRESH: Duration = Duration::from_millis(5);
+/// reused: a quarter of the shortest idle timeout servers and load balancers are set to in
+/// practice (1 s, the least AWS's load balancers take; gunicorn's default is 2 s, uvicorn's
+/// and Node's 5 s, nginx's 75 s, the sandbox's 60 s). Creates made together (a group commit
+/// lets a batch of keyed calls go at once) share connections; at 5 ms, async 64 keyed creates
+/// over TLS opened a new connection, and made a TLS handshake, for 0.4 of their calls
+/// (bench/README.md, "The creating calls' connections").
+pub(crate) const FRESH: Duration = Duration::from_millis(250);
 /// The largest header section of an answer, HTTP/1.1 or HTTP/2: 64 KiB (hyper's own defaults
 /// were about 400 KB for HTTP/1.1 and 16 KiB for HTTP/2). A larger one fails the exchange.
 pub(crate) const MAX_HEADER_BYTES: usize = 64 * 1024;
