@@ -442,7 +442,7 @@ def callgrind_total(cmd: list[str], timeout: float) -> int:
 def count_instructions(env: Env, journal: str, shape: str, args: argparse.Namespace) -> tuple[float, float | None]:
     """Instructions per call, and the connections per call the client opened to the sandbox
     under callgrind (the difference of the two runs over the difference of their calls).
-    Creating calls reuse a connection only within 5 ms of its last answer (fxpay's ``FRESH``),
+    Creating calls reuse a connection only within 250 ms of its last answer (fxpay's ``FRESH``),
     and callgrind runs the client some 50 times slower: a cell whose connections idle past
     that window under callgrind pays for new connections there that it need not pay outside."""
     import instructions
@@ -656,7 +656,7 @@ def markdown(doc: dict[str, Any]) -> str:
     if conns:
         lines += [
             "",
-            "New connections to the sandbox per call (a creating call reuses a connection only within 5 ms of its last "
+            "New connections to the sandbox per call (a creating call reuses a connection only within 250 ms of its last "
             "answer; callgrind runs the client some 50 times slower, so more of them idle past that window there; "
             "the CPU rounds' figure includes the client's warm-up):",
             "",
