@@ -419,6 +419,32 @@ def test_a_swap_of_two_keys_is_one_error_in_every_journal(journal: fxpay.Journal
     _refuses_what_is_wrong(journal)
 
 
+def test_the_storage_methods_called_directly_keep_the_protocol(journal: fxpay.Journal) -> None:
+    """``claim``, ``get``, ``swap`` and ``find`` called by hand (a journal given to a client
+    is called by the core, which may not go through them): a swap of what is stored replaces
+    it and answers True, a swap of what is no longer stored changes nothing and answers False."""
+    a = _entry("direct-a")
+    assert journal.claim(a) is None
+    stored = journal.get("direct-a")
+    assert stored == a
+    assert journal.claim(_entry("direct-a")) == stored  # taken: the stored entry
+    data = json.loads(a.to_json())
+    data.update(state="done", result="direct-result", updated_at=1_700_000_001_000)
+    done = fxpay.JournalEntry.from_json(json.dumps(data))
+    assert journal.swap(stored, done) is True
+    assert journal.get("direct-a") == done
+    data.update(result="another-result", updated_at=1_700_000_002_000)
+    other = fxpay.JournalEntry.from_json(json.dumps(data))
+    assert journal.swap(stored, other) is False  # `stored` is no longer what is stored
+    assert journal.get("direct-a") == done
+    assert journal.find("direct-result") == done
+    assert journal.find("another-result") is None
+    if isinstance(journal, fxpay.MemoryJournal):
+        assert journal.claim(_entry("direct-b")) is None
+        assert len(journal) == 2
+        assert repr(journal) == "MemoryJournal(keys=2)"
+
+
 @pytest.mark.parametrize("kind", ["redis-client", "postgres-callable"])
 def test_a_journal_in_python_refuses_a_wrong_swap_find_or_key_as_every_journal_does(request: pytest.FixtureRequest, kind: str) -> None:
     """The same errors as the journals of the core's (above): a RedisJournal over a redis-py
