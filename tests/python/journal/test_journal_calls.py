@@ -380,6 +380,23 @@ def test_a_sqlite_path_sqlite_cannot_open_is_refused(tmp_path: Path, name: str) 
     assert list(tmp_path.iterdir()) == []
 
 
+class _BytesPath:
+    """An ``os.PathLike`` whose path is bytes (``os.fspath`` returns them as they are)."""
+
+    def __init__(self, path: bytes) -> None:
+        self.path = path
+
+    def __fspath__(self) -> bytes:
+        return self.path
+
+
+@pytest.mark.parametrize("name", [b"j\x00.db", b"j\xff.db"])
+def test_a_bytes_path_sqlite_cannot_open_is_refused_as_a_str_one_is(tmp_path: Path, name: bytes) -> None:
+    with pytest.raises(fxpay.ConfigurationError, match="UTF-8 text without NUL"):
+        fxpay.SqliteJournal(_BytesPath(os.fsencode(tmp_path) + b"/" + name))  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("path", [123, None, b"j.db"])
 def test_a_sqlite_path_of_another_type_is_a_type_error_naming_it(path: object) -> None:
     with pytest.raises(TypeError, match=f"^path must be a str or an os.PathLike, not {type(path).__name__}$"):
