@@ -162,6 +162,36 @@ def test_two_processes_creating_one_journal_never_see_it_half_made(tmp_path: Pat
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".fxpay-journal-")] == []
 
 
+def test_a_new_journal_leaves_no_descriptor_of_its_temporary_file_open(tmp_path: Path) -> None:
+    """The temporary file a new journal is made in is linked into place and removed, and its
+    descriptors closed: none of this process's open files is it."""
+    fxpay.SqliteJournal(tmp_path / "new.db").close()
+    fds = Path("/proc/self/fd")
+    if not fds.is_dir():
+        pytest.skip("no /proc/self/fd here")
+    opened = []
+    for fd in fds.iterdir():
+        try:
+            opened.append(os.readlink(fd))
+        except OSError:  # the listing's own descriptor, closed since
+            continue
+    assert [target for target in opened if ".fxpay-journal-" in target] == []
+
+
+def test_opening_an_existing_journal_makes_and_removes_nothing_in_its_folder(tmp_path: Path) -> None:
+    """A journal is made only where no file is: opening one that exists (here in a process
+    that has it open already, so SQLite makes no file either) neither makes nor removes a
+    file in its folder, not even a temporary one (the folder's modification time stays)."""
+    first = fxpay.SqliteJournal(tmp_path / "j.db")
+    assert first.get("k") is None  # its connection open: -wal and -shm are there
+    before = (sorted(os.listdir(tmp_path)), os.stat(tmp_path).st_mtime_ns)
+    time.sleep(0.05)  # past a tick of the file system's clock
+    again = fxpay.SqliteJournal(tmp_path / "j.db")
+    assert again.get("k") is None
+    assert (sorted(os.listdir(tmp_path)), os.stat(tmp_path).st_mtime_ns) == before
+    first.close()
+
+
 def test_an_existing_journal_is_made_private_when_opened(tmp_path: Path) -> None:
     path = tmp_path / "j.db"
     j = fxpay.SqliteJournal(path)
