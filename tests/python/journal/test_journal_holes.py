@@ -89,6 +89,18 @@ def test_a_file_that_is_not_a_journal_is_refused_and_left_as_it_was(tmp_path: Pa
     assert path.read_bytes() == content
 
 
+@pytest.mark.parametrize("make", [os.mkdir, os.mkfifo], ids=["a folder", "a fifo"])
+def test_what_is_not_a_regular_file_is_refused_and_left_as_it_was(tmp_path: Path, make: Any) -> None:
+    """A folder or a named pipe at the journal's path is not a journal: refused by its kind
+    (SQLite is never asked to open it), its mode untouched."""
+    path = tmp_path / "other.db"
+    make(path)
+    os.chmod(path, 0o755)
+    with pytest.raises(fxpay.JournalError, match="is not a regular file, so not a journal"):
+        fxpay.SqliteJournal(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o755
+
+
 def test_another_programs_sqlite_database_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
     path = tmp_path / "app.db"
     conn = sqlite3.connect(path)
