@@ -8,11 +8,13 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import shutil
 import signal
 import sqlite3
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -24,7 +26,7 @@ import pytest
 
 import fxpay
 
-from conftest import need, need_program
+from conftest import need, need_program, wait_child
 from journal_support import RedisServer, deal_args, redis_server, requests_to
 
 __all__ = ["redis_server"]
@@ -217,6 +219,51 @@ def test_an_existing_journal_is_made_private_when_opened(tmp_path: Path) -> None
     fxpay.SqliteJournal(path).get("x")
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in sides} == {p.name: 0o600 for p in sides}
     j.close()
+
+
+def test_a_journal_this_user_does_not_own_is_used_with_one_warning_naming_its_file() -> None:
+    """A journal file made by another account cannot be made private by this one: it is used
+    as it is, with one warning naming the journal's file (not one per file: its -wal and -shm,
+    which cannot be made private either, are not named); its modes stay."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to be another user in a forked child")
+    folder = Path(tempfile.mkdtemp())  # not under pytest's 0700 folders: the other user reaches it
+    try:
+        os.chmod(folder, 0o777)
+        path = folder / "j.db"
+        owner = fxpay.SqliteJournal(path)
+        assert owner.get("k") is None  # its connection open: -wal and -shm are there
+        sides = [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
+        for p in sides:
+            os.chmod(p, 0o666)
+        records: list[logging.LogRecord] = []
+        handler = logging.Handler(logging.DEBUG)
+        handler.emit = records.append  # type: ignore[method-assign]
+        logging.getLogger("fxpay.journal").addHandler(handler)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+                pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    os.setgid(65534)
+                    os.setuid(65534)  # nobody: not the journal's owner
+                    journal = fxpay.SqliteJournal(path)
+                    said = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
+                    code = 0 if said == [f"SqliteJournal cannot make {str(path)!r} private (mode 0600): not its owner"] else 2
+                    code = code or (0 if journal.get("k") is None else 3)
+                finally:
+                    os._exit(code)
+            child = wait_child(pid, 30)
+        finally:
+            logging.getLogger("fxpay.journal").removeHandler(handler)
+        assert child != 2, "not one warning naming the journal's file"
+        assert child == 0, f"the child ended with {child}"
+        assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in sides} == {p.name: 0o666 for p in sides}
+        owner.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.parametrize(
