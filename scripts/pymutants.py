@@ -184,16 +184,17 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_journal_group_commit_edges.py",
         "tests/python/journal/test_journal_group_commit.py",
     ],
-    # RateLimit(redis=)'s bucket: its own tests (a pool per process, a fork with the pool's
-    # lock held), then those that make one (types, keys, two processes, a fork, Redis down,
-    # awaitable calls), not the sandbox's own limit (25 s, no bucket).
-    # The one fork registry: the fork tests of the journals, the Redis bucket and the token store.
+    # The one fork registry: the fork tests of the journals, the Redis bucket and the token store
+    # (9 s together; the bucket's other tests, which register buckets, are a second of it).
     "_forks.py": [
         "tests/python/journal/test_journal_fork_locks.py",
         "tests/python/journal/test_rate_limit_bucket.py",
         "tests/python/oauth/test_redis_store.py::test_a_child_forked_while_a_thread_holds_the_pools_lock_uses_a_pool_of_its_own",
         "tests/python/journal/test_journal_postgres.py::test_a_child_forked_while_a_thread_is_inside_a_call_has_its_own_connection",
     ],
+    # RateLimit(redis=)'s bucket: its own tests (a pool per process, a fork with the pool's
+    # lock held), then those that make one (types, keys, two processes, a fork, Redis down,
+    # awaitable calls), not the sandbox's own limit (25 s, no bucket).
     "_rate_limit.py": [
         "tests/python/journal/test_rate_limit_bucket.py",
         "tests/python/journal/test_payout_pressure.py::test_an_unnamed_shared_rate_limit_keys_its_exact_rate",

@@ -380,6 +380,23 @@ def test_a_sqlite_path_sqlite_cannot_open_is_refused(tmp_path: Path, name: str) 
     assert list(tmp_path.iterdir()) == []
 
 
+class _BytesPath:
+    """An ``os.PathLike`` whose path is bytes (``os.fspath`` returns them as they are)."""
+
+    def __init__(self, path: bytes) -> None:
+        self.path = path
+
+    def __fspath__(self) -> bytes:
+        return self.path
+
+
+@pytest.mark.parametrize("name", [b"j\x00.db", b"j\xff.db"])
+def test_a_bytes_path_sqlite_cannot_open_is_refused_as_a_str_one_is(tmp_path: Path, name: bytes) -> None:
+    with pytest.raises(fxpay.ConfigurationError, match="UTF-8 text without NUL"):
+        fxpay.SqliteJournal(_BytesPath(os.fsencode(tmp_path) + b"/" + name))  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("path", [123, None, b"j.db"])
 def test_a_sqlite_path_of_another_type_is_a_type_error_naming_it(path: object) -> None:
     with pytest.raises(TypeError, match=f"^path must be a str or an os.PathLike, not {type(path).__name__}$"):
@@ -417,6 +434,32 @@ def test_a_swap_of_two_keys_is_one_error_in_every_journal(journal: fxpay.Journal
     ``fxpay.InvalidRequestError`` (a ``ValueError`` too) from every journal, and nothing
     changes; a wrong type, the same ``TypeError`` naming the parameter."""
     _refuses_what_is_wrong(journal)
+
+
+def test_the_storage_methods_called_directly_keep_the_protocol(journal: fxpay.Journal) -> None:
+    """``claim``, ``get``, ``swap`` and ``find`` called by hand (a journal given to a client
+    is called by the core, which may not go through them): a swap of what is stored replaces
+    it and answers True, a swap of what is no longer stored changes nothing and answers False."""
+    a = _entry("direct-a")
+    assert journal.claim(a) is None
+    stored = journal.get("direct-a")
+    assert stored == a
+    assert journal.claim(_entry("direct-a")) == stored  # taken: the stored entry
+    data = json.loads(a.to_json())
+    data.update(state="done", result="direct-result", updated_at=1_700_000_001_000)
+    done = fxpay.JournalEntry.from_json(json.dumps(data))
+    assert journal.swap(stored, done) is True
+    assert journal.get("direct-a") == done
+    data.update(result="another-result", updated_at=1_700_000_002_000)
+    other = fxpay.JournalEntry.from_json(json.dumps(data))
+    assert journal.swap(stored, other) is False  # `stored` is no longer what is stored
+    assert journal.get("direct-a") == done
+    assert journal.find("direct-result") == done
+    assert journal.find("another-result") is None
+    if isinstance(journal, fxpay.MemoryJournal):
+        assert journal.claim(_entry("direct-b")) is None
+        assert len(journal) == 2
+        assert repr(journal) == "MemoryJournal(keys=2)"
 
 
 @pytest.mark.parametrize("kind", ["redis-client", "postgres-callable"])

@@ -9,11 +9,13 @@ lands in it."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -23,6 +25,7 @@ import pytest
 
 import fxpay
 
+from conftest import wait_child
 from fork_support import _child_call_with_lock_held, _fork_and_call
 from journal_support import RedisServer, redis_server
 
@@ -171,3 +174,48 @@ def test_after_a_fork_another_thread_closes_a_journal_in_the_parent_and_in_the_c
     _, status = os.waitpid(pid, 0)
     assert closed, "the parent's close waited for the fork's lock"
     assert os.waitstatus_to_exitcode(status) == 0, "the child's close waited for the fork's lock"
+
+
+def _registers_in_another_thread() -> bool:
+    """Whether a new journal (which registers with the fork registry, under its lock) is made
+    on a new thread within 10 s."""
+    made: list[fxpay.MemoryJournal] = []
+    t = threading.Thread(target=lambda: made.append(fxpay.MemoryJournal()), daemon=True)
+    t.start()
+    t.join(10)
+    return not t.is_alive() and len(made) == 1
+
+
+def _freed_when_dropped(refs: list[weakref.ref[fxpay.MemoryJournal]]) -> bool:
+    """Whether the journals behind ``refs``, dropped by the program, are freed."""
+    gc.collect()
+    return all(r() is None for r in refs)
+
+
+def test_after_a_fork_the_registry_holds_nothing_in_the_parent_or_the_child(tmp_path: Path) -> None:
+    """The fork registry's lock, taken by the forking thread before the fork, is given back in
+    the parent and made anew in the child: another thread registers a new journal afterwards
+    without waiting for ever. And the objects it held for the fork (each before paired with its
+    after) are let go once the fork is made, in both: a journal the program drops afterwards is
+    freed then, not at the next fork."""
+    journals = [fxpay.MemoryJournal(), fxpay.SqliteJournal(tmp_path / "j.db")]
+    refs = [weakref.ref(j) for j in journals]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+        pid = os.fork()
+    del journals
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if _freed_when_dropped(refs) else 2
+            code = code or (0 if _registers_in_another_thread() else 3)
+        finally:
+            os._exit(code)
+    freed = _freed_when_dropped(refs)
+    registered = _registers_in_another_thread()
+    child = wait_child(pid, 40)
+    assert freed, "the parent still holds the journals it held for the fork"
+    assert registered, "another thread of the parent waited for the fork's lock"
+    assert child != 2, "the child still holds the journals it held for the fork"
+    assert child != 3, "another thread of the child waited for the fork's lock"
+    assert child == 0, f"the child ended with {child}"

@@ -8,11 +8,13 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import shutil
 import signal
 import sqlite3
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -24,7 +26,7 @@ import pytest
 
 import fxpay
 
-from conftest import need, need_program
+from conftest import need, need_program, wait_child
 from journal_support import RedisServer, deal_args, redis_server, requests_to
 
 __all__ = ["redis_server"]
@@ -87,6 +89,18 @@ def test_a_file_that_is_not_a_journal_is_refused_and_left_as_it_was(tmp_path: Pa
     with pytest.raises(fxpay.JournalError, match=found):
         fxpay.SqliteJournal(path)
     assert path.read_bytes() == content
+
+
+@pytest.mark.parametrize("make", [os.mkdir, os.mkfifo], ids=["a folder", "a fifo"])
+def test_what_is_not_a_regular_file_is_refused_and_left_as_it_was(tmp_path: Path, make: Any) -> None:
+    """A folder or a named pipe at the journal's path is not a journal: refused by its kind
+    (SQLite is never asked to open it), its mode untouched."""
+    path = tmp_path / "other.db"
+    make(path)
+    os.chmod(path, 0o755)
+    with pytest.raises(fxpay.JournalError, match="is not a regular file, so not a journal"):
+        fxpay.SqliteJournal(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o755
 
 
 def test_another_programs_sqlite_database_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
@@ -162,6 +176,38 @@ def test_two_processes_creating_one_journal_never_see_it_half_made(tmp_path: Pat
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".fxpay-journal-")] == []
 
 
+def test_a_new_journal_leaves_no_descriptor_of_its_temporary_file_or_folder_open(tmp_path: Path) -> None:
+    """The temporary file a new journal is made in is linked into place and removed, and the
+    descriptors of it and of its folder (each synced) closed: none of this process's open
+    files is either."""
+    fxpay.SqliteJournal(tmp_path / "new.db").close()
+    fds = Path("/proc/self/fd")
+    if not fds.is_dir():
+        pytest.skip("no /proc/self/fd here")
+    opened = []
+    for fd in fds.iterdir():
+        try:
+            opened.append(os.readlink(fd))
+        except OSError:  # the listing's own descriptor, closed since
+            continue
+    folder = os.path.realpath(tmp_path)
+    assert [target for target in opened if ".fxpay-journal-" in target or target == folder] == []
+
+
+def test_opening_an_existing_journal_makes_and_removes_nothing_in_its_folder(tmp_path: Path) -> None:
+    """A journal is made only where no file is: opening one that exists (here in a process
+    that has it open already, so SQLite makes no file either) neither makes nor removes a
+    file in its folder, not even a temporary one (the folder's modification time stays)."""
+    first = fxpay.SqliteJournal(tmp_path / "j.db")
+    assert first.get("k") is None  # its connection open: -wal and -shm are there
+    before = (sorted(os.listdir(tmp_path)), os.stat(tmp_path).st_mtime_ns)
+    time.sleep(0.05)  # past a tick of the file system's clock
+    again = fxpay.SqliteJournal(tmp_path / "j.db")
+    assert again.get("k") is None
+    assert (sorted(os.listdir(tmp_path)), os.stat(tmp_path).st_mtime_ns) == before
+    first.close()
+
+
 def test_an_existing_journal_is_made_private_when_opened(tmp_path: Path) -> None:
     path = tmp_path / "j.db"
     j = fxpay.SqliteJournal(path)
@@ -173,6 +219,51 @@ def test_an_existing_journal_is_made_private_when_opened(tmp_path: Path) -> None
     fxpay.SqliteJournal(path).get("x")
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in sides} == {p.name: 0o600 for p in sides}
     j.close()
+
+
+def test_a_journal_this_user_does_not_own_is_used_with_one_warning_naming_its_file() -> None:
+    """A journal file made by another account cannot be made private by this one: it is used
+    as it is, with one warning naming the journal's file (not one per file: its -wal and -shm,
+    which cannot be made private either, are not named); its modes stay."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to be another user in a forked child")
+    folder = Path(tempfile.mkdtemp())  # not under pytest's 0700 folders: the other user reaches it
+    try:
+        os.chmod(folder, 0o777)
+        path = folder / "j.db"
+        owner = fxpay.SqliteJournal(path)
+        assert owner.get("k") is None  # its connection open: -wal and -shm are there
+        sides = [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
+        for p in sides:
+            os.chmod(p, 0o666)
+        records: list[logging.LogRecord] = []
+        handler = logging.Handler(logging.DEBUG)
+        handler.emit = records.append  # type: ignore[method-assign]
+        logging.getLogger("fxpay.journal").addHandler(handler)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+                pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    os.setgid(65534)
+                    os.setuid(65534)  # nobody: not the journal's owner
+                    journal = fxpay.SqliteJournal(path)
+                    said = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
+                    code = 0 if said == [f"SqliteJournal cannot make {str(path)!r} private (mode 0600): not its owner"] else 2
+                    code = code or (0 if journal.get("k") is None else 3)
+                finally:
+                    os._exit(code)
+            child = wait_child(pid, 30)
+        finally:
+            logging.getLogger("fxpay.journal").removeHandler(handler)
+        assert child != 2, "not one warning naming the journal's file"
+        assert child == 0, f"the child ended with {child}"
+        assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in sides} == {p.name: 0o666 for p in sides}
+        owner.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import random
 import signal
 import subprocess
@@ -164,6 +165,46 @@ def test_settle_deal_created_serves_a_receiver_written_by_hand(fxpay_sandbox: An
         assert requests_to(fxpay_sandbox, SPOT) == 1
     with pytest.raises(TypeError):
         fxpay.settle_deal_created(body, {"callback-nonce": nonce}, journal=object())  # type: ignore[arg-type]
+
+
+def test_settle_spot_key_returns_the_entry_as_it_stands_and_logs_only_a_contradiction(
+    fxpay_sandbox: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The two public steps of a receiver written by hand: ``settle_spot_key`` returns the
+    key's entry as it now stands, settled or kept, and logs at error level only when the
+    notification contradicts the key (a settle that goes through logs nothing)."""
+    journal = fxpay.SqliteJournal(tmp_path / "j.db")
+    hook = "http://127.0.0.1:9/hook"  # the sandbox's own delivery goes nowhere: the test hands the event over
+    with fxpay_sandbox.client(journal=journal) as c:
+        fxpay_sandbox.drop_next(SPOT_PATH, after_processing=True)
+        with pytest.raises(fxpay.OutcomeUnknownError):
+            c.create_spot_deal(**deal_args(c), callback_url=hook, idempotency_key="steps")
+        wait_until(lambda: len(fxpay_sandbox.deals()) == 1, "not booked")
+    (deal,) = fxpay_sandbox.deals()
+    entry = journal.get("steps")
+    assert entry is not None
+    assert entry.state == "unknown"
+    nonce = json.loads(entry.to_json())["nonce"]
+    success = tw.dumps(tw.success(deal["processId"], dealId=deal["dealId"]))
+    with caplog.at_level(logging.DEBUG, logger="fxpay.journal"):
+        caplog.clear()
+        event, key = fxpay.journals.verify_deal_created(journal, success, {"callback-nonce": nonce})
+        settled = fxpay.journals.settle_spot_key(journal, key, event)
+        assert settled is not None
+        assert (settled.key, settled.state, settled.result, settled.deal_id) == ("steps", "done", deal["processId"], deal["dealId"])
+        assert settled == journal.get("steps")
+        # Delivered again: nothing changes, nothing is logged.
+        assert fxpay.journals.settle_spot_key(journal, key, event) == settled
+        assert [r for r in caplog.records if r.name == "fxpay.journal" and r.levelno >= logging.WARNING] == []
+        # A fail for the done key: the key keeps what it had, returned as it stands, and the
+        # contradiction is logged once.
+        fail, _ = fxpay.journals.verify_deal_created(journal, tw.dumps(tw.fail(deal["processId"])), {"callback-nonce": nonce})
+        kept = fxpay.journals.settle_spot_key(journal, key, fail)
+        assert kept == settled == journal.get("steps")
+        (rec,) = [r for r in caplog.records if r.name == "fxpay.journal" and r.levelno >= logging.WARNING]
+        assert rec.levelno == logging.ERROR
+        assert "'steps'" in rec.getMessage()
+        assert "never releases a done key" in rec.getMessage()
 
 
 def test_keyed_spot_deals_killed_at_random_settle_without_duplicates(
