@@ -8,6 +8,7 @@ import shutil
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -82,6 +83,14 @@ def need_program(*names: str) -> str:
         if found is not None:
             return found
     _missing(f"the program {' or '.join(repr(n) for n in names)}")
+
+
+def fork_quietly() -> int:
+    """``os.fork()`` without the DeprecationWarning 3.12+ gives for a fork with threads
+    running (the tests fork with threads on purpose)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return os.fork()
 
 
 def wait_child(pid: int, seconds: float = 20.0) -> int | None:

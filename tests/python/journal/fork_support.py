@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 from decimal import Decimal
 from typing import Any
 
-from conftest import wait_child
+from conftest import fork_quietly, wait_child
 
 
 def _child_call_with_lock_held(journal: Any, lock: Any, sandbox: Any, *, by_this_thread: bool = False) -> int | None:
@@ -46,9 +45,7 @@ def _fork_and_call(journal: Any, sandbox: Any, key: str = "child", also_done: tu
     """Forks; the child makes one keyed call under `key` with the inherited journal and exits
     0 when `key` and every key of `also_done` read done there (2 otherwise, 1 if it raised).
     The child's exit code, or None if it hung."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
-        pid = os.fork()
+    pid = fork_quietly()
     if pid == 0:
         code = 1
         try:

@@ -14,7 +14,6 @@ import os
 import sys
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable
 from decimal import Decimal
@@ -25,7 +24,7 @@ import pytest
 
 import fxpay
 
-from conftest import wait_child
+from conftest import fork_quietly, wait_child
 from fork_support import _child_call_with_lock_held, _fork_and_call
 from journal_support import RedisServer, redis_server
 
@@ -159,9 +158,7 @@ def test_after_a_fork_another_thread_closes_a_journal_in_the_parent_and_in_the_c
     assert journal.get("k") is None  # opens its connection
     hook_errors: list[Any] = []  # what a failing fork hook reports
     monkeypatch.setattr(sys, "unraisablehook", hook_errors.append)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
-        pid = os.fork()
+    pid = fork_quietly()
     if pid == 0:
         code = 1
         try:
@@ -200,9 +197,7 @@ def test_after_a_fork_the_registry_holds_nothing_in_the_parent_or_the_child(tmp_
     freed then, not at the next fork."""
     journals = [fxpay.MemoryJournal(), fxpay.SqliteJournal(tmp_path / "j.db")]
     refs = [weakref.ref(j) for j in journals]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
-        pid = os.fork()
+    pid = fork_quietly()
     del journals
     if pid == 0:
         code = 1

@@ -17,7 +17,6 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ import pytest
 
 import fxpay
 
-from conftest import need, need_program, wait_child
+from conftest import fork_quietly, need, need_program, wait_child
 from journal_support import RedisServer, deal_args, redis_server, requests_to
 
 __all__ = ["redis_server"]
@@ -241,9 +240,7 @@ def test_a_journal_this_user_does_not_own_is_used_with_one_warning_naming_its_fi
         handler.emit = records.append  # type: ignore[method-assign]
         logging.getLogger("fxpay.journal").addHandler(handler)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
-                pid = os.fork()
+            pid = fork_quietly()
             if pid == 0:
                 code = 1
                 try:
@@ -352,9 +349,7 @@ def _fork_while_writing(journal: fxpay.Journal, sandbox: Any, *, forks: int = 8,
             time.sleep(0.01)
         for i in range(forks):
             time.sleep(0.05 + 0.013 * i)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
-                pid = os.fork()
+            pid = fork_quietly()
             if pid == 0:  # the child: one keyed call with the parent's client and journal
                 code = 1
                 try:
@@ -456,9 +451,7 @@ def test_a_child_forked_while_a_thread_holds_the_redis_pool_lock_does_not_hang(f
     t = threading.Thread(target=hold, daemon=True)
     t.start()
     held.wait(10)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
+    pid = fork_quietly()
     if pid == 0:
         code = 1
         try:

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 
 import fxpay
 
-from conftest import need, need_program, wait_child
+from conftest import fork_quietly, need, need_program, wait_child
 
 redis = need("redis")
 WORKER = Path(__file__).with_name("redis_worker.py")
@@ -170,9 +169,7 @@ def test_a_child_forked_while_a_thread_holds_the_pools_lock_uses_a_pool_of_its_o
     holder = threading.Thread(target=hold, daemon=True)
     holder.start()
     assert held.wait(30)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
-        pid = os.fork()
+    pid = fork_quietly()
     if pid == 0:  # pragma: no cover - the child
         code = 1
         try:
