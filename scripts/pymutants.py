@@ -14,8 +14,16 @@ Mutations (one at a time, on each function and method):
 - a statement that calls or assigns replaced by `pass`.
 
 Usage: python scripts/pymutants.py [--only FILE ...] [--jobs N] [--timeout S] [--report PATH] [--missed-in REPORT]
-                                   [--lines FIRST-LAST ...]
+                                   [--lines FIRST-LAST ...] [--by-coverage]
 `--lines` keeps the mutants of those lines only (a part of a file too big for one sitting).
+
+`--by-coverage` (with `--jobs`) runs each mutant against the tests that run its line, not the
+file's whole list: the list runs once under coverage (pytest-cov, a context per test), and a
+mutant runs the tests whose context ran its statement (its header, for an `if`, a `with`, a
+`def`), quickest first. A mutant no test's context ran, or that those tests miss, then runs
+the whole list as before, so a line run only in a forked child or a subprocess (which
+coverage does not see) is never counted missed for want of a test: only the whole list's
+verdict counts a mutant missed.
 Exit status: 0 when no mutant is missed (caught or timed out), 1 otherwise.
 
 `--jobs N` runs N mutants at a time. Each job has its own copy of the package
@@ -36,6 +44,7 @@ import copy
 import json
 import os
 import queue
+import re
 import shutil
 import subprocess
 import sys
@@ -354,18 +363,81 @@ def _changes(node: ast.AST) -> Iterator[tuple[str, object]]:  # one case per mut
                     yield f"line {stmt.lineno}: {ast.unparse(stmt).splitlines()[0][:60]!r} -> pass", to_pass
 
 
-def run_tests(tests: list[str], timeout: float, pythonpath: Path | None = None) -> str:
-    # A mutant that makes a test hang (a lock never released) fails that test after 60 s
-    # (pytest-timeout) rather than using up the whole run's time.
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=60", *tests]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+def _pytest(
+    args: list[str], timeout: float, pythonpath: Path | None, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str] | None:
+    """One pytest process (None when it runs past `timeout`). A mutant that makes a test hang
+    (a lock never released) fails that test after 60 s (pytest-timeout) rather than using up
+    the whole run's time."""
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=60", *args]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **(env_extra or {})}
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), os.environ.get("PYTHONPATH", "")]))
     try:
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+        return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
+        return None
+
+
+def run_tests(tests: list[str], timeout: float, pythonpath: Path | None = None) -> str:
+    r = _pytest(tests, timeout, pythonpath)
+    if r is None:
         return "timeout"
     return "missed" if r.returncode == 0 else "caught"
+
+
+def header_spans(text: str) -> list[tuple[int, int]]:
+    """Each statement's lines: a simple statement's all, a compound one's header only (up to
+    its body), as coverage counts a line run."""
+    spans = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.stmt):
+            body = getattr(node, "body", None)
+            end = body[0].lineno - 1 if isinstance(body, list) and body else node.end_lineno or node.lineno
+            spans.append((node.lineno, max(end, node.lineno)))
+    return spans
+
+
+class Coverage:
+    """Which tests run which line of one file, and how long each test takes: the file's
+    tests run once in a job, under pytest-cov with a context per test."""
+
+    def __init__(self, job: Job, name: str, tests: list[str], timeout: float) -> None:
+        import coverage  # only here: --by-coverage needs pytest-cov
+
+        data_file = job.dir / ".coverage"
+        args = ["--cov", str(job.python / "fxpay"), "--cov-context=test", "--cov-report=", "--durations=0", "-vv"]
+        r = _pytest([*args, *job.tests(tests)], timeout, job.python, {"COVERAGE_FILE": str(data_file)})
+        if r is None or r.returncode != 0:
+            tail = "timeout" if r is None else r.stdout[-3000:]
+            raise SystemExit(f"pymutants: {name}'s tests fail under coverage:\n{tail}")
+        out = r.stdout
+        prefix = str(job.dir.relative_to(ROOT)) + "/"
+        self.seconds: dict[str, float] = {}
+        for line in out.splitlines():
+            m = re.match(r"^([0-9.]+)s (setup|call|teardown) +(\S.*)$", line)
+            if m:
+                node = m.group(3).removeprefix(prefix)
+                self.seconds[node] = self.seconds.get(node, 0.0) + float(m.group(1))
+        cov = coverage.CoverageData(basename=str(data_file))
+        cov.read()
+        self.by_line: dict[int, set[str]] = {}
+        for lineno, contexts in cov.contexts_by_lineno(str(job.path(name))).items():
+            self.by_line[lineno] = {c.rsplit("|", 1)[0].removeprefix(prefix) if "|" in c else "" for c in contexts}
+        self.spans = header_spans((PKG / name).read_text())
+        print(f"{name}: {len(self.by_line)} lines run by {len(self.seconds)} tests", flush=True)
+
+    def tests_for(self, line: int) -> list[str] | None:
+        """The tests that run the statement of `line`, quickest first; None when one ran it
+        outside any test (the whole list then)."""
+        inside = [span for span in self.spans if span[0] <= line <= span[1]]
+        first, last = min(inside, key=lambda s: s[1] - s[0]) if inside else (line, line)
+        found: set[str] = set()
+        for n in range(first, last + 1):
+            found |= self.by_line.get(n, set())
+        if "" in found:
+            return None
+        return sorted(found, key=lambda t: (self.seconds.get(t, 0.0), t))
 
 
 CANARY = 'raise ImportError("pymutants canary: this copy of the file was imported")\n'
@@ -413,7 +485,10 @@ def main() -> int:
     ap.add_argument("--list", action="store_true", help="only list the mutants")
     ap.add_argument("--missed-in", metavar="REPORT", help="only the mutants an earlier report (its JSON) lists as missed")
     ap.add_argument("--lines", nargs="*", default=[], metavar="FIRST-LAST", help="only the mutants of these lines (each range inclusive)")
+    ap.add_argument("--by-coverage", action="store_true", help="each mutant first runs the tests that run its line (needs --jobs)")
     args = ap.parse_args()
+    if args.by_coverage and args.jobs <= 0:
+        ap.error("--by-coverage needs --jobs")
     again: set[tuple[object, object, object]] | None = None
     if args.missed_in:
         earlier = json.loads(Path(args.missed_in).read_text())["mutants"]
@@ -435,7 +510,11 @@ def main() -> int:
     results: list[dict[str, object]] = []
     for name in args.only:
         chosen = [m for m in mutants_of(PKG / name) if wanted(m)]
-        ran = run_in_place(name, chosen, args.timeout) if args.jobs <= 0 else run_in_jobs(name, chosen, args.timeout, args.jobs)
+        ran = (
+            run_in_place(name, chosen, args.timeout)
+            if args.jobs <= 0
+            else run_in_jobs(name, chosen, args.timeout, args.jobs, args.by_coverage)
+        )
         if ran is None:
             return 2
         results.extend(ran)
@@ -446,8 +525,9 @@ def main() -> int:
     return 1 if counts["missed"] else 0
 
 
-def _record(m: Mutant, outcome: str, started: float) -> dict[str, object]:
-    print(f"{outcome:8} {m.file}:{m.line}: {m.what} ({time.monotonic() - started:.1f} s)", flush=True)
+def _record(m: Mutant, outcome: str, started: float, selected: int | None = None) -> dict[str, object]:
+    by = "" if selected is None else f", {selected} tests run its line"
+    print(f"{outcome:8} {m.file}:{m.line}: {m.what} ({time.monotonic() - started:.1f} s{by})", flush=True)
     return {"file": m.file, "line": m.line, "mutation": m.what, "outcome": outcome}
 
 
@@ -472,7 +552,7 @@ def run_in_place(name: str, chosen: list[Mutant], timeout: float) -> list[dict[s
     return results
 
 
-def run_in_jobs(name: str, chosen: list[Mutant], timeout: float, jobs: int) -> list[dict[str, object]] | None:
+def run_in_jobs(name: str, chosen: list[Mutant], timeout: float, jobs: int, by_coverage: bool = False) -> list[dict[str, object]] | None:
     tests = TESTS[name]
     original = (PKG / name).read_text()
     pool = [Job(k) for k in range(jobs)]
@@ -499,6 +579,7 @@ def run_in_jobs(name: str, chosen: list[Mutant], timeout: float, jobs: int) -> l
         shutil.rmtree(pool[0].dir.parent, ignore_errors=True)
         return None
 
+    covered = Coverage(pool[0], name, tests, timeout * 4) if by_coverage else None
     free: queue.Queue[Job] = queue.Queue()
     for job in pool:
         free.put(job)
@@ -509,10 +590,13 @@ def run_in_jobs(name: str, chosen: list[Mutant], timeout: float, jobs: int) -> l
         try:
             job.path(name).write_text(m.source)
             started = time.monotonic()
-            outcome = run_tests(job.tests(tests), timeout, job.python)
+            first = covered.tests_for(m.line) if covered is not None else None
+            outcome = run_tests(job.tests(first), timeout, job.python) if first else "missed"
+            if outcome == "missed":  # only the whole list counts a mutant missed
+                outcome = run_tests(job.tests(tests), timeout, job.python)
             job.path(name).write_text(original)
             with lock:
-                return _record(m, outcome, started)
+                return _record(m, outcome, started, None if first is None else len(first))
         finally:
             job.path(name).write_text(original)
             free.put(job)
