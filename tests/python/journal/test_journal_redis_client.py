@@ -1,0 +1,128 @@
+"""A RedisJournal over a ``redis.Redis`` the user gives (fxpay.journals.redis, on redis-py),
+where the URL journal's checks run in Python: a client that decodes its replies, the
+persistence warning said once, the missing journal's advice, the pipeline sent in one write
+(pymutants survivors of ``journals/redis.py``, issue 55, tests/MUTANTS.md)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fxpay
+from fxpay.journals import redis as redis_journal
+
+from conftest import need
+from journal_support import QUOTES, RedisServer, quote, redis_server, requests_to
+
+__all__ = ["redis_server"]  # a fixture, imported for the tests below
+
+
+def test_a_client_that_decodes_its_replies_is_checked_and_used(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
+    """``decode_responses=True``: ROLE and CONFIG answer ``str``, not ``bytes``; the journal's
+    checks read them, its calls claim, record and replay."""
+    redis = need("redis")
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    journal = fxpay.RedisJournal(client, prefix=f"decoded{time.monotonic_ns()}:")
+    assert journal.create() is True
+    before = requests_to(fxpay_sandbox, QUOTES)
+    with fxpay_sandbox.client(journal=journal) as c:
+        first = quote(c, "k")
+        assert quote(c, "k") == first  # replayed from the journal
+    entry = journal.get("k")
+    assert entry is not None
+    assert entry.state == "done"
+    assert requests_to(fxpay_sandbox, QUOTES) == before + 1
+
+
+def test_a_client_on_an_everysec_redis_warns_once(fxpay_sandbox: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """``appendfsync everysec`` is accepted with one warning for the journal, not one per
+    connection its pool makes."""
+    redis = need("redis")
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        redis.Redis.from_url(server.url).config_set("appendfsync", "everysec")
+        journal = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="everysec-client:")
+        with caplog.at_level(logging.WARNING, logger="fxpay.journal"):
+            journal.create()
+            with fxpay_sandbox.client(journal=journal) as c:
+                for i in range(3):
+                    quote(c, f"k{i}")
+            # A second connection of the journal's pool is checked too, and says nothing new.
+            pool = journal._r.connection_pool
+            held = [pool.get_connection(), pool.get_connection()]
+            for conn in held:
+                pool.release(conn)
+        warned = [r.getMessage() for r in caplog.records if r.name == "fxpay.journal"]
+        assert len(warned) == 1, warned
+        assert "appendfsync everysec" in warned[0]
+    finally:
+        server.stop()
+
+
+def test_a_client_on_a_redis_without_the_journal_is_refused_with_the_advice(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
+    """No identity under the prefix: a JournalError that says how a journal is made and
+    what to do when one was lost; nothing is sent."""
+    redis = need("redis")
+    journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=f"never-made{time.monotonic_ns()}:")
+    before = requests_to(fxpay_sandbox, QUOTES)
+    with fxpay_sandbox.client(journal=journal) as c, pytest.raises(fxpay.JournalError) as caught:
+        quote(c, "k")
+    message = str(caught.value)
+    assert "found no journal under prefix" in message
+    assert "`python -m fxpay journal create URL`" in message
+    assert "RedisJournal(url).create()" in message
+    assert message.endswith("Nothing was sent.")
+    assert requests_to(fxpay_sandbox, QUOTES) == before
+
+
+class _Sent:
+    """A connection class that keeps what it was asked to send (the base `_one_write` wraps)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[Any, bool]] = []
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        self.sent.append((command, check_health))
+
+
+def test_a_pipeline_goes_out_in_one_write_with_its_health_check() -> None:
+    """redis-py packs a pipeline in pieces of about 6 kB: the journal's connections join
+    them, so Redis reads (and fsyncs its AOF for) a group commit at once. One piece, or one
+    command's bytes, goes as it is; the health check is asked as the caller asks it."""
+    one = redis_journal._one_write(_Sent)
+    assert one.__name__ == one.__qualname__ == "_Sent"
+    assert issubclass(one, _Sent)
+    conn = one()
+    conn.send_packed_command([b"*1\r\n", b"$4\r\n", b"PING\r\n"])
+    conn.send_packed_command([b"only"])
+    conn.send_packed_command(b"raw", check_health=False)
+    assert conn.sent == [([b"*1\r\n$4\r\nPING\r\n"], True), ([b"only"], True), (b"raw", False)]
+    assert redis_journal._one_write(_Sent) is one  # one class per connection class
+
+
+def test_a_result_the_core_could_not_record_is_logged_with_its_resolve_call(caplog: pytest.LogCaptureFixture) -> None:
+    """What the core's Redis store calls when a result waiting for its commit finds its key
+    changed otherwise: an ERROR naming the journal's class and prefix, the key, and the
+    ``resolve`` call that settles it."""
+    with caplog.at_level("ERROR", logger="fxpay"):
+        redis_journal._redis_not_recorded("app:", "k-1", "Q-9")
+    [record] = [r for r in caplog.records if "could not be recorded" in r.getMessage()]
+    assert record.levelname == "ERROR"
+    message = record.getMessage()
+    assert message.startswith("RedisJournal 'app:': the result of key 'k-1' (Q-9)")
+    assert "journal.resolve('k-1', result='Q-9')" in message
+
+
+def test_a_warning_of_the_cores_redis_store_is_logged_as_it_is(caplog: pytest.LogCaptureFixture) -> None:
+    """The core's Redis store hands its warnings (a Redis that fsyncs every second, one that
+    refuses CONFIG) to the ``fxpay.journal`` logger, word for word."""
+    with caplog.at_level("WARNING", logger="fxpay.journal"):
+        redis_journal._redis_warning("RedisJournal: 100% of this Redis")
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("fxpay.journal", "WARNING", "RedisJournal: 100% of this Redis")
+    ]
