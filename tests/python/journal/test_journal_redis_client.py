@@ -126,3 +126,94 @@ def test_a_warning_of_the_cores_redis_store_is_logged_as_it_is(caplog: pytest.Lo
     assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
         ("fxpay.journal", "WARNING", "RedisJournal: 100% of this Redis")
     ]
+
+
+@pytest.mark.parametrize("given", [42, {}, object(), b"redis://127.0.0.1:6379/0"], ids=["int", "dict", "object", "bytes"])
+def test_what_is_neither_a_url_nor_a_redis_client_is_a_type_error(given: Any) -> None:
+    """A dict has ``get`` but no ``register_script``: not taken for a client."""
+    with pytest.raises(TypeError, match=r"^url_or_client must be a redis URL or a redis\.Redis, not "):
+        fxpay.RedisJournal(given)
+
+
+def test_a_result_waiting_for_its_commit_is_read_by_every_journal_of_its_place_only(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """Redis pauses its writes from the moment the call's claim is stored: the result waits
+    in this process for its commit. Another ``RedisJournal`` of the same server and prefix
+    reads it ``done`` from there; one of another prefix reads nothing under that key."""
+    import threading
+
+    redis = need("redis")
+    server = RedisServer(tmp_path)
+    server.start()
+    admin = redis.Redis.from_url(server.url)
+    try:
+        journal = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="here:")
+        journal.create()
+        elsewhere = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="there:")
+        elsewhere.create()
+        same = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="here:")
+        assert same.get("warm-up") is None  # its checks and identity read before the pause
+        with fxpay_sandbox.client(journal=journal) as c:
+            quote(c, "warm-up")
+            fxpay_sandbox.delay_next(QUOTES, 1.0)
+            got: list[Any] = []
+            call = threading.Thread(target=lambda: got.append(quote(c, "held")))
+            call.start()
+            deadline = time.monotonic() + 30
+            while not admin.exists("here:k:held"):
+                assert time.monotonic() < deadline, "the claim never reached Redis"
+                time.sleep(0.005)
+            admin.execute_command("CLIENT", "PAUSE", "3000", "WRITE")  # every write now waits
+            try:
+                call.join(30)
+                assert got, "the call did not end"
+                stored = journal._entry(admin.get("here:k:held"))
+                assert stored is not None
+                assert stored.state == "pending"  # not in Redis yet
+                for reader in (journal, same):
+                    held = reader.get("held")
+                    assert held is not None
+                    assert (held.state, held.result) == ("done", got[0])
+                assert elsewhere.get("held") is None
+            finally:
+                admin.execute_command("CLIENT", "UNPAUSE")
+        deadline = time.monotonic() + 30
+        while True:  # and once Redis takes writes again, the result reaches it
+            stored = journal._entry(admin.get("here:k:held"))
+            assert stored is not None
+            if stored.state == "done":
+                break
+            assert time.monotonic() < deadline, "the result never reached Redis"
+            time.sleep(0.01)
+        assert stored.result == got[0]
+    finally:
+        admin.close()
+        server.stop()
+
+
+def test_results_waiting_for_two_places_are_each_written_to_their_own(
+    fxpay_sandbox: Any, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two journals of one server under two prefixes, each with a call's result waiting for
+    its commit at once: each result reaches its own journal's key, none is written (and
+    lost) under the other's prefix."""
+    redis = need("redis")
+    stamp = time.monotonic_ns()
+    here = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=f"here{stamp}:")
+    there = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=f"there{stamp}:")
+    here.create()
+    there.create()
+    admin = redis.Redis.from_url(redis_server.url)
+    with caplog.at_level("ERROR", logger="fxpay"):
+        with fxpay_sandbox.client(journal=here) as a, fxpay_sandbox.client(journal=there) as b:
+            for i in range(5):  # both results wait together (the next commit is 50 ms away)
+                quote(a, f"a{i}")
+                quote(b, f"b{i}")
+        here.close()
+        there.close()
+    for journal, keys in ((here, [f"a{i}" for i in range(5)]), (there, [f"b{i}" for i in range(5)])):
+        for key in keys:
+            stored = journal._entry(admin.get(journal._k(key)))
+            assert stored is not None, key
+            assert stored.state == "done", (journal.prefix, key, stored.state)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    admin.close()
