@@ -175,10 +175,14 @@ class RedisJournal(_OwnJournal):
 
     def _where(self) -> str:
         """This journal's place (server and prefix): the results waiting for it in this
-        process are shared by every ``RedisJournal`` of that place."""
+        process are shared by every ``RedisJournal`` of that place. A client whose pool does
+        not say where it connects (a cluster, a stand-in) is a place of its own: two such
+        clients of two servers never share one."""
         pool = getattr(self._r, "connection_pool", None)
         kw = getattr(pool, "connection_kwargs", None) or {}
-        return f"redis:{kw.get('host')}:{kw.get('port')}:{kw.get('path')}:{kw.get('db')}:{id(pool) if not kw else ''}:{self.prefix}"
+        if not kw:
+            return f"redis-client:{id(self._r)}:{self.prefix}"
+        return f"redis:{kw.get('host')}:{kw.get('port')}:{kw.get('path')}:{kw.get('db')}:{self.prefix}"
 
     # -- connections ---------------------------------------------------------------------
 

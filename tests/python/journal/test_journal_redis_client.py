@@ -217,3 +217,62 @@ def test_results_waiting_for_two_places_are_each_written_to_their_own(
             assert stored.state == "done", (journal.prefix, key, stored.state)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
     admin.close()
+
+
+class _StandIn:
+    """A client that is not redis-py's ``Redis`` and has no connection pool (a cluster
+    client, a wrapper): it answers what the journal asks through a real client."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "connection_pool":
+            raise AttributeError(name)
+        return getattr(self._real, name)
+
+
+def test_a_client_without_a_connection_pool_is_used_as_it_is(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
+    redis = need("redis")
+    stand_in = _StandIn(redis.Redis.from_url(redis_server.url))
+    journal = fxpay.RedisJournal(stand_in, prefix=f"stand-in{time.monotonic_ns()}:")
+    assert journal._r is stand_in  # no pool of the journal's own: the client itself
+    assert journal.create() is True
+    with fxpay_sandbox.client(journal=journal) as c:
+        first = quote(c, "k")
+        assert quote(c, "k") == first
+    journal.close()
+    entry = journal.get("k")
+    assert entry is not None
+    assert entry.state == "done"
+
+
+def test_two_clients_without_a_pool_on_two_servers_keep_their_results_apart(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """Two stand-in clients (no pool to say where they connect) of two servers, one prefix:
+    each call's result, waiting for its commit beside the other's, reaches its own server."""
+    redis = need("redis")
+    servers = [RedisServer(tmp_path / "one"), RedisServer(tmp_path / "two")]
+    for server in servers:
+        server.folder.mkdir()
+        server.start()
+    try:
+        journals = [fxpay.RedisJournal(_StandIn(redis.Redis.from_url(s.url)), prefix="same:") for s in servers]
+        for journal in journals:
+            journal.create()
+        with fxpay_sandbox.client(journal=journals[0]) as a, fxpay_sandbox.client(journal=journals[1]) as b:
+            for i in range(5):  # both results wait together (the next commit is 50 ms away)
+                quote(a, f"a{i}")
+                quote(b, f"b{i}")
+        for journal in journals:
+            journal.close()
+        for server, mine in zip(servers, "ab", strict=True):
+            admin = redis.Redis.from_url(server.url)
+            for i in range(5):
+                raw = admin.get(f"same:k:{mine}{i}")
+                stored = journals[0]._entry(raw)
+                assert stored is not None, (server.url, mine, i)
+                assert stored.state == "done", (server.url, mine, i)
+            admin.close()
+    finally:
+        for server in servers:
+            server.stop()
