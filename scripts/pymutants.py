@@ -501,6 +501,7 @@ def main() -> int:
     ap.add_argument("--missed-in", metavar="REPORT", help="only the mutants an earlier report (its JSON) lists as missed")
     ap.add_argument("--lines", nargs="*", default=[], metavar="FIRST-LAST", help="only the mutants of these lines (each range inclusive)")
     ap.add_argument("--by-coverage", action="store_true", help="each mutant first runs the tests that run its line (needs --jobs)")
+    ap.add_argument("--done-in", nargs="*", default=[], metavar="LOG", help="leave out the mutants earlier runs logged")
     args = ap.parse_args()
     if args.by_coverage and args.jobs <= 0:
         ap.error("--by-coverage needs --jobs")
@@ -509,9 +510,17 @@ def main() -> int:
         earlier = json.loads(Path(args.missed_in).read_text())["mutants"]
         again = {(r["file"], r["line"], r["mutation"]) for r in earlier if r["outcome"] == "missed"}
     spans = [tuple(int(n) for n in span.split("-", 1)) for span in args.lines]
+    done: set[tuple[str, int, str]] = set()
+    for log in args.done_in:  # the lines `_record` prints
+        for line in Path(log).read_text().splitlines():
+            got = re.match(r"^(?:caught|missed|timeout) +([^:]+):(\d+): (.*) \([0-9.]+ s[,)]", line)
+            if got:
+                done.add((got.group(1), int(got.group(2)), got.group(3)))
 
     def wanted(m: Mutant) -> bool:
         if spans and not any(first <= m.line <= last for first, last in spans):
+            return False
+        if (m.file, m.line, m.what) in done:
             return False
         return again is None or (m.file, m.line, m.what) in again
 
