@@ -581,4 +581,59 @@ pub(crate) mod tests {
             "woken once, by the last write it waited for"
         );
     }
+
+    /// A call's answer takes back the text of its own claim only: another claim of the key
+    /// (another holder's, a claim made again) gets none, so its swap compares with its own.
+    #[test]
+    fn an_answer_takes_back_the_text_of_its_own_claim_only() {
+        let g = Group::default();
+        let mine = crate::journal::machine::claim("k", "create_quote", "f", "me", None, None, 7);
+        let other =
+            crate::journal::machine::claim("k", "create_quote", "f", "another", None, None, 7);
+        g.claimed(&mine, "mine".into());
+        assert_eq!(g.answered(&other), None, "another claim of the key");
+        g.claimed(&mine, "mine".into());
+        assert_eq!(g.answered(&mine).as_deref(), Some("mine"));
+        assert_eq!(g.answered(&mine), None, "answered once");
+    }
+
+    /// `busy` (a lone call's claim is led by its own thread only when it is false): a leader
+    /// running with nothing else about, writes waiting, a call in flight each make it true.
+    #[test]
+    fn a_group_is_busy_while_a_leader_runs_writes_wait_or_a_call_is_in_flight() {
+        let g = Group::default();
+        assert!(!g.busy(), "nothing about");
+        in_flight(&g, "flying");
+        assert!(g.busy(), "a call in flight");
+        let flying =
+            crate::journal::machine::claim("flying", "create_quote", "f", "me", None, None, 0);
+        assert!(g.answered(&flying).is_some());
+        assert!(!g.busy(), "answered");
+        let e = crate::journal::machine::claim("q", "create_quote", "f", "me", None, None, 0);
+        let (_write, ask) = g.queue(claim("q"), &e, false);
+        assert!(ask, "no leader runs: the caller asks for one");
+        assert!(g.busy(), "a write waits");
+        let inside = g.lead_queued(|batch| (batch.len(), g.busy(), g.waiting()));
+        assert_eq!(
+            inside,
+            Some((1, true, 0)),
+            "leading alone, its batch taken: still busy"
+        );
+        assert!(!g.busy(), "the turn is over");
+    }
+
+    /// `waiting` (the stores' `writes_waiting` diagnostic) counts the writes queued for the
+    /// next commit, and none once a leader took them.
+    #[test]
+    fn waiting_counts_the_writes_queued_for_the_next_commit() {
+        let g = Group::default();
+        assert_eq!(g.waiting(), 0);
+        for k in ["a", "b"] {
+            let e = crate::journal::machine::claim(k, "create_quote", "f", "me", None, None, 0);
+            g.queue(claim(k), &e, false);
+        }
+        assert_eq!(g.waiting(), 2);
+        assert_eq!(g.lead_queued(|batch| batch.len()), Some(2));
+        assert_eq!(g.waiting(), 0);
+    }
 }
