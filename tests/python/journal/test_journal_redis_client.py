@@ -6,6 +6,7 @@ persistence warning said once, the missing journal's advice, the pipeline sent i
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -221,20 +222,25 @@ def test_results_waiting_for_two_places_are_each_written_to_their_own(
 
 class _StandIn:
     """A client that is not redis-py's ``Redis`` and has no connection pool (a cluster
-    client, a wrapper): it answers what the journal asks through a real client."""
+    client, a wrapper), or one that does not say where it connects: it answers what the
+    journal asks through a real client."""
 
-    def __init__(self, real: Any) -> None:
+    def __init__(self, real: Any, pool: Any = None) -> None:
         self._real = real
+        self._pool = pool
 
     def __getattr__(self, name: str) -> Any:
         if name == "connection_pool":
-            raise AttributeError(name)
+            if self._pool is None:
+                raise AttributeError(name)
+            return self._pool
         return getattr(self._real, name)
 
 
-def test_a_client_without_a_connection_pool_is_used_as_it_is(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
+@pytest.mark.parametrize("pool", [None, object()], ids=["no pool", "a pool without its settings"])
+def test_a_client_without_a_connection_pool_is_used_as_it_is(fxpay_sandbox: Any, redis_server: RedisServer, pool: Any) -> None:
     redis = need("redis")
-    stand_in = _StandIn(redis.Redis.from_url(redis_server.url))
+    stand_in = _StandIn(redis.Redis.from_url(redis_server.url), pool)
     journal = fxpay.RedisJournal(stand_in, prefix=f"stand-in{time.monotonic_ns()}:")
     assert journal._r is stand_in  # no pool of the journal's own: the client itself
     assert journal.create() is True
@@ -276,3 +282,77 @@ def test_two_clients_without_a_pool_on_two_servers_keep_their_results_apart(fxpa
     finally:
         for server in servers:
             server.stop()
+
+
+def test_a_fresh_redis_gets_the_scripts_loaded_before_a_pipeline_runs_them(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """A Redis that never saw the journal's scripts. A lone claim runs through redis-py's
+    ``Script``, which meets ``NOSCRIPT`` once and loads it; a pipeline (the results riding a
+    commit) loads both scripts first, so none of its commands is refused and made again."""
+    redis = need("redis")
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        admin = redis.Redis.from_url(server.url)
+        journal = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="fresh:")
+        journal.create()
+        with fxpay_sandbox.client(journal=journal) as c:
+            for i in range(3):
+                quote(c, f"k{i}")
+        journal.close()
+        for i in range(3):
+            stored = journal._entry(admin.get(f"fresh:k:k{i}"))
+            assert stored is not None
+            assert stored.state == "done"
+        refused = admin.info("errorstats").get("errorstat_NOSCRIPT", {}).get("count", 0)
+        assert refused == 1, "the lone first claim's, and no other"
+        admin.close()
+    finally:
+        server.stop()
+
+
+def test_the_journals_pool_outliving_its_journal_connects_without_its_checks(redis_server: RedisServer) -> None:
+    """The pool the journal made holds it weakly (no cycle): a connection made after the
+    journal is gone is connected as redis-py would, not refused."""
+    import gc
+
+    redis = need("redis")
+    journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=f"gone{time.monotonic_ns()}:")
+    client = journal._r
+    del journal
+    gc.collect()
+    assert client.ping() is True
+
+
+def test_a_child_forked_while_a_thread_holds_the_identity_check_lock_does_not_hang(redis_server: RedisServer) -> None:
+    """A thread of the parent is inside the journal's identity check at the fork: the child
+    has a lock of its own and reads the journal."""
+    import threading
+
+    from conftest import fork_quietly, wait_child
+
+    redis = need("redis")
+    journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=f"forked{time.monotonic_ns()}:")
+    journal.create()
+    journal._id = None  # read again at the next use, under the lock
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with journal._check_lock:
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert held.wait(10)
+        pid = fork_quietly()
+        if pid == 0:
+            code = 1
+            try:
+                code = 0 if journal.get("k") is None else 2
+            finally:
+                os._exit(code)
+        assert wait_child(pid) == 0
+    finally:
+        release.set()
+        t.join(10)
