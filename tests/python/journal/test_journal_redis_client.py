@@ -356,3 +356,111 @@ def test_a_child_forked_while_a_thread_holds_the_identity_check_lock_does_not_ha
     finally:
         release.set()
         t.join(10)
+
+
+def test_a_replica_given_as_a_client_is_refused(redis_server: RedisServer, tmp_path: Path) -> None:
+    """``REPLICAOF`` a host that never answers is still a replica (ROLE "slave"): its writes
+    are lost at a resync, so the journal refuses it."""
+    redis = need("redis")
+    replica = RedisServer(tmp_path, extra=("--replica-read-only", "no"))
+    replica.start()
+    try:
+        redis.Redis.from_url(replica.url).execute_command("REPLICAOF", "127.0.0.1", "1")
+        journal = fxpay.RedisJournal(redis.Redis.from_url(replica.url), prefix="replica:")
+        with pytest.raises(fxpay.JournalError, match=r"it is a replica \(ROLE slave\)"):
+            journal.create()
+    finally:
+        replica.stop()
+
+
+def test_require_persistence_false_takes_a_redis_without_aof(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """``appendonly no``: refused by default, taken (with no persistence check) when the
+    user says ``require_persistence=False``."""
+    redis = need("redis")
+    server = RedisServer(tmp_path, aof=False)
+    server.start()
+    try:
+        with pytest.raises(fxpay.JournalError, match="appendonly setting is 'no'"):
+            fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="no-aof:").create()
+        journal = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="no-aof:", require_persistence=False)
+        assert journal.create() is True
+        with fxpay_sandbox.client(journal=journal) as c:
+            quote(c, "k")
+        assert journal.get("k") is not None
+    finally:
+        server.stop()
+
+
+def _fork_and_exit() -> None:
+    from conftest import fork_quietly, wait_child
+
+    pid = fork_quietly()
+    if pid == 0:
+        os._exit(0)
+    assert wait_child(pid) == 0
+
+
+def test_a_fork_leaves_the_parents_journals_as_they_were(
+    fxpay_sandbox: Any, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fork hooks make a child's connection pool anew, never the parent's: after three
+    forks the parent's journal (over a client, and from a URL) uses the connections it had,
+    and no hook failed."""
+    redis = need("redis")
+    hook_errors: list[Any] = []
+    monkeypatch.setattr("sys.unraisablehook", hook_errors.append)
+    admin = redis.Redis.from_url(redis_server.url)
+    stamp = time.monotonic_ns()
+    over_client = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=f"parent{stamp}:")
+    from_url = fxpay.RedisJournal(redis_server.url, prefix=f"parent-url{stamp}:")
+    for journal in (over_client, from_url):
+        journal.create()
+    with fxpay_sandbox.client(journal=over_client) as c, fxpay_sandbox.client(journal=from_url) as d:
+        quote(c, "before")
+        quote(d, "before")
+        connected = len(admin.client_list())
+        for i in range(3):
+            _fork_and_exit()
+            quote(c, f"after{i}")
+            quote(d, f"after{i}")
+        assert len(admin.client_list()) == connected
+    assert hook_errors == []
+    admin.close()
+
+
+def test_a_child_forked_while_a_thread_holds_the_pools_fork_lock_uses_a_pool_of_its_own(redis_server: RedisServer) -> None:
+    """redis-py's pool makes itself anew in a child under its ``_fork_lock``, which a thread
+    of the parent may hold at the fork (the child would wait 5 s, then fail): the journal's
+    child makes a pool of its own instead, at once."""
+    import threading
+
+    from conftest import fork_quietly, wait_child
+
+    redis = need("redis")
+    journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=f"fork-lock{time.monotonic_ns()}:")
+    journal.create()
+    pool = journal._r.connection_pool
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with pool._fork_lock:
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert held.wait(10)
+        started = time.monotonic()
+        pid = fork_quietly()
+        if pid == 0:
+            code = 1
+            try:
+                code = 0 if journal.get("k") is None else 2
+            finally:
+                os._exit(code)
+        assert wait_child(pid) == 0
+        assert time.monotonic() - started < 4.0, "the child waited for the inherited pool's lock"
+    finally:
+        release.set()
+        t.join(10)
