@@ -22,13 +22,19 @@ from journal_support import QUOTES, RedisServer, quote, redis_server, requests_t
 __all__ = ["redis_server"]  # a fixture, imported for the tests below
 
 
-def test_a_client_that_decodes_its_replies_is_checked_and_used(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
-    """``decode_responses=True``: ROLE and CONFIG answer ``str``, not ``bytes``; the journal's
-    checks read them, its calls claim, record and replay."""
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_client_that_decodes_its_replies_is_checked_and_used(
+    fxpay_sandbox: Any, redis_server: RedisServer, caplog: pytest.LogCaptureFixture, protocol: int
+) -> None:
+    """``decode_responses=True``: ROLE and CONFIG answer ``str``, not ``bytes`` (CONFIG a
+    list in RESP2, a map in RESP3); the journal's checks read them, and on a Redis with
+    ``appendfsync always`` say nothing; its calls claim, record and replay."""
     redis = need("redis")
-    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True, protocol=protocol)
     journal = fxpay.RedisJournal(client, prefix=f"decoded{time.monotonic_ns()}:")
-    assert journal.create() is True
+    with caplog.at_level(logging.WARNING, logger="fxpay.journal"):
+        assert journal.create() is True
+    assert [r.getMessage() for r in caplog.records if r.name == "fxpay.journal"] == []
     before = requests_to(fxpay_sandbox, QUOTES)
     with fxpay_sandbox.client(journal=journal) as c:
         first = quote(c, "k")
