@@ -476,3 +476,55 @@ def test_a_child_forked_while_a_thread_holds_the_pools_fork_lock_uses_a_pool_of_
     finally:
         release.set()
         t.join(10)
+
+
+def test_a_journal_lost_or_made_again_under_a_live_client_is_refused(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
+    """The identity key deleted (a FLUSHALL's effect on it), then a new journal made under the
+    prefix: each next call is a JournalError saying which, and nothing is sent."""
+    redis = need("redis")
+    prefix = f"lost{time.monotonic_ns()}:"
+    admin = redis.Redis.from_url(redis_server.url)
+    journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=prefix)
+    journal.create()
+    mine = admin.get(prefix + "journal")
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "before")
+        journal.close()
+        sent = requests_to(fxpay_sandbox, QUOTES)
+        admin.delete(prefix + "journal")
+        with pytest.raises(fxpay.JournalError) as gone:
+            quote(c, "after-flush")
+        assert f"identity key '{prefix}journal' is gone from this Redis" in str(gone.value)
+        assert "`python -m fxpay journal create URL`" in str(gone.value)
+        assert fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=prefix).create() is True
+        other = admin.get(prefix + "journal")
+        assert other not in (None, mine)
+        with pytest.raises(fxpay.JournalError) as made_again:
+            quote(c, "after-remake")
+        message = str(made_again.value)
+        assert f"now holds another journal under prefix {prefix!r} ({other.decode()})" in message
+        assert f"than the one this process opened ({mine.decode()})" in message
+        assert message.endswith("Nothing was sent.")
+        with pytest.raises(fxpay.JournalError, match="now holds another journal"):
+            journal.unknown()
+        assert requests_to(fxpay_sandbox, QUOTES) == sent
+    admin.close()
+
+
+def test_an_error_of_redis_that_is_not_the_identitys_is_told_as_it_is(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
+    """A key's slot holding what no journal wrote (a list): the claim's script fails with
+    Redis's own error, told as that (fails closed, nothing sent), not as a lost journal."""
+    redis = need("redis")
+    prefix = f"wrongtype{time.monotonic_ns()}:"
+    admin = redis.Redis.from_url(redis_server.url)
+    journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=prefix)
+    journal.create()
+    admin.lpush(prefix + "k:wrong", "not an entry")
+    before = requests_to(fxpay_sandbox, QUOTES)
+    with fxpay_sandbox.client(journal=journal) as c, pytest.raises(fxpay.JournalError) as caught:
+        quote(c, "wrong")
+    assert "WRONGTYPE" in str(caught.value)
+    assert "another journal" not in str(caught.value)
+    assert "is gone" not in str(caught.value)
+    assert requests_to(fxpay_sandbox, QUOTES) == before
+    admin.close()
