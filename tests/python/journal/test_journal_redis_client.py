@@ -5,6 +5,7 @@ persistence warning said once, the missing journal's advice, the pipeline sent i
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -17,7 +18,7 @@ import fxpay
 from fxpay.journals import redis as redis_journal
 
 from conftest import need
-from journal_support import QUOTES, RedisServer, quote, redis_server, requests_to
+from journal_support import QUOTES, RedisServer, hold_elsewhere, quote, redis_server, requests_to
 
 __all__ = ["redis_server"]  # a fixture, imported for the tests below
 
@@ -527,4 +528,77 @@ def test_an_error_of_redis_that_is_not_the_identitys_is_told_as_it_is(fxpay_sand
     assert "another journal" not in str(caught.value)
     assert "is gone" not in str(caught.value)
     assert requests_to(fxpay_sandbox, QUOTES) == before
+    # A swap's script meets it too: the same.
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "fine")
+    fine = journal.get("fine")
+    assert fine is not None
+    old = json.loads(fine.to_json())
+    old["key"] = "wrong"
+    new = {**old, "state": "unknown"}
+    with pytest.raises(fxpay.JournalError, match="WRONGTYPE"):
+        journal.swap(fxpay.JournalEntry.from_json(json.dumps(old)), fxpay.JournalEntry.from_json(json.dumps(new)))
+    admin.close()
+
+
+def test_create_never_replaces_a_journal_and_a_journal_remade_meanwhile_is_refused(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
+    """``create()`` where the journal is: False, its identity kept. A journal object that
+    made (or read) one identity refuses another made meanwhile, at its next ``create()``
+    and at its next call: it never adopts it."""
+    redis = need("redis")
+    prefix = f"remade{time.monotonic_ns()}:"
+    admin = redis.Redis.from_url(redis_server.url)
+    journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=prefix)
+    assert journal.create() is True
+    mine = admin.get(prefix + "journal")
+    assert fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=prefix).create() is False
+    assert journal.create() is False
+    assert admin.get(prefix + "journal") == mine
+    admin.delete(prefix + "journal")
+    assert fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=prefix).create() is True
+    with pytest.raises(fxpay.JournalError, match="now holds another journal"):
+        journal.create()
+    before = requests_to(fxpay_sandbox, QUOTES)
+    with fxpay_sandbox.client(journal=journal) as c, pytest.raises(fxpay.JournalError, match="now holds another journal"):
+        quote(c, "k")
+    assert requests_to(fxpay_sandbox, QUOTES) == before
+    admin.close()
+
+
+class _Vanishing(_StandIn):
+    """A client under which the identity key is gone as soon as it is made (another client
+    deleting it between the ``SET NX`` and the ``GET``)."""
+
+    def get(self, name: str) -> Any:
+        return None if name.endswith(":journal") else self._real.get(name)
+
+
+def test_an_identity_gone_as_it_was_made_is_an_error(redis_server: RedisServer) -> None:
+    redis = need("redis")
+    journal = fxpay.RedisJournal(_Vanishing(redis.Redis.from_url(redis_server.url)), prefix=f"vanish{time.monotonic_ns()}:")
+    with pytest.raises(fxpay.JournalError, match=r"the identity key '.*journal' vanished as it was made"):
+        journal.create()
+
+
+def test_a_swap_runs_its_script_and_tells_a_lost_journal(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
+    """A swap that is not a call's own result (another holder's claim written over an
+    entry) runs at once and says whether it swapped; on a journal whose identity is gone
+    it is a JournalError saying so."""
+    redis = need("redis")
+    prefix = f"swap{time.monotonic_ns()}:"
+    admin = redis.Redis.from_url(redis_server.url)
+    journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=prefix)
+    journal.create()
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "k")
+    journal.close()
+    hold_elsewhere(journal, "k", 30)  # asserts the swap said True
+    held = journal.get("k")
+    assert held is not None
+    assert (held.state, held.holder) == ("pending", "another-host~boot/4242/tok")
+    admin.delete(prefix + "journal")
+    data = json.loads(held.to_json())
+    data.update(state="unknown")
+    with pytest.raises(fxpay.JournalError, match="is gone from this Redis"):
+        journal.swap(held, fxpay.JournalEntry.from_json(json.dumps(data)))
     admin.close()
