@@ -181,6 +181,8 @@ def test_a_result_waiting_for_its_commit_is_read_by_every_journal_of_its_place_o
                     held = reader.get("held")
                     assert held is not None
                     assert (held.state, held.result) == ("done", got[0])
+                    many = reader.entries(["held", "warm-up"])["held"]
+                    assert (many.state, many.result) == ("done", got[0])
                 assert elsewhere.get("held") is None
             finally:
                 admin.execute_command("CLIENT", "UNPAUSE")
@@ -602,3 +604,37 @@ def test_a_swap_runs_its_script_and_tells_a_lost_journal(fxpay_sandbox: Any, red
     with pytest.raises(fxpay.JournalError, match="is gone from this Redis"):
         journal.swap(held, fxpay.JournalEntry.from_json(json.dumps(data)))
     admin.close()
+
+
+@pytest.mark.parametrize("given", ["url", "client"])
+def test_entries_reads_many_keys_at_once(fxpay_sandbox: Any, redis_server: RedisServer, given: str) -> None:
+    """``entries(keys)``: the entries of the keys that have one (over 1,000 keys: more than
+    one read), a key with a wrong type refused first; on a journal whose identity is gone, a
+    JournalError, never an empty answer."""
+    redis = need("redis")
+    prefix = f"entries-{given}{time.monotonic_ns()}:"
+    admin = redis.Redis.from_url(redis_server.url)
+    journal = fxpay.RedisJournal(redis_server.url if given == "url" else redis.Redis.from_url(redis_server.url), prefix=prefix)
+    journal.create()
+    with fxpay_sandbox.client(journal=journal) as c:
+        results = {k: quote(c, k) for k in ("a", "b")}
+    journal.close()
+    keys = [f"none{i}" for i in range(1200)] + ["a", "none-x", "b"]
+    got = journal.entries(iter(keys))
+    assert sorted(got) == ["a", "b"]
+    assert {k: (e.key, e.state, e.result) for k, e in got.items()} == {k: (k, "done", r) for k, r in results.items()}
+    assert journal.entries([]) == {}
+    with pytest.raises(TypeError):
+        journal.entries(["a", 7])  # type: ignore[list-item]
+    admin.delete(prefix + "journal")
+    with pytest.raises(fxpay.JournalError, match=r"is gone|found no journal"):
+        journal.entries(["a"])
+    admin.close()
+
+
+def test_a_journal_never_made_is_refused_by_a_read(redis_server: RedisServer) -> None:
+    """Reading a key where no journal was made is a JournalError, not "no entry"."""
+    redis = need("redis")
+    journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=f"unmade{time.monotonic_ns()}:")
+    with pytest.raises(fxpay.JournalError, match="found no journal under prefix"):
+        journal.get("k")
