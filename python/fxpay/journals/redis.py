@@ -548,7 +548,10 @@ class RedisJournal(_OwnJournal):
         key = self._r.get(self.prefix + "r:" + result)
         if key is None:
             return None
-        return self.get(key.decode() if isinstance(key, bytes) else key)
+        # The index outlives a result swapped away (an undo): the key's entry now is the
+        # answer only while it still holds that result.
+        got = self.get(key.decode() if isinstance(key, bytes) else key)
+        return got if got is not None and got.result == result else None
 
     @_fails_closed("candidates")
     def candidates(self) -> list[JournalEntry]:

@@ -638,3 +638,29 @@ def test_a_journal_never_made_is_refused_by_a_read(redis_server: RedisServer) ->
     journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=f"unmade{time.monotonic_ns()}:")
     with pytest.raises(fxpay.JournalError, match="found no journal under prefix"):
         journal.get("k")
+
+
+@pytest.mark.parametrize("given", ["url", "client"])
+def test_find_reads_a_result_back_to_its_key_and_a_swap_may_drop_the_result(
+    fxpay_sandbox: Any, redis_server: RedisServer, given: str
+) -> None:
+    """A call's result is indexed as it is written (``find`` reads it back to its key); a
+    swap to an entry without a result (a person's undo of a call) is written, and ``find``
+    no longer gives that key for the result."""
+    redis = need("redis")
+    given_as = redis_server.url if given == "url" else redis.Redis.from_url(redis_server.url)
+    journal = fxpay.RedisJournal(given_as, prefix=f"find-{given}{time.monotonic_ns()}:")
+    journal.create()
+    with fxpay_sandbox.client(journal=journal) as c:
+        result = quote(c, "k")
+    journal.close()
+    found = journal.find(result)
+    assert found is not None
+    assert (found.key, found.result) == ("k", result)
+    data = json.loads(found.to_json())
+    data.update(state="unknown", result=None)
+    assert journal.swap(found, fxpay.JournalEntry.from_json(json.dumps(data))) is True
+    now = journal.get("k")
+    assert now is not None
+    assert (now.state, now.result) == ("unknown", None)
+    assert journal.find(result) is None

@@ -576,8 +576,12 @@ impl JournalStore for RedisStore {
                 .arg(format!("{}r:{result}", self.prefix))
                 .query(c)?)
         })?;
+        // The index outlives a result swapped away (an undo): the key's entry now is the
+        // answer only while it still holds that result.
         match key {
-            Some(k) => self.get(&k),
+            Some(k) => Ok(self
+                .get(&k)?
+                .filter(|e| e.result.as_deref() == Some(result))),
             None => Ok(None),
         }
     }
