@@ -664,3 +664,36 @@ def test_find_reads_a_result_back_to_its_key_and_a_swap_may_drop_the_result(
     assert now is not None
     assert (now.state, now.result) == ("unknown", None)
     assert journal.find(result) is None
+
+
+def test_a_pipeline_loads_the_scripts_once_and_again_after_redis_lost_them(tmp_path: Path) -> None:
+    """A pipeline runs the scripts by their SHA, loaded first, once (two ``SCRIPT LOAD``,
+    not two per pipeline); after Redis lost them (``SCRIPT FLUSH``, a restart) a pipeline
+    that met ``NOSCRIPT`` has the next one load them again."""
+    redis = need("redis")
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        admin = redis.Redis.from_url(server.url)
+        journal = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="piped:")
+        journal.create()
+        ident = journal._identity()
+
+        def swap_nothing(pipe: Any) -> None:  # a swap of a key that is not there: 0
+            pipe.evalsha(journal._swap.sha, 4, "piped:k:none", "piped:open", "", "piped:journal", "{}", "{}", "none", "done", ident)
+
+        def loads() -> int:
+            calls: int = admin.info("commandstats").get("cmdstat_script|load", {}).get("calls", 0)
+            return calls
+
+        errors = redis.exceptions.NoScriptError
+        for _ in range(3):
+            assert not any(isinstance(r, errors) for r in journal._piped(swap_nothing))
+        assert loads() == 2
+        admin.script_flush()
+        assert any(isinstance(r, errors) for r in journal._piped(swap_nothing)), "Redis lost them"
+        assert not any(isinstance(r, errors) for r in journal._piped(swap_nothing)), "loaded again"
+        assert loads() == 4
+        admin.close()
+    finally:
+        server.stop()
