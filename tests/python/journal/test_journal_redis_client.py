@@ -694,6 +694,9 @@ def test_a_pipeline_loads_the_scripts_once_and_again_after_redis_lost_them(tmp_p
         assert any(isinstance(r, errors) for r in journal._piped(swap_nothing)), "Redis lost them"
         assert not any(isinstance(r, errors) for r in journal._piped(swap_nothing)), "loaded again"
         assert loads() == 4
+        # Commands of their own, not a transaction: no MULTI and EXEC around them (two more
+        # commands a commit, and a command refused as queued would abort the claims beside it).
+        assert "cmdstat_multi" not in admin.info("commandstats")
         admin.close()
     finally:
         server.stop()
