@@ -700,3 +700,55 @@ def test_a_pipeline_loads_the_scripts_once_and_again_after_redis_lost_them(tmp_p
         admin.close()
     finally:
         server.stop()
+
+
+def test_a_results_commit_that_found_its_key_changed(
+    fxpay_sandbox: Any, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The replies of a commit's result swaps (``_results_answered``), each case on a real
+    key: an error reply keeps every result waiting; a key that still holds the call's claim
+    (its swap refused as the text differed) gets the result written over it; a key holding
+    the result already needs nothing; a key another holder claimed meanwhile keeps that
+    claim, and the result is logged with its ``resolve`` call."""
+    redis = need("redis")
+    prefix = f"answered{time.monotonic_ns()}:"
+    admin = redis.Redis.from_url(redis_server.url)
+    journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=prefix)
+    journal.create()
+    with fxpay_sandbox.client(journal=journal) as c:
+        for k in ("over", "same", "taken", "error"):
+            quote(c, k)
+    journal.close()
+
+    def case(key: str, stored: dict[str, Any] | None) -> tuple[str, str, fxpay.JournalEntry, str]:
+        done = journal.get(key)
+        assert done is not None
+        claim = {**json.loads(done.to_json()), "state": "pending", "result": None}
+        if stored is not None:
+            admin.set(prefix + "k:" + key, json.dumps(stored))
+        return (key, json.dumps(claim), done, done.to_json())
+
+    over = case("over", {**json.loads(journal.get("over").to_json()), "state": "pending", "result": None, "lease_until": 1})  # type: ignore[union-attr]
+    same = case("same", None)
+    taken_json = {**json.loads(journal.get("taken").to_json()), "state": "pending", "result": None, "holder": "another-host~boot/1/t"}  # type: ignore[union-attr]
+    taken = case("taken", taken_json)
+    error = case("error", None)
+
+    journal._later.defer(*error)
+    journal._results_answered(journal._later.taken(), [Exception("refused")])
+    assert "error" in journal._later.results, "an error keeps them waiting"
+    journal._later.landed(journal._later.taken())
+
+    with caplog.at_level("ERROR", logger="fxpay"):
+        journal._results_answered([over, same, taken], [0, 0, 0])
+    got = {k: journal._entry(admin.get(prefix + "k:" + k)) for k in ("over", "same", "taken")}
+    assert got["over"] is not None
+    assert (got["over"].state, got["over"].result) == ("done", over[2].result), "written over its own claim"
+    assert got["same"] is not None
+    assert got["same"].to_json() == same[3]
+    assert got["taken"] is not None
+    assert (got["taken"].state, got["taken"].holder) == ("pending", "another-host~boot/1/t")
+    logged = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(logged) == 1
+    assert f"the result of key 'taken' ({taken[2].result}) could not be recorded" in logged[0]
+    admin.close()
