@@ -752,3 +752,39 @@ def test_a_results_commit_that_found_its_key_changed(
     assert len(logged) == 1
     assert f"the result of key 'taken' ({taken[2].result}) could not be recorded" in logged[0]
     admin.close()
+
+
+def test_a_result_whose_write_failed_is_written_again_by_the_flusher(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """A result's write meets ``NOSCRIPT`` (Redis lost its scripts): it waits again, and the
+    flusher writes it a moment later, with no other call to carry it. (The result is put
+    in a journal that made no call, so no turn of the flusher is due for it before.)"""
+    redis = need("redis")
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        admin = redis.Redis.from_url(server.url)
+        journal = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="made:")
+        journal.create()
+        with fxpay_sandbox.client(journal=journal) as c:
+            quote(c, "k")
+        journal.close()
+        done = journal.get("k")
+        assert done is not None
+        claim = {**json.loads(done.to_json()), "state": "pending", "result": None}
+        quiet = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="again:")
+        quiet.create()
+        quiet._piped(lambda pipe: None)  # its scripts loaded, as after its first commit
+        admin.set("again:k:k", json.dumps(claim))  # as if the result had not been written
+        assert quiet._later.defer("k", json.dumps(claim), done, done.to_json())
+        admin.script_flush()
+        refused = admin.info("errorstats").get("errorstat_NOSCRIPT", {}).get("count", 0)
+        quiet._flush_results()  # meets NOSCRIPT; the flusher is woken to try again
+        assert admin.info("errorstats")["errorstat_NOSCRIPT"]["count"] == refused + 1
+        deadline = time.monotonic() + 10
+        while (stored := quiet._entry(admin.get("again:k:k"))) is None or stored.state != "done":
+            assert time.monotonic() < deadline, "the result was not written again"
+            time.sleep(0.01)
+        assert stored.to_json() == done.to_json()
+        admin.close()
+    finally:
+        server.stop()
