@@ -788,3 +788,31 @@ def test_a_result_whose_write_failed_is_written_again_by_the_flusher(fxpay_sandb
         admin.close()
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("given", ["url", "client"])
+def test_close_writes_the_results_waiting_before_os_exit(fxpay_sandbox: Any, redis_server: RedisServer, given: str) -> None:
+    """A forked worker that ends with ``os._exit`` (no exit hooks) calls ``close()`` first:
+    its call's result, waiting for the next commit, is in Redis when it is gone."""
+    from conftest import fork_quietly, wait_child
+
+    redis = need("redis")
+    prefix = f"closed-{given}{time.monotonic_ns()}:"
+    journal = fxpay.RedisJournal(redis_server.url if given == "url" else redis.Redis.from_url(redis_server.url), prefix=prefix)
+    journal.create()
+    pid = fork_quietly()
+    if pid == 0:
+        code = 1
+        try:
+            with fxpay_sandbox.client(journal=journal) as c:
+                quote(c, "k")
+            journal.close()
+            code = 0
+        finally:
+            os._exit(code)
+    assert wait_child(pid) == 0
+    admin = redis.Redis.from_url(redis_server.url)
+    stored = fxpay.JournalEntry.from_json(admin.get(prefix + "k:k").decode())
+    admin.close()
+    assert stored is not None
+    assert stored.state == "done"
