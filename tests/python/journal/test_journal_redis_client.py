@@ -816,3 +816,32 @@ def test_close_writes_the_results_waiting_before_os_exit(fxpay_sandbox: Any, red
     admin.close()
     assert stored is not None
     assert stored.state == "done"
+
+
+def test_a_claim_in_a_commit_that_met_noscript_is_made_after_loading_it(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """A claim riding a commit with a waiting result (a pipeline) meets ``NOSCRIPT`` (Redis
+    lost its scripts): the claim is made again through the script, loaded, not refused."""
+    redis = need("redis")
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        admin = redis.Redis.from_url(server.url)
+        journal = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="noscript:")
+        journal.create()
+        with fxpay_sandbox.client(journal=journal) as c:
+            quote(c, "k")
+        journal.close()
+        done = journal.get("k")
+        assert done is not None
+        claim = {**json.loads(done.to_json()), "state": "pending", "result": None}
+        admin.set("noscript:k:k", json.dumps(claim))
+        assert journal._later.defer("k", json.dumps(claim), done, done.to_json())  # rides the claim below
+        admin.script_flush()
+        fresh = fxpay.JournalEntry.from_json(json.dumps({**claim, "key": "fresh"}))
+        assert journal.claim(fresh) is None  # made: nothing was stored under the key before
+        stored = journal._entry(admin.get("noscript:k:fresh"))
+        assert stored is not None
+        assert (stored.key, stored.state) == ("fresh", "pending")
+        admin.close()
+    finally:
+        server.stop()
