@@ -291,8 +291,9 @@ class RedisJournal(_OwnJournal):
 
     def _identity(self) -> str:
         """The identity of the journal this process opened: read on first use. A Redis that
-        holds none is a :class:`JournalError`. (A journal from a URL checks its identity in
-        the core's store: its every caller asks that store first.)"""
+        holds none is a :class:`JournalError`."""
+        if self._store is not None:
+            return self._store.diagnostic("identity")
         if self._id is not None:
             return self._id
         with self._check_lock:
