@@ -837,11 +837,41 @@ def test_a_claim_in_a_commit_that_met_noscript_is_made_after_loading_it(fxpay_sa
         admin.set("noscript:k:k", json.dumps(claim))
         assert journal._later.defer("k", json.dumps(claim), done, done.to_json())  # rides the claim below
         admin.script_flush()
-        fresh = fxpay.JournalEntry.from_json(json.dumps({**claim, "key": "fresh"}))
-        assert journal.claim(fresh) is None  # made: nothing was stored under the key before
-        stored = journal._entry(admin.get("noscript:k:fresh"))
-        assert stored is not None
-        assert (stored.key, stored.state) == ("fresh", "pending")
+        held = {**claim, "key": "held", "holder": "another-host~boot/1/t"}
+        admin.set("noscript:k:held", json.dumps(held))
+        mine = fxpay.JournalEntry.from_json(json.dumps({**claim, "key": "held"}))
+        got = journal.claim(mine)  # the key's entry as it stands: another holder's claim
+        assert got is not None
+        assert (got.key, got.state, got.holder) == ("held", "pending", "another-host~boot/1/t")
+        assert json.loads(admin.get("noscript:k:held")) == held
         admin.close()
     finally:
         server.stop()
+
+
+def test_results_riding_a_claims_commit_are_answered(
+    fxpay_sandbox: Any, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A result waiting rides the next claim's commit (one pipeline): its reply is read
+    like any result's, so one whose key another holder claimed meanwhile is logged with its
+    ``resolve`` call, and it no longer waits."""
+    redis = need("redis")
+    prefix = f"ride{time.monotonic_ns()}:"
+    admin = redis.Redis.from_url(redis_server.url)
+    journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=prefix)
+    journal.create()
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "k")
+    journal.close()
+    done = journal.get("k")
+    assert done is not None
+    claim = {**json.loads(done.to_json()), "state": "pending", "result": None}
+    admin.set(prefix + "k:k", json.dumps({**claim, "holder": "another-host~boot/1/t"}))
+    assert journal._later.defer("k", json.dumps(claim), done, done.to_json())
+    with caplog.at_level("ERROR", logger="fxpay"):
+        assert journal.claim(fxpay.JournalEntry.from_json(json.dumps({**claim, "key": "next"}))) is None
+    logged = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(logged) == 1
+    assert f"the result of key 'k' ({done.result}) could not be recorded" in logged[0]
+    assert journal._later.get("k") is None, "answered: no longer waiting"
+    admin.close()
