@@ -638,6 +638,8 @@ def test_a_journal_never_made_is_refused_by_a_read(redis_server: RedisServer) ->
     journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=f"unmade{time.monotonic_ns()}:")
     with pytest.raises(fxpay.JournalError, match="found no journal under prefix"):
         journal.get("k")
+    with pytest.raises(fxpay.JournalError, match="found no journal under prefix"):
+        journal.find("a-result")
 
 
 @pytest.mark.parametrize("given", ["url", "client"])
