@@ -667,6 +667,7 @@ def test_find_reads_a_result_back_to_its_key_and_a_swap_may_drop_the_result(
     assert (now.state, now.result) == ("unknown", None)
     assert journal.find(result) is None
     assert [e.key for e in journal.unknown()] == ["k"]
+    assert repr(journal) == f"RedisJournal(prefix={journal.prefix!r})"
 
 
 def test_a_pipeline_loads_the_scripts_once_and_again_after_redis_lost_them(tmp_path: Path) -> None:
