@@ -163,6 +163,7 @@ def _create(url: str, prefix: str, q: Any) -> None:
 
 
 def test_create_is_safe_to_race_from_many_processes(server: RedisServer) -> None:
+    redis = need("redis")
     ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue()
     procs = [ctx.Process(target=_create, args=(server.url, "race:", q)) for _ in range(8)]
@@ -173,6 +174,8 @@ def test_create_is_safe_to_race_from_many_processes(server: RedisServer) -> None
         p.join(30)
         assert p.exitcode == 0
     assert len(ids) == 1, ids
+    [made] = ids
+    assert made == redis.Redis.from_url(server.url).get("race:journal").decode()  # the one stored
 
 
 def test_python_m_fxpay_journal_create(fxpay_sandbox: Any, server: RedisServer) -> None:
