@@ -720,7 +720,7 @@ def test_a_results_commit_that_found_its_key_changed(
     journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=prefix)
     journal.create()
     with fxpay_sandbox.client(journal=journal) as c:
-        for k in ("over", "same", "taken", "error"):
+        for k in ("over", "same", "settled", "taken", "error"):
             quote(c, k)
     journal.close()
 
@@ -734,6 +734,9 @@ def test_a_results_commit_that_found_its_key_changed(
 
     over = case("over", {**json.loads(journal.get("over").to_json()), "state": "pending", "result": None, "lease_until": 1})  # type: ignore[union-attr]
     same = case("same", None)
+    # The key settled first by its spot deal's notification: the same result and claim, with
+    # the deal's id: nothing to write, nothing to log.
+    settled = case("settled", {**json.loads(journal.get("settled").to_json()), "deal_id": "D-1"})  # type: ignore[union-attr]
     taken_json = {**json.loads(journal.get("taken").to_json()), "state": "pending", "result": None, "holder": "another-host~boot/1/t"}  # type: ignore[union-attr]
     taken = case("taken", taken_json)
     error = case("error", None)
@@ -744,8 +747,10 @@ def test_a_results_commit_that_found_its_key_changed(
     journal._later.landed(journal._later.taken())
 
     with caplog.at_level("ERROR", logger="fxpay"):
-        journal._results_answered([over, same, taken], [0, 0, 0])
-    got = {k: journal._entry(admin.get(prefix + "k:" + k)) for k in ("over", "same", "taken")}
+        journal._results_answered([over, same, settled, taken], [0, 0, 0, 0])
+    got = {k: journal._entry(admin.get(prefix + "k:" + k)) for k in ("over", "same", "settled", "taken")}
+    assert got["settled"] is not None
+    assert got["settled"].deal_id == "D-1"
     assert got["over"] is not None
     assert (got["over"].state, got["over"].result) == ("done", over[2].result), "written over its own claim"
     assert got["same"] is not None
