@@ -57,6 +57,9 @@ payapp.JOURNAL.get("made-in-the-master")  # the master connects before gunicorn 
 
 PAYAPP = """
 import os
+import time
+from pathlib import Path
+
 import fxpay
 from django.http import JsonResponse
 from django.urls import path
@@ -66,8 +69,19 @@ JOURNAL = journal()
 CLIENT = fxpay.Client.from_env(journal=JOURNAL)
 
 
+def meet():
+    # Wait, up to 30 s, until the other worker is in this view too: a sync worker serves one
+    # request at a time, so two requests that meet here were taken by two workers.
+    Path(f"meet-{os.getpid()}").touch()
+    deadline = time.monotonic() + 30
+    while len(list(Path().glob("meet-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def pay(request):
     q = request.GET
+    if "meet" in q:
+        meet()
     try:
         deal = CLIENT.create_deal(
             quote_id=q["quote_id"],
@@ -169,14 +183,16 @@ def test_gunicorn_workers_pay_50_keyed_deals_once_each(fxpay_sandbox: Any, site:
             qid = c.create_quote(buy_currency="USD", buy_amount=Decimal(10 + i), sell_currency="AUD")
             jobs.append({"key": f"inv-{i}/deal", "quote_id": qid, "beneficiary_id": bid, "amount": str(c.get_quote(qid).sell_amount)})
     deals, last = jobs[:50], jobs[50]
+    # The first two meet in the view, so both workers pay whatever the kernel's accept order.
     with ThreadPoolExecutor(8) as pool:
-        first = list(pool.map(lambda j: post(base, j), deals))
+        met = list(pool.map(lambda j: post(base, {**j, "meet": "1"}), deals[:2]))
+        first = met + list(pool.map(lambda j: post(base, j), deals[2:]))
     assert [s for s, _ in first] == [200] * 50, first
     again = [post(base, j) for j in deals]
     assert [b["deal_id"] for _, b in again] == [b["deal_id"] for _, b in first]
     assert len(fxpay_sandbox.deals()) == 50
     assert fxpay_sandbox.stats()["paths"][DEALS] == 50
-    assert len({b["pid"] for _, b in first + again}) == 2  # both workers paid
+    assert len({b["pid"] for _, b in met}) == 2, met  # both workers paid
     # A lost answer: the key is unknown, listed by manage.py fxpay_unknown, and settled.
     fxpay_sandbox.drop_next(DEALS, after_processing=True)
     for _ in range(2):  # the second sends nothing
