@@ -183,7 +183,11 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_journal_holes.py::test_a_wrong_timeout_is_a_configuration_error",
         "tests/python/journal/test_journal_holes.py::test_wrong_types_of_the_new_settings_are_type_errors",
     ],
-    "journals/postgres.py": ["tests/python/journal/test_journal_postgres.py", "tests/python/journal/test_postgres_sqlalchemy.py"],
+    "journals/postgres.py": [
+        "tests/python/journal/test_journal_postgres.py",
+        "tests/python/journal/test_postgres_sqlalchemy.py",
+        "tests/python/journal/test_journal_calls.py::test_a_result_the_core_could_not_record_is_logged_with_its_resolve_call",
+    ],
     # The documented path of the PostgreSQL journal's names (a re-export).
     "postgres_journal.py": [
         "tests/python/journal/test_journal_postgres.py::test_the_documented_module_path_names_the_journal_packages_own_objects"

@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime
 import json
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,18 @@ QUOTES = "POST /v1/payments/quotes"
 
 def quote(c: fxpay.Client, key: str) -> str:
     return c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key=key)
+
+
+def held_call(sb: Any, c: fxpay.Client, key: str, claimed: Callable[[], object], *, where: str) -> tuple[threading.Thread, list[str]]:
+    """Starts ``quote(c, key)`` on a thread, the sandbox's answer delayed by 1 s, and returns
+    once ``claimed()`` is true (the call's claim reached its store, ``where``): the thread,
+    and the list its result is put in when the call ends."""
+    sb.delay_next(QUOTES, 1.0)
+    got: list[str] = []
+    call = threading.Thread(target=lambda: got.append(quote(c, key)))
+    call.start()
+    deadline = time.monotonic() + 30
+    while not claimed():
+        assert time.monotonic() < deadline, f"the claim never reached {where}"
+        time.sleep(0.005)
+    return call, got

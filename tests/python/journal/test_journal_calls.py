@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import stat
@@ -524,3 +525,24 @@ def _entry(key: str) -> fxpay.JournalEntry:
             }
         )
     )
+
+
+@pytest.mark.parametrize(
+    ("module", "driver", "place", "said"),
+    [("redis", "redis", "app:", "RedisJournal 'app:'"), ("postgres", "psycopg", "app.journal", "PostgresJournal 'app.journal'")],
+)
+def test_a_result_the_core_could_not_record_is_logged_with_its_resolve_call(
+    caplog: pytest.LogCaptureFixture, module: str, driver: str, place: str, said: str
+) -> None:
+    """What the core's Redis or PostgreSQL store calls when a result waiting for its commit
+    finds its key changed otherwise: an ERROR naming the journal's class and place (prefix
+    or table), the key, and the ``resolve`` call that settles it."""
+    need(driver)
+    not_recorded = getattr(importlib.import_module(f"fxpay.journals.{module}"), f"_{module}_not_recorded")
+    with caplog.at_level("ERROR", logger="fxpay"):
+        not_recorded(place, "k-1", "Q-9")
+    [record] = [r for r in caplog.records if "could not be recorded" in r.getMessage()]
+    assert record.levelname == "ERROR"
+    message = record.getMessage()
+    assert message.startswith(f"{said}: the result of key 'k-1' (Q-9)")
+    assert "journal.resolve('k-1', result='Q-9')" in message

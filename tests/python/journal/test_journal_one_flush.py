@@ -24,7 +24,7 @@ from sqlite_elsewhere import Elsewhere, sql_elsewhere
 
 import fxpay
 
-from journal_support import QUOTES, RedisServer, quote, read_until, requests_to
+from journal_support import QUOTES, RedisServer, held_call, quote, read_until, requests_to
 from postgres_support import PostgresServer, make_postgres_journal, postgres_server, table_name, wal_syncs
 
 __all__ = ["postgres_server"]  # a fixture, imported for the tests below
@@ -84,21 +84,15 @@ def test_a_result_waiting_for_its_commit_is_read_here_but_a_replay_still_claims_
     replay of the key still claims on the file (the journal checks the file is still itself
     with every claim), so while the lock is held it fails closed, nothing sent; once the
     lock goes, the result reaches the file and the replay returns it, nothing sent."""
-    import threading
 
     path = tmp_path / "j.db"
     journal = fxpay.SqliteJournal(path, timeout=1.0)
     with fxpay_sandbox.client(journal=journal) as c:
         quote(c, "warm-up")
-        fxpay_sandbox.delay_next(QUOTES, 1.0)
-        got: list[Any] = []
-        call = threading.Thread(target=lambda: got.append(quote(c, "held")))
-        call.start()
         locker = Elsewhere(path)
-        deadline = time.monotonic() + 30
-        while not locker.run("SELECT 1 FROM fxpay_journal WHERE key = 'held'"):
-            assert time.monotonic() < deadline, "the claim never reached the file"
-            time.sleep(0.005)
+        call, got = held_call(
+            fxpay_sandbox, c, "held", lambda: locker.run("SELECT 1 FROM fxpay_journal WHERE key = 'held'"), where="the file"
+        )
         locker.run("BEGIN IMMEDIATE")  # every commit of the journal now waits
         try:
             call.join(30)

@@ -591,22 +591,6 @@ def test_the_documented_module_path_names_the_journal_packages_own_objects() -> 
     assert fxpay.PostgresJournal is postgres.PostgresJournal
 
 
-def test_a_result_the_core_could_not_record_is_logged_with_its_resolve_call(caplog: pytest.LogCaptureFixture) -> None:
-    """What the core's PostgreSQL store calls when a result waiting for its commit finds its
-    key changed otherwise: an ERROR naming the journal's class and table, the key, and the
-    ``resolve`` call that settles it."""
-    need("psycopg")
-    from fxpay.journals import postgres as pj
-
-    with caplog.at_level("ERROR", logger="fxpay"):
-        pj._postgres_not_recorded("app.journal", "k-1", "Q-9")
-    [record] = [r for r in caplog.records if "could not be recorded" in r.getMessage()]
-    assert record.levelname == "ERROR"
-    message = record.getMessage()
-    assert message.startswith("PostgresJournal 'app.journal': the result of key 'k-1' (Q-9)")
-    assert "journal.resolve('k-1', result='Q-9')" in message
-
-
 def test_what_a_database_error_and_an_identity_row_say() -> None:
     """A driver's error with its SQLSTATE (psycopg's ``sqlstate``, psycopg2's ``pgcode``)
     gets the step that fixes it; an identity row's table is read only from a JSON object."""

@@ -18,9 +18,30 @@ import fxpay
 from fxpay.journals import redis as redis_journal
 
 from conftest import need
-from journal_support import QUOTES, RedisServer, hold_elsewhere, quote, redis_server, requests_to
+from journal_support import QUOTES, RedisServer, held_call, hold_elsewhere, quote, redis_server, requests_to
 
 __all__ = ["redis_server"]  # a fixture, imported for the tests below
+
+
+def done_calls(
+    fxpay_sandbox: Any, url: str, prefix: str, keys: tuple[str, ...] = ("k",)
+) -> tuple[fxpay.RedisJournal, dict[str, tuple[fxpay.JournalEntry, dict[str, Any]]]]:
+    """A journal over a client of ``url`` under ``prefix`` that made one keyed call per key
+    and was closed, and per key its ``done`` entry with the claim (a JSON object) its call
+    stored before the result: what a test puts back to make the result wait again."""
+    redis = need("redis")
+    journal = fxpay.RedisJournal(redis.Redis.from_url(url), prefix=prefix)
+    journal.create()
+    with fxpay_sandbox.client(journal=journal) as c:
+        for key in keys:
+            quote(c, key)
+    journal.close()
+    made = {}
+    for key in keys:
+        done = journal.get(key)
+        assert done is not None
+        made[key] = (done, {**json.loads(done.to_json()), "state": "pending", "result": None})
+    return journal, made
 
 
 @pytest.mark.parametrize("protocol", [2, 3])
@@ -113,19 +134,6 @@ def test_a_pipeline_goes_out_in_one_write_with_its_health_check() -> None:
     assert redis_journal._one_write(_Sent) is one  # one class per connection class
 
 
-def test_a_result_the_core_could_not_record_is_logged_with_its_resolve_call(caplog: pytest.LogCaptureFixture) -> None:
-    """What the core's Redis store calls when a result waiting for its commit finds its key
-    changed otherwise: an ERROR naming the journal's class and prefix, the key, and the
-    ``resolve`` call that settles it."""
-    with caplog.at_level("ERROR", logger="fxpay"):
-        redis_journal._redis_not_recorded("app:", "k-1", "Q-9")
-    [record] = [r for r in caplog.records if "could not be recorded" in r.getMessage()]
-    assert record.levelname == "ERROR"
-    message = record.getMessage()
-    assert message.startswith("RedisJournal 'app:': the result of key 'k-1' (Q-9)")
-    assert "journal.resolve('k-1', result='Q-9')" in message
-
-
 def test_a_warning_of_the_cores_redis_store_is_logged_as_it_is(caplog: pytest.LogCaptureFixture) -> None:
     """The core's Redis store hands its warnings (a Redis that fsyncs every second, one that
     refuses CONFIG) to the ``fxpay.journal`` logger, word for word."""
@@ -147,7 +155,6 @@ def test_a_result_waiting_for_its_commit_is_read_by_every_journal_of_its_place_o
     """Redis pauses its writes from the moment the call's claim is stored: the result waits
     in this process for its commit. Another ``RedisJournal`` of the same server and prefix
     reads it ``done`` from there; one of another prefix reads nothing under that key."""
-    import threading
 
     redis = need("redis")
     server = RedisServer(tmp_path)
@@ -162,14 +169,7 @@ def test_a_result_waiting_for_its_commit_is_read_by_every_journal_of_its_place_o
         assert same.get("warm-up") is None  # its checks and identity read before the pause
         with fxpay_sandbox.client(journal=journal) as c:
             quote(c, "warm-up")
-            fxpay_sandbox.delay_next(QUOTES, 1.0)
-            got: list[Any] = []
-            call = threading.Thread(target=lambda: got.append(quote(c, "held")))
-            call.start()
-            deadline = time.monotonic() + 30
-            while not admin.exists("here:k:held"):
-                assert time.monotonic() < deadline, "the claim never reached Redis"
-                time.sleep(0.005)
+            call, got = held_call(fxpay_sandbox, c, "held", lambda: admin.exists("here:k:held"), where="Redis")
             admin.execute_command("CLIENT", "PAUSE", "3000", "WRITE")  # every write now waits
             try:
                 call.join(30)
@@ -717,28 +717,20 @@ def test_a_results_commit_that_found_its_key_changed(
     redis = need("redis")
     prefix = f"answered{time.monotonic_ns()}:"
     admin = redis.Redis.from_url(redis_server.url)
-    journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=prefix)
-    journal.create()
-    with fxpay_sandbox.client(journal=journal) as c:
-        for k in ("over", "same", "settled", "taken", "error"):
-            quote(c, k)
-    journal.close()
+    journal, made = done_calls(fxpay_sandbox, redis_server.url, prefix, ("over", "same", "settled", "taken", "error"))
 
     def case(key: str, stored: dict[str, Any] | None) -> tuple[str, str, fxpay.JournalEntry, str]:
-        done = journal.get(key)
-        assert done is not None
-        claim = {**json.loads(done.to_json()), "state": "pending", "result": None}
+        done, claim = made[key]
         if stored is not None:
             admin.set(prefix + "k:" + key, json.dumps(stored))
         return (key, json.dumps(claim), done, done.to_json())
 
-    over = case("over", {**json.loads(journal.get("over").to_json()), "state": "pending", "result": None, "lease_until": 1})  # type: ignore[union-attr]
+    over = case("over", {**made["over"][1], "lease_until": 1})
     same = case("same", None)
     # The key settled first by its spot deal's notification: the same result and claim, with
     # the deal's id: nothing to write, nothing to log.
-    settled = case("settled", {**json.loads(journal.get("settled").to_json()), "deal_id": "D-1"})  # type: ignore[union-attr]
-    taken_json = {**json.loads(journal.get("taken").to_json()), "state": "pending", "result": None, "holder": "another-host~boot/1/t"}  # type: ignore[union-attr]
-    taken = case("taken", taken_json)
+    settled = case("settled", {**json.loads(made["settled"][0].to_json()), "deal_id": "D-1"})
+    taken = case("taken", {**made["taken"][1], "holder": "another-host~boot/1/t"})
     error = case("error", None)
 
     journal._later.defer(*error)
@@ -772,14 +764,8 @@ def test_a_result_whose_write_failed_is_written_again_by_the_flusher(fxpay_sandb
     server.start()
     try:
         admin = redis.Redis.from_url(server.url)
-        journal = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="made:")
-        journal.create()
-        with fxpay_sandbox.client(journal=journal) as c:
-            quote(c, "k")
-        journal.close()
-        done = journal.get("k")
-        assert done is not None
-        claim = {**json.loads(done.to_json()), "state": "pending", "result": None}
+        _, made = done_calls(fxpay_sandbox, server.url, "made:")
+        done, claim = made["k"]
         quiet = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="again:")
         quiet.create()
         quiet._piped(lambda pipe: None)  # its scripts loaded, as after its first commit
@@ -835,14 +821,8 @@ def test_a_claim_in_a_commit_that_met_noscript_is_made_after_loading_it(fxpay_sa
     server.start()
     try:
         admin = redis.Redis.from_url(server.url)
-        journal = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="noscript:")
-        journal.create()
-        with fxpay_sandbox.client(journal=journal) as c:
-            quote(c, "k")
-        journal.close()
-        done = journal.get("k")
-        assert done is not None
-        claim = {**json.loads(done.to_json()), "state": "pending", "result": None}
+        journal, made = done_calls(fxpay_sandbox, server.url, "noscript:")
+        done, claim = made["k"]
         admin.set("noscript:k:k", json.dumps(claim))
         assert journal._later.defer("k", json.dumps(claim), done, done.to_json())  # rides the claim below
         admin.script_flush()
@@ -867,14 +847,8 @@ def test_results_riding_a_claims_commit_are_answered(
     redis = need("redis")
     prefix = f"ride{time.monotonic_ns()}:"
     admin = redis.Redis.from_url(redis_server.url)
-    journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=prefix)
-    journal.create()
-    with fxpay_sandbox.client(journal=journal) as c:
-        quote(c, "k")
-    journal.close()
-    done = journal.get("k")
-    assert done is not None
-    claim = {**json.loads(done.to_json()), "state": "pending", "result": None}
+    journal, made = done_calls(fxpay_sandbox, redis_server.url, prefix)
+    done, claim = made["k"]
     admin.set(prefix + "k:k", json.dumps({**claim, "holder": "another-host~boot/1/t"}))
     assert journal._later.defer("k", json.dumps(claim), done, done.to_json())
     with caplog.at_level("ERROR", logger="fxpay"):
