@@ -183,6 +183,7 @@ def test_a_result_waiting_for_its_commit_is_read_by_every_journal_of_its_place_o
                     assert (held.state, held.result) == ("done", got[0])
                     many = reader.entries(["held", "warm-up"])["held"]
                     assert (many.state, many.result) == ("done", got[0])
+                    assert reader.candidates() == []  # in the open set, yet done here
                 assert elsewhere.get("held") is None
             finally:
                 admin.execute_command("CLIENT", "UNPAUSE")
@@ -656,6 +657,7 @@ def test_find_reads_a_result_back_to_its_key_and_a_swap_may_drop_the_result(
     with fxpay_sandbox.client(journal=journal) as c:
         result = quote(c, "k")
     journal.close()
+    assert journal.find("Q-never-given") is None  # a result no call gave: not indexed
     found = journal.find(result)
     assert found is not None
     assert (found.key, found.result) == ("k", result)
@@ -666,6 +668,10 @@ def test_find_reads_a_result_back_to_its_key_and_a_swap_may_drop_the_result(
     assert now is not None
     assert (now.state, now.result) == ("unknown", None)
     assert journal.find(result) is None
+    # A key of the open set without an entry (deleted by hand) is no candidate, nor an error.
+    admin = redis.Redis.from_url(redis_server.url)
+    admin.sadd(journal.prefix + "open", "deleted")
+    admin.close()
     assert [e.key for e in journal.unknown()] == ["k"]
     assert repr(journal) == f"RedisJournal(prefix={journal.prefix!r})"
 
@@ -780,6 +786,46 @@ def test_a_result_whose_write_failed_is_written_again_by_the_flusher(fxpay_sandb
             assert time.monotonic() < deadline, "the result was not written again"
             time.sleep(0.01)
         assert stored.to_json() == done.to_json()
+        admin.close()
+    finally:
+        server.stop()
+
+
+def test_the_flusher_tries_a_refused_result_again_at_its_pace(fxpay_sandbox: Any, tmp_path: Path) -> None:
+    """While Redis refuses writes (``NOREPLICAS``: too few replicas for
+    ``min-replicas-to-write``), a result waiting is tried again once per ``RETRY_DELAY``
+    (0.5 s), not at every turn of the flusher (50 ms); once Redis takes writes, it is written."""
+    redis = need("redis")
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        admin = redis.Redis.from_url(server.url)
+        _, made = done_calls(fxpay_sandbox, server.url, "made:")
+        done, claim = made["k"]
+        quiet = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="paced:")
+        quiet.create()
+        quiet._piped(lambda pipe: None)  # its scripts loaded, as after its first commit
+        admin.set("paced:k:k", json.dumps(claim))
+
+        def refused() -> int:
+            return int(admin.info("errorstats").get("errorstat_NOREPLICAS", {}).get("count", 0))
+
+        admin.config_set("min-replicas-to-write", 1)
+        try:
+            assert quiet._later.defer("k", json.dumps(claim), done, done.to_json())
+            quiet._flush_results()  # refused; the flusher tries again after RETRY_DELAY
+            start, began = refused(), time.monotonic()
+            assert start >= 1
+            time.sleep(1.2)
+            tries = refused() - start
+            took = time.monotonic() - began
+            assert tries <= took / 0.5 + 1, f"{tries} tries in {took:.2f} s"
+        finally:
+            admin.config_set("min-replicas-to-write", 0)
+        deadline = time.monotonic() + 10
+        while (stored := quiet._entry(admin.get("paced:k:k"))) is None or stored.state != "done":
+            assert time.monotonic() < deadline, "the result was not written once Redis took writes"
+            time.sleep(0.01)
         admin.close()
     finally:
         server.stop()
