@@ -274,6 +274,8 @@ def test_a_journal_this_user_does_not_own_is_used_with_one_warning_naming_its_fi
         (lambda p: fxpay.SqliteJournal(p, timeout=-0.1234567891), r"seconds, got -0\.123457$"),
         (lambda p: fxpay.RedisJournal("redis://127.0.0.1:1/0", socket_timeout=-1), "socket_timeout must be more than 0"),
         (lambda p: fxpay.RedisJournal("redis://127.0.0.1:1/0", socket_timeout=float("inf")), "socket_timeout must be"),
+        (lambda p: fxpay.RedisJournal("redis://127.0.0.1:1/0", socket_timeout=10**400), "seconds, got a number that large$"),
+        (lambda p: fxpay.RedisJournal("redis://127.0.0.1:1/0", socket_timeout=-2), "seconds, got -2$"),
     ],
 )
 def test_a_wrong_timeout_is_a_configuration_error(tmp_path: Path, make: Any, match: str) -> None:

@@ -831,6 +831,35 @@ def test_the_flusher_tries_a_refused_result_again_at_its_pace(fxpay_sandbox: Any
         server.stop()
 
 
+def test_a_swap_of_another_key_leaves_a_waiting_result_for_its_commit(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
+    """A swap written at once (a person's ``resolve``, not a call's result) writes first only
+    a result of its own key that waits; another key's result keeps waiting for the next
+    commit (one durable write per call, issue 56), then is written."""
+    redis = need("redis")
+    prefix = f"tidy{time.monotonic_ns()}:"
+    admin = redis.Redis.from_url(redis_server.url)
+    _, made = done_calls(fxpay_sandbox, redis_server.url, prefix + "made:")
+    done, claim = made["k"]
+    quiet = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=prefix)
+    quiet.create()
+    admin.set(prefix + "k:k", json.dumps(claim))
+    other = fxpay.JournalEntry.from_json(json.dumps({**json.loads(done.to_json()), "key": "other"}))
+    admin.set(prefix + "k:other", other.to_json())
+    assert quiet._later.defer("k", json.dumps(claim), done, done.to_json())  # no flusher turn due
+    undone = fxpay.JournalEntry.from_json(json.dumps({**json.loads(other.to_json()), "state": "unknown", "result": None}))
+    assert quiet.swap(other, undone) is True
+    stored = quiet._entry(admin.get(prefix + "k:other"))
+    assert stored is not None
+    assert stored.state == "unknown"
+    assert quiet._later.get("k") is not None, "another key's result was written with the swap"
+    assert json.loads(admin.get(prefix + "k:k")) == claim
+    quiet._flush_results()
+    written = quiet._entry(admin.get(prefix + "k:k"))
+    assert written is not None
+    assert written.to_json() == done.to_json()
+    admin.close()
+
+
 @pytest.mark.parametrize("given", ["url", "client"])
 def test_close_writes_the_results_waiting_before_os_exit(fxpay_sandbox: Any, redis_server: RedisServer, given: str) -> None:
     """A forked worker that ends with ``os._exit`` (no exit hooks) calls ``close()`` first:
