@@ -147,6 +147,9 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_journal_python_store_results.py",
         # `_swap_begun`: a swap written at once leaves another key's waiting result be.
         "tests/python/journal/test_journal_redis_client.py::test_a_swap_of_another_key_leaves_a_waiting_result_for_its_commit",
+        # `find` over Python's storage: a result read back while it waits, and once written.
+        "tests/python/journal/test_journal_redis_client.py::test_a_result_waiting_for_its_commit_is_read_by_every_journal_of_its_place_only",
+        "tests/python/journal/test_journal_redis_client.py::test_find_reads_a_result_back_to_its_key_and_a_swap_may_drop_the_result",
         # `complete_spot`: the receivers record a spot deal's dealId on its entry.
         "tests/python/journal/test_journal_receivers.py",
         "tests/python/journal/test_journal_calls.py",

@@ -4,7 +4,6 @@ an entry, the seconds parser, and the fork registry of fxpay's own journals."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import functools
 import logging
@@ -87,8 +86,10 @@ class JournalBase:
         (a durable journal's; None: every write is at once)."""
         return None
 
-    def _write_waiting(self) -> None:
-        """Writes the results waiting now (a durable journal's)."""
+    def _flush_results(self) -> None:
+        """Writes the results waiting now, in one commit (Python's storage: a Redis or
+        PostgreSQL journal over the user's client or connections; the flusher's, a payout's
+        end, the exit's). A store of the core writes its own."""
 
     def _not_recorded(self, where: str, key: str, result: str | None) -> None:
         """Logs a result that found its key changed otherwise, with the id for :meth:`resolve`."""
@@ -124,7 +125,7 @@ class JournalBase:
                 _Later.wake(self)
                 return None
             if later.get(o.key) is not None:
-                self._write_waiting()
+                self._flush_results()
         return o, n, old_text, text
 
     def find(self, result: str) -> JournalEntry | None:
@@ -305,23 +306,6 @@ class _OwnJournal(JournalBase):
 
     def _waiting(self) -> _Later | None:
         return None if self._store is not None else self._later
-
-    def _write_waiting(self) -> None:
-        self._flush_results()
-
-    def _flush_results(self) -> None:
-        """Writes the results waiting now (a payout's end, the flusher's, the exit's)."""
-        if isinstance(self._store, _NativeStore):
-            with contextlib.suppress(Exception):
-                self._store.flush()
-
-    def _results_to_write(self) -> list[tuple[str, str, JournalEntry, str]]:
-        """The results waiting now, taken for Python's storage to write in one commit (a
-        store of the core's writes its own here, and none are taken)."""
-        if self._store is not None:
-            _OwnJournal._flush_results(self)
-            return []
-        return self._later.taken()
 
     def _swap_begun(self, old: JournalEntry, new: JournalEntry) -> tuple[JournalEntry, JournalEntry, str, str] | None:
         """A swap on Python's storage: the call's claim settled (no longer in flight), then

@@ -680,7 +680,7 @@ class PostgresJournal(_OwnJournal):
         flusher's, every :data:`fxpay._later.RESULT_DELAY`, and exit's. A result whose entry
         changed meanwhile is written over it if it is still this call's claim, else logged
         with its id for :meth:`resolve`."""
-        results = self._results_to_write()
+        results = self._later.taken()
         if not results:
             return
         try:

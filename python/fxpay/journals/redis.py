@@ -446,7 +446,7 @@ class RedisJournal(_OwnJournal):
 
     def _flush_results(self) -> None:
         """Writes the results waiting now in one round trip (the flusher's, and exit's)."""
-        results = self._results_to_write()
+        results = self._later.taken()
         if not results:
             return
         try:

@@ -479,6 +479,7 @@ def test_a_journal_in_python_refuses_a_wrong_swap_find_or_key_as_every_journal_d
         journal = fxpay.PostgresJournal(lambda: psycopg.connect(conninfo), table=table_name())
     journal.create()
     assert journal._native_store is None  # its storage is Python's
+    journal._before_fork()  # the fork hook: no store of the core to hand its state over
     _refuses_what_is_wrong(journal)
 
 
@@ -546,3 +547,26 @@ def test_a_result_the_core_could_not_record_is_logged_with_its_resolve_call(
     message = record.getMessage()
     assert message.startswith(f"{said}: the result of key 'k-1' (Q-9)")
     assert "journal.resolve('k-1', result='Q-9')" in message
+
+
+def test_an_own_journal_hands_the_client_its_store_unless_a_subclass_overrides_a_storage_method(journal: fxpay.Journal) -> None:
+    """fxpay's own journals hand the client their store of the core, so a keyed call never
+    climbs into Python for its claim and swap (issue 56). A subclass that overrides ``get``,
+    ``claim``, ``swap`` or ``find`` is called through its methods instead; one that
+    overrides none of them still hands the store over."""
+    own: Any = journal
+    store = own._native_store
+    assert store is not None
+    assert store is own._store
+    cls = type(own)
+    for method in (None, "get", "claim", "swap", "find"):
+
+        def through(self: Any, *args: Any, _m: str | None = method) -> Any:
+            return getattr(cls, str(_m))(self, *args)
+
+        sub = type(f"Over{method}", (cls,), {} if method is None else {method: through})
+        own.__class__ = sub
+        try:
+            assert (own._native_store is store) is (method is None), method
+        finally:
+            own.__class__ = cls

@@ -184,7 +184,11 @@ def test_a_result_waiting_for_its_commit_is_read_by_every_journal_of_its_place_o
                     many = reader.entries(["held", "warm-up"])["held"]
                     assert (many.state, many.result) == ("done", got[0])
                     assert reader.candidates() == []  # in the open set, yet done here
+                    found = reader.find(got[0])  # the result is not indexed in Redis yet
+                    assert found is not None
+                    assert (found.key, found.state, found.result) == ("held", "done", got[0])
                 assert elsewhere.get("held") is None
+                assert elsewhere.find(got[0]) is None
             finally:
                 admin.execute_command("CLIENT", "UNPAUSE")
         deadline = time.monotonic() + 30
