@@ -150,6 +150,7 @@ TESTS: dict[str, list[str]] = {
         # `find` over Python's storage: a result read back while it waits, and once written.
         "tests/python/journal/test_journal_redis_client.py::test_a_result_waiting_for_its_commit_is_read_by_every_journal_of_its_place_only",
         "tests/python/journal/test_journal_redis_client.py::test_find_reads_a_result_back_to_its_key_and_a_swap_may_drop_the_result",
+        "tests/python/journal/test_journal_redis_client.py::test_find_of_a_waiting_result_gives_no_key_that_now_holds_another",
         # `complete_spot`: the receivers record a spot deal's dealId on its entry.
         "tests/python/journal/test_journal_receivers.py",
         "tests/python/journal/test_journal_calls.py",
@@ -191,6 +192,12 @@ TESTS: dict[str, list[str]] = {
     "journals/postgres.py": [
         "tests/python/journal/test_journal_postgres.py",
         "tests/python/journal/test_postgres_sqlalchemy.py",
+        # The journal's identity (`create`, `_identity`, the refusals of a lost table), a
+        # journal over a callable (Python's storage: its results ride the next commit),
+        # two claims of one key in one group commit.
+        "tests/python/journal/test_journal_identity_postgres.py",
+        "tests/python/journal/test_journal_python_store_results.py",
+        "tests/python/journal/test_journal_group_commit_edges.py::test_two_claims_of_one_key_in_one_postgres_group_commit_make_one_claim",
         "tests/python/journal/test_journal_calls.py::test_a_result_the_core_could_not_record_is_logged_with_its_resolve_call",
     ],
     # The documented path of the PostgreSQL journal's names (a re-export).

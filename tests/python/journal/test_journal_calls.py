@@ -570,3 +570,5 @@ def test_an_own_journal_hands_the_client_its_store_unless_a_subclass_overrides_a
             assert (own._native_store is store) is (method is None), method
         finally:
             own.__class__ = cls
+    with pytest.raises(TypeError):  # a class keyword nothing takes is refused, as for any class
+        type("Keyword", (cls,), {}, unknown=1)

@@ -490,7 +490,7 @@ def test_wrong_types_and_values_are_refused() -> None:
         with pytest.raises(fxpay.ConfigurationError, match="table"):
             fxpay.PostgresJournal("host=127.0.0.1", table=bad)
     for t in (0, -1, float("nan"), float("inf")):
-        with pytest.raises(fxpay.ConfigurationError, match="timeout"):
+        with pytest.raises(fxpay.ConfigurationError, match=r"^timeout must be a finite number of seconds more than 0, got "):
             fxpay.PostgresJournal("host=127.0.0.1", timeout=t)
     with pytest.raises(fxpay.ConfigurationError, match="conninfo") as e:
         fxpay.PostgresJournal("host=127.0.0.1 password=s3cret dbname")

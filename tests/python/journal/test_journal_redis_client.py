@@ -864,6 +864,34 @@ def test_a_swap_of_another_key_leaves_a_waiting_result_for_its_commit(fxpay_sand
     admin.close()
 
 
+def test_find_of_a_waiting_result_gives_no_key_that_now_holds_another(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
+    """A result waits in this process for its commit, and meanwhile the key was settled in
+    Redis with another result (a person's ``resolve``): ``find`` of the waiting result gives
+    no entry, since the key reads the other result; ``find`` of that one gives the key."""
+    redis = need("redis")
+    prefix = f"ahead{time.monotonic_ns()}:"
+    admin = redis.Redis.from_url(redis_server.url)
+    _, made = done_calls(fxpay_sandbox, redis_server.url, prefix + "made:")
+    done, claim = made["k"]
+    quiet = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=prefix)
+    quiet.create()
+    assert quiet._later.defer("k", json.dumps(claim), done, done.to_json())  # no flusher turn due
+    try:
+        settled = {**json.loads(done.to_json()), "result": "Q-resolved-by-hand"}
+        admin.set(prefix + "k:k", json.dumps(settled))
+        admin.set(prefix + "r:Q-resolved-by-hand", "k")
+        now = quiet.get("k")
+        assert now is not None
+        assert now.result == "Q-resolved-by-hand"  # the store is ahead of the result waiting
+        assert quiet.find(done.result) is None
+        found = quiet.find("Q-resolved-by-hand")
+        assert found is not None
+        assert found.key == "k"
+    finally:
+        quiet._later.landed(quiet._later.taken())
+        admin.close()
+
+
 @pytest.mark.parametrize("given", ["url", "client"])
 def test_close_writes_the_results_waiting_before_os_exit(fxpay_sandbox: Any, redis_server: RedisServer, given: str) -> None:
     """A forked worker that ends with ``os._exit`` (no exit hooks) calls ``close()`` first:
