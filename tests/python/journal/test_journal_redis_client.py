@@ -65,6 +65,8 @@ def test_a_client_that_decodes_its_replies_is_checked_and_used(
     assert entry is not None
     assert entry.state == "done"
     assert requests_to(fxpay_sandbox, QUOTES) == before + 1
+    hold_elsewhere(journal, "k", 30)  # pending under another machine's holder: an open key
+    assert [(e.key, e.state) for e in journal.candidates()] == [("k", "pending")]
 
 
 def test_a_client_on_an_everysec_redis_warns_once(fxpay_sandbox: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
