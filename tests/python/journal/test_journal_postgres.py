@@ -28,7 +28,7 @@ import fxpay
 import fxpay._later as fxpay_later
 
 from conftest import all_at_once, make_beneficiary, need
-from journal_support import deal_args, read_until, requests_to
+from journal_support import QUOTES, deal_args, quote, read_until, requests_to
 from postgres_support import PostgresServer, backend_pid, make_postgres_journal, postgres_server, setting, table_name
 
 __all__ = ["postgres_server"]  # a fixture, imported for the tests below
@@ -798,3 +798,34 @@ def test_over_a_driver_without_autocommit_each_statement_is_committed(fxpay_sand
     with psycopg.connect(postgres_server.conninfo, autocommit=True) as other:
         rows = other.execute(f'SELECT state, result FROM "{table}" WHERE key = %s', ("k",)).fetchall()
     assert rows == [("done", qid)]
+
+
+@pytest.mark.parametrize(
+    ("extra", "timeout", "connect_timeout", "tcp_user_timeout"),
+    [("", 2.5, "3", "2500"), ("", 0.5, "2", "500"), (" connect_timeout=7 tcp_user_timeout=900", 2.5, "7", "900")],
+)
+def test_a_connection_string_only_libpq_reads_keeps_the_journal_on_psycopg_with_its_timeouts(
+    fxpay_sandbox: Any, postgres_server: PostgresServer, extra: str, timeout: float, connect_timeout: str, tcp_user_timeout: str
+) -> None:
+    """A parameter fxpay's core does not read (``gssencmode``) keeps the journal's storage on
+    psycopg, in Python: its keyed calls claim, record and replay there. Its connections get
+    the journal's connect timeout (whole seconds, at least 2) and TCP user timeout (the
+    journal's, in ms), unless the connection string sets its own."""
+    need("psycopg")
+    journal = fxpay.PostgresJournal(f"{postgres_server.conninfo} gssencmode=disable{extra}", table=table_name(), timeout=timeout)
+    journal.create_table()
+    assert journal._store is None  # psycopg's, not the core's
+    before = requests_to(fxpay_sandbox, QUOTES)
+    with fxpay_sandbox.client(journal=journal) as c:
+        first = quote(c, "k")
+        assert quote(c, "k") == first  # replayed
+    assert requests_to(fxpay_sandbox, QUOTES) == before + 1
+    done = journal.get("k")
+    assert done is not None
+    assert (done.state, done.result) == ("done", first)
+    with journal._lock:
+        params = [c.conn.info.get_parameters() for c in journal._idle]
+    assert params
+    for p in params:
+        assert (p.get("connect_timeout"), p.get("tcp_user_timeout")) == (connect_timeout, tcp_user_timeout)
+    journal.close()
