@@ -829,3 +829,42 @@ def test_a_connection_string_only_libpq_reads_keeps_the_journal_on_psycopg_with_
     for p in params:
         assert (p.get("connect_timeout"), p.get("tcp_user_timeout")) == (connect_timeout, tcp_user_timeout)
     journal.close()
+
+
+@pytest.mark.parametrize("given", ["callable", "libpq-only string"])
+def test_two_journals_of_two_databases_keep_their_results_apart(fxpay_sandbox: Any, postgres_server: PostgresServer, given: str) -> None:
+    """A keyed call's result waits for the next commit in a waiting room per place (Python's
+    storage: over a callable, or a connection string only libpq reads). A journal over a
+    callable is a place of its own, one over a string its string's: two of one table name
+    in two databases each write their own result to their own database."""
+    psycopg = need("psycopg")
+    table = table_name()
+    names = [f"apart{time.monotonic_ns()}{n}" for n in "ab"]
+    with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
+        for name in names:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    conninfos = [postgres_server.conninfo.replace("dbname=postgres", f"dbname={name}") for name in names]
+    try:
+        journals = []
+        for conninfo in conninfos:
+            if given == "callable":
+                journal = fxpay.PostgresJournal(lambda conninfo=conninfo: psycopg.connect(conninfo), table=table)
+            else:
+                journal = fxpay.PostgresJournal(f"{conninfo} gssencmode=disable", table=table)
+            journal.create_table()
+            assert journal._store is None
+            journals.append(journal)
+        results = []
+        for journal, key in zip(journals, "ab", strict=True):
+            with fxpay_sandbox.client(journal=journal) as c:
+                results.append(quote(c, key))
+        for journal in journals:
+            journal.close()  # writes the results waiting
+        for conninfo, key, result in zip(conninfos, "ab", results, strict=True):
+            with psycopg.connect(conninfo) as conn:
+                rows = conn.execute(f"SELECT key, state, result FROM \"{table}\" WHERE state <> 'journal'").fetchall()
+            assert rows == [(key, "done", result)]
+    finally:
+        with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
+            for name in names:
+                admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
