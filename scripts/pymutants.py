@@ -198,6 +198,11 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_journal_identity_postgres.py",
         "tests/python/journal/test_journal_python_store_results.py",
         "tests/python/journal/test_journal_group_commit_edges.py::test_two_claims_of_one_key_in_one_postgres_group_commit_make_one_claim",
+        # Forks: the core's store hands a child what waits; psycopg's makes its own locks,
+        # waiting room and group commit in the child.
+        "tests/python/journal/test_journal_one_flush.py::test_a_forked_child_replays_the_result_its_parent_still_holds",
+        "tests/python/journal/test_journal_fork_locks.py",
+        "tests/python/journal/test_journal_group_commit.py::test_a_child_forked_while_a_thread_holds_the_group_commits_lock_does_not_hang",
         "tests/python/journal/test_journal_calls.py::test_a_result_the_core_could_not_record_is_logged_with_its_resolve_call",
     ],
     # The documented path of the PostgreSQL journal's names (a re-export).

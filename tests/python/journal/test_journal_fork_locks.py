@@ -27,8 +27,9 @@ import fxpay
 from conftest import fork_quietly, wait_child
 from fork_support import _child_call_with_lock_held, _fork_and_call
 from journal_support import RedisServer, redis_server
+from postgres_support import PostgresServer, postgres_server, table_name
 
-__all__ = ["redis_server"]
+__all__ = ["postgres_server", "redis_server"]
 
 
 def _memory_journal(tmp_path: Path) -> fxpay.MemoryJournal:
@@ -104,37 +105,44 @@ def test_a_journals_child_forked_while_threads_make_keyed_calls_neither_hangs_no
 # these hung the child).
 
 
-@pytest.fixture
-def redis_journal(redis_server: RedisServer) -> fxpay.RedisJournal:
-    """Over a redis-py client: its results wait in `fxpay._later` (one made from a URL keeps
-    them in Rust, per process: tests/python/journal/test_journal_one_flush.py)."""
-    import redis
+@pytest.fixture(params=["redis client", "postgres callable"])
+def python_journal(request: pytest.FixtureRequest) -> Any:
+    """A journal whose storage is Python's: over a redis-py client, or over a callable
+    returning psycopg connections. Its results wait in `fxpay._later` (one made from a URL
+    keeps them in Rust, per process: tests/python/journal/test_journal_one_flush.py)."""
+    if request.param == "redis client":
+        import redis
 
-    journal = fxpay.RedisJournal(redis.Redis.from_url(redis_server.url), prefix=f"forks{time.monotonic_ns()}:")
-    journal.create()
+        server: RedisServer = request.getfixturevalue("redis_server")
+        journal: Any = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix=f"forks{time.monotonic_ns()}:")
+        journal.create()
+        return journal
+    import psycopg
+
+    pg: PostgresServer = request.getfixturevalue("postgres_server")
+    journal = fxpay.PostgresJournal(lambda: psycopg.connect(pg.conninfo), table=table_name())
+    journal.create_table()
     return journal
 
 
-def test_a_child_forked_while_a_thread_holds_the_waiting_results_lock_does_not_hang(
-    fxpay_sandbox: Any, redis_journal: fxpay.RedisJournal
-) -> None:
-    assert _child_call_with_lock_held(redis_journal, redis_journal._later.lock, fxpay_sandbox) == 0, "the child hung on the parent's lock"
+def test_a_child_forked_while_a_thread_holds_the_waiting_results_lock_does_not_hang(fxpay_sandbox: Any, python_journal: Any) -> None:
+    assert _child_call_with_lock_held(python_journal, python_journal._later.lock, fxpay_sandbox) == 0, "the child hung on the parent's lock"
 
 
 def test_a_child_forked_while_a_thread_holds_the_lock_that_makes_waiting_results_does_not_hang(
-    fxpay_sandbox: Any, redis_journal: fxpay.RedisJournal
+    fxpay_sandbox: Any, python_journal: Any
 ) -> None:
     from fxpay._later import _Later
 
-    assert _child_call_with_lock_held(redis_journal, _Later.made, fxpay_sandbox) == 0, "the child hung on the parent's lock"
+    assert _child_call_with_lock_held(python_journal, _Later.made, fxpay_sandbox) == 0, "the child hung on the parent's lock"
 
 
 def test_a_child_forked_while_the_forking_thread_holds_the_flushers_condition_does_not_hang(
-    fxpay_sandbox: Any, redis_journal: fxpay.RedisJournal
+    fxpay_sandbox: Any, python_journal: Any
 ) -> None:
     from fxpay._later import _Later
 
-    assert _child_call_with_lock_held(redis_journal, _Later.due, fxpay_sandbox, by_this_thread=True) == 0, (
+    assert _child_call_with_lock_held(python_journal, _Later.due, fxpay_sandbox, by_this_thread=True) == 0, (
         "the child hung on the parent's lock"
     )
 

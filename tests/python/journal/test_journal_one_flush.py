@@ -261,8 +261,12 @@ FORKS = textwrap.dedent(
     import os, signal, sys, time
     import fxpay, fxpay._later
     fxpay._later.RESULT_DELAY = 3600.0  # the parent's result still waits when it forks
-    path, base, cid, secret = sys.argv[1:5]
-    journal = fxpay.SqliteJournal(path)
+    path, base, cid, secret, kind = sys.argv[1:6]
+    if kind == "sqlite":
+        journal = fxpay.SqliteJournal(path)
+    else:  # "conninfo|table": the core's store, or psycopg's for a string only libpq reads
+        conninfo, table = path.split("|")
+        journal = fxpay.PostgresJournal(conninfo + ("" if kind == "postgres" else " gssencmode=disable"), table=table)
     c = fxpay.Client(cid, secret, base_url=base, journal=journal)
     q = c.create_quote(buy_currency="USD", buy_amount="100", sell_currency="AUD", idempotency_key="forks")
     pid = os.fork()
@@ -287,22 +291,39 @@ FORKS = textwrap.dedent(
 )
 
 
-def test_a_forked_child_replays_the_result_its_parent_still_holds(fxpay_sandbox: Any, tmp_path: Path) -> None:
-    """The parent forks while its call's result waits for a commit (the file holds its claim,
-    ``pending``, its holder alive): the child's replay of the key returns that result and sends
-    nothing, instead of finding the parent's claim in flight."""
-    path = tmp_path / "j.db"
-    fxpay.SqliteJournal(path)
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "postgres-psycopg"])
+def test_a_forked_child_replays_the_result_its_parent_still_holds(
+    fxpay_sandbox: Any, tmp_path: Path, request: pytest.FixtureRequest, kind: str
+) -> None:
+    """The parent forks while its call's result waits for a commit (the journal holds its
+    claim, ``pending``, its holder alive): the child's replay of the key returns that result
+    and sends nothing, instead of finding the parent's claim in flight. SQLite; PostgreSQL
+    with the core's store (its fork hook hands the child what waits) and with psycopg's."""
+    if kind == "sqlite":
+        path = str(tmp_path / "j.db")
+        fxpay.SqliteJournal(path)
+
+        def journal() -> Any:
+            return fxpay.SqliteJournal(path)
+
+    else:
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        made = make_postgres_journal(server)
+        path = f"{server.conninfo}|{made.table}"
+
+        def journal() -> Any:
+            return fxpay.PostgresJournal(server.conninfo, table=made.table)
+
     script = tmp_path / "forks.py"
     script.write_text(FORKS)
     sent = requests_to(fxpay_sandbox, QUOTES)
-    args = [str(path), fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret]
+    args = [path, fxpay_sandbox.base_url, fxpay_sandbox.client_id, fxpay_sandbox.client_secret, kind]
     out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     q, child = out.stdout.split()
     assert child == "0", out.stderr
     assert requests_to(fxpay_sandbox, QUOTES) == sent + 1  # the parent's only
-    entry = fxpay.SqliteJournal(path).get("forks")
+    entry = journal().get("forks")
     assert entry is not None
     assert (entry.state, entry.result) == ("done", q)  # the parent wrote it at its exit
 
