@@ -403,7 +403,9 @@ class PostgresJournal(_OwnJournal):
                 made = self._connect()
             except BaseException as e:
                 self._discard(c)
-                if isinstance(e, Exception) and not isinstance(e, JournalError):
+                # What the user's setting is (no psycopg, a callable that gives no connection)
+                # is said as that; what the server or the network did, as the journal's error.
+                if isinstance(e, Exception) and not isinstance(e, (JournalError, ConfigurationError)):
                     raise JournalError(f"PostgresJournal.{what}() failed: {_explain(e, self.table)}") from e
                 raise
             c.conn, c.dbapi, c.commit_each = made.conn, made.dbapi, made.commit_each

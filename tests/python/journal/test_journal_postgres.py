@@ -248,18 +248,50 @@ def test_a_statement_timeout_fails_closed_and_sends_nothing(fxpay_sandbox: Any, 
         assert requests_to(fxpay_sandbox, DEALS) == 1
 
 
-def test_a_read_only_server_fails_closed_and_sends_nothing(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+# The core's store, and psycopg's (a parameter only libpq reads keeps the journal in Python).
+STORES = pytest.mark.parametrize("store", ["", " gssencmode=disable"], ids=["core", "psycopg"])
+
+
+@STORES
+def test_a_read_only_server_fails_closed_and_sends_nothing(fxpay_sandbox: Any, postgres_server: PostgresServer, store: str) -> None:
     table = make_postgres_journal(postgres_server).table
     # What a hot standby (or a primary put in read-only mode) answers to every session.
-    journal = fxpay.PostgresJournal(postgres_server.conninfo + " options='-c default_transaction_read_only=on'", table=table)
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + store + " options='-c default_transaction_read_only=on'", table=table)
+    assert (journal._store is None) == bool(store)
+    said = r"read-only \(transaction_read_only is on\); the journal needs the primary"
     with fxpay_sandbox.client(journal=journal) as c:
         args = deal_args(c)
         before = fxpay_sandbox.stats()["requests"]
-        with pytest.raises(fxpay.JournalError, match="read-only"):
+        with pytest.raises(fxpay.JournalError, match=said):
             c.create_deal(**args, idempotency_key="ro")
-        with pytest.raises(fxpay.JournalError, match="read-only"):
+        with pytest.raises(fxpay.JournalError, match=said):
             journal.get("ro")
         assert fxpay_sandbox.stats()["requests"] == before
+
+
+@STORES
+def test_a_session_without_synchronous_commit_gets_it_back(fxpay_sandbox: Any, postgres_server: PostgresServer, store: str) -> None:
+    """A connection string (or a server default) that turns ``synchronous_commit`` off would
+    let a claim's commit return before it is on disk: the journal turns it on again in each
+    of its sessions."""
+    table = make_postgres_journal(postgres_server).table
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + store + " options='-c synchronous_commit=off'", table=table)
+    assert (journal._store is None) == bool(store)
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "k")
+    assert setting(journal, "synchronous_commit") == "on"
+
+
+def test_a_callable_that_gives_no_connection_is_a_configuration_error(fxpay_sandbox: Any) -> None:
+    """Said as the setting it is where the journal is used by hand; a keyed call fails closed
+    with it (the journal's error, naming it), nothing sent."""
+    journal = fxpay.PostgresJournal(lambda: object(), table=table_name())
+    said = r"conninfo\(\) returned object, not a DB-API connection$"
+    with pytest.raises(fxpay.ConfigurationError, match="^" + said):
+        journal.create_table()
+    with fxpay_sandbox.client(journal=journal) as c, pytest.raises(fxpay.JournalError, match="ConfigurationError: " + said):
+        quote(c, "k")
+    assert requests_to(fxpay_sandbox, QUOTES) == 0
 
 
 def test_a_missing_table_fails_closed_and_says_how_to_make_it(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
