@@ -900,3 +900,34 @@ def test_two_journals_of_two_databases_keep_their_results_apart(fxpay_sandbox: A
         with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
             for name in names:
                 admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def test_psycopgs_pool_waits_for_a_connection_given_back_and_fails_closed_after_the_timeout(postgres_server: PostgresServer) -> None:
+    """A journal in Python keeps at most ``max_connections`` per process: a call that finds
+    them all busy waits for one given back (made no other), and fails closed after the
+    journal's timeout if none is."""
+    psycopg = need("psycopg")
+    table = table_name()
+    brief = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo), table=table, timeout=0.5)
+    brief.create_table()
+    brief.max_connections = 1
+    busy = brief._checkout("test")
+    started = time.monotonic()
+    with pytest.raises(fxpay.JournalError, match=r"^PostgresJournal\.get\(\) failed: its 1 connections were busy for 0\.5 s$"):
+        brief.get("k")
+    assert 0.45 < time.monotonic() - started < 5
+    brief._checkin(busy)
+    brief.close()
+    journal = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo), table=table, timeout=30.0)
+    journal.max_connections = 1
+    held = journal._checkout("test")
+    got: list[Any] = []
+    reader = threading.Thread(target=lambda: got.append(journal.get("k")))
+    reader.start()
+    time.sleep(0.1)
+    assert reader.is_alive(), "it did not wait for the busy connection"
+    journal._checkin(held)  # given back: the waiting call takes it
+    reader.join(5)
+    assert got == [None]
+    assert len(journal._mine) == 1  # no second connection was made
+    journal.close()
