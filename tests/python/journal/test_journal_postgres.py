@@ -931,3 +931,34 @@ def test_psycopgs_pool_waits_for_a_connection_given_back_and_fails_closed_after_
     assert got == [None]
     assert len(journal._mine) == 1  # no second connection was made
     journal.close()
+
+
+def test_a_failed_statement_drops_its_connection_and_frees_its_place_in_psycopgs_pool(postgres_server: PostgresServer) -> None:
+    """A statement that fails (any error: a transaction may be left open) is a JournalError
+    naming the driver's error; its connection is closed, its session ends, and its place in
+    the pool is free: with one connection allowed, the next call makes a new one at once."""
+    psycopg = need("psycopg")
+    name = table_name()
+    conninfo = f"{postgres_server.conninfo} application_name={name}"
+    journal = fxpay.PostgresJournal(lambda: psycopg.connect(conninfo), table=name, timeout=30.0)
+    journal.create_table()
+    journal.max_connections = 1
+
+    def sessions() -> int:
+        with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
+            row = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)).fetchone()
+            assert row is not None
+            return int(row[0])
+
+    assert sessions() == 1
+    with pytest.raises(fxpay.JournalError, match=r"^PostgresJournal\.probe\(\) failed: DivisionByZero: division by zero"):
+        journal._run("probe", ("SELECT 1/0", ()))
+    deadline = time.monotonic() + 10
+    while sessions() != 0:  # the session ends as its connection closes
+        assert time.monotonic() < deadline, "the failed connection's session did not end"
+        time.sleep(0.02)
+    started = time.monotonic()
+    assert journal.get("k") is None
+    assert time.monotonic() - started < 5, "the next call waited for the dropped connection's place"
+    assert sessions() == 1
+    journal.close()
