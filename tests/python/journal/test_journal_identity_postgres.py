@@ -55,9 +55,14 @@ def sql(server: PostgresServer, statement: str, *args: Any) -> list[Any]:
         return cur.fetchall() if cur.description else []
 
 
-def test_opening_never_creates_the_journal(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+# The core's store, and psycopg's (a parameter only libpq reads keeps the journal in Python).
+STORES = pytest.mark.parametrize("store", ["", " gssencmode=disable"], ids=["core", "psycopg"])
+
+
+@STORES
+def test_opening_never_creates_the_journal(fxpay_sandbox: Any, postgres_server: PostgresServer, store: str) -> None:
     table = table_name()
-    journal = fxpay.PostgresJournal(postgres_server.conninfo, table=table)
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table)
     with fxpay_sandbox.client(journal=journal) as c:
         with pytest.raises(fxpay.JournalError, match="opening a journal never creates one"):
             quote(c, "k")
@@ -74,8 +79,11 @@ def test_opening_never_creates_the_journal(fxpay_sandbox: Any, postgres_server: 
     assert requests_to(fxpay_sandbox, QUOTES) == 1
 
 
-def test_a_truncate_under_a_live_process_is_caught_at_the_next_claim(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
-    journal = fxpay.PostgresJournal(postgres_server.conninfo, table=table_name())
+@STORES
+def test_a_truncate_under_a_live_process_is_caught_at_the_next_claim(
+    fxpay_sandbox: Any, postgres_server: PostgresServer, store: str
+) -> None:
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table_name())
     journal.create()
     with fxpay_sandbox.client(journal=journal) as c:
         book(c)
@@ -83,18 +91,23 @@ def test_a_truncate_under_a_live_process_is_caught_at_the_next_claim(fxpay_sandb
         again_sends_nothing(fxpay_sandbox, c, "identity row is gone")
         with pytest.raises(fxpay.JournalError, match="identity row is gone"):
             journal.unknown()
-    with fxpay_sandbox.client(journal=fxpay.PostgresJournal(postgres_server.conninfo, table=journal.table)) as c:
+    with fxpay_sandbox.client(journal=fxpay.PostgresJournal(postgres_server.conninfo + store, table=journal.table)) as c:
         again_sends_nothing(fxpay_sandbox, c, "without a journal's identity row")
     assert requests_to(fxpay_sandbox, QUOTES) == KEYS
 
 
-def test_a_drop_and_a_deploy_time_create_is_not_the_live_process_journal(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
-    journal = fxpay.PostgresJournal(postgres_server.conninfo, table=table_name())
-    journal.create()
+@STORES
+def test_a_drop_and_a_deploy_time_create_is_not_the_live_process_journal(
+    fxpay_sandbox: Any, postgres_server: PostgresServer, store: str
+) -> None:
+    made = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table_name())
+    made.create()
+    # The live process's journal opens it on first use (it did not make it).
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + store, table=made.table)
     with fxpay_sandbox.client(journal=journal) as c:
         book(c)
         sql(postgres_server, f'DROP TABLE "{journal.table}"')
-        fxpay.PostgresJournal(postgres_server.conninfo, table=journal.table).create_table()  # a deploy step
+        fxpay.PostgresJournal(postgres_server.conninfo + store, table=journal.table).create_table()  # a deploy step
         again_sends_nothing(fxpay_sandbox, c, "now holds another journal")
     assert requests_to(fxpay_sandbox, QUOTES) == KEYS
 
