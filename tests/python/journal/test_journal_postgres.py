@@ -962,3 +962,20 @@ def test_a_failed_statement_drops_its_connection_and_frees_its_place_in_psycopgs
     assert time.monotonic() - started < 5, "the next call waited for the dropped connection's place"
     assert sessions() == 1
     journal.close()
+
+
+@pytest.mark.parametrize("given", ["callable", "libpq-only string"])
+def test_a_server_that_cannot_be_reached_fails_closed_with_the_drivers_error(postgres_server: PostgresServer, given: str) -> None:
+    """psycopg's store: a connection that cannot be made is a JournalError naming the call
+    and the driver's error; the pool keeps no place for it."""
+    psycopg = need("psycopg")
+    nowhere = postgres_server.conninfo.replace(f"port={postgres_server.port}", "port=1")
+    if given == "callable":
+        journal = fxpay.PostgresJournal(lambda: psycopg.connect(nowhere), table=table_name())
+    else:
+        journal = fxpay.PostgresJournal(f"{nowhere} gssencmode=disable", table=table_name())
+    for _ in range(2):
+        with pytest.raises(fxpay.JournalError, match=r"^PostgresJournal\.get\(\) failed: OperationalError: ") as e:
+            journal.get("k")
+        assert isinstance(e.value.__cause__, psycopg.OperationalError)
+    assert not journal._mine
