@@ -930,6 +930,16 @@ def test_psycopgs_pool_waits_for_a_connection_given_back_and_fails_closed_after_
     reader.join(5)
     assert got == [None]
     assert len(journal._mine) == 1  # no second connection was made
+    # A connection dropped (its call failed) frees its place: a waiting call makes a new one.
+    held = journal._checkout("test")
+    reader = threading.Thread(target=lambda: got.append(journal.get("k")))
+    reader.start()
+    time.sleep(0.1)
+    assert reader.is_alive(), "it did not wait for the busy connection"
+    journal._discard(held)
+    reader.join(5)
+    assert not reader.is_alive(), "the waiting call was not told of the place freed"
+    assert got == [None, None]
     journal.close()
 
 
