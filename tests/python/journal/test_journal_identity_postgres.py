@@ -112,16 +112,17 @@ def test_a_drop_and_a_deploy_time_create_is_not_the_live_process_journal(
     assert requests_to(fxpay_sandbox, QUOTES) == KEYS
 
 
-def test_a_schema_named_after_the_role_never_shadows_the_journal(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+@STORES
+def test_a_schema_named_after_the_role_never_shadows_the_journal(fxpay_sandbox: Any, postgres_server: PostgresServer, store: str) -> None:
     table = table_name()
-    journal = fxpay.PostgresJournal(postgres_server.conninfo, table=table)
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table)
     assert journal.create() is True
     with fxpay_sandbox.client(journal=journal) as c:
         book(c)
     # Later a schema named after the role appears ("$user" comes first on the search path).
     sql(postgres_server, "CREATE SCHEMA IF NOT EXISTS postgres")
     try:
-        again = fxpay.PostgresJournal(postgres_server.conninfo, table=table)
+        again = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table)
         assert again.create() is False  # the journal the search path finds: no new, empty table
         assert sql(postgres_server, "SELECT to_regclass(%s)::text", f'postgres."{table}"') == [(None,)]
         with fxpay_sandbox.client(journal=again) as c:
@@ -131,7 +132,7 @@ def test_a_schema_named_after_the_role_never_shadows_the_journal(fxpay_sandbox: 
             assert requests_to(fxpay_sandbox, QUOTES) == before
         # A copy in that schema (made by hand) shadows the name: refused, not taken for the journal.
         sql(postgres_server, f'CREATE TABLE postgres."{table}" AS SELECT * FROM public."{table}"')
-        shadowed = fxpay.PostgresJournal(postgres_server.conninfo, table=table)
+        shadowed = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table)
         with fxpay_sandbox.client(journal=shadowed) as c, pytest.raises(fxpay.JournalError, match=f"made in 'public.{table}'"):
             quote(c, "k0")
     finally:
