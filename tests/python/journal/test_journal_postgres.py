@@ -990,3 +990,84 @@ def test_a_server_that_cannot_be_reached_fails_closed_with_the_drivers_error(pos
             journal.get("k")
         assert isinstance(e.value.__cause__, psycopg.OperationalError)
     assert not journal._mine
+
+
+class _WithoutFileno:
+    """A DB-API connection (psycopg's, wrapped) that offers no ``fileno``, as a stand-in
+    driver may: the server's goodbye cannot be looked for, so an idle connection is pinged
+    (``SELECT 1``) before it is used. Counts the pings."""
+
+    def __init__(self, conn: Any, pings: list[int]) -> None:
+        object.__setattr__(self, "_c", conn)
+        object.__setattr__(self, "_pings", pings)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "fileno":
+            raise AttributeError(name)
+        return getattr(self._c, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._c, name, value)
+
+    def cursor(self) -> Any:
+        conn, pings = self._c, self._pings
+
+        class Counting:
+            """Makes the driver's cursor as it runs its statement: a ping is counted even
+            where the connection turns out closed."""
+
+            real: Any = None
+            description = property(lambda self: self.real.description)
+            rowcount = property(lambda self: self.real.rowcount)
+
+            def execute(self, sql: str, args: Any = None) -> Any:
+                if sql == "SELECT 1":
+                    pings.append(1)
+                self.real = conn.cursor()
+                return self.real.execute(sql, args)
+
+            def fetchall(self) -> Any:
+                return self.real.fetchall()
+
+            def close(self) -> None:
+                if self.real is not None:
+                    self.real.close()
+
+        return Counting()
+
+
+def test_a_connection_idle_past_ping_after_is_pinged_and_made_anew_if_it_is_gone(
+    fxpay_sandbox: Any, postgres_server: PostgresServer
+) -> None:
+    """Where the server's goodbye cannot be looked for (no ``fileno``), a pooled connection
+    idle for longer than ``ping_after`` is tried with ``SELECT 1`` before it is used: one the
+    server ended is made anew, and the call neither fails nor reads as unknown. Each use
+    renews the connection's idle time; within ``ping_after`` none is pinged."""
+    psycopg = need("psycopg")
+    pings: list[int] = []
+    journal = fxpay.PostgresJournal(lambda: _WithoutFileno(psycopg.connect(postgres_server.conninfo), pings), table=table_name())
+    journal.create()
+    journal.ping_after = 3600.0
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "first")
+        fxpay_later.flush_all()  # its result written now, not by the flusher meanwhile
+        backend = backend_pid(journal)
+        assert pings == []  # within ping_after: not pinged
+        with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
+            assert admin.execute("SELECT pg_terminate_backend(%s)", (backend,)).fetchone() == (True,)
+        time.sleep(0.05)
+        journal.ping_after = 0.01  # every connection taken from the pool is idle longer
+        qid = quote(c, "after-idle")  # the ping fails: made anew, not failed
+        assert pings, "the idle connection was not pinged"
+        done = journal.get("after-idle")
+        assert done is not None
+        assert done.result == qid
+        assert backend_pid(journal) != backend
+        journal.ping_after = 3600.0
+        fxpay_later.flush_all()
+        pooled = journal._idle[-1]  # the next one a call takes (nothing else runs now)
+        last = pooled.used_at
+        time.sleep(0.2)
+        assert journal.get("first") is not None
+        assert pooled.used_at >= last + 0.2, "a use did not renew the connection's idle time"
+    journal.close()
