@@ -670,18 +670,20 @@ def test_a_server_with_synchronous_commit_off_gets_it_on_for_the_journal(postgre
     assert setting(journal, "synchronous_commit") == "on"
 
 
-def test_a_hot_standby_fails_closed_and_sends_nothing(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+@STORES
+def test_a_hot_standby_fails_closed_and_sends_nothing(fxpay_sandbox: Any, postgres_server: PostgresServer, store: str) -> None:
     primary = make_postgres_journal(postgres_server)
     with fxpay_sandbox.client(journal=primary) as c:
         qid = c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="before")
     standby = PostgresServer(standby_of=postgres_server)  # a replica, as after a wrong failover or DNS name
     standby.start()
     try:
-        journal = fxpay.PostgresJournal(standby.conninfo, table=primary.table)
+        journal = fxpay.PostgresJournal(standby.conninfo + store, table=primary.table)
+        assert (journal._store is None) == bool(store)
         with fxpay_sandbox.client(journal=journal) as c:
             before = fxpay_sandbox.stats()["requests"]
             for key in ("before", "new"):  # not even a replay is read from a replica: it may lag
-                with pytest.raises(fxpay.JournalError, match="replica in recovery"):
+                with pytest.raises(fxpay.JournalError, match=r"read-only \(a replica in recovery\); the journal needs the primary"):
                     c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key=key)
             assert fxpay_sandbox.stats()["requests"] == before
         with need("psycopg").connect(standby.conninfo) as conn:  # the replica has the key: it is the journal that refuses
