@@ -27,7 +27,7 @@ import pytest
 import fxpay
 import fxpay._later as fxpay_later
 
-from conftest import all_at_once, make_beneficiary, need
+from conftest import all_at_once, fork_quietly, make_beneficiary, need, wait_child
 from journal_support import QUOTES, deal_args, quote, read_until, requests_to
 from postgres_support import PostgresServer, backend_pid, make_postgres_journal, postgres_server, setting, table_name
 
@@ -1072,4 +1072,30 @@ def test_a_connection_idle_past_ping_after_is_pinged_and_made_anew_if_it_is_gone
         time.sleep(0.2)
         assert journal.get("first") is not None
         assert pooled.used_at >= last + 0.2, "a use did not renew the connection's idle time"
+    journal.close()
+
+
+def test_a_connection_checked_out_across_a_fork_is_never_given_back_to_the_childs_pool(postgres_server: PostgresServer) -> None:
+    """The forking thread had a connection of psycopg's pool checked out (a fork from inside
+    a call's callback): in the child that connection is the parent's, set aside at the fork,
+    and giving it back puts nothing in the child's pool; the child makes its own."""
+    psycopg = need("psycopg")
+    journal = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo), table=table_name())
+    journal.create_table()
+    held = journal._checkout("test")
+    parent_backend = held.dbapi.info.backend_pid
+    pid = fork_quietly()
+    if pid == 0:
+        code = 1
+        try:
+            journal._checkin(held)
+            code = 2 if journal._idle or held in journal._mine else 3
+            if code == 3 and journal.get("k") is None and backend_pid(journal) != parent_backend:
+                code = 0
+        finally:
+            os._exit(code)
+    assert wait_child(pid) == 0
+    journal._checkin(held)
+    assert journal._idle == [held]  # in the parent it is its own
+    assert backend_pid(journal) == parent_backend
     journal.close()
