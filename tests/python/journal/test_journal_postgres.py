@@ -1099,3 +1099,29 @@ def test_a_connection_checked_out_across_a_fork_is_never_given_back_to_the_child
     assert journal._idle == [held]  # in the parent it is its own
     assert backend_pid(journal) == parent_backend
     journal.close()
+
+
+@STORES
+def test_entries_reads_many_keys_at_once_and_checks_each(fxpay_sandbox: Any, postgres_server: PostgresServer, store: str) -> None:
+    """``entries`` (what a payout's progress reads): the entries of the keys given that
+    exist, in one query per 1,000 keys; a key that is not a ``str`` is a TypeError naming it,
+    as ``get``'s is; a journal lost under the process is refused, not read as empty."""
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table_name())
+    journal.create()
+    assert (journal._store is None) == bool(store)
+    with fxpay_sandbox.client(journal=journal) as c:
+        results = [quote(c, f"k{i}") for i in range(3)]
+    many = [f"none-{i}" for i in range(1500)] + ["k2", "k0", "missing", "k0"]  # two queries
+    got = journal.entries(many)
+    assert {k: (e.key, e.state, e.result) for k, e in got.items()} == {
+        "k0": ("k0", "done", results[0]),
+        "k2": ("k2", "done", results[2]),
+    }
+    assert journal.entries([]) == {}
+    with pytest.raises(TypeError, match="key"):
+        journal.entries(["k0", 3])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="key"):
+        journal.get(3)  # type: ignore[arg-type]
+    need("psycopg").connect(postgres_server.conninfo, autocommit=True).execute(f'TRUNCATE "{journal.table}"').connection.close()
+    with pytest.raises(fxpay.JournalError, match="identity row is gone"):
+        journal.entries(["k0"])
