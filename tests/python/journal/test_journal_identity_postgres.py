@@ -79,12 +79,19 @@ def test_opening_never_creates_the_journal(fxpay_sandbox: Any, postgres_server: 
     assert requests_to(fxpay_sandbox, QUOTES) == 1
 
 
+def live_journal(server: PostgresServer, store: str) -> fxpay.PostgresJournal:
+    """A journal made by a deploy step (``create()``), and the live process's own journal
+    object, which opens it on first use (it did not make it)."""
+    made = fxpay.PostgresJournal(server.conninfo + store, table=table_name())
+    made.create()
+    return fxpay.PostgresJournal(server.conninfo + store, table=made.table)
+
+
 @STORES
 def test_a_truncate_under_a_live_process_is_caught_at_the_next_claim(
     fxpay_sandbox: Any, postgres_server: PostgresServer, store: str
 ) -> None:
-    journal = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table_name())
-    journal.create()
+    journal = live_journal(postgres_server, store)
     with fxpay_sandbox.client(journal=journal) as c:
         book(c)
         sql(postgres_server, f'TRUNCATE "{journal.table}"')
@@ -100,10 +107,7 @@ def test_a_truncate_under_a_live_process_is_caught_at_the_next_claim(
 def test_a_drop_and_a_deploy_time_create_is_not_the_live_process_journal(
     fxpay_sandbox: Any, postgres_server: PostgresServer, store: str
 ) -> None:
-    made = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table_name())
-    made.create()
-    # The live process's journal opens it on first use (it did not make it).
-    journal = fxpay.PostgresJournal(postgres_server.conninfo + store, table=made.table)
+    journal = live_journal(postgres_server, store)
     with fxpay_sandbox.client(journal=journal) as c:
         book(c)
         sql(postgres_server, f'DROP TABLE "{journal.table}"')
