@@ -767,31 +767,45 @@ def test_a_results_commit_that_found_its_key_changed(
     admin.close()
 
 
+def quiet_result(fxpay_sandbox: Any, url: str, prefix: str) -> tuple[Any, fxpay.RedisJournal, fxpay.JournalEntry, dict[str, Any]]:
+    """An admin client of ``url``; a journal under ``prefix`` that made no call (so no turn of
+    the flusher is due for it) with its scripts loaded, as after its first commit; and a
+    ``done`` entry of key ``k`` with its claim, the claim already stored at ``{prefix}k:k`` as
+    if the result had not been written: what a test defers to make the result wait."""
+    redis = need("redis")
+    admin = redis.Redis.from_url(url)
+    _, made = done_calls(fxpay_sandbox, url, "made:")
+    done, claim = made["k"]
+    quiet = fxpay.RedisJournal(redis.Redis.from_url(url), prefix=prefix)
+    quiet.create()
+    quiet._piped(lambda pipe: None)
+    admin.set(f"{prefix}k:k", json.dumps(claim))
+    return admin, quiet, done, claim
+
+
+def wait_written(admin: Any, journal: fxpay.RedisJournal, key: str) -> fxpay.JournalEntry:
+    """The entry at ``key`` once its result is written (state ``done``); fails after 10 s."""
+    deadline = time.monotonic() + 10
+    while (stored := journal._entry(admin.get(key))) is None or stored.state != "done":
+        assert time.monotonic() < deadline, f"the result at {key} was not written"
+        time.sleep(0.01)
+    return stored
+
+
 def test_a_result_whose_write_failed_is_written_again_by_the_flusher(fxpay_sandbox: Any, tmp_path: Path) -> None:
     """A result's write meets ``NOSCRIPT`` (Redis lost its scripts): it waits again, and the
     flusher writes it a moment later, with no other call to carry it. (The result is put
     in a journal that made no call, so no turn of the flusher is due for it before.)"""
-    redis = need("redis")
     server = RedisServer(tmp_path)
     server.start()
     try:
-        admin = redis.Redis.from_url(server.url)
-        _, made = done_calls(fxpay_sandbox, server.url, "made:")
-        done, claim = made["k"]
-        quiet = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="again:")
-        quiet.create()
-        quiet._piped(lambda pipe: None)  # its scripts loaded, as after its first commit
-        admin.set("again:k:k", json.dumps(claim))  # as if the result had not been written
+        admin, quiet, done, claim = quiet_result(fxpay_sandbox, server.url, "again:")
         assert quiet._later.defer("k", json.dumps(claim), done, done.to_json())
         admin.script_flush()
         refused = admin.info("errorstats").get("errorstat_NOSCRIPT", {}).get("count", 0)
         quiet._flush_results()  # meets NOSCRIPT; the flusher is woken to try again
         assert admin.info("errorstats")["errorstat_NOSCRIPT"]["count"] == refused + 1
-        deadline = time.monotonic() + 10
-        while (stored := quiet._entry(admin.get("again:k:k"))) is None or stored.state != "done":
-            assert time.monotonic() < deadline, "the result was not written again"
-            time.sleep(0.01)
-        assert stored.to_json() == done.to_json()
+        assert wait_written(admin, quiet, "again:k:k").to_json() == done.to_json()
         admin.close()
     finally:
         server.stop()
@@ -801,17 +815,10 @@ def test_the_flusher_tries_a_refused_result_again_at_its_pace(fxpay_sandbox: Any
     """While Redis refuses writes (``NOREPLICAS``: too few replicas for
     ``min-replicas-to-write``), a result waiting is tried again once per ``RETRY_DELAY``
     (0.5 s), not at every turn of the flusher (50 ms); once Redis takes writes, it is written."""
-    redis = need("redis")
     server = RedisServer(tmp_path)
     server.start()
     try:
-        admin = redis.Redis.from_url(server.url)
-        _, made = done_calls(fxpay_sandbox, server.url, "made:")
-        done, claim = made["k"]
-        quiet = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix="paced:")
-        quiet.create()
-        quiet._piped(lambda pipe: None)  # its scripts loaded, as after its first commit
-        admin.set("paced:k:k", json.dumps(claim))
+        admin, quiet, done, claim = quiet_result(fxpay_sandbox, server.url, "paced:")
 
         def refused() -> int:
             return int(admin.info("errorstats").get("errorstat_NOREPLICAS", {}).get("count", 0))
@@ -828,10 +835,7 @@ def test_the_flusher_tries_a_refused_result_again_at_its_pace(fxpay_sandbox: Any
             assert tries <= took / 0.5 + 1, f"{tries} tries in {took:.2f} s"
         finally:
             admin.config_set("min-replicas-to-write", 0)
-        deadline = time.monotonic() + 10
-        while (stored := quiet._entry(admin.get("paced:k:k"))) is None or stored.state != "done":
-            assert time.monotonic() < deadline, "the result was not written once Redis took writes"
-            time.sleep(0.01)
+        assert wait_written(admin, quiet, "paced:k:k").state == "done"
         admin.close()
     finally:
         server.stop()
