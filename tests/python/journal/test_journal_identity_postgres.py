@@ -13,6 +13,7 @@ import multiprocessing
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +154,8 @@ def _create(conninfo: str, table: str, q: Any, i: int) -> None:
     # callable (psycopg's, in Python): both read the identity the race left.
     j = fxpay.PostgresJournal(conninfo if i % 2 else functools.partial(psycopg.connect, conninfo), table=table)
     assert (j._store is None) == (i % 2 == 0)
-    j.create()
-    q.put(j._identity())
+    made = j.create()
+    q.put((j._identity(), made))
 
 
 def test_create_is_safe_to_race_from_many_processes(postgres_server: PostgresServer) -> None:
@@ -164,12 +165,109 @@ def test_create_is_safe_to_race_from_many_processes(postgres_server: PostgresSer
     procs = [ctx.Process(target=_create, args=(postgres_server.conninfo, table, q, i)) for i in range(8)]
     for p in procs:
         p.start()
-    ids = {q.get(timeout=120) for _ in procs}
+    told = [q.get(timeout=120) for _ in procs]
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
     assert sql(postgres_server, f'SELECT count(*) FROM "{table}"') == [(1,)]
+    ids = {ident for ident, _ in told}
     assert ids == {row for (row,) in sql(postgres_server, f"SELECT data FROM \"{table}\" WHERE state = 'journal'")}, ids
+    assert sorted(made for _, made in told) == [False] * 7 + [True], told  # one made it; seven found it
+
+
+@STORES
+def test_create_holds_its_advisory_lock_until_it_commits(postgres_server: PostgresServer, store: str) -> None:
+    """``create()`` is one transaction under its advisory lock: a create held up inside it
+    (here by a table lock) still holds the lock, so a second create waits for the first to
+    commit instead of running its DDL beside it."""
+    psycopg = need("psycopg")
+    made = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table_name())
+    made.create()
+    held = psycopg.connect(postgres_server.conninfo)
+    try:
+        held.execute(f'LOCK TABLE "{made.table}" IN ACCESS EXCLUSIVE MODE')
+        told: list[object] = []
+        again = fxpay.PostgresJournal(postgres_server.conninfo + store, table=made.table)
+        t = threading.Thread(target=lambda: told.append(again.create()))
+        t.start()
+        waiting: list[Any] = []
+        deadline = time.monotonic() + 30
+        while not waiting:
+            assert t.is_alive(), f"create() did not wait for the table lock: {told}"
+            assert time.monotonic() < deadline, "create() never waited for the table lock"
+            waiting = sql(
+                postgres_server,
+                "SELECT pid FROM pg_locks WHERE locktype = 'relation' AND NOT granted AND relation = to_regclass(%s)",
+                f'"{made.table}"',
+            )
+            time.sleep(0.01)
+        ((pid,),) = waiting
+        advisory = sql(postgres_server, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = %s", pid)
+        assert advisory == [(1,)], "create() let go of its advisory lock before it committed"
+    finally:
+        held.rollback()
+        held.close()
+    t.join(30)
+    assert told == [False]
+
+
+@STORES
+def test_a_drop_after_create_is_caught_by_the_process_that_ran_create(
+    fxpay_sandbox: Any, postgres_server: PostgresServer, store: str
+) -> None:
+    """The journal ``create()`` made (or found) is the one its process opened: dropped and made
+    again by another process before this one's first call, it is refused, not taken anew."""
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table_name())
+    assert journal.create() is True
+    sql(postgres_server, f'DROP TABLE "{journal.table}"')
+    assert fxpay.PostgresJournal(postgres_server.conninfo + store, table=journal.table).create() is True
+    with fxpay_sandbox.client(journal=journal) as c, pytest.raises(fxpay.JournalError, match="now holds another journal"):
+        quote(c, "k")
+    assert requests_to(fxpay_sandbox, QUOTES) == 0
+
+
+class _CountingLock:
+    """A lock that counts the threads that came to take it (to know two wait on it)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.came = 0
+
+    def __enter__(self) -> None:
+        self.came += 1
+        self.lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+def test_two_threads_opening_the_journal_at_once_both_use_it(postgres_server: PostgresServer) -> None:
+    """Two threads that find the journal not yet opened both wait to open it: the first opens
+    it, the second finds it opened under the lock and uses the same one."""
+    made = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=table_name())
+    made.create()
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=made.table)
+    gate = _CountingLock()
+    journal._open_lock = gate  # type: ignore[assignment]
+    got: list[object] = []
+    with gate.lock:
+        threads = [threading.Thread(target=lambda: got.append(_get_or_error(journal))) for _ in range(2)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while gate.came < 2:
+            assert time.monotonic() < deadline, "the two threads did not both come to open the journal"
+            time.sleep(0.01)
+    for t in threads:
+        t.join(30)
+    assert got == [None, None]
+
+
+def _get_or_error(journal: fxpay.PostgresJournal) -> object:
+    try:
+        return journal.get("k")
+    except Exception as e:  # told back to the test
+        return e
 
 
 def test_a_restarted_server_fails_none_of_the_next_calls(fxpay_sandbox: Any, tmp_path: Path) -> None:
