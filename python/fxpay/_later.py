@@ -50,6 +50,9 @@ class _Later:
     #: Journals with results waiting, for the flusher thread; and whether it runs.
     due: ClassVar[threading.Condition] = threading.Condition()
     waiting: ClassVar[list[Any]] = []
+    #: A journal whose last commit of results failed: not tried again before this time
+    #: (:meth:`retry`), while the other journals' results go on being written.
+    not_before: ClassVar[weakref.WeakKeyDictionary[Any, float]] = weakref.WeakKeyDictionary()
     #: Every journal that kept a result waiting in this process (for the exit's flush).
     users: ClassVar[weakref.WeakSet[Any]] = weakref.WeakSet()
     flusher: ClassVar[threading.Thread | None] = None
@@ -92,6 +95,7 @@ class _Later:
         cls.made = threading.Lock()
         cls.due = threading.Condition()
         cls.waiting = []
+        cls.not_before = weakref.WeakKeyDictionary()
         cls.users = weakref.WeakSet()
         cls.flusher = None
 
@@ -212,6 +216,18 @@ class _Later:
             cls.due.notify()
 
     @classmethod
+    def retry(cls, journal: Any) -> None:
+        """A commit of ``journal``'s results failed (its server refused or was gone): the
+        flusher tries them again no sooner than :data:`RETRY_DELAY` from now. The flusher
+        does not wait for it meanwhile: every other journal's results are written at their
+        own pace. At exit nothing is tried again (the exit's flush was the last)."""
+        if cls.exiting:
+            return
+        with cls.due:
+            cls.not_before[journal] = time.monotonic() + RETRY_DELAY
+        cls.wake(journal)
+
+    @classmethod
     def _flush_loop(cls) -> None:
         while True:
             with cls.due:
@@ -219,8 +235,13 @@ class _Later:
                     cls.due.wait()
             time.sleep(RESULT_DELAY)
             with cls.due:
-                journals, cls.waiting = cls.waiting, []
-            for j in dict.fromkeys(journals):  # each once, held until written
+                now = time.monotonic()
+                ready = [j for j in cls.waiting if cls.not_before.get(j, now) <= now]
+                if not ready:  # only journals whose retry is not due yet: wait for the first
+                    cls.due.wait(min(cls.not_before[j] for j in cls.waiting) - now)
+                    continue
+                cls.waiting = [j for j in cls.waiting if cls.not_before.get(j, now) > now]
+            for j in dict.fromkeys(ready):  # each once, held until written
                 j._flush_results()
 
 

@@ -30,7 +30,7 @@ from typing import Any
 from .. import _forks
 from .._fxpay import JournalEntry, _NativeStore, _postgres_store
 from .._group_commit import _Claim, _GroupCommit
-from .._later import RETRY_DELAY, _Later
+from .._later import _Later
 from ..errors import ConfigurationError, JournalError
 from ._base import JournalBase, _check_entry, _check_key, _OwnJournal, _result_waits, _seconds, logger
 
@@ -692,9 +692,7 @@ class PostgresJournal(_OwnJournal):
         except Exception:
             self._later.missed(results)
             logger.debug("PostgresJournal: writing the results waiting failed; they are tried again", exc_info=True)
-            if not _Later.exiting:
-                time.sleep(RETRY_DELAY)
-                _Later.wake(self)
+            _Later.retry(self)
             return
         self._later.landed(results)
         written = {str(k) for (k,) in rows}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 from .. import _forks
 from .._fxpay import JournalEntry, _NativeStore, _redis_scripts, _redis_store
 from .._group_commit import UNANSWERED, _Claim, _GroupCommit
-from .._later import RETRY_DELAY, _Later
+from .._later import _Later
 from ..errors import JournalError
 from ._base import (
     JournalBase,
@@ -454,9 +453,8 @@ class RedisJournal(_OwnJournal):
         except Exception:
             self._later.missed(results)
             logger.debug("RedisJournal: writing the results waiting failed; they are tried again", exc_info=True)
-        if self._later.results and not _Later.exiting:
-            time.sleep(RETRY_DELAY)
-            _Later.wake(self)
+        if self._later.results:
+            _Later.retry(self)
 
     def close(self) -> None:
         """Writes the results of this process's keyed calls that wait for their commit (a

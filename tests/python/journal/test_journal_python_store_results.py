@@ -12,6 +12,7 @@ commit, like the core's stores' results, and (issue 55's mutation run of
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 import fxpay
+from fxpay._later import _Later
 
 from conftest import need
 from journal_support import RedisServer, quote, redis_server
@@ -85,3 +87,53 @@ def test_a_swap_of_what_get_read_succeeds_while_the_result_still_waits(fxpay_san
     stored = other.get("swapped")
     assert stored is not None
     assert (stored.state, stored.result) == ("done", "replaced")
+
+
+def test_a_postgres_result_whose_commit_failed_is_written_once_the_server_answers(
+    fxpay_sandbox: Any, postgres_server: PostgresServer
+) -> None:
+    """The flusher's commit of a waiting result fails (the journal's connection gone, no new
+    one to be had): the result waits again, and is tried again ``RETRY_DELAY`` later until
+    the server answers, with no other call to carry it."""
+    psycopg = need("psycopg")
+    down = threading.Event()
+    tried_while_down = threading.Event()
+
+    def connect() -> Any:
+        if down.is_set():
+            tried_while_down.set()
+            raise psycopg.OperationalError("no connection to be had (the test's outage)")
+        return psycopg.connect(postgres_server.conninfo, application_name="fxpay-retry-test")
+
+    table = table_name()
+    journal = fxpay.PostgresJournal(connect, table=table)
+    journal.create()
+    other = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo), table=table)
+    try:
+        with fxpay_sandbox.client(journal=journal) as c:
+            quote(c, "k")
+        deadline = time.monotonic() + 10
+        while (done := other.get("k")) is None or done.state != "done":  # the flusher writes it
+            assert time.monotonic() < deadline, "the result was never written"
+            time.sleep(0.02)
+        claim = {**json.loads(done.to_json()), "state": "pending", "result": None}
+        with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
+            # The claim put back, as if its result had not been written yet.
+            admin.execute(f'UPDATE "{table}" SET state = %s, result = NULL, data = %s WHERE key = %s', ("pending", json.dumps(claim), "k"))
+            assert journal._later.defer("k", json.dumps(claim), done, done.to_json())
+            down.set()
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'fxpay-retry-test'")
+            _Later.wake(journal)  # the flusher's turn: no connection, the result waits again
+            assert tried_while_down.wait(10), "the flusher never tried the result"
+            stored = other.get("k")
+            assert stored is not None
+            assert stored.state == "pending"
+            down.clear()
+        deadline = time.monotonic() + 10
+        while (stored := other.get("k")) is None or stored.state != "done":
+            assert time.monotonic() < deadline, "the result was not tried again once the server answered"
+            time.sleep(0.02)
+        assert stored.to_json() == done.to_json()
+    finally:
+        journal.close()
+        other.close()

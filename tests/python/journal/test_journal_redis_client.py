@@ -841,6 +841,42 @@ def test_the_flusher_tries_a_refused_result_again_at_its_pace(fxpay_sandbox: Any
         server.stop()
 
 
+def test_a_journal_whose_results_are_refused_holds_up_no_other_journals_results(
+    fxpay_sandbox: Any, tmp_path: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One flusher thread writes every journal's waiting results. A journal whose server
+    refuses them is tried again after ``RETRY_DELAY`` (made 30 s here) without the flusher
+    waiting for it: another journal's result is written at its own pace meanwhile."""
+    from fxpay import _later
+
+    monkeypatch.setattr(_later, "RETRY_DELAY", 30.0)
+    refusing = RedisServer(tmp_path)
+    refusing.start()
+    try:
+        admin, stuck, done, claim = quiet_result(fxpay_sandbox, refusing.url, "stuck:")
+        admin.config_set("min-replicas-to-write", 1)
+        assert stuck._later.defer("k", json.dumps(claim), done, done.to_json())
+        _later._Later.wake(stuck)  # the flusher's turn: refused, tried again in 30 s
+        deadline = time.monotonic() + 10
+        while (tries := int(admin.info("errorstats").get("errorstat_NOREPLICAS", {}).get("count", 0))) == 0:
+            assert time.monotonic() < deadline, "the flusher did not try the results"
+            time.sleep(0.01)
+        other_admin, other, other_done, other_claim = quiet_result(fxpay_sandbox, redis_server.url, "other:")
+        assert other._later.defer("k", json.dumps(other_claim), other_done, other_done.to_json())
+        _later._Later.wake(other)  # as a keyed call's result does
+        began = time.monotonic()
+        assert wait_written(other_admin, other, "other:k:k").to_json() == other_done.to_json()
+        assert time.monotonic() - began < 10
+        assert int(admin.info("errorstats")["errorstat_NOREPLICAS"]["count"]) == tries  # not tried again yet
+        admin.config_set("min-replicas-to-write", 0)
+        stuck._flush_results()  # written by hand: its turn is 30 s away
+        assert wait_written(admin, stuck, "stuck:k:k").to_json() == done.to_json()
+        admin.close()
+        other_admin.close()
+    finally:
+        refusing.stop()
+
+
 def test_a_swap_of_another_key_leaves_a_waiting_result_for_its_commit(fxpay_sandbox: Any, redis_server: RedisServer) -> None:
     """A swap written at once (a person's ``resolve``, not a call's result) writes first only
     a result of its own key that waits; another key's result keeps waiting for the next
