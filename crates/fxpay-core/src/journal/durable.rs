@@ -27,6 +27,9 @@ pub(crate) trait Durable {
     fn commit(&self, writes: &[&Arc<Write>]);
     /// Has the flusher write the results waiting (and, once per process, the exit).
     fn wake(&self);
+    /// Has the flusher try the results waiting again once [`RETRY_DELAY`] has passed (their
+    /// commit failed), without holding up other journals' results ([`retry`]).
+    fn retry(&self);
     /// Reports a result that could not be recorded (logged, with the id, for `resolve`).
     fn not_recorded(&self, key: &str, result: Option<&str>);
 }
@@ -298,6 +301,12 @@ pub(crate) fn flush(d: &impl Durable) -> Result<()> {
 /// How long the flusher waits before it tries again a commit of results that failed.
 const RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// A store's [`Durable::retry`]: its next turn [`RETRY_DELAY`] from now, and none before.
+pub(crate) fn retry<S: Durable + Send + Sync + 'static>(me: &Weak<S>) {
+    let me: Weak<dyn later::Flushes> = me.clone();
+    later::retry(me, RETRY_DELAY);
+}
+
 /// The flusher's turn: the results waiting, written. A commit that failed (another process
 /// held the write lock past the timeout, a full disk, a server gone) keeps them waiting,
 /// readable here, and they are tried again in a while.
@@ -307,8 +316,7 @@ pub(crate) fn flush_waiting(d: &impl Durable) {
     }
     let _ = d.write(Op::Nothing);
     if d.later().has_results() {
-        std::thread::sleep(RETRY_DELAY);
-        d.wake();
+        d.retry();
     }
 }
 
@@ -367,11 +375,68 @@ mod tests {
             }
         }
         fn wake(&self) {}
+        fn retry(&self) {}
         fn not_recorded(&self, _key: &str, _result: Option<&str>) {}
     }
 
     fn entry(key: &str) -> Entry {
         crate::journal::machine::claim(key, "create_quote", "f", "me", None, None, 0)
+    }
+
+    /// A store whose every commit fails; it counts the flusher's turns it asks for.
+    #[derive(Default)]
+    struct Refusing {
+        group: Group,
+        later: Later,
+        wakes: AtomicUsize,
+        retries: AtomicUsize,
+    }
+
+    impl Durable for Refusing {
+        fn group(&self) -> &Group {
+            &self.group
+        }
+        fn later(&self) -> &Later {
+            &self.later
+        }
+        fn read(&self, _key: &str) -> Result<Option<(String, Entry)>> {
+            Ok(None)
+        }
+        fn write(&self, op: Op) -> Result<usize> {
+            write(self, op)
+        }
+        fn commit(&self, writes: &[&Arc<Write>]) {
+            for w in writes {
+                w.answer(Err("the server is gone".into()));
+            }
+        }
+        fn wake(&self) {
+            self.wakes.fetch_add(1, Ordering::AcqRel);
+        }
+        fn retry(&self) {
+            self.retries.fetch_add(1, Ordering::AcqRel);
+        }
+        fn not_recorded(&self, _key: &str, _result: Option<&str>) {}
+    }
+
+    /// The flusher's turn of a store whose commit fails keeps the results waiting and asks
+    /// for a retry (a turn of its own, later), never sleeping in the one flusher thread
+    /// while other journals' results wait.
+    #[test]
+    fn a_failed_flush_keeps_its_results_and_asks_for_a_retry() {
+        let d = Refusing::default();
+        let c = entry("k");
+        let new = crate::journal::machine::done(&c, "q-1".into(), None, 1);
+        assert!(d.later().defer(Waiting {
+            key: "k".into(),
+            old: c.to_json(),
+            text: new.to_json(),
+            new,
+        }));
+        flush_waiting(&d);
+        assert!(d.later().has_results(), "the results wait again");
+        assert_eq!(d.retries.load(Ordering::Acquire), 1);
+        assert_eq!(d.wakes.load(Ordering::Acquire), 0);
     }
 
     fn landed(w: &Write) -> Result<usize> {

@@ -199,7 +199,21 @@ pub(crate) trait Flushes: Send + Sync {
 #[derive(Default)]
 struct Due {
     waiting: Vec<(Instant, Weak<dyn Flushes>)>,
+    /// Journals whose last commit of results failed: no turn of theirs before the time
+    /// ([`retry`]).
+    held: Vec<(Instant, Weak<dyn Flushes>)>,
     running: bool,
+}
+
+impl Due {
+    /// When a turn of `journal` due `at` may run: not before a retry it is held for.
+    fn turn(&self, at: Instant, journal: &Weak<dyn Flushes>) -> Instant {
+        self.held
+            .iter()
+            .filter(|(_, h)| Weak::ptr_eq(h, journal))
+            .map(|(until, _)| *until)
+            .fold(at, Instant::max)
+    }
 }
 
 #[derive(Default)]
@@ -213,9 +227,28 @@ static FLUSHER: PerProcess<Flusher> = PerProcess::empty();
 
 /// Has the flusher write `journal`'s results in `delay`.
 pub(crate) fn wake(journal: Weak<dyn Flushes>, delay: Duration) {
+    schedule(journal, delay, false);
+}
+
+/// A commit of `journal`'s results failed (a server gone, a lock held past its timeout): the
+/// flusher tries them again in `delay`, and no turn of `journal` runs before then, however
+/// many results wake it meanwhile. The flusher does not wait for it: every other journal's
+/// results are written at their own delay.
+pub(crate) fn retry(journal: Weak<dyn Flushes>, delay: Duration) {
+    schedule(journal, delay, true);
+}
+
+fn schedule(journal: Weak<dyn Flushes>, delay: Duration, hold: bool) {
     let f = FLUSHER.get_or_make(Flusher::default);
     let mut due = lock(&f.due);
-    due.waiting.push((Instant::now() + delay, journal));
+    let now = Instant::now();
+    if hold {
+        due.held.retain(|(until, h)| {
+            *until > now && h.strong_count() > 0 && !Weak::ptr_eq(h, &journal)
+        });
+        due.held.push((now + delay, journal.clone()));
+    }
+    due.waiting.push((now + delay, journal));
     if !due.running {
         due.running = true;
         let spawned = std::thread::Builder::new()
@@ -235,7 +268,7 @@ fn flush_loop(f: &'static Flusher) {
         while due.waiting.is_empty() {
             due = f.wake.wait(due).unwrap_or_else(PoisonError::into_inner);
         }
-        let first = due.waiting.iter().map(|(at, _)| *at).min();
+        let first = due.waiting.iter().map(|(at, j)| due.turn(*at, j)).min();
         let left = first.map_or(Duration::ZERO, |at| {
             at.saturating_duration_since(Instant::now())
         });
@@ -246,11 +279,11 @@ fn flush_loop(f: &'static Flusher) {
         // The journals due now are flushed, each once: the flush carries every result it
         // holds, so its later turns go too (a result kept after this pushes a turn of its
         // own). Other journals keep their turns: a journal is written at its own delay,
-        // never at another's.
+        // never at another's, and one held for a retry waits without holding up the rest.
         let now = Instant::now();
         let mut ready: Vec<Weak<dyn Flushes>> = Vec::new();
         for (at, j) in &due.waiting {
-            if *at <= now && !ready.iter().any(|r| Weak::ptr_eq(r, j)) {
+            if due.turn(*at, j) <= now && !ready.iter().any(|r| Weak::ptr_eq(r, j)) {
                 ready.push(j.clone());
             }
         }
@@ -474,5 +507,47 @@ mod tests {
         let after = Arc::new(Counted::default());
         wake(weak(&after), Duration::ZERO);
         assert!(after.first_within(Duration::from_secs(10)).is_some());
+    }
+
+    /// A journal whose every flush fails: it asks for a retry in 30 s each time.
+    #[derive(Default)]
+    struct Failing {
+        tries: Counted,
+        me: std::sync::OnceLock<Weak<dyn Flushes>>,
+    }
+
+    impl Flushes for Failing {
+        fn flush_waiting(&self) {
+            self.tries.flush_waiting();
+            retry(self.me.get().expect("set").clone(), Duration::from_secs(30));
+        }
+    }
+
+    #[test]
+    fn a_journal_held_for_a_retry_is_not_tried_before_it_nor_holds_up_another() {
+        let failing = Arc::new(Failing::default());
+        let me: Arc<dyn Flushes> = failing.clone();
+        let me = Arc::downgrade(&me);
+        failing.me.set(me.clone()).expect("once");
+        wake(me.clone(), Duration::ZERO);
+        assert!(failing
+            .tries
+            .first_within(Duration::from_secs(10))
+            .is_some());
+        // A result that comes meanwhile does not bring its retry forward...
+        wake(me, Duration::ZERO);
+        // ...and another journal's turn runs at its own delay meanwhile.
+        let other = Arc::new(Counted::default());
+        wake(weak(&other), Duration::ZERO);
+        assert!(
+            other.first_within(Duration::from_secs(10)).is_some(),
+            "another journal waited for the retry"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            failing.tries.times().len(),
+            1,
+            "tried again before its retry"
+        );
     }
 }

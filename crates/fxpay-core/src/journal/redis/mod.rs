@@ -516,6 +516,10 @@ impl Durable for RedisStore {
         );
     }
 
+    fn retry(&self) {
+        durable::retry(&self.me);
+    }
+
     fn not_recorded(&self, key: &str, result: Option<&str>) {
         (self.hooks.not_recorded)(key, result);
     }
