@@ -182,3 +182,28 @@ def held_call(sb: Any, c: fxpay.Client, key: str, claimed: Callable[[], object],
         assert time.monotonic() < deadline, f"the claim never reached {where}"
         time.sleep(0.005)
     return call, got
+
+
+def pending_entry(key: str) -> fxpay.JournalEntry:
+    """A ``pending`` claim of ``key`` held by another host (its lease far off), as a journal's
+    storage methods take it by hand."""
+    return fxpay.JournalEntry.from_json(
+        json.dumps(
+            {
+                "key": key,
+                "operation": "create_quote",
+                "state": "pending",
+                "result": None,
+                "deal_id": None,
+                "created_at": 1_700_000_000_000,
+                "updated_at": 1_700_000_000_000,
+                "error": None,
+                "holder": "another-host~boot/4242/tok",
+                "lease_until": 4_102_444_800_000,
+                "fingerprint": "00" * 32,
+                "response": None,
+                "nonce": None,
+                "request": None,
+            }
+        )
+    )

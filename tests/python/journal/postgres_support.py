@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -150,3 +151,11 @@ def setting(journal: fxpay.PostgresJournal, name: str) -> str:
     if journal._store is not None:
         return journal._store.diagnostic(name)
     return str(journal._run("probe", (f"SHOW {name}", ()))[1][0][0])
+
+
+def sql(server: PostgresServer, statement: str, *args: Any) -> list[Any]:
+    """Runs one statement on ``server`` in autocommit: its rows, if it gives any."""
+    psycopg = need("psycopg")
+    with psycopg.connect(server.conninfo, autocommit=True) as conn:
+        cur = conn.execute(statement, args or None)
+        return cur.fetchall() if cur.description else []

@@ -19,7 +19,7 @@ import fxpay
 from fxpay.testing import Sandbox
 
 from conftest import make_beneficiary, need
-from journal_support import RedisServer, deal_args, make_journal, redis_server, requests_to
+from journal_support import RedisServer, deal_args, make_journal, pending_entry, redis_server, requests_to
 from postgres_support import make_postgres_journal, postgres_server, table_name
 
 __all__ = ["postgres_server", "redis_server"]  # fixtures, imported for the tests below
@@ -441,11 +441,11 @@ def test_the_storage_methods_called_directly_keep_the_protocol(journal: fxpay.Jo
     """``claim``, ``get``, ``swap`` and ``find`` called by hand (a journal given to a client
     is called by the core, which may not go through them): a swap of what is stored replaces
     it and answers True, a swap of what is no longer stored changes nothing and answers False."""
-    a = _entry("direct-a")
+    a = pending_entry("direct-a")
     assert journal.claim(a) is None
     stored = journal.get("direct-a")
     assert stored == a
-    assert journal.claim(_entry("direct-a")) == stored  # taken: the stored entry
+    assert journal.claim(pending_entry("direct-a")) == stored  # taken: the stored entry
     data = json.loads(a.to_json())
     data.update(state="done", result="direct-result", updated_at=1_700_000_001_000)
     done = fxpay.JournalEntry.from_json(json.dumps(data))
@@ -458,7 +458,7 @@ def test_the_storage_methods_called_directly_keep_the_protocol(journal: fxpay.Jo
     assert journal.find("direct-result") == done
     assert journal.find("another-result") is None
     if isinstance(journal, fxpay.MemoryJournal):
-        assert journal.claim(_entry("direct-b")) is None
+        assert journal.claim(pending_entry("direct-b")) is None
         assert len(journal) == 2
         assert repr(journal) == "MemoryJournal(keys=2)"
 
@@ -486,8 +486,8 @@ def test_a_journal_in_python_refuses_a_wrong_swap_find_or_key_as_every_journal_d
 def _refuses_what_is_wrong(journal: Any) -> None:
     """A wrong type is a ``TypeError`` naming the parameter, a wrong value (a swap of two
     keys) an ``fxpay.InvalidRequestError``; nothing changes."""
-    assert journal.claim(_entry("a")) is None
-    assert journal.claim(_entry("b")) is None
+    assert journal.claim(pending_entry("a")) is None
+    assert journal.claim(pending_entry("b")) is None
     a, b = journal.get("a"), journal.get("b")
     assert a is not None
     assert b is not None
@@ -504,28 +504,6 @@ def _refuses_what_is_wrong(journal: Any) -> None:
     with pytest.raises(TypeError, match=r"^entry must be a fxpay\.JournalEntry, not str$"):
         journal.claim("a")
     assert (journal.get("a"), journal.get("b")) == (a, b)
-
-
-def _entry(key: str) -> fxpay.JournalEntry:
-    return fxpay.JournalEntry.from_json(
-        json.dumps(
-            {
-                "key": key,
-                "operation": "create_quote",
-                "state": "pending",
-                "result": None,
-                "deal_id": None,
-                "created_at": 1_700_000_000_000,
-                "updated_at": 1_700_000_000_000,
-                "error": None,
-                "holder": "another-host~boot/4242/tok",
-                "lease_until": 4_102_444_800_000,
-                "fingerprint": "00" * 32,
-                "response": None,
-                "nonce": None,
-            }
-        )
-    )
 
 
 @pytest.mark.parametrize(

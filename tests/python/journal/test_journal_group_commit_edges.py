@@ -21,7 +21,6 @@ deadlines are generous (10-30 s) and only reached when the code is wrong.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +33,7 @@ import fxpay._group_commit as group_commit
 from fxpay._group_commit import UNANSWERED, _Claim, _GroupCommit
 
 from conftest import need
+from journal_support import pending_entry
 from postgres_support import PostgresServer, postgres_server, table_name
 
 __all__ = ["postgres_server"]  # a fixture, imported for the tests below
@@ -353,29 +353,6 @@ def test_a_claim_is_in_flight_from_the_end_of_its_commit(monkeypatch: pytest.Mon
     assert time.monotonic() - started >= 0.29, "the next leader did not wait for the call just claimed"
 
 
-def _entry(key: str) -> fxpay.JournalEntry:
-    return fxpay.JournalEntry.from_json(
-        json.dumps(
-            {
-                "key": key,
-                "operation": "create_quote",
-                "state": "pending",
-                "result": None,
-                "deal_id": None,
-                "created_at": 1_700_000_000_000,
-                "updated_at": 1_700_000_000_000,
-                "error": None,
-                "holder": "another-host~boot/4242/tok",
-                "lease_until": 4_102_444_800_000,
-                "fingerprint": "00" * 32,
-                "response": None,
-                "nonce": None,
-                "request": None,
-            }
-        )
-    )
-
-
 def test_two_claims_of_one_key_in_one_postgres_group_commit_make_one_claim(
     postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -390,13 +367,13 @@ def test_two_claims_of_one_key_in_one_postgres_group_commit_make_one_claim(
     journal = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo), table=table_name())
     journal.create()
     try:
-        assert journal.claim(_entry("in-flight-1")) is None
-        assert journal.claim(_entry("in-flight-2")) is None
+        assert journal.claim(pending_entry("in-flight-1")) is None
+        assert journal.claim(pending_entry("in-flight-2")) is None
         got: dict[str, Any] = {}
 
         def claim(name: str, key: str) -> None:
             try:
-                got[name] = journal.claim(_entry(key))
+                got[name] = journal.claim(pending_entry(key))
             except BaseException as e:  # looked at below
                 got[name] = e
 

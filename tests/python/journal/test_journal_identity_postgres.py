@@ -23,7 +23,7 @@ import fxpay
 
 from conftest import need
 from journal_support import requests_to
-from postgres_support import PostgresServer, postgres_server, table_name
+from postgres_support import PostgresServer, postgres_server, sql, table_name
 
 __all__ = ["postgres_server"]  # a fixture, imported for the tests below
 
@@ -47,13 +47,6 @@ def again_sends_nothing(sb: Any, c: fxpay.Client, match: str) -> None:
             quote(c, f"k{i}")
         assert "Nothing was sent" in str(e.value)
     assert requests_to(sb, QUOTES) == before
-
-
-def sql(server: PostgresServer, statement: str, *args: Any) -> list[Any]:
-    psycopg = need("psycopg")
-    with psycopg.connect(server.conninfo, autocommit=True) as conn:
-        cur = conn.execute(statement, args or None)
-        return cur.fetchall() if cur.description else []
 
 
 # The core's store, and psycopg's (a parameter only libpq reads keeps the journal in Python).

@@ -28,8 +28,8 @@ import fxpay
 import fxpay._later as fxpay_later
 
 from conftest import all_at_once, fork_quietly, make_beneficiary, need, wait_child
-from journal_support import QUOTES, deal_args, quote, read_until, requests_to
-from postgres_support import PostgresServer, backend_pid, make_postgres_journal, postgres_server, setting, table_name
+from journal_support import QUOTES, deal_args, pending_entry, quote, read_until, requests_to
+from postgres_support import PostgresServer, backend_pid, make_postgres_journal, postgres_server, setting, sql, table_name
 
 __all__ = ["postgres_server"]  # a fixture, imported for the tests below
 
@@ -530,11 +530,12 @@ def test_wrong_types_and_values_are_refused() -> None:
     assert "s3cret" not in str(e.value)
     fxpay.PostgresJournal("host=127.0.0.1", timeout=1e12)  # longer than PostgreSQL can count: its longest
     j = fxpay.PostgresJournal("host=127.0.0.1 port=9", table="app.fxpay_journal")  # nothing connects yet
-    with pytest.raises(TypeError, match="key"):
-        j.get(5)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="entry"):
-        j.claim("x")  # type: ignore[arg-type]
-    assert isinstance(j, fxpay.Journal)
+    for each in (j, fxpay.PostgresJournal("host=127.0.0.1 port=9 gssencmode=disable")):  # the core's store, psycopg's
+        with pytest.raises(TypeError, match="key"):
+            each.get(5)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="entry"):
+            each.claim("x")  # type: ignore[arg-type]
+        assert isinstance(each, fxpay.Journal)
 
 
 def test_a_table_name_is_checked_in_python_for_a_journal_over_a_callable() -> None:
@@ -646,12 +647,14 @@ def test_what_a_database_error_and_an_identity_row_say() -> None:
         assert pj._identity_table(text) is None, text
 
 
-def test_a_schema_qualified_table(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+@STORES
+def test_a_schema_qualified_table(fxpay_sandbox: Any, postgres_server: PostgresServer, store: str) -> None:
+    """Made in the schema named, which is not on the search path."""
     psycopg = need("psycopg")
     schema = table_name()
     with psycopg.connect(postgres_server.conninfo, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
-    journal = fxpay.PostgresJournal(postgres_server.conninfo, table=f"{schema}.Journal")
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + store, table=f"{schema}.Journal")
     journal.create_table()
     with fxpay_sandbox.client(journal=journal) as c:
         qid = c.create_quote(buy_currency="AUD", buy_amount="5", sell_currency="USD", idempotency_key="s")
@@ -1125,3 +1128,89 @@ def test_entries_reads_many_keys_at_once_and_checks_each(fxpay_sandbox: Any, pos
     need("psycopg").connect(postgres_server.conninfo, autocommit=True).execute(f'TRUNCATE "{journal.table}"').connection.close()
     with pytest.raises(fxpay.JournalError, match="identity row is gone"):
         journal.entries(["k0"])
+
+
+@STORES
+def test_create_with_no_schema_on_the_search_path_asks_for_a_qualified_table(postgres_server: PostgresServer, store: str) -> None:
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + store + " options='-csearch_path=nowhere'", table=table_name())
+    with pytest.raises(fxpay.JournalError, match=r"no schema to make the table in .*PostgresJournal\(table='schema.name'\)"):
+        journal.create()
+
+
+@STORES
+def test_create_where_the_journal_this_process_opened_was_lost_makes_one_and_refuses_it(
+    fxpay_sandbox: Any, postgres_server: PostgresServer, store: str
+) -> None:
+    """A process that used its journal and then runs ``create()`` after the table was lost
+    gets the new journal made for the processes that open it next, and is refused it itself:
+    its keys were the lost journal's."""
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table_name())
+    journal.create()
+    with fxpay_sandbox.client(journal=journal) as c:
+        quote(c, "k")
+    sql(postgres_server, f'DROP TABLE "{journal.table}"')
+    with pytest.raises(fxpay.JournalError, match="now holds another journal"):
+        journal.create()
+    fresh = fxpay.PostgresJournal(postgres_server.conninfo + store, table=journal.table)
+    assert fresh.get("k") is None
+    assert fresh.create() is False
+
+
+@STORES
+def test_a_claim_whose_row_keeps_vanishing_fails_closed(postgres_server: PostgresServer, store: str) -> None:
+    """A claim's insert that lands nowhere and finds no row to read (here a trigger drops
+    it) is tried again, a few times, then fails closed; other keys are claimed as ever."""
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table_name())
+    journal.create()
+    t = journal.table
+    sql(postgres_server, f'CREATE FUNCTION "{t}_drop"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$')
+    sql(
+        postgres_server,
+        f'CREATE TRIGGER "{t}_drop" BEFORE INSERT ON "{t}" FOR EACH ROW WHEN (NEW.key = \'vanishing\') EXECUTE FUNCTION "{t}_drop"()',
+    )
+    with pytest.raises(fxpay.JournalError, match="kept vanishing"):
+        journal.claim(pending_entry("vanishing"))
+    assert journal.claim(pending_entry("kept")) is None
+    assert journal.get("vanishing") is None
+    got = journal.get("kept")
+    assert got is not None
+    assert got.state == "pending"
+
+
+def _done(claim: fxpay.JournalEntry, result: str) -> fxpay.JournalEntry:
+    return fxpay.JournalEntry.from_json(json.dumps({**json.loads(claim.to_json()), "state": "done", "result": result}))
+
+
+def test_a_claims_result_swapped_in_by_hand_waits_for_the_next_commit_and_lands(postgres_server: PostgresServer) -> None:
+    """On psycopg's store: a claim's own result swapped in (``pending`` to ``done``) waits
+    for the next commit and is read from here meanwhile; a swap of what is stored is written
+    at once; a swap of what is no longer stored is False."""
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=table_name())
+    journal.create()
+    other = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=journal.table)
+    claim = pending_entry("k")
+    assert journal.claim(claim) is None
+    done = _done(claim, "q-1")
+    assert journal.swap(claim, done) is True
+    assert journal.get("k") == done
+    read_until(lambda: (e := other.get("k")) and (e.state, e.result), ("done", "q-1"), meanwhile=("pending", None))
+    replaced = _done(claim, "q-2")
+    assert journal.swap(done, replaced) is True
+    assert other.get("k") == replaced
+    assert journal.swap(done, _done(claim, "q-3")) is False
+    assert other.get("k") == replaced
+
+
+def test_a_claims_commit_carries_the_results_waiting_and_leaves_none_behind(postgres_server: PostgresServer) -> None:
+    """On psycopg's store: one claim's commit writes the results waiting with it (one
+    statement), and nothing is left waiting or in flight in this process once it landed."""
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=table_name())
+    journal.create()
+    other = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=journal.table)
+    first = pending_entry("first")
+    assert journal.claim(first) is None
+    done = _done(first, "q-1")
+    assert journal._later.defer("first", first.to_json(), done, done.to_json())  # waits; no flusher woken
+    assert journal.claim(pending_entry("second")) is None  # its commit carries the result
+    assert other.get("first") == done
+    assert journal._later.entries() == []
