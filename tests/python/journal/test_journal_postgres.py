@@ -1187,18 +1187,18 @@ def test_a_claims_result_swapped_in_by_hand_waits_for_the_next_commit_and_lands(
     at once; a swap of what is no longer stored is False."""
     journal = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=table_name())
     journal.create()
-    other = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=journal.table)
     claim = pending_entry("k")
     assert journal.claim(claim) is None
     done = _done(claim, "q-1")
     assert journal.swap(claim, done) is True
     assert journal.get("k") == done
-    read_until(lambda: (e := other.get("k")) and (e.state, e.result), ("done", "q-1"), meanwhile=("pending", None))
+    read_until(lambda: stored(postgres_server, journal, "k"), ("done", "q-1"), meanwhile=("pending", None))
     replaced = _done(claim, "q-2")
     assert journal.swap(done, replaced) is True
-    assert other.get("k") == replaced
+    assert stored(postgres_server, journal, "k") == ("done", "q-2")
     assert journal.swap(done, _done(claim, "q-3")) is False
-    assert other.get("k") == replaced
+    assert stored(postgres_server, journal, "k") == ("done", "q-2")
+    assert journal.get("k") == replaced
 
 
 def test_a_claims_commit_carries_the_results_waiting_and_leaves_none_behind(postgres_server: PostgresServer) -> None:
@@ -1206,11 +1206,38 @@ def test_a_claims_commit_carries_the_results_waiting_and_leaves_none_behind(post
     statement), and nothing is left waiting or in flight in this process once it landed."""
     journal = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=table_name())
     journal.create()
-    other = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=journal.table)
     first = pending_entry("first")
     assert journal.claim(first) is None
     done = _done(first, "q-1")
     assert journal._later.defer("first", first.to_json(), done, done.to_json())  # waits; no flusher woken
     assert journal.claim(pending_entry("second")) is None  # its commit carries the result
-    assert other.get("first") == done
+    assert stored(postgres_server, journal, "first") == ("done", "q-1")
     assert journal._later.entries() == []
+
+
+def test_a_result_whose_row_is_locked_is_left_by_the_claims_commit_and_written_after(postgres_server: PostgresServer) -> None:
+    """On psycopg's store: a claim's commit does not wait for a result whose row another
+    transaction holds locked (``SKIP LOCKED``): the claim lands, and the result waits again
+    for the flusher, which writes it once the lock is let go."""
+    psycopg = need("psycopg")
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=table_name())
+    journal.create()
+    first = pending_entry("first")
+    assert journal.claim(first) is None
+    done = _done(first, "q-1")
+    with psycopg.connect(postgres_server.conninfo) as holder:
+        holder.execute(f"SELECT key FROM \"{journal.table}\" WHERE key = 'first' FOR UPDATE")
+        assert journal._later.defer("first", first.to_json(), done, done.to_json())  # waits; no flusher woken
+        assert journal.claim(pending_entry("second")) is None  # lands without waiting for the lock
+        assert journal.get("first") == done  # read from here meanwhile
+        assert stored(postgres_server, journal, "first") == ("pending", None)
+        holder.rollback()
+    read_until(lambda: stored(postgres_server, journal, "first"), ("done", "q-1"), meanwhile=("pending", None))
+    assert journal._later.entries() == []
+
+
+def stored(server: PostgresServer, journal: fxpay.PostgresJournal, key: str) -> tuple[str, str | None] | None:
+    """The state and result the table holds for ``key`` (not what this process reads: its
+    journals of one table share the results still waiting)."""
+    rows = sql(server, f'SELECT state, result FROM "{journal.table}" WHERE key = %s', key)
+    return (rows[0][0], rows[0][1]) if rows else None
