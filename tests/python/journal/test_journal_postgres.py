@@ -1162,12 +1162,7 @@ def test_a_claim_whose_row_keeps_vanishing_fails_closed(postgres_server: Postgre
     it) is tried again, a few times, then fails closed; other keys are claimed as ever."""
     journal = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table_name())
     journal.create()
-    t = journal.table
-    sql(postgres_server, f'CREATE FUNCTION "{t}_drop"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$')
-    sql(
-        postgres_server,
-        f'CREATE TRIGGER "{t}_drop" BEFORE INSERT ON "{t}" FOR EACH ROW WHEN (NEW.key = \'vanishing\') EXECUTE FUNCTION "{t}_drop"()',
-    )
+    on_insert_of(postgres_server, journal, "vanishing", "RETURN NULL;")
     with pytest.raises(fxpay.JournalError, match="kept vanishing"):
         journal.claim(pending_entry("vanishing"))
     assert journal.claim(pending_entry("kept")) is None
@@ -1241,3 +1236,28 @@ def stored(server: PostgresServer, journal: fxpay.PostgresJournal, key: str) -> 
     journals of one table share the results still waiting)."""
     rows = sql(server, f'SELECT state, result FROM "{journal.table}" WHERE key = %s', key)
     return (rows[0][0], rows[0][1]) if rows else None
+
+
+def on_insert_of(server: PostgresServer, journal: fxpay.PostgresJournal, key: str, body: str) -> None:
+    """A trigger that runs ``body`` (PL/pgSQL) before each insert of ``key`` in the table."""
+    t = journal.table
+    sql(server, f'CREATE FUNCTION "{t}_{key}"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {body} END $$')
+    assert key.isalnum()  # written into the statement: DDL takes no parameters
+    sql(server, f'CREATE TRIGGER "{t}_{key}" BEFORE INSERT ON "{t}" FOR EACH ROW WHEN (NEW.key = \'{key}\') EXECUTE FUNCTION "{t}_{key}"()')
+
+
+def test_a_failed_claims_commit_gives_its_results_back_to_wait_for_the_flusher(postgres_server: PostgresServer) -> None:
+    """On psycopg's store: a claim's commit that fails (here a trigger refuses its insert)
+    fails that claim closed, and the results that rode it wait again: the flusher, woken,
+    writes them."""
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=table_name())
+    journal.create()
+    on_insert_of(postgres_server, journal, "boom", "RAISE EXCEPTION 'refused by the test';")
+    first = pending_entry("first")
+    assert journal.claim(first) is None
+    done = _done(first, "q-1")
+    assert journal._later.defer("first", first.to_json(), done, done.to_json())  # waits; no flusher woken
+    with pytest.raises(fxpay.JournalError, match="refused by the test"):
+        journal.claim(pending_entry("boom"))
+    read_until(lambda: stored(postgres_server, journal, "first"), ("done", "q-1"), meanwhile=("pending", None))
+    assert journal._later.entries() == []
