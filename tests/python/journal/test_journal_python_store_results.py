@@ -70,6 +70,10 @@ def test_the_result_is_written_within_moments_with_no_other_call(fxpay_sandbox: 
             assert time.monotonic() < deadline, "the result was never written"
             time.sleep(0.02)
         assert seen.result == quote_id
+        # Once written, nothing of it is left waiting or in flight in this process.
+        while journal._later.entries():
+            assert time.monotonic() < deadline, "the result written is still held as on its way"
+            time.sleep(0.02)
 
 
 def test_a_swap_of_what_get_read_succeeds_while_the_result_still_waits(fxpay_sandbox: Any, python_journals: tuple[Any, Any]) -> None:
