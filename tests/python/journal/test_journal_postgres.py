@@ -1261,3 +1261,20 @@ def test_a_failed_claims_commit_gives_its_results_back_to_wait_for_the_flusher(p
         journal.claim(pending_entry("boom"))
     read_until(lambda: stored(postgres_server, journal, "first"), ("done", "q-1"), meanwhile=("pending", None))
     assert journal._later.entries() == []
+
+
+def test_a_result_whose_claims_lease_lapsed_meanwhile_is_written_over_it(postgres_server: PostgresServer) -> None:
+    """On psycopg's store: the flusher's commit finds the key no longer as its claim was
+    stored, but still that claim (``unknown``: its lease lapsed while the result waited):
+    the result is written over it."""
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=table_name())
+    journal.create()
+    claim = pending_entry("k")
+    assert journal.claim(claim) is None
+    lapsed = json.dumps({**json.loads(claim.to_json()), "state": "unknown", "error": "its lease lapsed"})
+    sql(postgres_server, f'UPDATE "{journal.table}" SET state = %s, data = %s WHERE key = %s', "unknown", lapsed, "k")
+    done = _done(claim, "q-1")
+    assert journal._later.defer("k", claim.to_json(), done, done.to_json())
+    journal._flush_results()
+    assert stored(postgres_server, journal, "k") == ("done", "q-1")
+    assert journal._later.entries() == []
