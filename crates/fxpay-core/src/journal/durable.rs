@@ -327,8 +327,9 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
     use std::sync::{Condvar, Mutex};
 
-    /// A store whose commits answer every write with 1, the first commit held until
-    /// `open` (a leader's turn that lasts).
+    /// A store whose commits answer every write with 1 (or, `refusing`, with an error), the
+    /// first commit held until `open` (a leader's turn that lasts); it counts the flusher's
+    /// turns it asks for.
     #[derive(Default)]
     struct Held {
         group: Group,
@@ -336,6 +337,9 @@ mod tests {
         commits: AtomicUsize,
         gate: Mutex<(bool, bool)>, // (the first commit entered, the gate open)
         moved: Condvar,
+        refusing: bool,
+        wakes: AtomicUsize,
+        retries: AtomicUsize,
     }
 
     impl Held {
@@ -371,43 +375,11 @@ mod tests {
                 self.wait_for(|g| g.1);
             }
             for w in writes {
-                w.answer(Ok(1));
-            }
-        }
-        fn wake(&self) {}
-        fn retry(&self) {}
-        fn not_recorded(&self, _key: &str, _result: Option<&str>) {}
-    }
-
-    fn entry(key: &str) -> Entry {
-        crate::journal::machine::claim(key, "create_quote", "f", "me", None, None, 0)
-    }
-
-    /// A store whose every commit fails; it counts the flusher's turns it asks for.
-    #[derive(Default)]
-    struct Refusing {
-        group: Group,
-        later: Later,
-        wakes: AtomicUsize,
-        retries: AtomicUsize,
-    }
-
-    impl Durable for Refusing {
-        fn group(&self) -> &Group {
-            &self.group
-        }
-        fn later(&self) -> &Later {
-            &self.later
-        }
-        fn read(&self, _key: &str) -> Result<Option<(String, Entry)>> {
-            Ok(None)
-        }
-        fn write(&self, op: Op) -> Result<usize> {
-            write(self, op)
-        }
-        fn commit(&self, writes: &[&Arc<Write>]) {
-            for w in writes {
-                w.answer(Err("the server is gone".into()));
+                w.answer(if self.refusing {
+                    Err("the server is gone".into())
+                } else {
+                    Ok(1)
+                });
             }
         }
         fn wake(&self) {
@@ -419,12 +391,20 @@ mod tests {
         fn not_recorded(&self, _key: &str, _result: Option<&str>) {}
     }
 
+    fn entry(key: &str) -> Entry {
+        crate::journal::machine::claim(key, "create_quote", "f", "me", None, None, 0)
+    }
+
     /// The flusher's turn of a store whose commit fails keeps the results waiting and asks
     /// for a retry (a turn of its own, later), never sleeping in the one flusher thread
     /// while other journals' results wait.
     #[test]
     fn a_failed_flush_keeps_its_results_and_asks_for_a_retry() {
-        let d = Refusing::default();
+        let d = Held {
+            refusing: true,
+            ..Held::default()
+        };
+        d.open();
         let c = entry("k");
         let new = crate::journal::machine::done(&c, "q-1".into(), None, 1);
         assert!(d.later().defer(Waiting {
