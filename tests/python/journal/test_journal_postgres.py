@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import logging
 import math
 import os
 import signal
@@ -1277,4 +1278,27 @@ def test_a_result_whose_claims_lease_lapsed_meanwhile_is_written_over_it(postgre
     assert journal._later.defer("k", claim.to_json(), done, done.to_json())
     journal._flush_results()
     assert stored(postgres_server, journal, "k") == ("done", "q-1")
+    assert journal._later.entries() == []
+
+
+def test_a_result_whose_key_now_holds_another_claim_is_logged_not_written_over_it(
+    postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On psycopg's store: the flusher's commit finds the key holding another claim (a
+    person resolved it and another call claimed it): the other claim stands, and the result
+    is logged with the call that settles it, once."""
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=table_name())
+    journal.create()
+    claim = pending_entry("k")
+    assert journal.claim(claim) is None
+    theirs = json.dumps({**json.loads(claim.to_json()), "holder": "a-third-host~boot/7/tok", "created_at": 1_800_000_000_000})
+    sql(postgres_server, f'UPDATE "{journal.table}" SET data = %s WHERE key = %s', theirs, "k")
+    done = _done(claim, "q-1")
+    assert journal._later.defer("k", claim.to_json(), done, done.to_json())
+    with caplog.at_level(logging.ERROR, logger="fxpay"):
+        journal._flush_results()
+    assert sql(postgres_server, f'SELECT state, data FROM "{journal.table}" WHERE key = %s', "k") == [("pending", theirs)]
+    logged = [r.getMessage() for r in caplog.records if "could not be recorded" in r.getMessage()]
+    assert len(logged) == 1, logged
+    assert "journal.resolve('k', result='q-1')" in logged[0]
     assert journal._later.entries() == []

@@ -12,6 +12,7 @@ commit, like the core's stores' results, and (issue 55's mutation run of
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -94,7 +95,7 @@ def test_a_swap_of_what_get_read_succeeds_while_the_result_still_waits(fxpay_san
 
 
 def test_a_postgres_result_whose_commit_failed_is_written_once_the_server_answers(
-    fxpay_sandbox: Any, postgres_server: PostgresServer
+    fxpay_sandbox: Any, postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The flusher's commit of a waiting result fails (the journal's connection gone, no new
     one to be had): the result waits again, and is tried again ``RETRY_DELAY`` later until
@@ -127,6 +128,7 @@ def test_a_postgres_result_whose_commit_failed_is_written_once_the_server_answer
             assert journal._later.defer("k", json.dumps(claim), done, done.to_json())
             down.set()
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'fxpay-retry-test'")
+            caplog.set_level(logging.DEBUG, logger="fxpay")
             _Later.wake(journal)  # the flusher's turn: no connection, the result waits again
             assert tried_while_down.wait(10), "the flusher never tried the result"
             stored = other.get("k")
@@ -138,6 +140,9 @@ def test_a_postgres_result_whose_commit_failed_is_written_once_the_server_answer
             assert time.monotonic() < deadline, "the result was not tried again once the server answered"
             time.sleep(0.02)
         assert stored.to_json() == done.to_json()
+        failed = [r for r in caplog.records if "writing the results waiting failed" in r.getMessage()]
+        assert failed, "the failed commit was not logged"
+        assert failed[0].exc_info, "logged without the driver's error"
     finally:
         journal.close()
         other.close()
