@@ -1264,7 +1264,9 @@ def test_a_failed_claims_commit_gives_its_results_back_to_wait_for_the_flusher(p
     assert journal._later.entries() == []
 
 
-def test_a_result_whose_claims_lease_lapsed_meanwhile_is_written_over_it(postgres_server: PostgresServer) -> None:
+def test_a_result_whose_claims_lease_lapsed_meanwhile_is_written_over_it(
+    postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
     """On psycopg's store: the flusher's commit finds the key no longer as its claim was
     stored, but still that claim (``unknown``: its lease lapsed while the result waited):
     the result is written over it."""
@@ -1276,29 +1278,64 @@ def test_a_result_whose_claims_lease_lapsed_meanwhile_is_written_over_it(postgre
     sql(postgres_server, f'UPDATE "{journal.table}" SET state = %s, data = %s WHERE key = %s', "unknown", lapsed, "k")
     done = _done(claim, "q-1")
     assert journal._later.defer("k", claim.to_json(), done, done.to_json())
-    journal._flush_results()
+    with caplog.at_level(logging.ERROR, logger="fxpay"):
+        journal._flush_results()
     assert stored(postgres_server, journal, "k") == ("done", "q-1")
     assert journal._later.entries() == []
+    assert not [r for r in caplog.records if "could not be recorded" in r.getMessage()]
 
 
-def test_a_result_whose_key_now_holds_another_claim_is_logged_not_written_over_it(
-    postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("meanwhile", ["another claim", "row deleted", "update refused", "settled first"])
+def test_a_result_whose_key_changed_otherwise_is_logged_unless_it_was_settled_with_it(
+    postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture, meanwhile: str
 ) -> None:
-    """On psycopg's store: the flusher's commit finds the key holding another claim (a
-    person resolved it and another call claimed it): the other claim stands, and the result
-    is logged with the call that settles it, once."""
+    """On psycopg's store: the flusher's commit finds the key changed otherwise while the
+    result waited. What is stored stands. The result is logged once, with the call that
+    settles it, unless the key was settled with that same result (its spot deal's
+    notification came first, with the deal id)."""
     journal = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=table_name())
     journal.create()
     claim = pending_entry("k")
     assert journal.claim(claim) is None
-    theirs = json.dumps({**json.loads(claim.to_json()), "holder": "a-third-host~boot/7/tok", "created_at": 1_800_000_000_000})
-    sql(postgres_server, f'UPDATE "{journal.table}" SET data = %s WHERE key = %s', theirs, "k")
+    mine = json.loads(claim.to_json())
+    if meanwhile == "another claim":  # resolved by a person, claimed by another call
+        now = json.dumps({**mine, "holder": "a-third-host~boot/7/tok", "created_at": 1_800_000_000_000})
+        sql(postgres_server, f'UPDATE "{journal.table}" SET data = %s WHERE key = %s', now, "k")
+    elif meanwhile == "row deleted":
+        sql(postgres_server, f'DELETE FROM "{journal.table}" WHERE key = %s', "k")
+    elif meanwhile == "update refused":  # still its claim (its lease lapsed), but no write lands
+        now = json.dumps({**mine, "state": "unknown", "error": "its lease lapsed"})
+        sql(postgres_server, f'UPDATE "{journal.table}" SET state = %s, data = %s WHERE key = %s', "unknown", now, "k")
+        t = journal.table
+        sql(postgres_server, f'CREATE FUNCTION "{t}_keep"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$')
+        sql(postgres_server, f'CREATE TRIGGER "{t}_keep" BEFORE UPDATE ON "{t}" FOR EACH ROW EXECUTE FUNCTION "{t}_keep"()')
+    else:
+        now = json.dumps({**mine, "state": "done", "result": "q-1", "deal_id": "d-1"})
+        sql(postgres_server, f'UPDATE "{journal.table}" SET state = %s, result = %s, data = %s WHERE key = %s', "done", "q-1", now, "k")
+    before = sql(postgres_server, f'SELECT state, data FROM "{journal.table}" WHERE key = %s', "k")
     done = _done(claim, "q-1")
     assert journal._later.defer("k", claim.to_json(), done, done.to_json())
     with caplog.at_level(logging.ERROR, logger="fxpay"):
         journal._flush_results()
-    assert sql(postgres_server, f'SELECT state, data FROM "{journal.table}" WHERE key = %s', "k") == [("pending", theirs)]
+    assert sql(postgres_server, f'SELECT state, data FROM "{journal.table}" WHERE key = %s', "k") == before
     logged = [r.getMessage() for r in caplog.records if "could not be recorded" in r.getMessage()]
-    assert len(logged) == 1, logged
-    assert "journal.resolve('k', result='q-1')" in logged[0]
+    if meanwhile == "settled first":
+        assert logged == []
+    else:
+        assert len(logged) == 1, logged
+        assert "journal.resolve('k', result='q-1')" in logged[0]
     assert journal._later.entries() == []
+
+
+def test_find_reads_a_stored_result_back_to_its_key(postgres_server: PostgresServer) -> None:
+    """On psycopg's store: ``find`` of a result the table holds gives its key's entry."""
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=table_name())
+    journal.create()
+    claim = pending_entry("k")
+    assert journal.claim(claim) is None
+    done = _done(claim, "q-1")
+    assert journal._later.defer("k", claim.to_json(), done, done.to_json())
+    journal._flush_results()
+    assert journal._later.entries() == []
+    assert journal.find("q-1") == done
+    assert journal.find("q-2") is None
