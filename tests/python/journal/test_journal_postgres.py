@@ -1339,3 +1339,41 @@ def test_find_reads_a_stored_result_back_to_its_key(postgres_server: PostgresSer
     assert journal._later.entries() == []
     assert journal.find("q-1") == done
     assert journal.find("q-2") is None
+
+
+def test_candidates_are_the_open_keys_less_those_whose_result_is_on_its_way(postgres_server: PostgresServer) -> None:
+    """On psycopg's store: the keys ``leased`` (and ``unknown``) look at are those the table
+    holds open, less a key whose result this process holds on its way (it reads ``done``)."""
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=table_name())
+    journal.create()
+    a, b = pending_entry("a"), pending_entry("b")
+    assert journal.claim(a) is None
+    assert journal.claim(b) is None
+    done = _done(b, "q-1")
+    assert journal._later.defer("b", b.to_json(), done, done.to_json())
+    assert [e.key for e in journal.candidates()] == ["a"]
+    assert [e.key for e in journal.leased()] == ["a"]
+
+
+def test_close_writes_the_results_waiting_and_ends_the_free_connections_sessions(postgres_server: PostgresServer) -> None:
+    """On psycopg's store: ``close`` writes the results waiting and ends the sessions of its
+    free connections, forgetting them; the journal makes new ones on next use."""
+    name = f"fxpay-close-{os.getpid()}"
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + f" gssencmode=disable application_name={name}", table=table_name())
+    journal.create()
+
+    def sessions() -> int:
+        return int(sql(postgres_server, "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", name)[0][0])
+
+    claim = pending_entry("k")
+    assert journal.claim(claim) is None
+    done = _done(claim, "q-1")
+    assert journal._later.defer("k", claim.to_json(), done, done.to_json())  # waits; no flusher woken
+    assert sessions() == 1
+    journal.close()
+    assert stored(postgres_server, journal, "k") == ("done", "q-1")
+    assert (journal._idle, journal._mine) == ([], set())
+    read_until(sessions, 0, meanwhile=1)
+    assert journal.claim(pending_entry("k2")) is None  # a new connection
+    assert sessions() == 1
+    journal.close()
