@@ -1138,7 +1138,9 @@ def test_entries_reads_many_keys_at_once_and_checks_each(fxpay_sandbox: Any, pos
 @STORES
 def test_create_with_no_schema_on_the_search_path_asks_for_a_qualified_table(postgres_server: PostgresServer, store: str) -> None:
     journal = fxpay.PostgresJournal(postgres_server.conninfo + store + " options='-csearch_path=nowhere'", table=table_name())
-    with pytest.raises(fxpay.JournalError, match=r"no schema to make the table in .*PostgresJournal\(table='schema.name'\)"):
+    with pytest.raises(
+        fxpay.JournalError, match=r"^PostgresJournal.create\(\): no schema to make the table in .*PostgresJournal\(table='schema.name'\)"
+    ):
         journal.create()
 
 
