@@ -21,6 +21,7 @@ floats, and come back as :class:`decimal.Decimal`. docs/payouts.md, "More than o
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -39,7 +40,6 @@ from .fanout import (
     check_journal,
     check_max_rate,
     check_poll,
-    follow,
     now,
 )
 
@@ -50,6 +50,12 @@ __all__ = ["TASK_NAME", "pay_out_celery", "register"]
 
 #: The name the chunk task is registered under (``register(..., name=)`` changes it).
 TASK_NAME = "fxpay.pay_out_chunk"
+
+#: ``pay_out_celery(lost_after=)``: how long nothing may move before a chunk that never
+#: started is sent again (seconds).
+LOST_AFTER = 60.0
+
+logger = logging.getLogger("fxpay.payouts")
 
 #: Each worker process's client, made by the registered factory on the process's first chunk
 #: (after the prefork pool forked it), by task name.
@@ -171,6 +177,7 @@ def pay_out_celery(
     timeout: float | None = None,
     poll: float = 0.5,
     task_name: str = TASK_NAME,
+    lost_after: float | None = LOST_AFTER,
 ) -> Any:
     """Pays ``rows`` on Celery workers: chunks of ``chunk_size`` rows sent as one ``group`` of
     the task :func:`register` made (by ``task_name``), each chunk paid by ``pay_out`` with
@@ -190,6 +197,15 @@ def pay_out_celery(
     ``unknown`` with the task's error; ``timeout`` (seconds, None: no limit) is how long to
     wait for all of them (then ``TimeoutError`` of Celery is raised). Running the same table
     again resumes: booked rows replay and nothing is sent for them.
+
+    ``lost_after`` (seconds, None: never), with ``journal=``: a broker can lose a chunk that
+    no worker ever started (Redis: a worker killed whole between taking a chunk off the queue
+    and recording it unacknowledged). Once nothing has moved for ``lost_after`` seconds (no
+    chunk came back, the journal's counts of the table stayed the same), each chunk still out
+    none of whose rows is in flight or was booked in this run is sent again under its own
+    task id, and logged (``fxpay.payouts``, WARNING); the next time that chunk needs twice as
+    long a stillness. A chunk sent twice books nothing twice: its rows' keys find their
+    entries and replay.
     """
     if not isinstance(funding_source, str):
         raise TypeError(f"funding_source must be a str, not {type(funding_source).__name__}")
@@ -198,8 +214,8 @@ def pay_out_celery(
     check_max_rate(max_rate)
     journal = check_journal(journal)
     poll = check_poll(poll)
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
-        raise TypeError(f"timeout must be a number of seconds or None, not {type(timeout).__name__}")
+    timeout = _check_seconds("timeout", timeout)
+    lost_after = _check_seconds("lost_after", lost_after)
     if not app.conf.result_backend:
         raise ConfigurationError("pay_out_celery gathers the chunks' results: the Celery app needs a result backend")
     table = Table(rows)
@@ -214,12 +230,17 @@ def pay_out_celery(
     update = bar.update
     try:
         since = now()
-        result = group(app.signature(task_name, args=(chunk, funding_source, concurrency, max_rate)) for chunk in chunks).apply_async()
-        if journal is not None and progress is not False:
-            follow(journal, keys, since, update, result.ready, poll, timeout)
-        elif progress is not False:
-            _follow_chunks(result, chunks, update, poll, timeout)
-        got = result.get(timeout=timeout, propagate=False, disable_sync_subtasks=False)
+
+        def chunk_task(i: int) -> Any:
+            return app.signature(task_name, args=(chunks[i], funding_source, concurrency, max_rate))
+
+        result = group(chunk_task(i) for i in range(len(chunks))).apply_async()
+        wait = _Wait(result, chunks, journal, keys, since, timeout)
+
+        def resend(i: int, task_id: str) -> Any:
+            return chunk_task(i).apply_async(task_id=task_id)
+
+        got = wait.gather(update if progress is not False else None, poll, lost_after, resend)
         update(*_tally(chunks, got))  # the rows' own word, last
     finally:
         bar.close()
@@ -244,14 +265,85 @@ def _tally(chunks: list[list[dict[str, Any]]], parts: list[Any]) -> tuple[int, .
     return (sum(counts.values()), sum(len(c) for c in chunks), *counts.values())
 
 
-def _follow_chunks(
-    result: Any, chunks: list[list[dict[str, Any]]], update: Callable[..., None], poll: float, timeout: float | None
-) -> None:
-    """Reports the rows of the chunks that came back, until all have (or ``timeout``)."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        end = result.ready()
-        update(*_tally(chunks, [r.result if r.ready() else None for r in result.results]))
-        if end or (deadline is not None and time.monotonic() >= deadline):
-            return
-        time.sleep(poll)
+class _Wait:
+    """Waiting for a sent table's chunks: their results, the journal's counts while they are
+    paid, and the chunks a broker lost, sent again."""
+
+    def __init__(
+        self,
+        result: Any,
+        chunks: list[list[dict[str, Any]]],
+        journal: JournalBase | None,
+        keys: list[str],
+        since: Any,
+        timeout: float | None,
+    ) -> None:
+        self.result = result
+        self.chunks = chunks
+        self.journal = journal
+        self.keys = keys
+        self.since = since
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+
+    def gather(
+        self, update: Callable[..., None] | None, poll: float, lost_after: float | None, resend: Callable[[int, str], Any]
+    ) -> list[Any]:
+        """Every chunk's result, in order, once all are back: until then the counts go to
+        ``update`` every ``poll`` seconds (the journal's, or the rows of the chunks back),
+        and a chunk the broker lost is sent again with ``resend(index, task_id)``. Past the
+        deadline, Celery's ``TimeoutError``."""
+        from celery.exceptions import TimeoutError as CeleryTimeoutError  # type: ignore[import-untyped,unused-ignore]
+
+        parts = self.result.results
+        stillness = [lost_after] * len(parts)  # per chunk: how long nothing may move before it is sent again
+        moved_at, last = time.monotonic(), None
+        while True:
+            back = [r.ready() for r in parts]
+            counts = self.counts(back)
+            if update is not None:
+                update(*counts)
+            if all(back):
+                return [r.result for r in parts]
+            t = time.monotonic()
+            if (sum(back), counts) != last:
+                moved_at, last = t, (sum(back), counts)
+            if self.deadline is not None and t >= self.deadline:
+                raise CeleryTimeoutError(f"{len(parts) - sum(back)} of {len(parts)} chunks did not come back in time")
+            for i, r in enumerate(parts):
+                wait = stillness[i]
+                if wait is not None and not back[i] and t - moved_at >= wait and self.never_started(i):
+                    logger.warning(
+                        "pay_out_celery: chunk %d of %d (task %s) had not started after %.0f s in which nothing moved: sent again",
+                        i, len(parts), r.id, t - moved_at,
+                    )  # fmt: skip
+                    resend(i, r.id)
+                    stillness[i] = 2 * wait
+            time.sleep(poll)
+
+    def counts(self, back: list[bool]) -> tuple[int, ...]:
+        """``(done, total, booked, replayed, unknown, refused)``: the journal's, or without
+        one, the rows of the chunks back."""
+        if self.journal is not None:
+            p = self.journal.payout_progress(self.keys, since=self.since)
+            return (p.done, len(self.keys), p.booked, p.replayed, p.unknown, p.refused)
+        return _tally(self.chunks, [r.result if b else None for r, b in zip(self.result.results, back, strict=True)])
+
+    def never_started(self, i: int) -> bool:
+        """Chunk ``i`` started nowhere, as far as the journal can tell: none of its rows is in
+        flight (``pending``) or was booked in this run. (A chunk of rows booked before only
+        replays, which writes nothing: sent again, it replays again.) Without a journal,
+        nothing can tell a lost chunk from one still running: never."""
+        if self.journal is None:
+            return False
+        ks = [r["key"] for r in self.chunks[i]]
+        return not self.journal.leased(ks) and self.journal.payout_progress(ks, since=self.since).booked == 0
+
+
+def _check_seconds(name: str, value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds or None, not {type(value).__name__}")
+    if not value > 0:
+        raise InvalidRequestError(f"{name} must be more than 0 seconds, or None")
+    return float(value)

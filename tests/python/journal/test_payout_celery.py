@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -90,9 +91,10 @@ class Workers:
         # The journal every worker shares, made once before any worker opens it.
         fxpay.RedisJournal(f"unix://{redis.sock}?db=1", prefix="fan:").create()
 
-    def start(self, n: int) -> None:
-        for w in range(n):
-            log = self.tmp_path / f"worker{len(self.procs)}.log"
+    def start(self, n: int, **env: str) -> None:
+        for _ in range(n):
+            w = len(self.procs)
+            log = self.tmp_path / f"worker{w}.log"
             with log.open("wb") as out:
                 self.procs.append(
                     subprocess.Popen(
@@ -102,7 +104,7 @@ class Workers:
                             *("-n", f"fan{w}-{os.getpid()}@127.0.0.1"),
                         ],
                         cwd=str(APPS),
-                        env=self.env,
+                        env={**self.env, **env},
                         stdout=out,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,
@@ -248,6 +250,106 @@ def test_celery_chaos_each_row_once_each_reference_booked_at_most_once(fxpay_san
     assert sum(refs_booked(fxpay_sandbox).values()) == sum(refs.values())
 
 
+def test_a_chunk_the_broker_lost_is_sent_again(
+    fxpay_sandbox: Any, redis: RedisServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker killed whole after the Redis broker handed it a chunk (BRPOP took it off the
+    queue) and before it recorded the chunk unacknowledged loses that chunk: no queue, no
+    visibility timeout brings it back. Made certain here: the worker is stopped (SIGSTOP)
+    inside its wait on the queue, the table is sent (the first chunk goes into the stopped
+    worker's socket), and the worker is killed. A new worker pays the rest; once nothing has
+    moved for lost_after, the lost chunk is sent again, and the table comes back whole, each
+    reference booked once."""
+    redis_py = need("redis")
+    import fxpay.contrib.celery
+
+    with fxpay_sandbox.client() as c:
+        bid = c.create_beneficiary(make_beneficiary())
+    workers = Workers(fxpay_sandbox, redis, tmp_path)
+    workers.start(1, FXPAY_TEST_BROKER_WAIT="60")
+    app = sender(redis)
+    journal = fxpay.RedisJournal(f"unix://{redis.sock}?db=1", prefix="fan:")
+    broker = redis_py.Redis(unix_socket_path=str(redis.sock), db=0)
+
+    def waiting_on_the_queue() -> bool:
+        return any(cl.get("cmd") == "brpop" and "b" in cl.get("flags", "") for cl in broker.client_list())
+
+    rows = table(bid, 12, "lost")
+    got: list[Any] = []
+    try:
+        # The worker is up, has paid (its client made) and waits on the queue again.
+        warm = fxpay.contrib.celery.pay_out_celery(app, table(bid, 1, "warm"), funding_source="Own account", timeout=60)
+        assert [r["status"] for r in warm] == ["booked"]
+        deadline = time.monotonic() + 10
+        while not waiting_on_the_queue():
+            assert time.monotonic() < deadline, "the worker never waited on the queue"
+            time.sleep(0.01)
+        os.killpg(workers.procs[0].pid, signal.SIGSTOP)
+        assert waiting_on_the_queue()  # stopped inside a wait that lasts 60 s
+        caplog.set_level(logging.WARNING, logger="fxpay.payouts")
+        sender_thread = threading.Thread(
+            target=lambda: got.append(
+                fxpay.contrib.celery.pay_out_celery(
+                    app, rows, funding_source="Own account", chunk_size=4, journal=journal, timeout=90, poll=0.1, lost_after=2
+                )
+            )
+        )
+        sender_thread.start()
+        deadline = time.monotonic() + 10
+        while broker.llen("celery") != 2:  # three chunks sent, the first handed to the stopped worker
+            assert time.monotonic() < deadline, broker.llen("celery")
+            time.sleep(0.01)
+        assert broker.hlen("unacked") == 0  # the chunk handed over is nowhere in the broker
+        os.killpg(workers.procs[0].pid, signal.SIGKILL)
+        workers.procs[0].wait(10)
+        workers.start(1)
+        sender_thread.join(120)
+        assert not sender_thread.is_alive()
+    except Exception as e:
+        if isinstance(e, (AssertionError, pytest.fail.Exception)):
+            raise
+        pytest.fail(f"{type(e).__name__}: {e}\n{workers.logs()}")
+    finally:
+        app.close()
+        workers.stop()
+    assert got, f"pay_out_celery raised: see the log\n{workers.logs()}"
+    out = got[0]
+    resent = [r.getMessage() for r in caplog.records if r.name == "fxpay.payouts"]
+    print(f"\n{resent}")
+    assert len(resent) == 1, resent
+    assert "chunk 0 of 3" in resent[0], resent
+    assert [r["key"] for r in out] == [r["key"] for r in rows]
+    assert [r["status"] for r in out] == ["booked"] * 12, out
+    refs = refs_booked(fxpay_sandbox)
+    assert all(refs[r["pay_reference"]] == 1 for r in rows), refs
+
+
+def test_timeout_bounds_the_whole_wait(redis: RedisServer) -> None:
+    """pay_out_celery(timeout=) is one bound for following the journal and gathering the
+    results together (it was one for each): no worker runs, so the chunk never comes back."""
+    need("celery")
+    from celery.exceptions import TimeoutError as CeleryTimeoutError
+
+    import fxpay.contrib.celery
+
+    app = sender(redis)
+    journal = fxpay.RedisJournal(f"unix://{redis.sock}?db=1", prefix="late:")
+    journal.create()
+    seen: list[fxpay.PayoutProgress] = []
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(CeleryTimeoutError, match="1 of 1 chunks did not come back"):
+            fxpay.contrib.celery.pay_out_celery(
+                app, table("b-1", 1, "late"), funding_source="Own account", timeout=3, journal=journal, progress=seen.append, poll=0.05
+            )
+        took = time.monotonic() - t0
+    finally:
+        app.close()
+    assert 3 <= took < 5.5, took
+    assert seen, "no progress reported"
+    assert seen[-1] == fxpay.PayoutProgress(0, 1, 0, 0, 0, 0), seen[-1]
+
+
 def test_pay_out_celery_keeps_the_tables_kind_and_order(fxpay_sandbox: Any, redis: RedisServer, tmp_path: Path) -> None:
     """A pandas and a polars DataFrame come back as DataFrames of their library, in their
     order, with sell_amount an exact Decimal; bad arguments are refused before anything is sent."""
@@ -307,6 +409,13 @@ def test_pay_out_celery_keeps_the_tables_kind_and_order(fxpay_sandbox: Any, redi
             fxpay.contrib.celery.pay_out_celery(app, dup[:1], funding_source="Own account", poll=0)
         with pytest.raises(TypeError, match="beneficiary"):
             fxpay.contrib.celery.pay_out_celery(app, [{**dup[0], "beneficiary": make_beneficiary()}], funding_source="Own account")
+        invalid = fxpay.InvalidRequestError
+        bad_seconds = (("timeout", "60", TypeError), ("timeout", 0, invalid), ("lost_after", -1, invalid))
+        for name, bad, error in bad_seconds:
+            with pytest.raises(error, match=name):
+                fxpay.contrib.celery.pay_out_celery(app, dup[:1], funding_source="Own account", **{name: bad})
+        with pytest.raises(TypeError, match="lost_after"):
+            fxpay.contrib.celery.pay_out_celery(app, dup[:1], funding_source="Own account", lost_after=True)  # type: ignore[arg-type]
         assert len(fxpay_sandbox.deals()) == deals
     except Exception as e:
         if isinstance(e, (AssertionError, pytest.fail.Exception)):

@@ -12,6 +12,14 @@ from celery import Celery  # type: ignore[import-untyped]
 import fxpay
 import fxpay.contrib.celery
 
+# A worker killed whole leaves its chunks unacknowledged: the broker gives them to another
+# worker once they have been invisible this long (and looks every second).
+transport = {"visibility_timeout": 8, "unacked_restore_interval": 1, "unacked_restore_throttle": 1}
+if "FXPAY_TEST_BROKER_WAIT" in os.environ:
+    # How long a worker's each wait on the queue (BRPOP) lasts: the lost-chunk test stops a
+    # worker inside one and needs it to outlast the stop.
+    transport["polling_interval"] = float(os.environ["FXPAY_TEST_BROKER_WAIT"])
+
 app = Celery("payout_celery_app", broker=os.environ["FXPAY_TEST_BROKER"], backend=os.environ["FXPAY_TEST_BROKER"])
 app.conf.update(
     task_serializer="json",
@@ -19,9 +27,7 @@ app.conf.update(
     accept_content=["json"],
     worker_prefetch_multiplier=1,
     broker_connection_retry_on_startup=True,
-    # A worker killed whole leaves its chunks unacknowledged: the broker gives them to another
-    # worker once they have been invisible this long (and looks every second).
-    broker_transport_options={"visibility_timeout": 8, "unacked_restore_interval": 1, "unacked_restore_throttle": 1},
+    broker_transport_options=transport,
 )
 
 
