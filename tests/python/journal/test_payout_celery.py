@@ -415,7 +415,7 @@ def test_pay_out_celery_keeps_the_tables_kind_and_order(fxpay_sandbox: Any, redi
             with pytest.raises(error, match=name):
                 fxpay.contrib.celery.pay_out_celery(app, dup[:1], funding_source="Own account", **{name: bad})
         with pytest.raises(TypeError, match="lost_after"):
-            fxpay.contrib.celery.pay_out_celery(app, dup[:1], funding_source="Own account", lost_after=True)  # type: ignore[arg-type]
+            fxpay.contrib.celery.pay_out_celery(app, dup[:1], funding_source="Own account", lost_after=True)
         assert len(fxpay_sandbox.deals()) == deals
     except Exception as e:
         if isinstance(e, (AssertionError, pytest.fail.Exception)):
