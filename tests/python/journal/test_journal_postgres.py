@@ -1179,6 +1179,23 @@ def test_a_claim_whose_row_keeps_vanishing_fails_closed(postgres_server: Postgre
     assert got.state == "pending"
 
 
+@STORES
+def test_a_claim_whose_row_vanished_once_is_claimed_on_the_next_try(postgres_server: PostgresServer, store: str) -> None:
+    """A claim's first insert that lands nowhere and leaves no row to read (here a trigger
+    drops the first insert of the key only) is tried again: the second lands, and the claim
+    is this call's (None), not another call's entry."""
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table_name())
+    journal.create()
+    t = journal.table
+    sql(postgres_server, f'CREATE SEQUENCE "{t}_n"')  # outside any transaction: counts every insert tried
+    on_insert_of(postgres_server, journal, "once", f"IF nextval('\"{t}_n\"') = 1 THEN RETURN NULL; END IF; RETURN NEW;")
+    claim = pending_entry("once")
+    assert journal.claim(claim) is None
+    assert sql(postgres_server, f'SELECT last_value FROM "{t}_n"') == [(2,)]  # dropped once, landed on the next try
+    assert stored(postgres_server, journal, "once") == ("pending", None)
+    assert journal.get("once") == claim
+
+
 def _done(claim: fxpay.JournalEntry, result: str) -> fxpay.JournalEntry:
     return fxpay.JournalEntry.from_json(json.dumps({**json.loads(claim.to_json()), "state": "done", "result": result}))
 
