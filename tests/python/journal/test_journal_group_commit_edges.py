@@ -34,7 +34,7 @@ from fxpay._group_commit import UNANSWERED, _Claim, _GroupCommit
 
 from conftest import need
 from journal_support import pending_entry
-from postgres_support import PostgresServer, postgres_server, table_name
+from postgres_support import PostgresServer, postgres_server, sql, table_name
 
 __all__ = ["postgres_server"]  # a fixture, imported for the tests below
 
@@ -403,6 +403,54 @@ def test_two_claims_of_one_key_in_one_postgres_group_commit_make_one_claim(
         other = got["k2" if made == ["k1"] else "k1"]
         assert isinstance(other, fxpay.JournalEntry), other
         assert (other.key, other.state) == ("k", "pending"), other
+    finally:
+        journal.close()
+
+
+def test_claims_of_two_keys_in_one_postgres_group_commit_are_one_insert(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no result waiting to ride it, a group commit of two keys' claims inserts both in
+    one statement (one commit, one WAL flush): neither is inserted again on its own. The
+    table's INSERT statements are counted by a statement trigger."""
+    psycopg = need("psycopg")
+    monkeypatch.setattr(group_commit, "IN_FLIGHT_HORIZON", 10 * WAIT)
+    # Over a callable: Python's group commit (one from a connection string is the core's).
+    journal = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo), table=table_name())
+    journal.create()
+    t = journal.table
+    sql(postgres_server, f'CREATE SEQUENCE "{t}_inserts"')
+    body = f"BEGIN PERFORM nextval('\"{t}_inserts\"'); RETURN NULL; END"
+    sql(postgres_server, f'CREATE FUNCTION "{t}_count"() RETURNS trigger LANGUAGE plpgsql AS $$ {body} $$')
+    sql(postgres_server, f'CREATE TRIGGER "{t}_count" AFTER INSERT ON "{t}" FOR EACH STATEMENT EXECUTE FUNCTION "{t}_count"()')
+    try:
+        # One call in flight (claimed, not answered): the next leader waits for one more claim.
+        assert journal.claim(pending_entry("in-flight")) is None
+        got: dict[str, Any] = {}
+
+        def claim(key: str) -> None:
+            try:
+                got[key] = journal.claim(pending_entry(key))
+            except BaseException as e:  # looked at below
+                got[key] = e
+
+        group = journal._group
+        monkeypatch.setattr(group_commit, "COMMIT_DELAY", WAIT)
+        a = threading.Thread(target=claim, args=("a",), daemon=True)
+        a.start()
+        deadline = time.monotonic() + WAIT
+        while not group._gathering:
+            assert a.is_alive(), "a's leader did not wait for the call in flight"
+            assert time.monotonic() < deadline, "a's leader did not wait for the call in flight"
+            time.sleep(0.002)
+        b = threading.Thread(target=claim, args=("b",), daemon=True)
+        b.start()
+        for th in (a, b):
+            th.join(WAIT)
+            assert not th.is_alive(), "a claim never returned"
+        assert got == {"a": None, "b": None}
+        # The lone claim in flight: one INSERT; a's and b's, together: one more.
+        assert sql(postgres_server, f'SELECT last_value FROM "{t}_inserts"') == [(2,)]
     finally:
         journal.close()
 
