@@ -198,6 +198,7 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_journal_identity_postgres.py",
         "tests/python/journal/test_journal_python_store_results.py",
         "tests/python/journal/test_journal_group_commit_edges.py::test_two_claims_of_one_key_in_one_postgres_group_commit_make_one_claim",
+        "tests/python/journal/test_journal_group_commit_edges.py::test_claims_of_two_keys_in_one_postgres_group_commit_are_one_insert",
         # Forks: the core's store hands a child what waits; psycopg's makes its own locks,
         # waiting room and group commit in the child.
         "tests/python/journal/test_journal_one_flush.py::test_a_forked_child_replays_the_result_its_parent_still_holds",
