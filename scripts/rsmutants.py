@@ -108,6 +108,30 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_payouts.py::test_each_call_of_a_payout_is_a_client_span_under_the_callers",
     ],
     "observe/mod.rs": ["tests/python/client/test_tracing.py", "tests/python/client/test_lazy_import.py"],
+    # The journals' stores held by the binding (issue 55): the Python tests that make each
+    # kind of journal from a path, a URL or a connection string, and the memory journal's.
+    "journal/memory.rs": [
+        "tests/python/journal/test_journal_calls.py",
+        "tests/python/journal/test_journal_fork_locks.py",
+        "tests/python/journal/test_journal_holes.py",
+    ],
+    "journal/sqlite.rs": [
+        "tests/python/journal/test_journal_calls.py",
+        "tests/python/journal/test_journal_holes.py",
+        "tests/python/journal/test_journal_one_flush.py",
+        "tests/python/journal/test_journal_identity.py",
+    ],
+    "journal/redis.rs": [
+        "tests/python/journal/test_journal_identity.py",
+        "tests/python/journal/test_journal_redis_client.py",
+        "tests/python/journal/test_journal_redis_connection.py",
+        "tests/python/journal/test_journal_one_flush.py",
+    ],
+    "journal/postgres.rs": [
+        "tests/python/journal/test_journal_postgres.py",
+        "tests/python/journal/test_journal_identity_postgres.py",
+        "tests/python/journal/test_journal_one_flush.py",
+    ],
     "store.rs": [
         "tests/python/oauth/test_tokens.py",
         "tests/python/oauth/test_store_outage.py",
@@ -146,6 +170,10 @@ CANARY: dict[str, tuple[str, str]] = {
     "models/mod.rs": ("into_py::<Quote>(py, q, Raw::Text(raw_text))", PANIC),
     "models/class.rs": ("Py::new(py, M::wrap(core, raw))", PANIC),
     "client.rs": ("let open = self.initialised()?;\n        if self.is_closed()", PANIC),
+    "journal/memory.rs": ("out(self.0.claim(&entry.0)", PANIC),
+    "journal/sqlite.rs": ("let waits = hook::<()>(result_waits);", PANIC),
+    "journal/redis.rs": ("let waits = hook::<()>(result_waits);", PANIC),
+    "journal/postgres.rs": ("let waits = hook::<()>(result_waits);", PANIC),
 }
 
 
