@@ -313,7 +313,7 @@ class _Wait:
                 wait = stillness[i]
                 if wait is not None and not back[i] and t - moved_at >= wait and self.never_started(i):
                     logger.warning(
-                        "pay_out_celery: chunk %d of %d (task %s) had not started after %.0f s in which nothing moved: sent again",
+                        "pay_out_celery: chunk %d of %d (task %s) had not started after %.1f s in which nothing moved: sent again",
                         i, len(parts), r.id, t - moved_at,
                     )  # fmt: skip
                     resend(i, r.id)

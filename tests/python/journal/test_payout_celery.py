@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -255,11 +255,12 @@ def test_a_chunk_the_broker_lost_is_sent_again(
 ) -> None:
     """A worker killed whole after the Redis broker handed it a chunk (BRPOP took it off the
     queue) and before it recorded the chunk unacknowledged loses that chunk: no queue, no
-    visibility timeout brings it back. Made certain here: the worker is stopped (SIGSTOP)
-    inside its wait on the queue, the table is sent (the first chunk goes into the stopped
-    worker's socket), and the worker is killed. A new worker pays the rest; once nothing has
-    moved for lost_after, the lost chunk is sent again, and the table comes back whole, each
-    reference booked once."""
+    visibility timeout brings it back. Made certain here: a worker is stopped (SIGSTOP)
+    inside its wait on the queue, a second worker waits behind it (Redis serves the first
+    waiter first), the table is sent (its first chunk goes into the stopped worker's socket,
+    the others to the second worker), and the stopped worker is killed. Once nothing has
+    moved for lost_after, the lost chunk, and only it, is sent again, and the table comes back
+    whole, each reference booked once."""
     redis_py = need("redis")
     import fxpay.contrib.celery
 
@@ -271,8 +272,15 @@ def test_a_chunk_the_broker_lost_is_sent_again(
     journal = fxpay.RedisJournal(f"unix://{redis.sock}?db=1", prefix="fan:")
     broker = redis_py.Redis(unix_socket_path=str(redis.sock), db=0)
 
-    def waiting_on_the_queue() -> bool:
-        return any(cl.get("cmd") == "brpop" and "b" in cl.get("flags", "") for cl in broker.client_list())
+    def waiting() -> set[str]:
+        """The broker's clients blocked in a wait on the queue (BRPOP), by id."""
+        return {cl["id"] for cl in broker.client_list() if cl.get("cmd") == "brpop" and "b" in cl.get("flags", "")}
+
+    def until(what: str, condition: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 30
+        while not condition():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.01)
 
     rows = table(bid, 12, "lost")
     got: list[Any] = []
@@ -280,29 +288,24 @@ def test_a_chunk_the_broker_lost_is_sent_again(
         # The worker is up, has paid (its client made) and waits on the queue again.
         warm = fxpay.contrib.celery.pay_out_celery(app, table(bid, 1, "warm"), funding_source="Own account", timeout=60)
         assert [r["status"] for r in warm] == ["booked"]
-        deadline = time.monotonic() + 10
-        while not waiting_on_the_queue():
-            assert time.monotonic() < deadline, "the worker never waited on the queue"
-            time.sleep(0.01)
-        os.killpg(workers.procs[0].pid, signal.SIGSTOP)
-        assert waiting_on_the_queue()  # stopped inside a wait that lasts 60 s
+        until("the worker never waited on the queue", lambda: len(waiting()) == 1)
+        (stopped,) = waiting()
+        os.killpg(workers.procs[0].pid, signal.SIGSTOP)  # inside a wait that lasts 60 s
+        workers.start(1)
+        until("the second worker never waited behind the stopped one", lambda: len(waiting()) == 2)
+        assert stopped in waiting()
         caplog.set_level(logging.WARNING, logger="fxpay.payouts")
         sender_thread = threading.Thread(
             target=lambda: got.append(
                 fxpay.contrib.celery.pay_out_celery(
-                    app, rows, funding_source="Own account", chunk_size=4, journal=journal, timeout=90, poll=0.1, lost_after=2
+                    app, rows, funding_source="Own account", chunk_size=4, journal=journal, timeout=90, poll=0.1, lost_after=3
                 )
             )
         )
         sender_thread.start()
-        deadline = time.monotonic() + 10
-        while broker.llen("celery") != 2:  # three chunks sent, the first handed to the stopped worker
-            assert time.monotonic() < deadline, broker.llen("celery")
-            time.sleep(0.01)
-        assert broker.hlen("unacked") == 0  # the chunk handed over is nowhere in the broker
+        until("the stopped worker was handed no chunk", lambda: stopped not in waiting())
         os.killpg(workers.procs[0].pid, signal.SIGKILL)
         workers.procs[0].wait(10)
-        workers.start(1)
         sender_thread.join(120)
         assert not sender_thread.is_alive()
     except Exception as e:
@@ -324,9 +327,13 @@ def test_a_chunk_the_broker_lost_is_sent_again(
     assert all(refs[r["pay_reference"]] == 1 for r in rows), refs
 
 
-def test_timeout_bounds_the_whole_wait(redis: RedisServer) -> None:
-    """pay_out_celery(timeout=) is one bound for following the journal and gathering the
-    results together (it was one for each): no worker runs, so the chunk never comes back."""
+def test_timeout_bounds_the_whole_wait_and_a_chunk_never_taken_is_sent_again_ever_more_slowly(
+    redis: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No worker runs, so the chunk never comes back. pay_out_celery(timeout=) is one bound
+    for following the journal and gathering the results together (it was one for each).
+    Meanwhile the chunk, never started, is sent again after 0.5 s of stillness, then after
+    1 s, then 2 s: three times in the 3 s."""
     need("celery")
     from celery.exceptions import TimeoutError as CeleryTimeoutError
 
@@ -336,18 +343,26 @@ def test_timeout_bounds_the_whole_wait(redis: RedisServer) -> None:
     journal = fxpay.RedisJournal(f"unix://{redis.sock}?db=1", prefix="late:")
     journal.create()
     seen: list[fxpay.PayoutProgress] = []
+    caplog.set_level(logging.WARNING, logger="fxpay.payouts")
     try:
         t0 = time.monotonic()
         with pytest.raises(CeleryTimeoutError, match="1 of 1 chunks did not come back"):
             fxpay.contrib.celery.pay_out_celery(
-                app, table("b-1", 1, "late"), funding_source="Own account", timeout=3, journal=journal, progress=seen.append, poll=0.05
-            )
+                app, table("b-1", 1, "late"), funding_source="Own account", timeout=3, journal=journal, progress=seen.append,
+                poll=0.05, lost_after=0.5,
+            )  # fmt: skip
         took = time.monotonic() - t0
     finally:
         app.close()
     assert 3 <= took < 5.5, took
     assert seen, "no progress reported"
     assert seen[-1] == fxpay.PayoutProgress(0, 1, 0, 0, 0, 0), seen[-1]
+    resent = [r.getMessage() for r in caplog.records if r.name == "fxpay.payouts"]
+    assert len(resent) == 3, resent
+    assert all("chunk 0 of 1" in m for m in resent), resent
+    stillness = [float(m.split(" had not started after ")[1].split(" s ")[0]) for m in resent]
+    # Each after twice the stillness of the one before (a stalled poll may only make it later).
+    assert [s >= 0.5 * 2**k for k, s in enumerate(stillness)] == [True] * 3, stillness
 
 
 def test_pay_out_celery_keeps_the_tables_kind_and_order(fxpay_sandbox: Any, redis: RedisServer, tmp_path: Path) -> None:
