@@ -134,6 +134,10 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_journal_one_flush.py",
         "tests/python/journal/test_journal_races.py",
         "tests/python/journal/test_journal_fork_locks.py",
+        # The flusher of the journals over Python's storage (a redis-py client, a psycopg
+        # callable): results written, a refused commit tried again on a turn of its own.
+        "tests/python/journal/test_journal_python_store_results.py",
+        "tests/python/journal/test_journal_redis_client.py",
     ],
     # The journals package (issue 55 item 3 split journals.py and postgres_journal.py, one
     # module per store): each module's entry the files that run its code.
