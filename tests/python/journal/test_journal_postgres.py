@@ -1200,32 +1200,19 @@ def _done(claim: fxpay.JournalEntry, result: str) -> fxpay.JournalEntry:
     return fxpay.JournalEntry.from_json(json.dumps({**json.loads(claim.to_json()), "state": "done", "result": result}))
 
 
-def test_a_swap_by_hand_on_the_core_store_says_whether_it_swapped(postgres_server: PostgresServer) -> None:
-    """On the core's store (a connection string, no psycopg between): ``swap`` says True
-    when it replaced what was stored and False when what it expected is no longer there, and
-    the result swapped in is what the journal reads and what lands in the table."""
-    journal = fxpay.PostgresJournal(postgres_server.conninfo, table=table_name())
+@STORES
+def test_a_claims_result_swapped_in_by_hand_waits_for_the_next_commit_and_lands(postgres_server: PostgresServer, store: str) -> None:
+    """On both stores: a claim's own result swapped in (``pending`` to ``done``) waits for
+    the next commit and is read from here meanwhile; a swap of what is stored is written at
+    once; a swap of what is no longer stored is False."""
+    journal = fxpay.PostgresJournal(postgres_server.conninfo + store, table=table_name())
     journal.create()
     claim = pending_entry("k")
     assert journal.claim(claim) is None
     done = _done(claim, "q-1")
     assert journal.swap(claim, done) is True
     assert journal.get("k") == done
-    assert journal.swap(claim, _done(claim, "q-2")) is False
-    assert journal.get("k") == done
-    read_until(lambda: stored(postgres_server, journal, "k"), ("done", "q-1"), meanwhile=("pending", None))
-
-
-def test_a_claims_result_swapped_in_by_hand_waits_for_the_next_commit_and_lands(postgres_server: PostgresServer) -> None:
-    """On psycopg's store: a claim's own result swapped in (``pending`` to ``done``) waits
-    for the next commit and is read from here meanwhile; a swap of what is stored is written
-    at once; a swap of what is no longer stored is False."""
-    journal = fxpay.PostgresJournal(postgres_server.conninfo + " gssencmode=disable", table=table_name())
-    journal.create()
-    claim = pending_entry("k")
-    assert journal.claim(claim) is None
-    done = _done(claim, "q-1")
-    assert journal.swap(claim, done) is True
+    assert journal.swap(claim, _done(claim, "q-0")) is False  # the claim is no longer what is stored
     assert journal.get("k") == done
     read_until(lambda: stored(postgres_server, journal, "k"), ("done", "q-1"), meanwhile=("pending", None))
     replaced = _done(claim, "q-2")
