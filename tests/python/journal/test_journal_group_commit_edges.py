@@ -353,6 +353,30 @@ def test_a_claim_is_in_flight_from_the_end_of_its_commit(monkeypatch: pytest.Mon
     assert time.monotonic() - started >= 0.29, "the next leader did not wait for the call just claimed"
 
 
+def _claiming(journal: Any, got: dict[str, Any], name: str, key: str) -> threading.Thread:
+    """A thread, started, that claims ``key`` on ``journal``: what the claim returned (None,
+    the entry read) or raised lands in ``got[name]``."""
+
+    def claim() -> None:
+        try:
+            got[name] = journal.claim(pending_entry(key))
+        except BaseException as e:  # looked at by the test
+            got[name] = e
+
+    t = threading.Thread(target=claim, daemon=True)
+    t.start()
+    return t
+
+
+def _leader_gathers(group: Any, leader: threading.Thread, what: str) -> None:
+    """Waits until ``group``'s leader (running in ``leader``) gathers claims for its commit."""
+    deadline = time.monotonic() + WAIT
+    while not group._gathering:
+        assert leader.is_alive(), what
+        assert time.monotonic() < deadline, what
+        time.sleep(0.002)
+
+
 def test_two_claims_of_one_key_in_one_postgres_group_commit_make_one_claim(
     postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -370,30 +394,16 @@ def test_two_claims_of_one_key_in_one_postgres_group_commit_make_one_claim(
         assert journal.claim(pending_entry("in-flight-1")) is None
         assert journal.claim(pending_entry("in-flight-2")) is None
         got: dict[str, Any] = {}
-
-        def claim(name: str, key: str) -> None:
-            try:
-                got[name] = journal.claim(pending_entry(key))
-            except BaseException as e:  # looked at below
-                got[name] = e
-
         group = journal._group
         monkeypatch.setattr(group_commit, "COMMIT_DELAY", WAIT)
-        b = threading.Thread(target=claim, args=("b", "b"), daemon=True)
-        b.start()
-        deadline = time.monotonic() + WAIT
-        while not group._gathering:
-            assert b.is_alive(), "b's leader did not wait for the calls in flight"
-            assert time.monotonic() < deadline, "b's leader did not wait for the calls in flight"
-            time.sleep(0.002)
+        b = _claiming(journal, got, "b", "b")
+        _leader_gathers(group, b, "b's leader did not wait for the calls in flight")
         # b's leader read its delay; k2's commit, the next one (of k2 alone, four calls in
         # flight), is not to wait for more claims.
         monkeypatch.setattr(group_commit, "COMMIT_DELAY", 0.0)
-        k1 = threading.Thread(target=claim, args=("k1", "k"), daemon=True)
-        k1.start()
+        k1 = _claiming(journal, got, "k1", "k")
         _queued(group, 2)
-        k2 = threading.Thread(target=claim, args=("k2", "k"), daemon=True)
-        k2.start()
+        k2 = _claiming(journal, got, "k2", "k")
         for t in (b, k1, k2):
             t.join(WAIT)
             assert not t.is_alive(), "a claim never returned"
@@ -427,24 +437,11 @@ def test_claims_of_two_keys_in_one_postgres_group_commit_are_one_insert(
         # One call in flight (claimed, not answered): the next leader waits for one more claim.
         assert journal.claim(pending_entry("in-flight")) is None
         got: dict[str, Any] = {}
-
-        def claim(key: str) -> None:
-            try:
-                got[key] = journal.claim(pending_entry(key))
-            except BaseException as e:  # looked at below
-                got[key] = e
-
         group = journal._group
         monkeypatch.setattr(group_commit, "COMMIT_DELAY", WAIT)
-        a = threading.Thread(target=claim, args=("a",), daemon=True)
-        a.start()
-        deadline = time.monotonic() + WAIT
-        while not group._gathering:
-            assert a.is_alive(), "a's leader did not wait for the call in flight"
-            assert time.monotonic() < deadline, "a's leader did not wait for the call in flight"
-            time.sleep(0.002)
-        b = threading.Thread(target=claim, args=("b",), daemon=True)
-        b.start()
+        a = _claiming(journal, got, "a", "a")
+        _leader_gathers(group, a, "a's leader did not wait for the call in flight")
+        b = _claiming(journal, got, "b", "b")
         for th in (a, b):
             th.join(WAIT)
             assert not th.is_alive(), "a claim never returned"

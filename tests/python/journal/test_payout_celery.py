@@ -126,6 +126,21 @@ def sender(redis: RedisServer) -> Any:
     return app
 
 
+@contextlib.contextmanager
+def running(workers: Workers, app: Any) -> Iterator[None]:
+    """Closes the sending app and stops the workers at the end; an error other than a failed
+    assertion fails the test with the workers' logs."""
+    try:
+        yield
+    except Exception as e:
+        if isinstance(e, (AssertionError, pytest.fail.Exception)):
+            raise
+        pytest.fail(f"{type(e).__name__}: {e}\n{workers.logs()}")
+    finally:
+        app.close()
+        workers.stop()
+
+
 def live_children(psutil: Any, pid: int) -> list[int]:
     """A worker's pool children that are running (a killed one lingers as a zombie until the
     worker reaps it)."""
@@ -284,7 +299,7 @@ def test_a_chunk_the_broker_lost_is_sent_again(
 
     rows = table(bid, 12, "lost")
     got: list[Any] = []
-    try:
+    with running(workers, app):
         # The worker is up, has paid (its client made) and waits on the queue again.
         warm = fxpay.contrib.celery.pay_out_celery(app, table(bid, 1, "warm"), funding_source="Own account", timeout=60)
         assert [r["status"] for r in warm] == ["booked"]
@@ -308,13 +323,6 @@ def test_a_chunk_the_broker_lost_is_sent_again(
         workers.procs[0].wait(10)
         sender_thread.join(120)
         assert not sender_thread.is_alive()
-    except Exception as e:
-        if isinstance(e, (AssertionError, pytest.fail.Exception)):
-            raise
-        pytest.fail(f"{type(e).__name__}: {e}\n{workers.logs()}")
-    finally:
-        app.close()
-        workers.stop()
     assert got, f"pay_out_celery raised: see the log\n{workers.logs()}"
     out = got[0]
     resent = [r.getMessage() for r in caplog.records if r.name == "fxpay.payouts"]
@@ -377,7 +385,7 @@ def test_pay_out_celery_keeps_the_tables_kind_and_order(fxpay_sandbox: Any, redi
     workers = Workers(fxpay_sandbox, redis, tmp_path)
     workers.start(1)
     app = sender(redis)
-    try:
+    with running(workers, app):
         frame = pd.DataFrame(table(bid, 25, "pd"))
         seen: list[fxpay.PayoutProgress] = []
         out = fxpay.contrib.celery.pay_out_celery(
@@ -432,13 +440,6 @@ def test_pay_out_celery_keeps_the_tables_kind_and_order(fxpay_sandbox: Any, redi
         with pytest.raises(TypeError, match="lost_after"):
             fxpay.contrib.celery.pay_out_celery(app, dup[:1], funding_source="Own account", lost_after=True)
         assert len(fxpay_sandbox.deals()) == deals
-    except Exception as e:
-        if isinstance(e, (AssertionError, pytest.fail.Exception)):
-            raise
-        pytest.fail(f"{type(e).__name__}: {e}\n{workers.logs()}")
-    finally:
-        app.close()
-        workers.stop()
 
 
 def _last_line(err: str) -> str:
