@@ -138,6 +138,8 @@ TESTS: dict[str, list[str]] = {
         # callable): results written, a refused commit tried again on a turn of its own.
         "tests/python/journal/test_journal_python_store_results.py",
         "tests/python/journal/test_journal_redis_client.py",
+        # The flusher's pace: the gathering sleep, a timed wait (no polling), no retry at exit.
+        "tests/python/journal/test_journal_flusher.py",
     ],
     # The journals package (issue 55 item 3 split journals.py and postgres_journal.py, one
     # module per store): each module's entry the files that run its code.

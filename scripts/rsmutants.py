@@ -132,6 +132,37 @@ TESTS: dict[str, list[str]] = {
         "tests/python/journal/test_journal_identity_postgres.py",
         "tests/python/journal/test_journal_one_flush.py",
     ],
+    # A journal whose storage is Python's (a user's own, a subclass overriding its storage
+    # methods, a RedisJournal over a client) seen from the core.
+    "journal.rs": [
+        "tests/python/journal/test_journal_python_store_results.py",
+        "tests/python/journal/test_journal_redis_client.py",
+        "tests/python/journal/test_journal_holes.py",
+        "tests/python/journal/test_journal_thread_states.py",
+        "tests/python/journal/test_journal_calls.py",
+    ],
+    # `fxpay.JournalEntry`: its fields, JSON text, pickle and repr.
+    "journal/entry.rs": [
+        "tests/python/journal/test_journal_calls.py",
+        "tests/python/journal/test_journal_holes.py",
+        "tests/python/journal/test_journal_python_store_results.py",
+        "tests/python/journal/test_spot_settles.py",
+    ],
+    # The core's stores held by fxpay's own journals, called from Python.
+    "journal/native.rs": [
+        "tests/python/journal/test_journal_calls.py",
+        "tests/python/journal/test_journal_identity.py",
+        "tests/python/journal/test_journal_fork_locks.py",
+        "tests/python/journal/test_journal_one_flush.py",
+        "tests/python/journal/test_journal_redis_connection.py",
+    ],
+    # resolve, unknown, complete, verify and settle a spot deal.
+    "journal/operations.rs": [
+        "tests/python/journal/test_spot_settles.py",
+        "tests/python/journal/test_journal_receivers.py",
+        "tests/python/journal/test_journal_calls.py",
+        "tests/python/journal/test_journal_holes.py",
+    ],
     "store.rs": [
         "tests/python/oauth/test_tokens.py",
         "tests/python/oauth/test_store_outage.py",
@@ -174,6 +205,10 @@ CANARY: dict[str, tuple[str, str]] = {
     "journal/sqlite.rs": ("let waits = hook::<()>(result_waits);", PANIC),
     "journal/redis.rs": ("let waits = hook::<()>(result_waits);", PANIC),
     "journal/postgres.rs": ("let waits = hook::<()>(result_waits);", PANIC),
+    "journal.rs": ('for m in ["get", "claim", "swap", "find"] {', PANIC),
+    "journal/entry.rs": ("&self.0.key\n", PANIC),
+    "journal/native.rs": ("Ok(out(py.detach(|| self.0.get(key))?))", PANIC),
+    "journal/operations.rs": ("Ok(JournalEntry(resolve_entry(", PANIC),
 }
 
 
