@@ -5,92 +5,112 @@ flusher asks it to write, and how often the flusher looks it up (its hash).
 - a result waits :data:`RESULT_DELAY` for others to join its commit before it is written;
 - between turns the flusher sleeps: it is woken by a result or by a retry falling due, and
   does not poll (a journal whose commit failed is looked up a handful of times while its
-  retry is not due, not every ``RESULT_DELAY``);
+  retry is not due, not every ``RESULT_DELAY``), and it lives on once it has nothing to do;
 - after the exit's flush nothing is tried again.
 
-(Issue 55's mutation run of ``_later.py``: the gathering sleep dropped, and three ways of
-polling in place of a timed wait, survived every other test.)
+Each runs in a process of its own: the flusher is one per process, and in this one the
+journals of earlier tests (one whose commits are refused for good, say) keep waking it.
+
+(Issue 55's mutation run of ``_later.py``: the gathering sleep dropped, three ways of polling
+in place of a timed wait, and a retry after the exit's flush survived every other test.)
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
-import threading
-import time
+from typing import Any
 
-from fxpay._later import RESULT_DELAY, RETRY_DELAY, _Later
+from fxpay._later import RESULT_DELAY, RETRY_DELAY
 
+RECORDER = """
+import json, threading, time
+from fxpay._later import _Later
 
 class Recorder:
-    """A journal as the flusher sees it: ``_flush_results`` (when it was asked to write) and
-    a hash that counts the flusher's look-ups. ``refuse`` commits fail first (each asks for a
-    retry, as a journal whose server refused does)."""
+    '''A journal as the flusher sees it: `_flush_results` (when it was asked to write) and a
+    hash that counts the flusher's look-ups from the first refusal on. `refuse` commits fail
+    first (each asks for a retry, as a journal whose server refused does).'''
 
-    def __init__(self, refuse: int = 0) -> None:
+    def __init__(self, refuse=0):
         self.refuse = refuse
-        self.asked: list[float] = []
+        self.asked = []
         self.hashes = 0
         self.written = threading.Event()
 
-    def __hash__(self) -> int:
+    def __hash__(self):
         self.hashes += 1
         return id(self) >> 4
 
-    def _flush_results(self) -> None:
+    def _flush_results(self):
         self.asked.append(time.monotonic())
         if self.refuse:
             self.refuse -= 1
-            self.hashes = 0  # counted from the retry on
+            self.hashes = 0
             _Later.retry(self)
             return
         self.written.set()
+"""
+
+
+def run(scenario: str) -> Any:
+    """Runs ``scenario`` (after :data:`RECORDER`) in a new interpreter; what it printed, as JSON."""
+    code = RECORDER + textwrap.dedent(scenario)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout)
 
 
 def test_a_result_waits_for_others_to_join_its_commit_before_it_is_written() -> None:
-    journal = Recorder()
-    woken = time.monotonic()
-    _Later.wake(journal)
-    assert journal.written.wait(5), "the flusher never wrote the result"
-    assert journal.asked[0] - woken >= RESULT_DELAY, (
-        f"written {journal.asked[0] - woken:.4f} s after the wake: the results of other calls had no {RESULT_DELAY} s to join the commit"
+    got = run(
+        """
+        journal = Recorder()
+        woken = time.monotonic()
+        _Later.wake(journal)
+        print(json.dumps({"written": journal.written.wait(5), "after": journal.asked[0] - woken}))
+        """
+    )
+    assert got["written"], "the flusher never wrote the result"
+    assert got["after"] >= RESULT_DELAY, (
+        f"written {got['after']:.4f} s after the wake: other calls' results had no {RESULT_DELAY} s to join the commit"
     )
 
 
 def test_while_a_retry_is_not_due_the_flusher_sleeps_and_does_not_poll() -> None:
-    journal = Recorder(refuse=1)
-    _Later.wake(journal)
-    assert journal.written.wait(5), "the refused result was never tried again"
-    first, second = journal.asked
+    got = run(
+        """
+        journal = Recorder(refuse=1)
+        _Later.wake(journal)
+        written = journal.written.wait(5)
+        flusher = _Later.flusher
+        time.sleep(0.15)
+        print(json.dumps({
+            "written": written,
+            "asked": journal.asked,
+            "hashes": journal.hashes,
+            "alive": flusher.is_alive() and _Later.flusher is flusher,
+        }))
+        """
+    )
+    assert got["written"], "the refused result was never tried again"
+    first, second = got["asked"]
     assert second - first >= RETRY_DELAY, f"tried again after {second - first:.3f} s"
     # From the retry to the write, 7 look-ups: the retry's own two, the turn that finds it not
-    # due and waits (two), the turn that writes it (three); one turn more if something else
-    # woke the flusher meanwhile. A flusher polling every RESULT_DELAY instead of waiting
-    # looks it up twice on each of its ~10 turns.
-    assert journal.hashes <= 11, f"the flusher looked the journal up {journal.hashes} times"
-    flusher = _Later.flusher
-    assert flusher is not None
-    time.sleep(3 * RESULT_DELAY)
-    assert flusher.is_alive(), "the flusher thread ended once it had nothing to write"
-    assert _Later.flusher is flusher
+    # due and waits (two), the turn that writes it (three). A flusher polling every
+    # RESULT_DELAY instead of waiting looks it up twice on each of its ~10 turns.
+    assert got["hashes"] <= 8, f"the flusher looked the journal up {got['hashes']} times"
+    assert got["alive"], "the flusher thread ended once it had nothing to write"
 
 
 def test_after_the_exits_flush_a_refused_commit_is_not_tried_again() -> None:
-    # In a process of its own: `exiting` is the process's last state.
-    code = textwrap.dedent(
+    got = run(
         """
-        from fxpay._later import _Later
-
-        class Journal:
-            def _flush_results(self):
-                raise AssertionError("written after the exit's flush")
-
-        journal = Journal()
+        journal = Recorder()
         _Later.exiting = True
         _Later.retry(journal)
-        print(len(_Later.waiting), journal in _Later.not_before, _Later.flusher is None)
+        print(json.dumps([len(_Later.waiting), journal in _Later.not_before, _Later.flusher is None]))
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert out.stdout.split() == ["0", "False", "True"], out.stdout + out.stderr
+    assert got == [0, False, True]
