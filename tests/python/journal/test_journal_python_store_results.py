@@ -150,3 +150,49 @@ def test_a_postgres_result_whose_commit_failed_is_written_once_the_server_answer
     finally:
         journal.close()
         other.close()
+
+
+def test_a_result_whose_commit_waits_on_a_lock_reads_done_here_meanwhile(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    """While the flusher's commit of a result is in flight (here: held by another session's
+    lock on the key's row), the store still holds the claim ``pending``; this process reads
+    the result on its way, ``done``, not that claim. (Issue 55's mutation run of
+    ``_later.py``: ``_Later.get`` reading only the results not yet taken by a commit.)"""
+    psycopg = need("psycopg")
+    table = table_name()
+    journal = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo, application_name="fxpay-in-flight"), table=table)
+    journal.create()
+    other = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo), table=table)
+    try:
+        with fxpay_sandbox.client(journal=journal) as c:
+            quote(c, "k")
+        deadline = time.monotonic() + 10
+        while (done := other.get("k")) is None or done.state != "done":  # the flusher writes it
+            assert time.monotonic() < deadline, "the result was never written"
+            time.sleep(0.02)
+        claim = {**json.loads(done.to_json()), "state": "pending", "result": None}
+        with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin, psycopg.connect(postgres_server.conninfo) as locker:
+            # The claim put back and the result waiting again, as right after the call.
+            admin.execute(f'UPDATE "{table}" SET state = %s, result = NULL, data = %s WHERE key = %s', ("pending", json.dumps(claim), "k"))
+            assert journal._later.defer("k", json.dumps(claim), done, done.to_json())
+            locker.execute(f'SELECT 1 FROM "{table}" WHERE key = %s FOR UPDATE', ("k",))  # held until rollback
+            _Later.wake(journal)
+            while not admin.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = 'fxpay-in-flight' AND wait_event_type = 'Lock'"
+            ).fetchone():
+                assert time.monotonic() < deadline + 10, "the flusher's commit never waited on the row's lock"
+                time.sleep(0.02)
+            stored = other.get("k")
+            assert stored is not None
+            assert stored.state == "pending", "the store holds the claim while its result's commit waits"
+            mine = journal.get("k")
+            assert mine is not None
+            assert (mine.state, mine.result) == ("done", done.result), "this process read its own result's claim"
+            locker.rollback()
+        deadline = time.monotonic() + 10
+        while (stored := other.get("k")) is None or stored.state != "done":
+            assert time.monotonic() < deadline, "the result was not written once the lock was let go"
+            time.sleep(0.02)
+        assert stored.to_json() == done.to_json()
+    finally:
+        journal.close()
+        other.close()
