@@ -28,10 +28,24 @@ DEALS = "POST /v1/payments/deals"
 QUOTES = "POST /v1/payments/quotes"
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "postgres", "redis client", "postgres callable"])
 def journal(request: pytest.FixtureRequest, tmp_path: Path) -> fxpay.Journal:
+    """Each journal; the last two keep their storage in Python (a redis-py client, a psycopg
+    connection callable), so the core calls their storage methods back."""
     if request.param == "postgres":
         return make_postgres_journal(request.getfixturevalue("postgres_server"))
+    if request.param == "redis client":
+        redis = need("redis")
+        url = request.getfixturevalue("redis_server").url
+        on_client = fxpay.RedisJournal(redis.Redis.from_url(url), prefix=f"c{time.monotonic_ns()}:")
+        on_client.create()
+        return on_client
+    if request.param == "postgres callable":
+        psycopg = need("psycopg")
+        conninfo = request.getfixturevalue("postgres_server").conninfo
+        on_callable = fxpay.PostgresJournal(lambda: psycopg.connect(conninfo), table=table_name())
+        on_callable.create()
+        return on_callable
     server: RedisServer | None = request.getfixturevalue("redis_server") if request.param == "redis" else None
     return make_journal(request.param, tmp_path, server)
 
@@ -90,6 +104,20 @@ def test_spot_deal_replays_its_process_id_and_generated_nonce(fxpay_sandbox: Any
     assert spot.callback_nonce not in repr(entry)
     with pytest.raises(fxpay.KeyReusedError):
         client.create_spot_deal(**args, callback_url="http://127.0.0.1:9/other", idempotency_key="s1")
+
+
+def test_complete_spot_records_the_deal_id_on_its_spot_deals_entry_once(client: fxpay.Client, journal: fxpay.Journal) -> None:
+    """What a receiver does with a ``DealCreated`` (found by its process id), on each journal."""
+    spot = client.create_spot_deal(**deal_args(client), callback_url="http://127.0.0.1:9/hook", idempotency_key="s1")
+    quote_id = client.create_quote(buy_currency="AUD", buy_amount="10", sell_currency="USD", idempotency_key="q1")
+    entry = journal.complete_spot(spot.process_id, "deal-1")
+    assert entry is not None
+    assert (entry.key, entry.state, entry.result, entry.deal_id) == ("s1", "done", spot.process_id, "deal-1")
+    assert journal.get("s1") == entry
+    # A second notification never overwrites the deal id; only a spot deal is completed.
+    assert journal.complete_spot(spot.process_id, "deal-2") == entry
+    assert journal.complete_spot(quote_id, "deal-3") is None
+    assert journal.complete_spot("no-such-process", "deal-4") is None
 
 
 def test_the_same_key_for_another_request_is_refused_unsent(fxpay_sandbox: Any, client: fxpay.Client) -> None:
@@ -527,13 +555,20 @@ def test_a_result_the_core_could_not_record_is_logged_with_its_resolve_call(
     assert "journal.resolve('k-1', result='Q-9')" in message
 
 
-def test_an_own_journal_hands_the_client_its_store_unless_a_subclass_overrides_a_storage_method(journal: fxpay.Journal) -> None:
+def test_an_own_journal_hands_the_client_its_store_unless_a_subclass_overrides_a_storage_method(
+    journal: fxpay.Journal, request: pytest.FixtureRequest
+) -> None:
     """fxpay's own journals hand the client their store of the core, so a keyed call never
     climbs into Python for its claim and swap (issue 56). A subclass that overrides ``get``,
     ``claim``, ``swap`` or ``find`` is called through its methods instead; one that
-    overrides none of them still hands the store over."""
+    overrides none of them still hands the store over. A journal over Python's storage (a
+    redis-py client, a connection callable) has no store of the core to hand over."""
     own: Any = journal
     store = own._native_store
+    if request.node.callspec.params["journal"] in ("redis client", "postgres callable"):
+        assert store is None
+        assert own._store is None
+        return
     assert store is not None
     assert store is own._store
     cls = type(own)
