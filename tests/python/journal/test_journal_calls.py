@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import importlib
 import json
 import os
@@ -72,6 +73,10 @@ def test_a_repeated_deal_key_returns_the_first_deal_and_sends_nothing(
     assert (entry.state, entry.operation, entry.result, entry.error) == ("done", "create_deal", first.deal_id, None)
     assert entry.created_at.tzinfo is not None
     assert entry.updated_at >= entry.created_at
+    # The instants are this call's.
+    now = datetime.datetime.now(datetime.timezone.utc)
+    assert now - datetime.timedelta(minutes=1) < entry.created_at <= now
+    assert now - datetime.timedelta(minutes=1) < entry.updated_at <= now
 
 
 async def test_the_awaitable_twins_keep_the_same_keys(fxpay_sandbox: Any, client: fxpay.Client) -> None:
