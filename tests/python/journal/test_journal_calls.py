@@ -73,6 +73,21 @@ def test_a_repeated_deal_key_returns_the_first_deal_and_sends_nothing(
     assert (entry.state, entry.operation, entry.result, entry.error) == ("done", "create_deal", first.deal_id, None)
     assert entry.created_at.tzinfo is not None
     assert entry.updated_at >= entry.created_at
+    # Who holds it: this process (``host/pid/token``); what it sent: a SHA-256 in hex, the
+    # same for the same request under another key, another for another request.
+    host, pid, token = entry.holder.rsplit("/", 2)
+    assert host
+    assert token
+    assert pid == str(os.getpid())
+    assert len(entry.fingerprint) == 64
+    assert int(entry.fingerprint, 16) >= 0  # hex
+    other_quote = client.create_quote(buy_currency="AUD", buy_amount="10", sell_currency="USD", idempotency_key="fp-1")
+    same = client.create_quote(buy_currency="AUD", buy_amount="10", sell_currency="USD", idempotency_key="fp-2")
+    fp1, fp2 = journal.get("fp-1"), journal.get("fp-2")
+    assert fp1 is not None
+    assert fp2 is not None
+    assert other_quote != same
+    assert fp1.fingerprint == fp2.fingerprint != entry.fingerprint
     # The instants are this call's.
     now = datetime.datetime.now(datetime.timezone.utc)
     assert now - datetime.timedelta(minutes=1) < entry.created_at <= now
