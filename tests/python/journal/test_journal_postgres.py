@@ -467,6 +467,7 @@ FORK_SCRIPT = textwrap.dedent(
         try:
             out["claim"] = journal.claim(fxpay.JournalEntry.from_json(sys.argv[3])) is None
             out["child_backend"] = backend()
+            out["child_backend_again"] = backend()
             journal.close()
             del journal  # the child lets go of the journal, and of what it inherited
             gc.collect()
@@ -509,6 +510,7 @@ def test_a_child_forked_while_a_thread_is_inside_a_call_has_its_own_connection(
     assert out.get("error") is None, out
     assert out["claim"] is True
     assert out["child_backend"] != out["parent_backend"]  # a connection of its own
+    assert out["child_backend_again"] == out["child_backend"]  # kept for its next statement
     assert out["parent_after"] == out["parent_backend"]  # the parent's session outlived the child
     assert journal.get("from-child") is not None
 
