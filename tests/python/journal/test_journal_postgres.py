@@ -1412,3 +1412,50 @@ def test_close_writes_the_results_waiting_and_ends_the_free_connections_sessions
     assert journal.claim(pending_entry("k2")) is None  # a new connection
     assert sessions() == 1
     journal.close()
+
+
+RAW_FORK_SCRIPT = textwrap.dedent(
+    """
+    import ctypes, json, os, sys
+    import psycopg
+    import fxpay
+
+    journal = fxpay.PostgresJournal(lambda: psycopg.connect(sys.argv[1]), table=sys.argv[2])
+    backend = lambda: journal._run("probe", ("SELECT pg_backend_pid()", ()))[1][0][0]
+    parent_backend = backend()
+    r, w = os.pipe()
+    pid = ctypes.CDLL(None).fork()  # libc's own: none of Python's at-fork handlers runs
+    if pid == 0:
+        try:
+            out = {"child_backend": backend(), "child_again": backend()}
+        except BaseException as e:
+            out = {"error": repr(e)}
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    child = json.loads(os.read(r, 65536))
+    print(json.dumps({**child, "parent_backend": parent_backend, "parent_after": backend()}))
+    """
+)
+
+
+def test_a_child_forked_without_pythons_at_fork_handlers_still_uses_a_connection_of_its_own(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    """A fork that runs none of Python's at-fork handlers (a C library's ``fork()``): the
+    journal over Python's storage sees the new pid at its next checkout and sets the parent's
+    connections aside, so the child never speaks on the parent's session. (pymutants
+    postgres.py 372-373: the pid check in ``_checkout``.)"""
+    need("psycopg")
+    table = table_name()
+    fxpay.PostgresJournal(postgres_server.conninfo, table=table).create_table()
+    script = tmp_path / "raw_fork.py"
+    script.write_text(RAW_FORK_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), postgres_server.conninfo, table], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out.get("error") is None, out
+    assert out["child_backend"] != out["parent_backend"]  # a connection of its own
+    assert out["child_again"] == out["child_backend"]
+    assert out["parent_after"] == out["parent_backend"]  # the parent's session outlived the child
