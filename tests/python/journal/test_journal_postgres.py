@@ -724,10 +724,12 @@ def test_over_a_callable_a_session_the_server_ended_is_made_anew_and_a_live_one_
     fails nor reads as unknown. A live one is kept: no new session per call."""
     psycopg = need("psycopg")
     sessions: list[int] = []
+    made_here: list[Any] = []
 
     def connect() -> Any:
         conn = psycopg.connect(postgres_server.conninfo)
         sessions.append(conn.info.backend_pid)
+        made_here.append(conn)
         return conn
 
     journal = fxpay.PostgresJournal(connect, table=table_name())
@@ -760,6 +762,9 @@ def test_over_a_callable_a_session_the_server_ended_is_made_anew_and_a_live_one_
     assert entry is not None
     assert (entry.state, entry.result) == ("done", qid)
     assert len(sessions) > made
+    # The connections whose session ended are closed on this side too (not left to the
+    # garbage collector, which psycopg warns about).
+    assert [conn.closed for conn in made_here[:made]] == [True] * made
 
 
 def test_over_a_callable_a_missing_journal_is_refused_with_what_to_do(postgres_server: PostgresServer) -> None:
