@@ -78,6 +78,20 @@ def make_journal(kind: str, tmp_path: Path, redis_server: RedisServer | None) ->
     return journal
 
 
+def journal_over_python(kind: str, where: str, name: str) -> Any:
+    """A journal whose storage is Python's, so that the core calls its storage methods back:
+    ``"redis client"``, a ``RedisJournal`` over a redis-py client of the server at the URL
+    ``where`` with the key prefix ``name``; ``"postgres callable"``, a ``PostgresJournal``
+    over a psycopg connection callable for the conninfo ``where`` with the table ``name``.
+    Two made with the same arguments share their storage. Not created."""
+    if kind == "redis client":
+        redis = need("redis")
+        return fxpay.RedisJournal(redis.Redis.from_url(where), prefix=name)
+    assert kind == "postgres callable", kind
+    psycopg = need("psycopg")
+    return fxpay.PostgresJournal(lambda: psycopg.connect(where), table=name)
+
+
 def named_right_after(journal: Any, keys: list[str]) -> tuple[set[str], list[fxpay.JournalEntry], datetime.datetime]:
     """Right after a fan-out: the rows the journal names as of unknown outcome, those that
     ``journal.unknown()`` lists and those ``journal.leased(keys)`` lists (held under a

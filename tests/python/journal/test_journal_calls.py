@@ -20,7 +20,7 @@ import fxpay
 from fxpay.testing import Sandbox
 
 from conftest import make_beneficiary, need
-from journal_support import RedisServer, deal_args, make_journal, pending_entry, redis_server, requests_to
+from journal_support import RedisServer, deal_args, journal_over_python, make_journal, pending_entry, redis_server, requests_to
 from postgres_support import make_postgres_journal, postgres_server, table_name
 
 __all__ = ["postgres_server", "redis_server"]  # fixtures, imported for the tests below
@@ -36,15 +36,11 @@ def journal(request: pytest.FixtureRequest, tmp_path: Path) -> fxpay.Journal:
     if request.param == "postgres":
         return make_postgres_journal(request.getfixturevalue("postgres_server"))
     if request.param == "redis client":
-        redis = need("redis")
-        url = request.getfixturevalue("redis_server").url
-        on_client = fxpay.RedisJournal(redis.Redis.from_url(url), prefix=f"c{time.monotonic_ns()}:")
+        on_client = journal_over_python(request.param, request.getfixturevalue("redis_server").url, f"c{time.monotonic_ns()}:")
         on_client.create()
         return on_client
     if request.param == "postgres callable":
-        psycopg = need("psycopg")
-        conninfo = request.getfixturevalue("postgres_server").conninfo
-        on_callable = fxpay.PostgresJournal(lambda: psycopg.connect(conninfo), table=table_name())
+        on_callable = journal_over_python(request.param, request.getfixturevalue("postgres_server").conninfo, table_name())
         on_callable.create()
         return on_callable
     server: RedisServer | None = request.getfixturevalue("redis_server") if request.param == "redis" else None

@@ -24,7 +24,7 @@ import fxpay
 from fxpay._later import _Later
 
 from conftest import need
-from journal_support import RedisServer, quote, redis_server
+from journal_support import RedisServer, journal_over_python, quote, redis_server
 from postgres_support import PostgresServer, postgres_server, table_name
 
 __all__ = ["postgres_server", "redis_server"]
@@ -34,19 +34,14 @@ __all__ = ["postgres_server", "redis_server"]
 def python_journals(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any]]:
     """The journal under test, and one more over the same storage (another connection)."""
     if request.param == "redis client":
-        redis = need("redis")
         server: RedisServer = request.getfixturevalue("redis_server")
-        prefix = f"py{time.monotonic_ns()}:"
-        journal = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix=prefix)
-        journal.create()
-        other = fxpay.RedisJournal(redis.Redis.from_url(server.url), prefix=prefix)
+        where, name = server.url, f"py{time.monotonic_ns()}:"
     else:
-        psycopg = need("psycopg")
         pg: PostgresServer = request.getfixturevalue("postgres_server")
-        table = table_name()
-        journal = fxpay.PostgresJournal(lambda: psycopg.connect(pg.conninfo), table=table)
-        journal.create()
-        other = fxpay.PostgresJournal(lambda: psycopg.connect(pg.conninfo), table=table)
+        where, name = pg.conninfo, table_name()
+    journal = journal_over_python(request.param, where, name)
+    journal.create()
+    other = journal_over_python(request.param, where, name)
     try:
         yield journal, other
     finally:
@@ -98,6 +93,23 @@ def test_a_swap_of_what_get_read_succeeds_while_the_result_still_waits(fxpay_san
     assert (stored.state, stored.result) == ("done", "replaced")
 
 
+def _written(other: Any, key: str) -> fxpay.JournalEntry:
+    """``key``'s entry once the flusher has written its result (as ``other`` reads it)."""
+    deadline = time.monotonic() + 10
+    while (done := other.get(key)) is None or done.state != "done":
+        assert time.monotonic() < deadline, "the result was never written"
+        time.sleep(0.02)
+    return done
+
+
+def _waiting_again(journal: Any, admin: Any, table: str, done: fxpay.JournalEntry) -> None:
+    """``done``'s claim put back in the table and its result waiting in ``journal`` again, as
+    right after its call (before the flusher's commit)."""
+    claim = {**json.loads(done.to_json()), "state": "pending", "result": None}
+    admin.execute(f'UPDATE "{table}" SET state = %s, result = NULL, data = %s WHERE key = %s', ("pending", json.dumps(claim), done.key))
+    assert journal._later.defer(done.key, json.dumps(claim), done, done.to_json())
+
+
 def test_a_postgres_result_whose_commit_failed_is_written_once_the_server_answers(
     fxpay_sandbox: Any, postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -121,15 +133,9 @@ def test_a_postgres_result_whose_commit_failed_is_written_once_the_server_answer
     try:
         with fxpay_sandbox.client(journal=journal) as c:
             quote(c, "k")
-        deadline = time.monotonic() + 10
-        while (done := other.get("k")) is None or done.state != "done":  # the flusher writes it
-            assert time.monotonic() < deadline, "the result was never written"
-            time.sleep(0.02)
-        claim = {**json.loads(done.to_json()), "state": "pending", "result": None}
+        done = _written(other, "k")
         with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
-            # The claim put back, as if its result had not been written yet.
-            admin.execute(f'UPDATE "{table}" SET state = %s, result = NULL, data = %s WHERE key = %s', ("pending", json.dumps(claim), "k"))
-            assert journal._later.defer("k", json.dumps(claim), done, done.to_json())
+            _waiting_again(journal, admin, table, done)
             down.set()
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'fxpay-retry-test'")
             caplog.set_level(logging.DEBUG, logger="fxpay")
@@ -165,21 +171,16 @@ def test_a_result_whose_commit_waits_on_a_lock_reads_done_here_meanwhile(fxpay_s
     try:
         with fxpay_sandbox.client(journal=journal) as c:
             quote(c, "k")
-        deadline = time.monotonic() + 10
-        while (done := other.get("k")) is None or done.state != "done":  # the flusher writes it
-            assert time.monotonic() < deadline, "the result was never written"
-            time.sleep(0.02)
-        claim = {**json.loads(done.to_json()), "state": "pending", "result": None}
+        done = _written(other, "k")
         with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin, psycopg.connect(postgres_server.conninfo) as locker:
-            # The claim put back and the result waiting again, as right after the call.
-            admin.execute(f'UPDATE "{table}" SET state = %s, result = NULL, data = %s WHERE key = %s', ("pending", json.dumps(claim), "k"))
-            assert journal._later.defer("k", json.dumps(claim), done, done.to_json())
+            _waiting_again(journal, admin, table, done)
             locker.execute(f'SELECT 1 FROM "{table}" WHERE key = %s FOR UPDATE', ("k",))  # held until rollback
             _Later.wake(journal)
+            deadline = time.monotonic() + 10
             while not admin.execute(
                 "SELECT 1 FROM pg_stat_activity WHERE application_name = 'fxpay-in-flight' AND wait_event_type = 'Lock'"
             ).fetchone():
-                assert time.monotonic() < deadline + 10, "the flusher's commit never waited on the row's lock"
+                assert time.monotonic() < deadline, "the flusher's commit never waited on the row's lock"
                 time.sleep(0.02)
             stored = other.get("k")
             assert stored is not None
