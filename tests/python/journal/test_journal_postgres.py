@@ -555,6 +555,10 @@ def test_a_table_name_is_checked_in_python_for_a_journal_over_a_callable() -> No
     [
         ("host=127.0.0.1 port=9", "host=127.0.0.1 port=9"),
         ("host=127.0.0.1 port=9 sslmode=disable", "host=127.0.0.1 port=9 sslmode=disable"),
+        # No TLS asked for, to a host elsewhere: the core connects as libpq would.
+        ("host=db.internal port=9 sslmode=disable", "host=db.internal port=9 sslmode=disable"),
+        # An empty value is libpq's default (here `prefer`, on loopback), not a value.
+        ("host=127.0.0.1 port=9 sslmode=''", "host=127.0.0.1 port=9"),
         # libpq's `allow` on loopback: it tries without TLS first, and the core never uses TLS.
         ("host=127.0.0.1 port=9 sslmode=allow", "host=127.0.0.1 port=9 sslmode=prefer"),
         ("host=/tmp port=9 sslmode=prefer", "host=/tmp port=9 sslmode=prefer"),
@@ -806,6 +810,41 @@ def test_a_goodbye_is_looked_for_only_where_it_can_be_asked() -> None:
         assert _closed_by_server(Socket(r)) is False
         os.write(w, b"E")
         assert _closed_by_server(Socket(r)) is True
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_forked_childs_inherited_socket_is_pointed_at_dev_null_and_nothing_else() -> None:
+    """In a forked child, an inherited connection's descriptor is pointed at /dev/null (so
+    nothing the child does with it reaches the parent's session), with no descriptor left
+    open for it; a driver with no usable socket (no ``fileno``, or not a descriptor) is left
+    alone, without an error: the child's fork handler must not fail."""
+    from fxpay.journals.postgres import _detach
+
+    class NoSocket:
+        pass
+
+    class Socket:
+        def __init__(self, fd: object) -> None:
+            self.fd = fd
+
+        def fileno(self) -> object:
+            return self.fd
+
+    def open_fds() -> set[int]:
+        return {int(n) for n in os.listdir("/proc/self/fd")}
+
+    r, w = os.pipe()
+    try:
+        before = open_fds()
+        for stand_in in (NoSocket(), Socket(None), Socket(str(w)), Socket(-1)):
+            _detach(stand_in)
+            assert os.readlink(f"/proc/self/fd/{w}").startswith("pipe:"), stand_in
+        _detach(Socket(w))
+        assert os.readlink(f"/proc/self/fd/{w}") == os.devnull
+        assert open_fds() == before, "a descriptor was left open (or one closed) by the detach"
+        assert os.readlink(f"/proc/self/fd/{r}").startswith("pipe:"), "another descriptor was touched"
     finally:
         os.close(r)
         os.close(w)

@@ -3,6 +3,7 @@ as docs/deployment.md's FastAPI recipe has it."""
 
 from __future__ import annotations
 
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -94,3 +95,38 @@ def test_the_fastapi_recipe_pays_an_invoice_once(fxpay_sandbox: Any, engine: Any
     assert first.json() == again.json()
     assert [d["dealId"] for d in fxpay_sandbox.deals()] == [first.json()["deal_id"]]
     client.close()
+
+
+def test_a_connection_whose_statement_failed_is_invalidated_in_the_engines_pool(postgres_server: PostgresServer) -> None:
+    """A statement that fails on a connection of a SQLAlchemy engine's pool: the journal
+    invalidates that connection (its session ends), so that the pool never hands it out
+    again; given back as it is, the pool would keep the session (and whatever it left)."""
+    sqlalchemy = need("sqlalchemy")
+    name = table_name()
+    engine = sqlalchemy.create_engine(
+        f"postgresql+psycopg://postgres@127.0.0.1:{postgres_server.port}/postgres", connect_args={"application_name": name}
+    )
+    journal = fxpay.PostgresJournal(engine.raw_connection, table=name, timeout=30.0)
+    try:
+        journal.create_table()
+
+        def pids() -> set[int]:
+            with sqlalchemy.create_engine(f"postgresql+psycopg://postgres@127.0.0.1:{postgres_server.port}/postgres").connect() as admin:
+                rows = admin.execute(sqlalchemy.text("SELECT pid FROM pg_stat_activity WHERE application_name = :n"), {"n": name})
+                return {int(r[0]) for r in rows}
+
+        used = pids()
+        assert len(used) == 1, used
+        with pytest.raises(fxpay.JournalError, match=r"^PostgresJournal\.probe\(\) failed: DivisionByZero: division by zero"):
+            journal._run("probe", ("SELECT 1/0", ()))
+        assert engine.pool.checkedout() == 0, "the failed connection is still checked out of the engine's pool"
+        deadline = time.monotonic() + 10
+        while used & pids():
+            assert time.monotonic() < deadline, "the failed connection went back to the pool with its session"
+            time.sleep(0.02)
+        with engine.connect() as again:  # the pool makes a new session
+            pid = again.execute(sqlalchemy.text("SELECT pg_backend_pid()")).scalar_one()
+            assert pid not in used
+    finally:
+        journal.close()
+        engine.dispose()
