@@ -612,9 +612,11 @@ def run_in_jobs(name: str, chosen: list[Mutant], timeout: float, jobs: int, by_c
     def check(job: Job) -> str | None:
         """None when the job is sound: its tests pass on the copy and fail with the canary."""
         job.check_import()
-        baseline = run_tests(job.tests(tests), timeout, job.python)
-        if baseline != "missed":
-            return f"the tests fail without any mutant ({baseline})"
+        r = _pytest(job.tests(tests), timeout, job.python)
+        if r is None or r.returncode not in (0, pytest_no_tests):
+            # What failed, so that a test that fails only sometimes shows its cause.
+            said = "" if r is None else "\n" + (r.stdout + r.stderr)[-4000:]
+            return f"the tests fail without any mutant ({'timeout' if r is None else 'caught'}){said}"
         job.path(name).write_text(CANARY)
         try:
             canary = run_tests(job.tests(tests), timeout, job.python)

@@ -106,12 +106,13 @@ def test_a_connection_whose_statement_failed_is_invalidated_in_the_engines_pool(
     engine = sqlalchemy.create_engine(
         f"postgresql+psycopg://postgres@127.0.0.1:{postgres_server.port}/postgres", connect_args={"application_name": name}
     )
+    admin_engine = sqlalchemy.create_engine(f"postgresql+psycopg://postgres@127.0.0.1:{postgres_server.port}/postgres")
     journal = fxpay.PostgresJournal(engine.raw_connection, table=name, timeout=30.0)
     try:
         journal.create_table()
 
         def pids() -> set[int]:
-            with sqlalchemy.create_engine(f"postgresql+psycopg://postgres@127.0.0.1:{postgres_server.port}/postgres").connect() as admin:
+            with admin_engine.connect() as admin:
                 rows = admin.execute(sqlalchemy.text("SELECT pid FROM pg_stat_activity WHERE application_name = :n"), {"n": name})
                 return {int(r[0]) for r in rows}
 
@@ -130,3 +131,4 @@ def test_a_connection_whose_statement_failed_is_invalidated_in_the_engines_pool(
     finally:
         journal.close()
         engine.dispose()
+        admin_engine.dispose()
