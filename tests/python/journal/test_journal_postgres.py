@@ -562,6 +562,10 @@ def test_a_table_name_is_checked_in_python_for_a_journal_over_a_callable() -> No
         # libpq's `allow` on loopback: it tries without TLS first, and the core never uses TLS.
         ("host=127.0.0.1 port=9 sslmode=allow", "host=127.0.0.1 port=9 sslmode=prefer"),
         ("host=/tmp port=9 sslmode=prefer", "host=/tmp port=9 sslmode=prefer"),
+        # libpq's default `prefer` to a host elsewhere, or to an address given beside a
+        # loopback name (`hostaddr` is where libpq connects): it may use TLS, so libpq connects.
+        ("host=db.internal port=9", None),
+        ("host=localhost hostaddr=10.1.2.3 port=9", None),
         # TLS asked for: only libpq (psycopg) makes that connection.
         ("host=127.0.0.1 port=9 sslmode=require", None),
         # A parameter the core does not read.
