@@ -409,12 +409,18 @@ def _pytest(
         return None
 
 
-def run_tests(tests: list[str], timeout: float, pythonpath: Path | None = None) -> str:
+def run_tests(tests: list[str], timeout: float, pythonpath: Path | None = None, failed: list[str] | None = None) -> str:
+    """The outcome of one test run; a run that fails appends the test ids it names as failed
+    to ``failed`` (so that a catch can be checked: a failure the mutant did not cause)."""
     r = _pytest(tests, timeout, pythonpath)
     if r is None:
         return "timeout"
     # 5: no test left to run (every one deselected, as already run on this mutant).
-    return "missed" if r.returncode in (0, pytest_no_tests) else "caught"
+    if r.returncode in (0, pytest_no_tests):
+        return "missed"
+    if failed is not None:
+        failed.extend(re.findall(r"^(?:FAILED|ERROR) (\S+)", r.stdout, re.M))
+    return "caught"
 
 
 pytest_no_tests = 5
@@ -577,10 +583,11 @@ def main() -> int:
     return 1 if counts["missed"] else 0
 
 
-def _record(m: Mutant, outcome: str, started: float, selected: int | None = None) -> dict[str, object]:
+def _record(m: Mutant, outcome: str, started: float, selected: int | None = None, failed: list[str] | None = None) -> dict[str, object]:
     by = "" if selected is None else f", {selected} tests run its line"
+    by += f", failed: {' '.join(Path(t).name for t in failed[:3])}" if failed else ""
     print(f"{outcome:8} {m.file}:{m.line}: {m.what} ({time.monotonic() - started:.1f} s{by})", flush=True)
-    return {"file": m.file, "line": m.line, "mutation": m.what, "outcome": outcome}
+    return {"file": m.file, "line": m.line, "mutation": m.what, "outcome": outcome, "failed": failed or []}
 
 
 def run_in_place(name: str, chosen: list[Mutant], timeout: float) -> list[dict[str, object]] | None:
@@ -648,13 +655,14 @@ def run_in_jobs(name: str, chosen: list[Mutant], timeout: float, jobs: int, by_c
             # line is in the label.
             at = re.match(r"line (\d+): ", m.what)
             first = covered.tests_for(int(at.group(1)) if at else m.line) if covered is not None else None
-            outcome = run_tests(job.tests(first), timeout, job.python) if first else "missed"
+            failed: list[str] = []
+            outcome = run_tests(job.tests(first), timeout, job.python, failed) if first else "missed"
             if outcome == "missed":  # only the whole list counts a mutant missed (less what ran)
                 again = covered.not_again(first, job) if covered is not None and first else []
-                outcome = run_tests([*again, *job.tests(tests)], timeout, job.python)
+                outcome = run_tests([*again, *job.tests(tests)], timeout, job.python, failed)
             job.path(name).write_text(original)
             with lock:
-                return _record(m, outcome, started, None if first is None else len(first))
+                return _record(m, outcome, started, None if first is None else len(first), failed)
         finally:
             job.path(name).write_text(original)
             free.put(job)
