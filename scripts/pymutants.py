@@ -415,8 +415,7 @@ def run_tests(tests: list[str], timeout: float, pythonpath: Path | None = None, 
     r = _pytest(tests, timeout, pythonpath)
     if r is None:
         return "timeout"
-    # 5: no test left to run (every one deselected, as already run on this mutant).
-    if r.returncode in (0, pytest_no_tests):
+    if _passed(r):
         return "missed"
     if failed is not None:
         failed.extend(re.findall(r"^(?:FAILED|ERROR) (\S+)", r.stdout, re.M))
@@ -424,6 +423,12 @@ def run_tests(tests: list[str], timeout: float, pythonpath: Path | None = None, 
 
 
 pytest_no_tests = 5
+
+
+def _passed(r: subprocess.CompletedProcess[str]) -> bool:
+    """Whether a pytest run passed: every test passed, or none was left to run (5: every one
+    deselected, as already run on this mutant)."""
+    return r.returncode in (0, pytest_no_tests)
 
 
 def header_spans(text: str) -> list[tuple[int, int]]:
@@ -620,7 +625,7 @@ def run_in_jobs(name: str, chosen: list[Mutant], timeout: float, jobs: int, by_c
         """None when the job is sound: its tests pass on the copy and fail with the canary."""
         job.check_import()
         r = _pytest(job.tests(tests), timeout, job.python)
-        if r is None or r.returncode not in (0, pytest_no_tests):
+        if r is None or not _passed(r):
             # What failed, so that a test that fails only sometimes shows its cause.
             said = "" if r is None else "\n" + (r.stdout + r.stderr)[-4000:]
             return f"the tests fail without any mutant ({'timeout' if r is None else 'caught'}){said}"

@@ -24,7 +24,7 @@ import fxpay
 from fxpay._later import _Later
 
 from conftest import need
-from journal_support import RedisServer, journal_over_python, quote, redis_server
+from journal_support import RedisServer, journal_over_python, quote, read_until, redis_server
 from postgres_support import PostgresServer, postgres_server, table_name
 
 __all__ = ["postgres_server", "redis_server"]
@@ -93,12 +93,17 @@ def test_a_swap_of_what_get_read_succeeds_while_the_result_still_waits(fxpay_san
     assert (stored.state, stored.result) == ("done", "replaced")
 
 
-def _written(other: Any, key: str) -> fxpay.JournalEntry:
-    """``key``'s entry once the flusher has written its result (as ``other`` reads it)."""
-    deadline = time.monotonic() + 10
-    while (done := other.get(key)) is None or done.state != "done":
-        assert time.monotonic() < deadline, "the result was never written"
-        time.sleep(0.02)
+def _written(other: Any, key: str, result: str) -> fxpay.JournalEntry:
+    """``key``'s entry once the flusher has written ``result`` (as ``other`` reads it); until
+    then ``other`` reads its claim, nothing else."""
+
+    def read() -> tuple[str, str | None] | None:
+        e = other.get(key)
+        return None if e is None else (e.state, e.result)
+
+    read_until(read, ("done", result), meanwhile=("pending", None))
+    done = other.get(key)
+    assert done is not None
     return done
 
 
@@ -132,8 +137,8 @@ def test_a_postgres_result_whose_commit_failed_is_written_once_the_server_answer
     other = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo), table=table)
     try:
         with fxpay_sandbox.client(journal=journal) as c:
-            quote(c, "k")
-        done = _written(other, "k")
+            quote_id = quote(c, "k")
+        done = _written(other, "k", quote_id)
         with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
             _waiting_again(journal, admin, table, done)
             down.set()
@@ -170,8 +175,8 @@ def test_a_result_whose_commit_waits_on_a_lock_reads_done_here_meanwhile(fxpay_s
     other = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo), table=table)
     try:
         with fxpay_sandbox.client(journal=journal) as c:
-            quote(c, "k")
-        done = _written(other, "k")
+            quote_id = quote(c, "k")
+        done = _written(other, "k", quote_id)
         with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin, psycopg.connect(postgres_server.conninfo) as locker:
             _waiting_again(journal, admin, table, done)
             locker.execute(f'SELECT 1 FROM "{table}" WHERE key = %s FOR UPDATE', ("k",))  # held until rollback
