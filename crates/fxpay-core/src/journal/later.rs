@@ -248,7 +248,21 @@ fn schedule(journal: Weak<dyn Flushes>, delay: Duration, hold: bool) {
         });
         due.held.push((now + delay, journal.clone()));
     }
-    due.waiting.push((now + delay, journal));
+    let at = now + delay;
+    // A turn of `journal` already due by then carries this result too (a turn's flush writes
+    // every result its journal holds, and this one was kept before this call): no second turn,
+    // and no wake of the flusher, which has nothing new to wait for. A payout makes two
+    // results a row; each used to wake the flusher and lengthen the list it scans.
+    if !hold
+        && due.running
+        && due
+            .waiting
+            .iter()
+            .any(|(when, j)| *when <= at && Weak::ptr_eq(j, &journal))
+    {
+        return;
+    }
+    due.waiting.push((at, journal));
     if !due.running {
         due.running = true;
         let spawned = std::thread::Builder::new()
@@ -507,6 +521,49 @@ mod tests {
         let after = Arc::new(Counted::default());
         wake(weak(&after), Duration::ZERO);
         assert!(after.first_within(Duration::from_secs(10)).is_some());
+    }
+
+    #[test]
+    fn results_kept_while_a_turn_is_due_add_no_turn_and_a_sooner_one_or_a_later_one_does() {
+        let j = Arc::new(Counted::default());
+        let w = weak(&j);
+        let turns = || {
+            let f = FLUSHER.get_or_make(Flusher::default);
+            let due = lock(&f.due);
+            due.waiting
+                .iter()
+                .filter(|(_, x)| Weak::ptr_eq(x, &w))
+                .count()
+        };
+        let start = Instant::now();
+        for _ in 0..100 {
+            wake(w.clone(), Duration::from_millis(400));
+        }
+        assert_eq!(turns(), 1, "one turn carries every result kept before it");
+        // A result due sooner than the turn waiting gets a turn of its own, which carries all.
+        wake(w.clone(), Duration::ZERO);
+        let first = j.first_within(Duration::from_secs(10)).expect("flushed");
+        assert!(
+            first < start + Duration::from_millis(400),
+            "waited for the later turn"
+        );
+        std::thread::sleep(Duration::from_millis(600));
+        assert_eq!(
+            j.times().len(),
+            1,
+            "the later turn went with the first flush"
+        );
+        assert_eq!(turns(), 0);
+        // A result kept after its journal's turn was taken gets a turn of its own.
+        wake(w.clone(), Duration::from_millis(20));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while j.times().len() < 2 {
+            assert!(
+                Instant::now() < deadline,
+                "a result after the turn was never flushed"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// A journal whose every flush fails: it asks for a retry in 30 s each time.
