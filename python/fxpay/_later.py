@@ -63,6 +63,8 @@ class _Later:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        #: Notified when a commit that carried results landed or failed (:meth:`wait_flying`).
+        self.settled = threading.Condition(self.lock)
         # key: (the entry it replaces, as text; the result entry; its text). Those being
         # written wait in `flying` (still read from here) until they land.
         self.results: dict[str, tuple[str, JournalEntry, str]] = {}
@@ -185,6 +187,7 @@ class _Later:
         with self.lock:
             for key, *_ in written:
                 self.flying.pop(key, None)
+            self.settled.notify_all()
 
     def missed(self, written: list[tuple[str, str, JournalEntry, str]]) -> None:
         """The commit that carried them failed: they wait for the next one."""
@@ -193,6 +196,15 @@ class _Later:
                 got = self.flying.pop(key, None)
                 if got is not None:
                     self.results[key] = got
+            self.settled.notify_all()
+
+    def wait_flying(self, timeout: float) -> bool:
+        """Waits until the commits of other threads (the flusher's) that carry results now
+        have ended: True once each landed or failed (its results then wait again), False
+        after ``timeout``. Results taken later are not waited for."""
+        with self.settled:
+            keys = set(self.flying)
+            return self.settled.wait_for(lambda: keys.isdisjoint(self.flying), timeout)
 
     @classmethod
     def hook_exit(cls, journal: Any) -> None:
@@ -257,6 +269,10 @@ RESULT_DELAY = 0.05
 #: How long the flusher waits before it tries again a commit of results that failed.
 RETRY_DELAY = 0.5
 
+#: How long :func:`flush_all` waits at most for a commit the flusher has in flight (a normal
+#: exit ends its rows within 10 s).
+FLYING_WAIT = 10.0
+
 
 def flush_all() -> None:
     """Writes every result waiting in this process now (a payout's end: the processes that
@@ -265,6 +281,11 @@ def flush_all() -> None:
 
     for j in list(_Later.users):
         j._flush_results()
+        # The flusher's commit may carry some of them now: they are written once it landed.
+        # One that failed leaves them waiting again: written here.
+        later = getattr(j, "_later", None)
+        if later is not None and later.wait_flying(FLYING_WAIT):
+            j._flush_results()
     _native_flush_all(_Later.exiting)  # fxpay's journals whose results wait in Rust (SQLite, Redis from a URL)
 
 

@@ -145,6 +145,35 @@ def test_another_process_reads_the_result_within_moments(fxpay_sandbox: Any, tmp
             time.sleep(0.05)
 
 
+def test_flush_all_returns_once_the_flushers_commit_in_flight_has_landed(
+    fxpay_sandbox: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``flush_all`` (a payout's end, the exit's) writes every result waiting, and one that
+    the flusher's commit already carries counts: it returns only once that commit landed
+    (here the commit waits for another process's write lock)."""
+    import threading
+
+    import fxpay._later
+
+    monkeypatch.setattr(fxpay._later, "RESULT_DELAY", 0.3)  # read when the journal is opened
+    path = tmp_path / "j.db"
+    with fxpay_sandbox.client(journal=fxpay.SqliteJournal(path)) as c, Elsewhere(path) as locker:
+        q = quote(c, "k")  # its claim on disk, its result waiting 0.3 s for the flusher
+        locker.run("BEGIN IMMEDIATE")  # the write lock: the flusher's commit waits on it
+        assert sql_elsewhere(path, "SELECT state FROM fxpay_journal WHERE key = 'k'") == [("pending",)]
+        time.sleep(0.6)  # the flusher has taken the result (were it not, flush_all waits too)
+        flushed = threading.Event()
+        flushing = threading.Thread(target=lambda: (fxpay._later.flush_all(), flushed.set()))
+        flushing.start()
+        assert not flushed.wait(0.5), "flush_all returned while the flusher's commit was in flight"
+        assert sql_elsewhere(path, "SELECT state FROM fxpay_journal WHERE key = 'k'") == [("pending",)]
+        locker.run("ROLLBACK")
+        assert flushed.wait(10), "flush_all did not return once the commit could land"
+        flushing.join()
+        # The moment it returned, the result is on disk.
+        assert sql_elsewhere(path, "SELECT state, result FROM fxpay_journal WHERE key = 'k'") == [("done", q)]
+
+
 READ = """
 import sys, fxpay
 e = fxpay.SqliteJournal(sys.argv[1]).get(sys.argv[2])

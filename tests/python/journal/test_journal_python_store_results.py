@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 import fxpay
+import fxpay._later as fxpay_later
 from fxpay._later import _Later
 
 from conftest import need
@@ -158,6 +159,49 @@ def test_a_postgres_result_whose_commit_failed_is_written_once_the_server_answer
         failed = [r for r in caplog.records if "writing the results waiting failed" in r.getMessage()]
         assert failed, "the failed commit was not logged"
         assert failed[0].exc_info, "logged without the driver's error"
+    finally:
+        journal.close()
+        other.close()
+
+
+def test_flush_all_returns_once_the_flushers_commit_in_flight_has_landed(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    """``flush_all`` (a payout's end, the exit's) writes every result waiting, and one the
+    flusher's commit already carries counts: it returns only once that commit landed, so
+    that another session reads the result done the moment it returns (the CI run of
+    2026-12-02 saw it return while the flusher's commit was still in flight)."""
+    psycopg = need("psycopg")
+    table = table_name()
+    journal = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo, application_name="fxpay-flush-all"), table=table)
+    journal.create()
+    other = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo), table=table)
+    try:
+        with fxpay_sandbox.client(journal=journal) as c:
+            quote_id = quote(c, "k")
+        done = _written(other, "k", quote_id)
+        with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin, psycopg.connect(postgres_server.conninfo) as locker:
+            _waiting_again(journal, admin, table, done)
+            locker.execute(f'SELECT 1 FROM "{table}" WHERE key = %s FOR UPDATE', ("k",))  # held until rollback
+            _Later.wake(journal)
+            deadline = time.monotonic() + 10
+            while not admin.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = 'fxpay-flush-all' AND wait_event_type = 'Lock'"
+            ).fetchone():
+                assert time.monotonic() < deadline, "the flusher's commit never waited on the row's lock"
+                time.sleep(0.02)
+            flushed = threading.Event()
+            flushing = threading.Thread(target=lambda: (fxpay_later.flush_all(), flushed.set()))
+            flushing.start()
+            assert not flushed.wait(0.5), "flush_all returned while the flusher's commit was in flight"
+            stored = other.get("k")
+            assert stored is not None
+            assert stored.state == "pending"
+            locker.rollback()
+            assert flushed.wait(10), "flush_all did not return once the commit landed"
+            flushing.join()
+            # The moment it returned, the result is on disk.
+            stored = other.get("k")
+            assert stored is not None
+            assert stored.to_json() == done.to_json()
     finally:
         journal.close()
         other.close()

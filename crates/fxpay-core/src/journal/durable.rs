@@ -292,11 +292,18 @@ pub(crate) fn find_waiting(
 
 /// Writes the results waiting now (a payout's end, the process's exit).
 pub(crate) fn flush(d: &impl Durable) -> Result<()> {
+    // A commit of another thread (the flusher's) may carry results now: they are on disk
+    // when this returns (one that failed leaves them waiting: written here).
+    d.later().wait_flying(FLYING_WAIT);
     if !d.later().has_results() {
         return Ok(());
     }
     d.write(Op::Nothing).map(drop)
 }
+
+/// How long [`flush`] waits at most for a commit the flusher has in flight (a normal exit
+/// ends its rows within 10 s).
+const FLYING_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long the flusher waits before it tries again a commit of results that failed.
 const RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(500);

@@ -76,6 +76,8 @@ struct Held {
 #[derive(Default)]
 pub(crate) struct Later {
     held: Mutex<Held>,
+    /// Notified when a commit that carried results landed or failed ([`Later::wait_flying`]).
+    settled: Condvar,
     inherited: HashMap<String, Entry>,
 }
 
@@ -88,6 +90,7 @@ impl Later {
     pub(crate) fn with_inherited(inherited: HashMap<String, Entry>) -> Self {
         Later {
             held: Mutex::default(),
+            settled: Condvar::new(),
             inherited,
         }
     }
@@ -102,6 +105,21 @@ impl Later {
 
     pub(crate) fn has_results(&self) -> bool {
         !lock(&self.held).results.is_empty()
+    }
+
+    /// Waits until the commits of other threads (the flusher's) that carry results now have
+    /// ended, each landed or failed (its results then wait again), or `timeout` passed.
+    /// Results taken later are not waited for.
+    pub(crate) fn wait_flying(&self, timeout: Duration) {
+        let h = lock(&self.held);
+        let keys: Vec<String> = h.flying.keys().cloned().collect();
+        drop(
+            self.settled
+                .wait_timeout_while(h, timeout, |h| {
+                    keys.iter().any(|k| h.flying.contains_key(k))
+                })
+                .unwrap_or_else(PoisonError::into_inner),
+        );
     }
 
     /// What the key reads, given what the store holds and `mine` (this process's result of
@@ -158,6 +176,7 @@ impl Later {
         for w in written {
             h.flying.remove(&w.key);
         }
+        self.settled.notify_all();
     }
 
     /// The commit that carried them failed: they wait for the next one.
@@ -168,6 +187,7 @@ impl Later {
                 h.results.insert(w.key.clone(), got);
             }
         }
+        self.settled.notify_all();
     }
 
     /// Every result waiting or being written.
