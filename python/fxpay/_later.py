@@ -47,9 +47,10 @@ class _Later:
     #: writes its own results).
     by_path: ClassVar[dict[str, _Later]] = {}
     made: ClassVar[threading.Lock] = threading.Lock()
-    #: Journals with results waiting, for the flusher thread; and whether it runs.
+    #: The turns of the journals with results waiting (when each is due, and the journal),
+    #: for the flusher thread.
     due: ClassVar[threading.Condition] = threading.Condition()
-    waiting: ClassVar[list[Any]] = []
+    waiting: ClassVar[list[tuple[float, Any]]] = []
     #: A journal whose last commit of results failed: not tried again before this time
     #: (:meth:`retry`), while the other journals' results go on being written.
     not_before: ClassVar[weakref.WeakKeyDictionary[Any, float]] = weakref.WeakKeyDictionary()
@@ -218,11 +219,17 @@ class _Later:
 
     @classmethod
     def wake(cls, journal: Any) -> None:
-        """Has the flusher write ``journal``'s results within :data:`RESULT_DELAY`."""
+        """Has the flusher write ``journal``'s results :data:`RESULT_DELAY` from now (its own
+        delay, read now: never another journal's turn). A turn of ``journal`` already due by
+        then carries them (a turn writes every result its journal holds): no second one."""
         cls.hook_exit(journal)
         with cls.due:
-            cls.waiting.append(journal)
-            if cls.flusher is None or not cls.flusher.is_alive():
+            at = time.monotonic() + RESULT_DELAY
+            alive = cls.flusher is not None and cls.flusher.is_alive()
+            if alive and any(j is journal and when <= at for when, j in cls.waiting):
+                return
+            cls.waiting.append((at, journal))
+            if not alive:
                 cls.flusher = threading.Thread(target=cls._flush_loop, name="fxpay-journal-results", daemon=True)
                 cls.flusher.start()
             cls.due.notify()
@@ -240,20 +247,32 @@ class _Later:
         cls.wake(journal)
 
     @classmethod
+    def _turn(cls, at: float, journal: Any) -> float:
+        """When a turn is due: its time, or the journal's retry if that is later."""
+        return max(at, cls.not_before.get(journal, at))
+
+    @classmethod
     def _flush_loop(cls) -> None:
         while True:
             with cls.due:
-                while not cls.waiting:
-                    cls.due.wait()
-            time.sleep(RESULT_DELAY)
-            with cls.due:
-                now = time.monotonic()
-                ready = [j for j in cls.waiting if cls.not_before.get(j, now) <= now]
-                if not ready:  # only journals whose retry is not due yet: wait for the first
-                    cls.due.wait(min(cls.not_before[j] for j in cls.waiting) - now)
-                    continue
-                cls.waiting = [j for j in cls.waiting if cls.not_before.get(j, now) > now]
-            for j in dict.fromkeys(ready):  # each once, held until written
+                while True:
+                    if not cls.waiting:
+                        cls.due.wait()
+                        continue
+                    now = time.monotonic()
+                    first = min(cls._turn(at, j) for at, j in cls.waiting)
+                    if first <= now:
+                        break
+                    cls.due.wait(first - now)  # a wake with a sooner turn ends it early
+                # The journals due now, each once: its flush writes every result it holds, so
+                # its later turns go too (a result kept after this adds a turn of its own).
+                # The others keep theirs: each journal is written at its own delay.
+                ready: list[Any] = []
+                for at, j in cls.waiting:
+                    if all(r is not j for r in ready) and cls._turn(at, j) <= now:
+                        ready.append(j)
+                cls.waiting = [(at, j) for at, j in cls.waiting if all(r is not j for r in ready)]
+            for j in ready:
                 j._flush_results()
 
 

@@ -3,6 +3,7 @@
 flusher asks it to write, and how often the flusher looks it up (its hash).
 
 - a result waits :data:`RESULT_DELAY` for others to join its commit before it is written;
+- each journal has turns of its own: written at its own delay, never at another's;
 - between turns the flusher sleeps: it is woken by a result or by a retry falling due, and
   does not poll (a journal whose commit failed is looked up a handful of times while its
   retry is not due, not every ``RESULT_DELAY``), and it lives on once it has nothing to do;
@@ -69,13 +70,71 @@ def test_a_result_waits_for_others_to_join_its_commit_before_it_is_written() -> 
         journal = Recorder()
         woken = time.monotonic()
         _Later.wake(journal)
-        print(json.dumps({"written": journal.written.wait(5), "after": journal.asked[0] - woken}))
+        written = journal.written.wait(5)
+        after = journal.asked[0] - woken
+        # A journal whose commit was once refused and then written: its retry is past, and
+        # its next result waits its whole delay too.
+        retried = Recorder(refuse=1)
+        _Later.wake(retried)
+        retried.written.wait(5)
+        retried.written.clear()
+        woken = time.monotonic()
+        _Later.wake(retried)
+        again = retried.written.wait(5)
+        print(json.dumps({"written": written and again, "after": after, "again": retried.asked[-1] - woken}))
         """
     )
     assert got["written"], "the flusher never wrote the result"
-    assert got["after"] >= RESULT_DELAY, (
-        f"written {got['after']:.4f} s after the wake: other calls' results had no {RESULT_DELAY} s to join the commit"
+    for after in (got["after"], got["again"]):
+        assert after >= RESULT_DELAY, (
+            f"written {after:.4f} s after the wake: other calls' results had no {RESULT_DELAY} s to join the commit"
+        )
+
+
+def test_each_journal_is_written_at_its_own_delay_never_at_anothers() -> None:
+    """A journal woken while the flusher waits for another's turn gets a turn of its own:
+    written a whole delay after its own wake, not when the other's falls due; a journal woken
+    with a shorter delay (read at its wake) is not held by another's longer one; and a journal
+    woken again while its turn is due is written once. (Found by CI: the flusher slept one
+    delay from the first wake and then wrote every journal waiting, so a result kept just
+    before was written at once, and one kept under a longer delay that an earlier test had
+    set waited for it.)"""
+    got = run(
+        """
+        import fxpay._later as later
+        later.RESULT_DELAY = 0.5
+        first, second = Recorder(), Recorder()
+        t0 = time.monotonic()
+        _Later.wake(first)
+        time.sleep(0.4)
+        t1 = time.monotonic()
+        _Later.wake(second)
+        _Later.wake(second)  # its turn is due by then: no second one
+        turns = sum(j is second for _, j in _Later.waiting)
+        second.written.wait(5)
+        later.RESULT_DELAY = 30.0
+        slow, quick = Recorder(), Recorder()
+        _Later.wake(slow)
+        later.RESULT_DELAY = 0.05
+        t2 = time.monotonic()
+        _Later.wake(quick)
+        quick.written.wait(5)
+        time.sleep(0.6)
+        print(json.dumps({
+            "first": [a - t0 for a in first.asked],
+            "second": [a - t1 for a in second.asked],
+            "quick": [a - t2 for a in quick.asked],
+            "slow": len(slow.asked),
+            "turns": turns,
+        }))
+        """
     )
+    assert len(got["first"]) == 1, got
+    assert got["first"][0] >= 0.5, got
+    assert (len(got["second"]), got["turns"]) == (1, 1), f"woken twice while its turn was due: {got}"
+    assert got["second"][0] >= 0.5, f"written {got['second'][0]:.3f} s after its wake: at the other journal's turn"
+    assert len(got["quick"]) == 1, f"held by another journal's longer delay (30 s): {got}"
+    assert got["slow"] == 0, "written before its own delay"
 
 
 def test_while_a_retry_is_not_due_the_flusher_sleeps_and_does_not_poll() -> None:

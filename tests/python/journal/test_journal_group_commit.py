@@ -233,8 +233,10 @@ def _joined_while_in_flight(
     import fxpay._later as later
 
     monkeypatch.setattr(group_commit, "COMMIT_DELAY", group_commit.COMMIT_DELAY and 30.0)
-    # 5 s at most: the flusher thread sleeps what it read, into the tests that follow.
-    monkeypatch.setattr(later, "RESULT_DELAY", 5.0)
+    # Read at each result's wake: this journal's turn falls due 30 s after the warm-up's
+    # result, long after the window (the turns of other journals, an earlier test's, never
+    # write this one's). close() writes them.
+    monkeypatch.setattr(later, "RESULT_DELAY", 30.0)
     quote(c, "warm-up")
     sandbox.delay_next(QUOTES, 5.0)
     got: dict[str, str] = {}

@@ -72,7 +72,7 @@ def test_the_result_is_written_within_moments_with_no_other_call(fxpay_sandbox: 
             assert time.monotonic() < deadline, "the result written is still held as on its way"
             time.sleep(0.02)
         # Nor is the journal left on the flusher's list of journals to write.
-        while any(j is journal for j in _Later.waiting):
+        while any(j is journal for _, j in _Later.waiting):
             assert time.monotonic() < deadline, "the journal written stays on the flusher's list"
             time.sleep(0.02)
 
