@@ -15,7 +15,7 @@ import pytest
 import fxpay
 
 from conftest import need
-from journal_support import QUOTES, RedisServer, quote, requests_to
+from journal_support import QUOTES, RedisServer, pending_entry, quote, requests_to
 
 
 def _free_port() -> int:
@@ -153,4 +153,57 @@ def test_a_redis_that_stops_answering_fails_a_claim_closed_within_the_timeout(fx
             qid = quote(c, "after")
             assert journal.get("after").result == qid  # type: ignore[union-attr]
     finally:
+        server.stop()
+
+
+def test_a_signal_to_the_calling_thread_mid_command_does_not_fail_the_write(tmp_path: Path) -> None:
+    """A signal with a Python handler (installed without ``SA_RESTART``: a server's SIGTERM,
+    gunicorn's or tornado's SIGCHLD, pytest-timeout's SIGALRM) delivered to the thread that
+    waits for Redis's answer to a claim interrupts the read (``EINTR``: found by CI as
+    ``RedisJournal.swap() failed: ConnectionError: Interrupted system call``). The write
+    was sent: it cannot be sent again, and failing it leaves a key claimed for nothing. The
+    core holds such signals off that thread while it talks to Redis; the handler runs once
+    the claim has its answer."""
+    import signal
+    import threading
+
+    redis = need("redis")
+    server = RedisServer(tmp_path)
+    server.start()
+    caught: list[float] = []
+    before = signal.signal(signal.SIGUSR1, lambda *_: caught.append(time.monotonic()))
+    try:
+        journal = fxpay.RedisJournal(server.url, prefix="signalled:", socket_timeout=10.0)
+        journal.create()
+        assert journal.claim(pending_entry("warm")) is None  # the connection made and checked
+        admin = redis.Redis.from_url(server.url)
+        main = threading.main_thread().ident
+        assert main is not None
+        assert threading.get_ident() == main  # pytest runs tests on the main thread
+        done = threading.Event()
+
+        def interrupt() -> None:
+            time.sleep(0.2)  # the claim waits for its answer (Redis paused)
+            while not done.is_set():
+                signal.pthread_kill(main, signal.SIGUSR1)
+                time.sleep(0.05)
+
+        try:
+            admin.client_pause(1000, all=True)
+            sender = threading.Thread(target=interrupt)
+            sender.start()
+            try:
+                started = time.monotonic()
+                assert journal.claim(pending_entry("signalled")) is None
+                answered = time.monotonic()
+            finally:
+                done.set()
+                sender.join(10)
+        finally:
+            admin.close()
+        assert answered - started >= 0.5, "the claim was answered before Redis was paused"
+        assert caught, "the handler never ran"
+        assert journal.get("signalled").state == "pending"  # type: ignore[union-attr]
+    finally:
+        signal.signal(signal.SIGUSR1, before)
         server.stop()

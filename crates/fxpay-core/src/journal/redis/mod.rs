@@ -4,6 +4,8 @@
 //!
 //! - `connection`: a connection made the journal's way (timeouts; a replica, or a Redis that
 //!   forgets, refused before its first command);
+//! - `signals`: the process's signals held off a thread while it waits for Redis (a read
+//!   a signal interrupted fails a command that was sent);
 //! - `texts`: the two scripts every write runs (each checks the journal's identity first),
 //!   and the journal's refusals;
 //! - the journal's `group_commit` (the claims of concurrent calls, and the results waiting,
@@ -18,6 +20,7 @@
 //! (server and prefix) in the process, and a queue of claims per store; a forked child makes
 //! its own on first use and never touches its parent's.
 mod connection;
+mod signals;
 pub(crate) mod texts;
 
 use super::durable::{self, Durable};
@@ -215,6 +218,7 @@ impl RedisStore {
         read: bool,
         mut f: impl FnMut(&mut Connection) -> std::result::Result<T, Lost>,
     ) -> Result<T> {
+        let _held = signals::Held::new(); // no EINTR on a command sent: signals.rs
         let here = self.here();
         let mut conn = lock(&here.conn);
         let mut tries = 2;
