@@ -11,6 +11,7 @@ commit, like the core's stores' results, and (issue 55's mutation run of
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -164,47 +165,57 @@ def test_a_postgres_result_whose_commit_failed_is_written_once_the_server_answer
         other.close()
 
 
-def test_flush_all_returns_once_the_flushers_commit_in_flight_has_landed(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
-    """``flush_all`` (a payout's end, the exit's) writes every result waiting, and one the
-    flusher's commit already carries counts: it returns only once that commit landed, so
-    that another session reads the result done the moment it returns (the CI run of
-    2026-12-02 saw it return while the flusher's commit was still in flight)."""
+@contextlib.contextmanager
+def _commit_held_by_a_lock(sandbox: Any, server: PostgresServer, name: str) -> Iterator[tuple[Any, Any, Any, fxpay.JournalEntry]]:
+    """A keyed call's result, written and then made to wait again in this process; the
+    flusher's commit of it in flight, held by another session's lock on the key's row.
+    Yields the journal (its sessions named ``name``), another journal of the same table, the
+    session holding the lock (let go by its ``rollback()``) and the result as written."""
     psycopg = need("psycopg")
     table = table_name()
-    journal = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo, application_name="fxpay-flush-all"), table=table)
+    journal = fxpay.PostgresJournal(lambda: psycopg.connect(server.conninfo, application_name=name), table=table)
     journal.create()
-    other = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo), table=table)
+    other = fxpay.PostgresJournal(lambda: psycopg.connect(server.conninfo), table=table)
     try:
-        with fxpay_sandbox.client(journal=journal) as c:
+        with sandbox.client(journal=journal) as c:
             quote_id = quote(c, "k")
         done = _written(other, "k", quote_id)
-        with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin, psycopg.connect(postgres_server.conninfo) as locker:
+        with psycopg.connect(server.conninfo, autocommit=True) as admin, psycopg.connect(server.conninfo) as locker:
             _waiting_again(journal, admin, table, done)
             locker.execute(f'SELECT 1 FROM "{table}" WHERE key = %s FOR UPDATE', ("k",))  # held until rollback
             _Later.wake(journal)
             deadline = time.monotonic() + 10
             while not admin.execute(
-                "SELECT 1 FROM pg_stat_activity WHERE application_name = 'fxpay-flush-all' AND wait_event_type = 'Lock'"
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'", (name,)
             ).fetchone():
                 assert time.monotonic() < deadline, "the flusher's commit never waited on the row's lock"
                 time.sleep(0.02)
-            flushed = threading.Event()
-            flushing = threading.Thread(target=lambda: (fxpay_later.flush_all(), flushed.set()))
-            flushing.start()
-            assert not flushed.wait(0.5), "flush_all returned while the flusher's commit was in flight"
-            stored = other.get("k")
-            assert stored is not None
-            assert stored.state == "pending"
-            locker.rollback()
-            assert flushed.wait(10), "flush_all did not return once the commit landed"
-            flushing.join()
-            # The moment it returned, the result is on disk.
-            stored = other.get("k")
-            assert stored is not None
-            assert stored.to_json() == done.to_json()
+            yield journal, other, locker, done
     finally:
         journal.close()
         other.close()
+
+
+def test_flush_all_returns_once_the_flushers_commit_in_flight_has_landed(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
+    """``flush_all`` (a payout's end, the exit's) writes every result waiting, and one the
+    flusher's commit already carries counts: it returns only once that commit landed, so
+    that another session reads the result done the moment it returns (the CI run of
+    2026-12-02 saw it return while the flusher's commit was still in flight)."""
+    with _commit_held_by_a_lock(fxpay_sandbox, postgres_server, "fxpay-flush-all") as (_, other, locker, done):
+        flushed = threading.Event()
+        flushing = threading.Thread(target=lambda: (fxpay_later.flush_all(), flushed.set()))
+        flushing.start()
+        assert not flushed.wait(0.5), "flush_all returned while the flusher's commit was in flight"
+        stored = other.get("k")
+        assert stored is not None
+        assert stored.state == "pending"
+        locker.rollback()
+        assert flushed.wait(10), "flush_all did not return once the commit landed"
+        flushing.join()
+        # The moment it returned, the result is on disk.
+        stored = other.get("k")
+        assert stored is not None
+        assert stored.to_json() == done.to_json()
 
 
 def test_a_result_whose_commit_waits_on_a_lock_reads_done_here_meanwhile(fxpay_sandbox: Any, postgres_server: PostgresServer) -> None:
@@ -212,37 +223,16 @@ def test_a_result_whose_commit_waits_on_a_lock_reads_done_here_meanwhile(fxpay_s
     lock on the key's row), the store still holds the claim ``pending``; this process reads
     the result on its way, ``done``, not that claim. (Issue 55's mutation run of
     ``_later.py``: ``_Later.get`` reading only the results not yet taken by a commit.)"""
-    psycopg = need("psycopg")
-    table = table_name()
-    journal = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo, application_name="fxpay-in-flight"), table=table)
-    journal.create()
-    other = fxpay.PostgresJournal(lambda: psycopg.connect(postgres_server.conninfo), table=table)
-    try:
-        with fxpay_sandbox.client(journal=journal) as c:
-            quote_id = quote(c, "k")
-        done = _written(other, "k", quote_id)
-        with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin, psycopg.connect(postgres_server.conninfo) as locker:
-            _waiting_again(journal, admin, table, done)
-            locker.execute(f'SELECT 1 FROM "{table}" WHERE key = %s FOR UPDATE', ("k",))  # held until rollback
-            _Later.wake(journal)
-            deadline = time.monotonic() + 10
-            while not admin.execute(
-                "SELECT 1 FROM pg_stat_activity WHERE application_name = 'fxpay-in-flight' AND wait_event_type = 'Lock'"
-            ).fetchone():
-                assert time.monotonic() < deadline, "the flusher's commit never waited on the row's lock"
-                time.sleep(0.02)
-            stored = other.get("k")
-            assert stored is not None
-            assert stored.state == "pending", "the store holds the claim while its result's commit waits"
-            mine = journal.get("k")
-            assert mine is not None
-            assert (mine.state, mine.result) == ("done", done.result), "this process read its own result's claim"
-            locker.rollback()
+    with _commit_held_by_a_lock(fxpay_sandbox, postgres_server, "fxpay-in-flight") as (journal, other, locker, done):
+        stored = other.get("k")
+        assert stored is not None
+        assert stored.state == "pending", "the store holds the claim while its result's commit waits"
+        mine = journal.get("k")
+        assert mine is not None
+        assert (mine.state, mine.result) == ("done", done.result), "this process read its own result's claim"
+        locker.rollback()
         deadline = time.monotonic() + 10
         while (stored := other.get("k")) is None or stored.state != "done":
             assert time.monotonic() < deadline, "the result was not written once the lock was let go"
             time.sleep(0.02)
         assert stored.to_json() == done.to_json()
-    finally:
-        journal.close()
-        other.close()
