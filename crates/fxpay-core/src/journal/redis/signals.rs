@@ -113,6 +113,6 @@ mod tests {
             assert!(blocked(libc::SIGUSR2), "the caller's own mask was lost");
         })
         .join()
-        .unwrap();
+        .expect("the test thread panicked");
     }
 }
